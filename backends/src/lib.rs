@@ -1,0 +1,1 @@
+//! Gantry's backends.

@@ -1,0 +1,91 @@
+//! Backends: execution streams on a device.
+
+use std::any::Any;
+
+use gantry_arenas::{EventId, TensorId};
+
+use crate::{Context, Device, Error, Graph, Result};
+
+/// How a graph computation ended (ggml's `ggml_status`).
+#[derive(Debug)]
+pub enum ComputeStatus {
+    /// Every node was computed.
+    Success,
+    /// The abort callback asked to stop; later nodes were not computed.
+    Aborted,
+    /// Scratch memory could not be allocated.
+    AllocFailed,
+    /// A node failed.
+    Failed(Error),
+}
+
+impl ComputeStatus {
+    /// `Ok` on success, the matching `Err` otherwise.
+    pub fn into_result(self) -> Result<()> {
+        match self {
+            ComputeStatus::Success => Ok(()),
+            ComputeStatus::Aborted => Err(Error::Aborted),
+            ComputeStatus::AllocFailed => Err(Error::OutOfMemory { buffer_type: "compute scratch".into(), size: 0 }),
+            ComputeStatus::Failed(e) => Err(e),
+        }
+    }
+
+    /// Whether the status is `Success`.
+    pub fn is_success(&self) -> bool {
+        matches!(self, ComputeStatus::Success)
+    }
+}
+
+/// An execution stream on a device (ggml's `ggml_backend`).
+///
+/// Work submitted with the `_async` methods runs in submission order and is
+/// finished by [`Backend::synchronize`]. Backends without asynchronous
+/// execution keep the default methods, which run synchronously.
+pub trait Backend: Send + Sync + 'static {
+    /// The backend's name (usually its device's).
+    fn name(&self) -> &str;
+
+    /// The device this backend runs on.
+    fn device(&self) -> &dyn Device;
+
+    /// Computes every node of `graph`, in order, and waits for the result.
+    fn graph_compute(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus;
+
+    /// Starts computing `graph`; the result is ready after [`Backend::synchronize`].
+    fn graph_compute_async(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
+        self.graph_compute(ctx, graph)
+    }
+
+    /// Waits for all submitted work.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Queues a write of `data` into `tensor` at byte `offset`.
+    fn set_tensor_async(&self, ctx: &Context, tensor: TensorId, offset: usize, data: &[u8]) -> Result<()> {
+        ctx.write_tensor_bytes(tensor, offset, data)
+    }
+
+    /// Queues a read of `tensor` at byte `offset` into `out`; `out` is filled
+    /// after [`Backend::synchronize`].
+    fn get_tensor_async(&self, ctx: &Context, tensor: TensorId, offset: usize, out: &mut [u8]) -> Result<()> {
+        ctx.read_tensor_bytes(tensor, offset, out)
+    }
+
+    /// Queues a copy of `src` (written by `src_backend`) into `dst` (in this
+    /// backend's memory). Returns `Ok(false)` when this backend cannot copy
+    /// asynchronously from there; the caller then synchronizes and copies.
+    fn cpy_tensor_async(&self, src_backend: &dyn Backend, ctx: &Context, src: TensorId, dst: TensorId) -> Result<bool> {
+        let _ = (src_backend, ctx, src, dst);
+        Ok(false)
+    }
+
+    /// Records `event` at the current point of this stream.
+    fn event_record(&self, event: EventId) -> Result<()>;
+
+    /// Makes later work on this stream wait until `event` has completed.
+    fn event_wait(&self, event: EventId) -> Result<()>;
+
+    /// For downcasting to the concrete type (extensions use this).
+    fn as_any(&self) -> &dyn Any;
+}

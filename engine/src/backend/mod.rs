@@ -1,0 +1,23 @@
+//! The backend layer: ggml's buffer types, buffers, backends (streams),
+//! devices, platforms and registry, as traits and handles.
+//!
+//! The engine knows backends only through these traits; `gantry-backends`
+//! implements them for the CPU and for GPUs.
+
+mod backend;
+mod buffer;
+mod buffer_type;
+mod device;
+mod extension;
+mod host_memory;
+mod platform;
+mod registry;
+
+pub use backend::{Backend, ComputeStatus};
+pub use buffer::{Buffer, BufferUsage, check_range};
+pub use buffer_type::{BufferType, same_buffer_type};
+pub use device::{Device, DeviceCaps, DeviceProps, DeviceType, MemoryInfo};
+pub use extension::{AbortCallback, SetAbortCallback, SetThreadCount};
+pub use host_memory::HostMemory;
+pub use platform::{Platform, platform_extension};
+pub use registry::Registry;

@@ -1,0 +1,38 @@
+//! Platforms: one backend family and its devices.
+
+use std::any::{Any, TypeId};
+use std::sync::Arc;
+
+use crate::Device;
+
+/// One backend family (ggml's `ggml_backend_reg`): the CPU, wgpu, CUDA.
+pub trait Platform: Send + Sync + 'static {
+    /// The family's name (`"CPU"`, `"wgpu"`).
+    fn name(&self) -> &str;
+
+    /// The devices this platform found.
+    fn devices(&self) -> Vec<Arc<dyn Device>>;
+
+    /// An optional feature, looked up by its type (see [`platform_extension`]).
+    fn extension(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        let _ = type_id;
+        None
+    }
+}
+
+/// The extension of type `E` that `platform` provides, if any.
+///
+/// ```
+/// use std::any::{Any, TypeId};
+/// use std::sync::Arc;
+/// use gantry_engine::{Device, Platform, SetThreadCount, platform_extension};
+/// struct Empty;
+/// impl Platform for Empty {
+///     fn name(&self) -> &str { "empty" }
+///     fn devices(&self) -> Vec<Arc<dyn Device>> { Vec::new() }
+/// }
+/// assert!(platform_extension::<SetThreadCount>(&Empty).is_none());
+/// ```
+pub fn platform_extension<E: Any>(platform: &dyn Platform) -> Option<&E> {
+    platform.extension(TypeId::of::<E>())?.downcast_ref::<E>()
+}

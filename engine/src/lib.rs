@@ -1,0 +1,27 @@
+//! Gantry's engine: dtypes, tensors, ops, graphs, the backend traits, the
+//! graph allocator and the scheduler.
+//!
+//! Everything is data in tables keyed by handles (see `gantry-arenas`): a
+//! [`Context`] holds tensor descriptions, placements and buffers; graphs are
+//! node lists in a [`gantry_arenas::GraphArena`]; backends are trait objects
+//! that compute a graph over a context.
+
+pub mod backend;
+mod context;
+pub mod convert;
+mod dtype;
+mod error;
+mod graph;
+mod op;
+pub mod ops;
+pub mod quant;
+pub mod tensor;
+
+pub use backend::*;
+pub use context::{BufferEntry, Context, Mark, Placement};
+pub use dtype::{DType, DTypeInfo, QK_K};
+pub use error::{Error, Result};
+pub use gantry_arenas::{BackendId, BufferId, BufferTypeId, DeviceId, EventId, GraphArena, TensorId};
+pub use graph::Graph;
+pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
+pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};

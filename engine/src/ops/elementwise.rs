@@ -1,0 +1,193 @@
+//! Element-wise ops: ADD, SUB, MUL, DIV, SCALE, CLAMP, the unary functions,
+//! SWIGLU and GEGLU.
+
+use gantry_arenas::TensorId;
+
+use super::FLOATS;
+use crate::{BinaryOp, Context, DType, GluOp, Op, Result, UnaryOp, op_err};
+
+impl Context {
+    /// `a (op) b` with `b` repeated over `a` (every dim of `a` a multiple of
+    /// `b`'s). The result has `a`'s shape and dtype; `b` is F32 or `a`'s dtype.
+    pub fn binary(&mut self, op: BinaryOp, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary_impl(op, a, b, false)
+    }
+
+    /// [`Context::binary`] writing into `a` (the result is a view of `a`).
+    pub fn binary_inplace(&mut self, op: BinaryOp, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary_impl(op, a, b, true)
+    }
+
+    fn binary_impl(&mut self, op: BinaryOp, a: TensorId, b: TensorId, inplace: bool) -> Result<TensorId> {
+        let name = op.name();
+        let da = self.expect_dtype(name, a, FLOATS)?;
+        let db = self.expect_dtype(name, b, FLOATS)?;
+        if db.dtype != DType::F32 && db.dtype != da.dtype {
+            return Err(op_err!(name, "{} must be f32 or {}'s dtype {}", self.describe(b), self.describe(a), da.dtype));
+        }
+        if !db.can_repeat_to(&da) {
+            return Err(op_err!(name, "{} does not repeat into {}", self.describe(b), self.describe(a)));
+        }
+        self.result_like(a, Op::Binary(op), &[a, b], inplace)
+    }
+
+    /// `a + b` (broadcasting `b`).
+    pub fn add(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Add, a, b)
+    }
+
+    /// `a - b` (broadcasting `b`).
+    pub fn sub(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Sub, a, b)
+    }
+
+    /// `a * b` (broadcasting `b`).
+    pub fn mul(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Mul, a, b)
+    }
+
+    /// `a / b` (broadcasting `b`).
+    pub fn div(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.binary(BinaryOp::Div, a, b)
+    }
+
+    /// `a * scale + bias`.
+    pub fn scale(&mut self, a: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
+        self.expect_dtype("SCALE", a, FLOATS)?;
+        self.result_like(a, Op::Scale { scale, bias }, &[a], false)
+    }
+
+    /// [`Context::scale`] writing into `a`.
+    pub fn scale_inplace(&mut self, a: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
+        self.expect_dtype("SCALE", a, FLOATS)?;
+        self.result_like(a, Op::Scale { scale, bias }, &[a], true)
+    }
+
+    /// `a` clamped to `[min, max]`.
+    pub fn clamp(&mut self, a: TensorId, min: f32, max: f32) -> Result<TensorId> {
+        self.expect_dtype("CLAMP", a, FLOATS)?;
+        if min.is_nan() || max.is_nan() || min > max {
+            return Err(op_err!("CLAMP", "bounds [{min}, {max}] of {} are not an interval", self.describe(a)));
+        }
+        self.result_like(a, Op::Clamp { min, max }, &[a], false)
+    }
+
+    /// The element-wise function `op` of `a`.
+    pub fn unary(&mut self, op: UnaryOp, a: TensorId) -> Result<TensorId> {
+        self.expect_dtype(op.name(), a, FLOATS)?;
+        self.result_like(a, Op::Unary(op), &[a], false)
+    }
+
+    /// [`Context::unary`] writing into `a`.
+    pub fn unary_inplace(&mut self, op: UnaryOp, a: TensorId) -> Result<TensorId> {
+        self.expect_dtype(op.name(), a, FLOATS)?;
+        self.result_like(a, Op::Unary(op), &[a], true)
+    }
+
+    /// `-a`
+    pub fn neg(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Neg, a)
+    }
+    /// `|a|`
+    pub fn abs(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Abs, a)
+    }
+    /// `a * a`
+    pub fn sqr(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Sqr, a)
+    }
+    /// `sqrt(a)`
+    pub fn sqrt(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Sqrt, a)
+    }
+    /// `e^a`
+    pub fn exp(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Exp, a)
+    }
+    /// `ln(a)`
+    pub fn log(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Log, a)
+    }
+    /// `tanh(a)`
+    pub fn tanh(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Tanh, a)
+    }
+    /// `max(a, 0)`
+    pub fn relu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Relu, a)
+    }
+    /// GELU (tanh approximation).
+    pub fn gelu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Gelu, a)
+    }
+    /// GELU (exact, with erf).
+    pub fn gelu_erf(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::GeluErf, a)
+    }
+    /// `a * sigmoid(a)`
+    pub fn silu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Silu, a)
+    }
+    /// `1 / (1 + e^-a)`
+    pub fn sigmoid(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Sigmoid, a)
+    }
+
+    /// Fused gated linear unit: `a`'s rows hold `[x, g]` halves; the result
+    /// (half as wide) is `act(x) * g`, or `act(g) * x` when `swapped`.
+    pub fn glu(&mut self, op: GluOp, a: TensorId, swapped: bool) -> Result<TensorId> {
+        let name = op.name();
+        let d = self.expect_dtype(name, a, FLOATS)?;
+        self.expect_contiguous_rows(name, a, &d)?;
+        if d.ne[0] % 2 != 0 {
+            return Err(op_err!(name, "the fused form needs an even row length, {} has {}", self.describe(a), d.ne[0]));
+        }
+        let mut ne = d.ne;
+        ne[0] /= 2;
+        self.push_op(d.dtype, ne, Op::Glu { op, swapped }, &[a])
+    }
+
+    /// Split gated linear unit: `act(a) * b` (same shape and dtype).
+    pub fn glu_split(&mut self, op: GluOp, a: TensorId, b: TensorId) -> Result<TensorId> {
+        let name = op.name();
+        let da = self.expect_dtype(name, a, FLOATS)?;
+        let db = self.src(name, b)?;
+        self.expect_contiguous_rows(name, a, &da)?;
+        self.expect_contiguous_rows(name, b, &db)?;
+        if da.ne != db.ne || da.dtype != db.dtype {
+            return Err(op_err!(name, "{} and {} must have the same shape and dtype", self.describe(a), self.describe(b)));
+        }
+        self.push_op(da.dtype, da.ne, Op::Glu { op, swapped: false }, &[a, b])
+    }
+
+    /// `silu(x) * g` over the halves of `a`'s rows.
+    pub fn swiglu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.glu(GluOp::Swiglu, a, false)
+    }
+
+    /// `silu(a) * b`.
+    pub fn swiglu_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.glu_split(GluOp::Swiglu, a, b)
+    }
+
+    /// `gelu(x) * g` over the halves of `a`'s rows.
+    pub fn geglu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.glu(GluOp::Geglu, a, false)
+    }
+
+    /// `gelu(a) * b`.
+    pub fn geglu_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.glu_split(GluOp::Geglu, a, b)
+    }
+
+    /// A result with `a`'s shape and dtype: new and contiguous, or a view of
+    /// `a` when computed in place.
+    pub(crate) fn result_like(&mut self, a: TensorId, op: Op, srcs: &[TensorId], inplace: bool) -> Result<TensorId> {
+        let d = self.src(op.name(), a)?;
+        if inplace {
+            self.push_view(a, d.dtype, d.ne, d.nb, 0, op, srcs)
+        } else {
+            self.push_op(d.dtype, d.ne, op, srcs)
+        }
+    }
+}

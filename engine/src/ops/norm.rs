@@ -1,0 +1,79 @@
+//! Row-wise normalizations: NORM, RMS_NORM, SOFT_MAX, DIAG_MASK_INF.
+
+use gantry_arenas::TensorId;
+
+use crate::{Context, DType, Op, Result, op_err};
+
+impl Context {
+    /// `(x - mean) / sqrt(var + eps)` over each row.
+    pub fn norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.norm_impl(a, Op::Norm { eps }, eps, false)
+    }
+
+    /// `x / sqrt(mean(x^2) + eps)` over each row.
+    pub fn rms_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.norm_impl(a, Op::RmsNorm { eps }, eps, false)
+    }
+
+    /// [`Context::rms_norm`] writing into `a`.
+    pub fn rms_norm_inplace(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.norm_impl(a, Op::RmsNorm { eps }, eps, true)
+    }
+
+    fn norm_impl(&mut self, a: TensorId, op: Op, eps: f32, inplace: bool) -> Result<TensorId> {
+        self.expect_dtype(op.name(), a, &[DType::F32])?;
+        if !(eps >= 0.0 && eps.is_finite()) {
+            return Err(op_err!(op.name(), "eps {eps} for {} must be finite and non-negative", self.describe(a)));
+        }
+        self.result_like(a, op, &[a], inplace)
+    }
+
+    /// `softmax(a * scale + slope * mask)` over each row. The optional mask
+    /// (F32 or F16, contiguous) has `a`'s row length, at least `a`'s rows,
+    /// and repeats over dims 2 and 3; `max_bias > 0` turns on ALiBi slopes per
+    /// head (dim 2) and needs a mask.
+    pub fn soft_max_ext(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32) -> Result<TensorId> {
+        self.soft_max_impl(a, mask, scale, max_bias, false)
+    }
+
+    /// Plain softmax over each row.
+    pub fn soft_max(&mut self, a: TensorId) -> Result<TensorId> {
+        self.soft_max_impl(a, None, 1.0, 0.0, false)
+    }
+
+    /// [`Context::soft_max_ext`] writing into `a`.
+    pub fn soft_max_ext_inplace(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32) -> Result<TensorId> {
+        self.soft_max_impl(a, mask, scale, max_bias, true)
+    }
+
+    fn soft_max_impl(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32, inplace: bool) -> Result<TensorId> {
+        const OP: &str = "SOFT_MAX";
+        let d = self.expect_dtype(OP, a, &[DType::F32])?;
+        self.expect_contiguous(OP, a, &d)?;
+        if let Some(m) = mask {
+            let dm = self.expect_dtype(OP, m, &[DType::F32, DType::F16])?;
+            self.expect_contiguous(OP, m, &dm)?;
+            if dm.ne[0] != d.ne[0] || dm.ne[1] < d.ne[1] || d.ne[2] % dm.ne[2] != 0 || d.ne[3] % dm.ne[3] != 0 {
+                return Err(op_err!(OP, "mask {} does not fit logits {}", self.describe(m), self.describe(a)));
+            }
+        } else if max_bias > 0.0 {
+            return Err(op_err!(OP, "max_bias {max_bias} (ALiBi) on {} needs a mask", self.describe(a)));
+        }
+        match mask {
+            Some(m) => self.result_like(a, Op::SoftMax { scale, max_bias }, &[a, m], inplace),
+            None => self.result_like(a, Op::SoftMax { scale, max_bias }, &[a], inplace),
+        }
+    }
+
+    /// Sets `a[j, i] = -inf` for columns `j > n_past + i` of each row `i`.
+    pub fn diag_mask_inf(&mut self, a: TensorId, n_past: usize) -> Result<TensorId> {
+        self.expect_dtype("DIAG_MASK_INF", a, &[DType::F32])?;
+        self.result_like(a, Op::DiagMaskInf { n_past }, &[a], false)
+    }
+
+    /// [`Context::diag_mask_inf`] writing into `a`.
+    pub fn diag_mask_inf_inplace(&mut self, a: TensorId, n_past: usize) -> Result<TensorId> {
+        self.expect_dtype("DIAG_MASK_INF", a, &[DType::F32])?;
+        self.result_like(a, Op::DiagMaskInf { n_past }, &[a], true)
+    }
+}

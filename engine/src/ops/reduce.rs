@@ -1,0 +1,38 @@
+//! Reductions: SUM, SUM_ROWS, MEAN, ARGMAX.
+
+use gantry_arenas::TensorId;
+
+use super::FLOATS;
+use crate::{Context, DType, Op, Result, op_err};
+
+impl Context {
+    /// The sum of all elements of `a`: a 1-element tensor of `a`'s dtype.
+    pub fn sum(&mut self, a: TensorId) -> Result<TensorId> {
+        let d = self.expect_dtype("SUM", a, FLOATS)?;
+        self.push_op(d.dtype, [1, 1, 1, 1], Op::Sum, &[a])
+    }
+
+    /// The sum of each row: shape `[1, ne1, ne2, ne3]`, `a`'s dtype.
+    pub fn sum_rows(&mut self, a: TensorId) -> Result<TensorId> {
+        let d = self.expect_dtype("SUM_ROWS", a, FLOATS)?;
+        self.push_op(d.dtype, [1, d.ne[1], d.ne[2], d.ne[3]], Op::SumRows, &[a])
+    }
+
+    /// The mean of each row: shape `[1, ne1, ne2, ne3]`, F32.
+    pub fn mean(&mut self, a: TensorId) -> Result<TensorId> {
+        let d = self.expect_dtype("MEAN", a, FLOATS)?;
+        self.push_op(DType::F32, [1, d.ne[1], d.ne[2], d.ne[3]], Op::Mean, &[a])
+    }
+
+    /// The index of the largest element of each row of the matrix `a`: I32 `[ne1]`.
+    pub fn argmax(&mut self, a: TensorId) -> Result<TensorId> {
+        let d = self.expect_dtype("ARGMAX", a, FLOATS)?;
+        if d.ne[2] != 1 || d.ne[3] != 1 {
+            return Err(op_err!("ARGMAX", "{} must be a matrix", self.describe(a)));
+        }
+        if d.ne[0] > i32::MAX as usize {
+            return Err(op_err!("ARGMAX", "rows of {} are too long for i32 indices", self.describe(a)));
+        }
+        self.push_op(DType::I32, [d.ne[1], 1, 1, 1], Op::Argmax, &[a])
+    }
+}
