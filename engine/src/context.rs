@@ -186,9 +186,15 @@ impl Context {
     // ---- builder helpers ---------------------------------------------------
 
     /// A new contiguous tensor computed by `op` from `srcs`.
-    pub(crate) fn push_op(&mut self, dtype: DType, ne: [usize; MAX_DIMS], op: Op, srcs: &[TensorId]) -> Result<TensorId> {
-        let mut desc = TensorDesc::contiguous(dtype, ne)
-            .map_err(|reason| Error::InvalidOp { op: op.name(), reason })?;
+    pub(crate) fn push_op(
+        &mut self,
+        dtype: DType,
+        ne: [usize; MAX_DIMS],
+        op: Op,
+        srcs: &[TensorId],
+    ) -> Result<TensorId> {
+        let mut desc =
+            TensorDesc::contiguous(dtype, ne).map_err(|reason| Error::InvalidOp { op: op.name(), reason })?;
         desc.op = op;
         set_srcs(&mut desc, srcs);
         Ok(self.insert(desc))
@@ -230,13 +236,23 @@ impl Context {
     // ---- buffers -------------------------------------------------------------
 
     /// Allocates a buffer of `size` bytes from `buffer_type` and registers it.
-    pub fn alloc_buffer(&mut self, buffer_type: &Arc<dyn BufferType>, size: usize, usage: BufferUsage) -> Result<BufferId> {
+    pub fn alloc_buffer(
+        &mut self,
+        buffer_type: &Arc<dyn BufferType>,
+        size: usize,
+        usage: BufferUsage,
+    ) -> Result<BufferId> {
         let buffer = buffer_type.alloc_buffer(size)?;
         Ok(self.add_buffer(buffer, buffer_type.clone(), usage))
     }
 
     /// Registers a buffer made elsewhere (e.g. over host memory).
-    pub fn add_buffer(&mut self, buffer: Box<dyn Buffer>, buffer_type: Arc<dyn BufferType>, usage: BufferUsage) -> BufferId {
+    pub fn add_buffer(
+        &mut self,
+        buffer: Box<dyn Buffer>,
+        buffer_type: Arc<dyn BufferType>,
+        usage: BufferUsage,
+    ) -> BufferId {
         self.buffers.insert(BufferEntry { buffer, buffer_type, usage })
     }
 
@@ -285,7 +301,10 @@ impl Context {
         if offset % align != 0 {
             return Err(Error::InvalidTensor {
                 tensor: self.describe(t),
-                reason: format!("offset {offset} is not a multiple of {}'s alignment {align}", entry.buffer_type.name()),
+                reason: format!(
+                    "offset {offset} is not a multiple of {}'s alignment {align}",
+                    entry.buffer_type.name()
+                ),
             });
         }
         let size = entry.buffer_type.alloc_size(desc);
@@ -332,11 +351,13 @@ impl Context {
     #[inline]
     pub fn host_ptr(&self, t: TensorId) -> Result<*mut u8> {
         let (entry, p) = self.tensor_buffer(t)?;
-        let base = entry.buffer.host_ptr().ok_or_else(|| Error::Unsupported(format!(
-            "tensor {} is in {} memory, not host memory",
-            self.describe(t),
-            entry.buffer_type.name()
-        )))?;
+        let base = entry.buffer.host_ptr().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "tensor {} is in {} memory, not host memory",
+                self.describe(t),
+                entry.buffer_type.name()
+            ))
+        })?;
         // Offsets were checked against the buffer size when the tensor was placed.
         Ok(base.wrapping_add(p.offset))
     }
@@ -378,7 +399,11 @@ impl Context {
     pub fn set_bytes(&mut self, t: TensorId, data: &[u8]) -> Result<()> {
         let n = self.desc(t)?.nbytes();
         if data.len() != n {
-            return Err(Error::OutOfBounds(format!("{} bytes given for tensor {} of {n} bytes", data.len(), self.describe(t))));
+            return Err(Error::OutOfBounds(format!(
+                "{} bytes given for tensor {} of {n} bytes",
+                data.len(),
+                self.describe(t)
+            )));
         }
         self.write_tensor_bytes(t, 0, data)
     }
@@ -390,7 +415,11 @@ impl Context {
         if values.len() != d.nelements() || !d.is_contiguous() {
             return Err(Error::InvalidTensor {
                 tensor: self.describe(t),
-                reason: format!("set_f32 needs a contiguous tensor of {} elements, got {} values", d.nelements(), values.len()),
+                reason: format!(
+                    "set_f32 needs a contiguous tensor of {} elements, got {} values",
+                    d.nelements(),
+                    values.len()
+                ),
             });
         }
         let bytes = crate::convert::f32_to_bytes(d.dtype, values)

@@ -38,7 +38,13 @@ impl Context {
             let dm = self.expect_dtype(OP, m, &[DType::F16, DType::F32])?;
             self.expect_contiguous(OP, m, &dm)?;
             if dm.ne[0] != dk.ne[1] || dm.ne[1] < dq.ne[1] || dq.ne[2] % dm.ne[2] != 0 || dq.ne[3] % dm.ne[3] != 0 {
-                return Err(op_err!(OP, "mask {} does not fit {} queries and {} keys", self.describe(m), dq.ne[1], dk.ne[1]));
+                return Err(op_err!(
+                    OP,
+                    "mask {} does not fit {} queries and {} keys",
+                    self.describe(m),
+                    dq.ne[1],
+                    dk.ne[1]
+                ));
             }
             srcs[3] = m;
             n = 4;
@@ -48,6 +54,11 @@ impl Context {
         if softcap < 0.0 || !softcap.is_finite() {
             return Err(op_err!(OP, "logit softcap {softcap} must be finite and non-negative"));
         }
-        self.push_op(DType::F32, [dv.ne[0], dq.ne[2], dq.ne[1], dq.ne[3]], Op::FlashAttnExt { scale, max_bias, softcap }, &srcs[..n])
+        self.push_op(
+            DType::F32,
+            [dv.ne[0], dq.ne[2], dq.ne[1], dq.ne[3]],
+            Op::FlashAttnExt { scale, max_bias, softcap },
+            &srcs[..n],
+        )
     }
 }

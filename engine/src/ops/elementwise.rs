@@ -155,7 +155,12 @@ impl Context {
         self.expect_contiguous_rows(name, a, &da)?;
         self.expect_contiguous_rows(name, b, &db)?;
         if da.ne != db.ne || da.dtype != db.dtype {
-            return Err(op_err!(name, "{} and {} must have the same shape and dtype", self.describe(a), self.describe(b)));
+            return Err(op_err!(
+                name,
+                "{} and {} must have the same shape and dtype",
+                self.describe(a),
+                self.describe(b)
+            ));
         }
         self.push_op(da.dtype, da.ne, Op::Glu { op, swapped: false }, &[a, b])
     }

@@ -16,15 +16,32 @@ impl Context {
     /// A strided view of `a`: `ne` elements per dimension, byte strides `nb`
     /// (`nb[0]` must be the element or block size), starting `offset` bytes
     /// into `a`. The view must lie inside `a`'s source memory.
-    pub fn view(&mut self, a: TensorId, ne: [usize; MAX_DIMS], nb: [usize; MAX_DIMS], offset: usize) -> Result<TensorId> {
+    pub fn view(
+        &mut self,
+        a: TensorId,
+        ne: [usize; MAX_DIMS],
+        nb: [usize; MAX_DIMS],
+        offset: usize,
+    ) -> Result<TensorId> {
         const OP: &str = "VIEW";
         let d = self.src(OP, a)?;
         let bs = d.dtype.block_size();
         if ne[0] % bs != 0 {
-            return Err(op_err!(OP, "row length {} of a view of {} is not a multiple of the block size {bs}", ne[0], self.describe(a)));
+            return Err(op_err!(
+                OP,
+                "row length {} of a view of {} is not a multiple of the block size {bs}",
+                ne[0],
+                self.describe(a)
+            ));
         }
         if nb[0] != d.dtype.bytes_per_block() {
-            return Err(op_err!(OP, "nb[0] = {} but {} elements take {} bytes", nb[0], d.dtype, d.dtype.bytes_per_block()));
+            return Err(op_err!(
+                OP,
+                "nb[0] = {} but {} elements take {} bytes",
+                nb[0],
+                d.dtype,
+                d.dtype.bytes_per_block()
+            ));
         }
         let mut probe = d;
         probe.ne = ne;
@@ -69,7 +86,15 @@ impl Context {
     }
 
     /// A 4-d view.
-    pub fn view_4d(&mut self, a: TensorId, ne: [usize; 4], nb1: usize, nb2: usize, nb3: usize, offset: usize) -> Result<TensorId> {
+    pub fn view_4d(
+        &mut self,
+        a: TensorId,
+        ne: [usize; 4],
+        nb1: usize,
+        nb2: usize,
+        nb3: usize,
+        offset: usize,
+    ) -> Result<TensorId> {
         let nb0 = self.src("VIEW", a)?.dtype.bytes_per_block();
         self.view(a, ne, [nb0, nb1, nb2, nb3], offset)
     }
@@ -154,7 +179,12 @@ impl Context {
         if db.dtype.is_quantized() && da.dtype != db.dtype {
             self.expect_contiguous_rows(OP, b, &db)?;
             if da.ne[0] != db.ne[0] {
-                return Err(op_err!(OP, "quantizing copy needs equal row lengths: {} into {}", self.describe(a), self.describe(b)));
+                return Err(op_err!(
+                    OP,
+                    "quantizing copy needs equal row lengths: {} into {}",
+                    self.describe(a),
+                    self.describe(b)
+                ));
             }
         }
         self.push_view(b, db.dtype, db.ne, db.nb, 0, Op::Cpy, &[a, b])
@@ -164,11 +194,7 @@ impl Context {
         let ok = (CONVERTIBLE.contains(&from) && CONVERTIBLE.contains(&to))
             || (from == DType::F32 && QUANT_TARGETS.contains(&to))
             || (from == to && self.src(op, a)?.is_contiguous_rows());
-        if ok {
-            Ok(())
-        } else {
-            Err(op_err!(op, "cannot copy {} ({from}) to {to}", self.describe(a)))
-        }
+        if ok { Ok(()) } else { Err(op_err!(op, "cannot copy {} ({from}) to {to}", self.describe(a))) }
     }
 }
 

@@ -27,7 +27,12 @@ impl Context {
             return Err(op_err!(OP, "{} has dtype i32, which has no product", self.describe(a)));
         }
         if da.ne[0] != db.ne[0] || db.ne[2] % da.ne[2] != 0 || db.ne[3] % da.ne[3] != 0 {
-            return Err(op_err!(OP, "cannot multiply {} by {}: inner dims differ or batch does not broadcast", self.describe(a), self.describe(b)));
+            return Err(op_err!(
+                OP,
+                "cannot multiply {} by {}: inner dims differ or batch does not broadcast",
+                self.describe(a),
+                self.describe(b)
+            ));
         }
         if da.is_transposed() {
             return Err(op_err!(OP, "{} must not be transposed (make it contiguous first)", self.describe(a)));

@@ -42,11 +42,24 @@ impl Context {
     }
 
     /// [`Context::soft_max_ext`] writing into `a`.
-    pub fn soft_max_ext_inplace(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32) -> Result<TensorId> {
+    pub fn soft_max_ext_inplace(
+        &mut self,
+        a: TensorId,
+        mask: Option<TensorId>,
+        scale: f32,
+        max_bias: f32,
+    ) -> Result<TensorId> {
         self.soft_max_impl(a, mask, scale, max_bias, true)
     }
 
-    fn soft_max_impl(&mut self, a: TensorId, mask: Option<TensorId>, scale: f32, max_bias: f32, inplace: bool) -> Result<TensorId> {
+    fn soft_max_impl(
+        &mut self,
+        a: TensorId,
+        mask: Option<TensorId>,
+        scale: f32,
+        max_bias: f32,
+        inplace: bool,
+    ) -> Result<TensorId> {
         const OP: &str = "SOFT_MAX";
         let d = self.expect_dtype(OP, a, &[DType::F32])?;
         self.expect_contiguous(OP, a, &d)?;

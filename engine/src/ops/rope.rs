@@ -9,12 +9,24 @@ impl Context {
     /// (`[head_dim, n_head, n_tokens, ne3]`) by angles `pos * theta_i`, with
     /// `pos` an I32 vector of `n_tokens` positions and optional F32 frequency
     /// factors (`theta_i / freq_factors[i]`, at least `n_dims / 2` of them).
-    pub fn rope(&mut self, a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, params: RopeParams) -> Result<TensorId> {
+    pub fn rope(
+        &mut self,
+        a: TensorId,
+        pos: TensorId,
+        freq_factors: Option<TensorId>,
+        params: RopeParams,
+    ) -> Result<TensorId> {
         self.rope_impl(a, pos, freq_factors, params, false)
     }
 
     /// [`Context::rope`] writing into `a`.
-    pub fn rope_inplace(&mut self, a: TensorId, pos: TensorId, freq_factors: Option<TensorId>, params: RopeParams) -> Result<TensorId> {
+    pub fn rope_inplace(
+        &mut self,
+        a: TensorId,
+        pos: TensorId,
+        freq_factors: Option<TensorId>,
+        params: RopeParams,
+    ) -> Result<TensorId> {
         self.rope_impl(a, pos, freq_factors, params, true)
     }
 
@@ -30,10 +42,21 @@ impl Context {
         let d = self.expect_dtype(OP, a, &[DType::F32, DType::F16])?;
         let dp = self.expect_dtype(OP, pos, &[DType::I32])?;
         if dp.n_dims() != 1 || dp.ne[0] != d.ne[2] {
-            return Err(op_err!(OP, "positions {} must be a vector of {} (ne[2] of {})", self.describe(pos), d.ne[2], self.describe(a)));
+            return Err(op_err!(
+                OP,
+                "positions {} must be a vector of {} (ne[2] of {})",
+                self.describe(pos),
+                d.ne[2],
+                self.describe(a)
+            ));
         }
         if p.n_dims == 0 || p.n_dims % 2 != 0 || p.n_dims > d.ne[0] {
-            return Err(op_err!(OP, "n_dims {} must be even, positive and at most the row length of {}", p.n_dims, self.describe(a)));
+            return Err(op_err!(
+                OP,
+                "n_dims {} must be even, positive and at most the row length of {}",
+                p.n_dims,
+                self.describe(a)
+            ));
         }
         if !(p.freq_base > 0.0 && p.freq_base.is_finite()) {
             return Err(op_err!(OP, "freq_base {} must be positive", p.freq_base));
@@ -43,7 +66,12 @@ impl Context {
         if let Some(ff) = freq_factors {
             let df = self.expect_dtype(OP, ff, &[DType::F32])?;
             if df.ne[0] < p.n_dims / 2 {
-                return Err(op_err!(OP, "frequency factors {} need at least {} values", self.describe(ff), p.n_dims / 2));
+                return Err(op_err!(
+                    OP,
+                    "frequency factors {} need at least {} values",
+                    self.describe(ff),
+                    p.n_dims / 2
+                ));
             }
             srcs[2] = ff;
             n = 3;

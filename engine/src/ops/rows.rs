@@ -16,7 +16,12 @@ impl Context {
         let da = self.src(OP, a)?;
         let db = self.expect_dtype(OP, b, &[DType::I32])?;
         if da.ne[2] != db.ne[1] || db.ne[3] != 1 {
-            return Err(op_err!(OP, "indices {} do not match {}: need b.ne[1] == a.ne[2] and b.ne[3] == 1", self.describe(b), self.describe(a)));
+            return Err(op_err!(
+                OP,
+                "indices {} do not match {}: need b.ne[1] == a.ne[2] and b.ne[3] == 1",
+                self.describe(b),
+                self.describe(a)
+            ));
         }
         if da.dtype.is_quantized() {
             self.expect_contiguous_rows(OP, a, &da)?;
@@ -49,7 +54,13 @@ impl Context {
             && db.ne[3] % dc.ne[2] == 0
             && dc.ne[3] == 1;
         if !fits {
-            return Err(op_err!(OP, "rows {} with indices {} do not fit into {}", self.describe(b), self.describe(c), self.describe(a)));
+            return Err(op_err!(
+                OP,
+                "rows {} with indices {} do not fit into {}",
+                self.describe(b),
+                self.describe(c),
+                self.describe(a)
+            ));
         }
         self.push_view(a, da.dtype, da.ne, da.nb, 0, Op::SetRows, &[b, c])
     }
