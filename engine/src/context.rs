@@ -298,7 +298,7 @@ impl Context {
         }
         let entry = self.buffer(buffer)?;
         let align = entry.buffer_type.alignment();
-        if offset % align != 0 {
+        if !offset.is_multiple_of(align) {
             return Err(Error::InvalidTensor {
                 tensor: self.describe(t),
                 reason: format!(

@@ -148,7 +148,7 @@ impl DType {
     /// ```
     pub const fn row_size(self, n: usize) -> Option<usize> {
         let info = self.info();
-        if n % info.block_size != 0 {
+        if !n.is_multiple_of(info.block_size) {
             return None;
         }
         (n / info.block_size).checked_mul(info.bytes_per_block)

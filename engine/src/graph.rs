@@ -126,12 +126,11 @@ fn next_parent(desc: &crate::TensorDesc, mut next: u8) -> Option<(TensorId, u8)>
             return Some((s, next));
         }
     }
-    if next as usize == desc.srcs.len() {
-        if let Some(v) = desc.view_src {
-            if !desc.srcs.contains(&Some(v)) {
-                return Some((v, next + 1));
-            }
-        }
+    if next as usize == desc.srcs.len()
+        && let Some(v) = desc.view_src
+        && !desc.srcs.contains(&Some(v))
+    {
+        return Some((v, next + 1));
     }
     None
 }

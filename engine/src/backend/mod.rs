@@ -4,7 +4,6 @@
 //! The engine knows backends only through these traits; `gantry-backends`
 //! implements them for the CPU and for GPUs.
 
-mod backend;
 mod buffer;
 mod buffer_type;
 mod device;
@@ -12,8 +11,8 @@ mod extension;
 mod host_memory;
 mod platform;
 mod registry;
+mod stream;
 
-pub use backend::{Backend, ComputeStatus};
 pub use buffer::{Buffer, BufferUsage, check_range};
 pub use buffer_type::{BufferType, same_buffer_type};
 pub use device::{Device, DeviceCaps, DeviceProps, DeviceType, MemoryInfo};
@@ -21,3 +20,4 @@ pub use extension::{AbortCallback, SetAbortCallback, SetThreadCount};
 pub use host_memory::HostMemory;
 pub use platform::{Platform, platform_extension};
 pub use registry::Registry;
+pub use stream::{Backend, ComputeStatus};

@@ -26,7 +26,7 @@ impl Context {
         const OP: &str = "VIEW";
         let d = self.src(OP, a)?;
         let bs = d.dtype.block_size();
-        if ne[0] % bs != 0 {
+        if !ne[0].is_multiple_of(bs) {
             return Err(op_err!(
                 OP,
                 "row length {} of a view of {} is not a multiple of the block size {bs}",

@@ -16,7 +16,8 @@ impl Context {
     /// let mut ctx = Context::new();
     /// let w = ctx.tensor(DType::Q4_0, [64, 10])?;      // 10 output features
     /// let x = ctx.tensor(DType::F32, [64, 3, 4])?;     // 3 tokens, 4 heads
-    /// assert_eq!(ctx.desc(ctx.mul_mat(w, x)?)?.ne, [10, 3, 4, 1]);
+    /// let y = ctx.mul_mat(w, x)?;
+    /// assert_eq!(ctx.desc(y)?.ne, [10, 3, 4, 1]);
     /// # Ok::<(), gantry_engine::Error>(())
     /// ```
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {

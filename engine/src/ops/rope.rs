@@ -50,7 +50,7 @@ impl Context {
                 self.describe(a)
             ));
         }
-        if p.n_dims == 0 || p.n_dims % 2 != 0 || p.n_dims > d.ne[0] {
+        if p.n_dims == 0 || !p.n_dims.is_multiple_of(2) || p.n_dims > d.ne[0] {
             return Err(op_err!(
                 OP,
                 "n_dims {} must be even, positive and at most the row length of {}",

@@ -1,4 +1,4 @@
-//! Backends: execution streams on a device.
+//! Backends: execution streams on a device (the `Backend` trait).
 
 use std::any::Any;
 
