@@ -215,6 +215,13 @@ impl GraphAllocator {
         self.bind(ctx)
     }
 
+    /// Drops the current plan, so that the next `alloc_graph` plans again
+    /// even for an unchanged graph (buffers are kept).
+    pub fn forget_plan(&mut self) {
+        self.fingerprint.invalidate();
+        self.plan_valid = false;
+    }
+
     /// Bytes allocated for buffer type `buft_index`, over all its chunks (0
     /// for a repeated buffer type, whose buffers are its first occurrence's,
     /// and for an index out of range).
