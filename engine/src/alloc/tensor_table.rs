@@ -15,8 +15,8 @@ use gantry_arenas::keys::slot_index;
 use gantry_arenas::{BufferId, Column, TensorId};
 
 use super::fingerprint::Fingerprint;
-use crate::tensor::MAX_SRC;
-use crate::{BufferType, Context, Error, Graph, Result, TensorDesc, TensorFlags};
+use crate::tensor::{MAX_DIMS, MAX_SRC};
+use crate::{BufferType, Context, DType, Error, Graph, Result, TensorFlags};
 
 /// "No tensor" in a dense link.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -76,6 +76,8 @@ pub(crate) struct TensorTable {
     /// For nodes: bit `j` set when source `j` may be overwritten in place
     /// (as far as the layout and buffer types go; liveness decides at plan time).
     pub(crate) in_place: Column<u8>,
+    /// Dtype, shape and strides (for the in-place layout check).
+    pub(crate) layout: Column<Layout>,
     /// Dense index of the tensor at each leaf position.
     pub(crate) leaf_dense: Column<u32>,
     /// Dense index of the tensor at each node position.
@@ -115,18 +117,19 @@ impl TensorTable {
         check_assignment("leaf", graph.leafs(), leaf_buft, env, ctx)?;
 
         for (i, &t) in graph.leafs().iter().enumerate() {
-            let d = self.intern(ctx, t, Role::Leaf, buft_at(leaf_buft, i, env))?;
+            let d = self.intern(t, Role::Leaf, buft_at(leaf_buft, i, env))?;
             self.leaf_dense.push(d);
         }
         for (i, &t) in graph.nodes().iter().enumerate() {
-            let d = self.intern(ctx, t, Role::Node, buft_at(node_buft, i, env))?;
+            let d = self.intern(t, Role::Node, buft_at(node_buft, i, env))?;
             self.node_dense.push(d);
         }
-        // Extras are appended while this loop runs, and are visited in turn.
-        let mut d = 0;
-        while d < self.len() {
+        // Leafs and nodes in order; tensors read without being listed are
+        // described as soon as they are met, so a node's sources are always
+        // described before the node (in a topologically ordered graph).
+        let listed = self.len();
+        for d in 0..listed {
             self.describe_entry(ctx, d, env)?;
-            d += 1;
         }
         for &t in graph.outputs() {
             if let Some(d) = self.lookup(t) {
@@ -134,8 +137,13 @@ impl TensorTable {
             }
         }
         for d in 0..self.len() {
-            if self.role[d] == Role::Node {
-                self.in_place[d] = self.in_place_candidates(ctx, d)?;
+            let root = self.root[d];
+            if root != NONE && self.flags[root as usize] & flag::VIEW != 0 {
+                return Err(Error::Allocator(format!(
+                    "view {} reads {}, itself a view: a view's source must own its memory",
+                    ctx.describe(self.tensor[d]),
+                    ctx.describe(self.tensor[root as usize])
+                )));
             }
         }
         self.write_fingerprint(fingerprint);
@@ -162,6 +170,7 @@ impl TensorTable {
         self.children.clear();
         self.views.clear();
         self.in_place.clear();
+        self.layout.clear();
         self.leaf_dense.clear();
         self.node_dense.clear();
     }
@@ -173,11 +182,10 @@ impl TensorTable {
     }
 
     /// The dense index of `t`, adding it when new.
-    fn intern(&mut self, ctx: &Context, t: TensorId, role: Role, buft: u8) -> Result<u32> {
+    fn intern(&mut self, t: TensorId, role: Role, buft: u8) -> Result<u32> {
         if let Some(d) = self.lookup(t) {
             return Ok(d);
         }
-        ctx.desc(t)?;
         let s = slot_index(t);
         if s >= self.slot_to_dense.len() {
             // Only a tensor created after `clear` sized the map can get here.
@@ -198,14 +206,28 @@ impl TensorTable {
         self.children.push(0);
         self.views.push(0);
         self.in_place.push(0);
+        self.layout.push(Layout::default());
         Ok(d)
     }
 
-    /// Records entry `d`'s view link, memory, flags and (for nodes) sources.
+    /// The dense index of `t`, adding and describing it when new (a tensor
+    /// the graph reads without listing it).
+    fn intern_extra(&mut self, ctx: &Context, t: TensorId, buft: u8, env: &GatherEnv<'_>) -> Result<u32> {
+        if let Some(d) = self.lookup(t) {
+            return Ok(d);
+        }
+        let d = self.intern(t, Role::Extra, buft)?;
+        self.describe_entry(ctx, d as usize, env)?;
+        Ok(d)
+    }
+
+    /// Records entry `d`'s layout, view link, memory, flags and (for nodes)
+    /// sources and in-place candidates, from one look at its description.
     fn describe_entry(&mut self, ctx: &Context, d: usize, env: &GatherEnv<'_>) -> Result<()> {
         let t = self.tensor[d];
-        let desc = *ctx.desc(t)?;
+        let desc = ctx.desc(t)?;
         let buft = self.buft[d];
+        self.layout[d] = Layout { dtype: desc.dtype, ne: desc.ne, nb: desc.nb };
         let mut flags = 0;
         if desc.flags.contains(TensorFlags::INPUT) {
             flags |= flag::INPUT;
@@ -215,61 +237,51 @@ impl TensorTable {
         }
         match desc.view_src {
             Some(r) => {
-                if ctx.desc(r)?.view_src.is_some() {
-                    return Err(Error::Allocator(format!(
-                        "view {} reads {}, itself a view: a view's source must own its memory",
-                        ctx.describe(t),
-                        ctx.describe(r)
-                    )));
-                }
-                let root = self.intern(ctx, r, Role::Extra, buft)?;
-                self.root[d] = root;
-                self.views[root as usize] += 1;
+                let root = self.intern_extra(ctx, r, buft, env)? as usize;
+                self.root[d] = root as u32;
+                self.views[root] += 1;
                 flags |= flag::VIEW;
                 if desc.view_offset == 0 {
                     flags |= flag::AT_ROOT_START;
                 }
             }
             None if is_external(ctx, t, env.own_buffers) => flags |= flag::EXTERNAL,
-            None => self.size[d] = env.buffer_types[buft as usize].alloc_size(&desc),
+            None => self.size[d] = env.buffer_types[buft as usize].alloc_size(desc),
         }
         self.flags[d] = flags;
         if self.role[d] == Role::Node {
-            for (j, src) in desc.srcs.iter().enumerate() {
+            let runs_in_place = desc.op.can_run_in_place() && flags & (flag::VIEW | flag::EXTERNAL) == 0;
+            let srcs = desc.srcs;
+            let mut mask = 0;
+            for (j, src) in srcs.iter().enumerate() {
                 if let Some(s) = *src {
-                    let sd = self.intern(ctx, s, Role::Extra, buft)?;
+                    let sd = self.intern_extra(ctx, s, buft, env)?;
                     self.srcs[d][j] = sd;
                     self.children[sd as usize] += 1;
+                    if runs_in_place && self.may_take_over(d, sd as usize) {
+                        mask |= 1 << j;
+                    }
                 }
             }
+            self.in_place[d] = mask;
         }
         Ok(())
     }
 
-    /// The sources of node `d` whose memory `d` could take over, as far as
-    /// static facts go: the op runs in place, `d` needs memory of its own, the
-    /// source has `d`'s layout, its memory is planned here, in `d`'s buffer
-    /// type, and (for a view) starts at its root's first byte.
-    fn in_place_candidates(&self, ctx: &Context, d: usize) -> Result<u8> {
-        let desc = ctx.desc(self.tensor[d])?;
-        if !desc.op.can_run_in_place() || self.flags[d] & (flag::VIEW | flag::EXTERNAL) != 0 {
-            return Ok(0);
+    /// Whether node `d` may take over the memory of its source `p`, as far as
+    /// static facts go: `p` has `d`'s layout, its memory is planned here in
+    /// `d`'s buffer type, and (for a view) starts at its root's first byte.
+    /// A source listed after `d` (not yet described) is never taken over.
+    fn may_take_over(&self, d: usize, p: usize) -> bool {
+        if self.role[p] == Role::Node && p > d {
+            return false;
         }
-        let mut mask = 0;
-        for j in 0..MAX_SRC {
-            let p = self.srcs[d][j];
-            if p == NONE {
-                continue;
-            }
-            let p = p as usize;
-            let owner = if self.flags[p] & flag::VIEW != 0 { self.root[p] as usize } else { p };
-            let owner_ok = self.flags[owner] & (flag::EXTERNAL | flag::VIEW) == 0 && self.buft[owner] == self.buft[d];
-            let view_ok = self.flags[p] & flag::VIEW == 0 || self.flags[p] & flag::AT_ROOT_START != 0;
-            if owner_ok && view_ok && same_layout(desc, ctx.desc(self.tensor[p])?) {
-                mask |= 1 << j;
-            }
-        }
-        Ok(mask)
+        let is_view = self.flags[p] & flag::VIEW != 0;
+        let owner = if is_view { self.root[p] as usize } else { p };
+        self.flags[owner] & (flag::EXTERNAL | flag::VIEW) == 0
+            && self.buft[owner] == self.buft[d]
+            && (!is_view || self.flags[p] & flag::AT_ROOT_START != 0)
+            && self.layout[p] == self.layout[d]
     }
 
     fn write_fingerprint(&self, f: &mut Fingerprint) {
@@ -294,9 +306,19 @@ impl TensorTable {
     }
 }
 
-/// Whether two tensors have the same dtype, shape and strides (ggml's `ggml_are_same_layout`).
-fn same_layout(a: &TensorDesc, b: &TensorDesc) -> bool {
-    a.dtype == b.dtype && a.ne == b.ne && a.nb == b.nb
+/// Dtype, shape and strides: tensors with equal layouts can share memory
+/// element for element (ggml's `ggml_are_same_layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    dtype: DType,
+    ne: [usize; MAX_DIMS],
+    nb: [usize; MAX_DIMS],
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Self { dtype: DType::F32, ne: [0; MAX_DIMS], nb: [0; MAX_DIMS] }
+    }
 }
 
 /// Whether `t` (not a view) already has memory in a live buffer that this allocator does not own.
