@@ -13,6 +13,7 @@ pub mod compute;
 pub mod debug;
 pub mod dot;
 pub mod expand;
+pub mod graph_copy;
 pub mod passes;
 pub mod split;
 pub mod tables;
@@ -24,5 +25,6 @@ mod tests;
 
 pub use backend_set::{BackendSet, MAX_BACKENDS};
 pub use compute::EvalCallback;
+pub use graph_copy::{GraphCopy, compare_backends, graph_copy};
 pub use split::{Split, SplitParams};
 pub use tables::Cause;
