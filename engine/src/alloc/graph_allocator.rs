@@ -215,6 +215,23 @@ impl GraphAllocator {
         self.bind(ctx)
     }
 
+    /// Whether [`GraphAllocator::alloc_graph`] of this graph would plan
+    /// again or (re)allocate a buffer — in which case tensors may move, so
+    /// whatever still runs on the old placement must be waited for first.
+    /// An invalid graph answers `true` (`alloc_graph` then reports the error).
+    pub fn needs_replan(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> bool {
+        match self.gather(ctx, graph, node_buft, leaf_buft) {
+            Ok(true) if self.plan_valid => !self.buffers_hold_plan(ctx),
+            Ok(_) => {
+                // The record now holds this graph: mark the plan stale so the
+                // next `alloc_graph` (which will find the record equal) plans.
+                self.plan_valid = false;
+                true
+            }
+            Err(_) => true,
+        }
+    }
+
     /// Drops the current plan, so that the next `alloc_graph` plans again
     /// even for an unchanged graph (buffers are kept).
     pub fn forget_plan(&mut self) {
@@ -297,6 +314,16 @@ impl GraphAllocator {
         self.plan.walk(&self.table, &mut self.pools);
         self.plan_valid = true;
         self.plans += 1;
+    }
+
+    /// Whether every chunk of the plan has a live buffer at least as large.
+    fn buffers_hold_plan(&self, ctx: &Context) -> bool {
+        (0..self.buffer_types.len()).filter(|&b| self.canonical[b] as usize == b).all(|b| {
+            (0..self.pools[b].n_chunks()).all(|c| {
+                self.buffers[b].get(c).and_then(|&id| ctx.buffer(id).ok()).map(|e| e.buffer.size())
+                    >= Some(self.pools[b].chunk_size(c))
+            })
+        })
     }
 
     /// Allocates a buffer for every chunk of the plan that has none or a

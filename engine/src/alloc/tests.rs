@@ -476,3 +476,37 @@ fn zero_size_tensors_are_placed() {
     assert!(ctx.is_allocated(x) && ctx.is_allocated(y));
     assert_eq!(alloc.buffer_size(0), 0);
 }
+
+#[test]
+fn needs_replan_tells_ahead_and_alloc_graph_still_plans() {
+    let mut ctx = Context::new();
+    let x = f32_1d(&mut ctx, 64, "x");
+    let mark = ctx.mark();
+    let mut alloc = GraphAllocator::new(&[host("h")]);
+    let a = ctx.neg(x).unwrap();
+    let arena = GraphArena::new();
+    let g = graph(&ctx, &arena, &[a]);
+    assert!(alloc.needs_replan(&ctx, g, &[], &[]), "nothing planned yet");
+    alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
+    assert_eq!(alloc.plans_computed(), 1);
+    assert!(!alloc.needs_replan(&ctx, g, &[], &[]));
+    alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
+    assert_eq!(alloc.plans_computed(), 1);
+    // Another graph: asking first must not make alloc_graph believe the plan is current.
+    ctx.rewind(mark);
+    let a = ctx.cont(x).unwrap();
+    let b = ctx.add(a, x).unwrap();
+    let arena = GraphArena::new();
+    let g = graph(&ctx, &arena, &[b]);
+    assert!(alloc.needs_replan(&ctx, g, &[], &[]));
+    assert!(alloc.needs_replan(&ctx, g, &[], &[]), "asking twice does not change the answer");
+    alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
+    assert_eq!(alloc.plans_computed(), 2);
+    assert!(ctx.is_allocated(b));
+    // A buffer freed behind the allocator's back has to be allocated again.
+    let buffer = alloc.buffers(0)[0];
+    ctx.free_buffer(buffer).unwrap();
+    assert!(alloc.needs_replan(&ctx, g, &[], &[]));
+    alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
+    assert!(ctx.is_allocated(b) && alloc.buffers(0)[0] != buffer);
+}
