@@ -10,7 +10,7 @@ use super::chunked_allocator::{ChunkAddress, ChunkedAllocator};
 use super::fingerprint::Fingerprint;
 use super::planner::PlanColumns;
 use super::tensor_table::{GatherEnv, NONE, TensorTable, flag};
-use crate::{BufferType, BufferUsage, Context, Error, Graph, Result, same_buffer_type};
+use crate::{BufferType, BufferUsage, Context, Error, Graph, Placement, Result, same_buffer_type};
 
 /// Bytes a plan needs, per buffer type and per chunk (one buffer each).
 ///
@@ -386,6 +386,10 @@ impl GraphAllocator {
                     self.buffer_types[b].name()
                 ))
             })?;
+            if ctx.placement(t) == Some(Placement { buffer, offset }) {
+                // Bound by the last call (a graph computed again): nothing moves.
+                continue;
+            }
             ctx.place(t, buffer, offset).map_err(|e| {
                 Error::Allocator(format!(
                     "binding tensor {} to {} chunk {chunk} at {offset}: {e}",
