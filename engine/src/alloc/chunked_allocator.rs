@@ -336,4 +336,65 @@ mod tests {
         assert_eq!(a.chunks.len(), 5);
         assert_eq!(a.alloc(10), addr(0, 0));
     }
+
+    mod random_sequences {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            /// Random allocations and frees: live ranges never overlap, never
+            /// cross a chunk's end, and the free list stays sorted and merged.
+            #[test]
+            fn live_ranges_stay_disjoint(
+                ops in prop::collection::vec((any::<bool>(), 0..400usize, any::<prop::sample::Index>()), 1..200),
+                align_log in 0..7u32,
+                max in 64..2048usize,
+            ) {
+                let align = 1 << align_log;
+                let mut a = ChunkedAllocator::new(align, max);
+                let mut live: Vec<(ChunkAddress, usize)> = vec![];
+                // A chunk is larger than the maximum only to hold one larger tensor.
+                let mut largest = max;
+                for (alloc, size, pick) in ops {
+                    if alloc || live.is_empty() {
+                        largest = largest.max(a.aligned(size));
+                        let at = a.alloc(size);
+                        prop_assert_eq!(at.offset % align, 0);
+                        live.push((at, a.aligned(size)));
+                    } else {
+                        let (at, size) = live.swap_remove(pick.index(live.len()));
+                        a.free(at, size);
+                    }
+                    for (i, &(x, nx)) in live.iter().enumerate() {
+                        let chunk = x.chunk as usize;
+                        prop_assert!(x.offset + nx <= a.chunk_size(chunk), "past the chunk's size");
+                        prop_assert!(a.chunk_size(chunk) <= largest, "chunk over the maximum");
+                        for &(y, ny) in &live[i + 1..] {
+                            // Zero-size reservations hold no bytes and overlap nothing.
+                            let apart = nx == 0
+                                || ny == 0
+                                || x.chunk != y.chunk
+                                || x.offset + nx <= y.offset
+                                || y.offset + ny <= x.offset;
+                            prop_assert!(apart, "{:?}+{} overlaps {:?}+{}", x, nx, y, ny);
+                        }
+                    }
+                    for chunk in &a.chunks[..a.n_chunks] {
+                        for w in chunk.free.windows(2) {
+                            prop_assert!(w[0].offset + w[0].size < w[1].offset, "free blocks unsorted or unmerged");
+                        }
+                    }
+                }
+                // Freeing everything leaves one block per chunk.
+                for (at, size) in live.drain(..) {
+                    a.free(at, size);
+                }
+                for chunk in &a.chunks[..a.n_chunks] {
+                    prop_assert_eq!(chunk.free.len(), 1);
+                    prop_assert_eq!(chunk.free[0].offset, 0);
+                }
+            }
+        }
+    }
 }
