@@ -18,6 +18,7 @@ fn llama_plan_has_no_live_overlap_and_a_small_peak() {
     let model = LlamaModel::new(&mut ctx, LlamaShape::SMOLLM2_135M, DType::F32, n_kv).unwrap();
     let weights_type: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
     let weights = model.place_weights(&mut ctx, &weights_type).unwrap();
+    let weight_spots: Vec<_> = model.tensors().iter().map(|&t| ctx.placement(t)).collect();
     let g = model.build(&mut ctx, n_tokens, n_kv).unwrap();
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();
@@ -27,6 +28,8 @@ fn llama_plan_has_no_live_overlap_and_a_small_peak() {
     let sizes = alloc.reserve(&mut ctx, graph, &[], &[]).unwrap();
     alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
     let in_place = liveness::check_no_live_overlap(&ctx, graph).unwrap();
+    let now: Vec<_> = model.tensors().iter().map(|&t| ctx.placement(t)).collect();
+    assert_eq!(now, weight_spots, "weights and caches stay where they were placed");
 
     let peak = alloc.buffer_size(0);
     let sum = liveness::owned_bytes(&ctx, graph, &[weights]);
