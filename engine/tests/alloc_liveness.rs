@@ -174,6 +174,13 @@ proptest! {
 
         // Memory: no live overlap, weights untouched, chunks within the maximum, sizes as planned.
         liveness::check_no_live_overlap(&p.ctx, graph).map_err(TestCaseError::fail)?;
+        // The plan's own intervals cover each tensor's lifetime (steps: 0 up front, i + 1 at node i).
+        let life = liveness::lifetimes(&p.ctx, graph);
+        let step = |i: i64| if i == i64::MAX { u32::MAX } else { (i + 1) as u32 };
+        for t in alloc.planned_tensors() {
+            let l = life[&t.tensor];
+            prop_assert!(t.first_step <= step(l.def) && t.last_step >= step(l.last), "{:?} vs {:?}", t, l);
+        }
         prop_assert_eq!(p.ctx.placement(p.weight).unwrap().buffer, p.weight_buffer);
         prop_assert_eq!(p.ctx.placement(p.weight).unwrap().offset, 256);
         let b = types.len() - 1;
