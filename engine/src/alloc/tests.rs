@@ -510,3 +510,10 @@ fn needs_replan_tells_ahead_and_alloc_graph_still_plans() {
     alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
     assert!(ctx.is_allocated(b) && alloc.buffers(0)[0] != buffer);
 }
+
+#[test]
+fn the_allocator_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<GraphAllocator>();
+    send_sync::<PlanSizes>();
+}
