@@ -15,8 +15,8 @@ use gantry_arenas::keys::slot_index;
 use gantry_arenas::{BufferId, Column, TensorId};
 
 use super::fingerprint::Fingerprint;
-use crate::tensor::{MAX_DIMS, MAX_SRC};
-use crate::{BufferType, Context, DType, Error, Graph, Result, TensorFlags};
+use crate::tensor::MAX_SRC;
+use crate::{BufferType, Context, Error, Graph, Result, TensorDesc, TensorFlags};
 
 /// "No tensor" in a dense link.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -76,8 +76,6 @@ pub(crate) struct TensorTable {
     /// For nodes: bit `j` set when source `j` may be overwritten in place
     /// (as far as the layout and buffer types go; liveness decides at plan time).
     pub(crate) in_place: Column<u8>,
-    /// Dtype, shape and strides (for the in-place layout check).
-    pub(crate) layout: Column<Layout>,
     /// Dense index of the tensor at each leaf position.
     pub(crate) leaf_dense: Column<u32>,
     /// Dense index of the tensor at each node position.
@@ -170,7 +168,6 @@ impl TensorTable {
         self.children.clear();
         self.views.clear();
         self.in_place.clear();
-        self.layout.clear();
         self.leaf_dense.clear();
         self.node_dense.clear();
     }
@@ -206,7 +203,6 @@ impl TensorTable {
         self.children.push(0);
         self.views.push(0);
         self.in_place.push(0);
-        self.layout.push(Layout::default());
         Ok(d)
     }
 
@@ -227,7 +223,6 @@ impl TensorTable {
         let t = self.tensor[d];
         let desc = ctx.desc(t)?;
         let buft = self.buft[d];
-        self.layout[d] = Layout { dtype: desc.dtype, ne: desc.ne, nb: desc.nb };
         let mut flags = 0;
         if desc.flags.contains(TensorFlags::INPUT) {
             flags |= flag::INPUT;
@@ -258,7 +253,7 @@ impl TensorTable {
                     let sd = self.intern_extra(ctx, s, buft, env)?;
                     self.srcs[d][j] = sd;
                     self.children[sd as usize] += 1;
-                    if runs_in_place && self.may_take_over(d, sd as usize) {
+                    if runs_in_place && self.may_take_over(ctx, desc, d, sd as usize) {
                         mask |= 1 << j;
                     }
                 }
@@ -272,7 +267,7 @@ impl TensorTable {
     /// static facts go: `p` has `d`'s layout, its memory is planned here in
     /// `d`'s buffer type, and (for a view) starts at its root's first byte.
     /// A source listed after `d` (not yet described) is never taken over.
-    fn may_take_over(&self, d: usize, p: usize) -> bool {
+    fn may_take_over(&self, ctx: &Context, desc: &TensorDesc, d: usize, p: usize) -> bool {
         if self.role[p] == Role::Node && p > d {
             return false;
         }
@@ -281,7 +276,7 @@ impl TensorTable {
         self.flags[owner] & (flag::EXTERNAL | flag::VIEW) == 0
             && self.buft[owner] == self.buft[d]
             && (!is_view || self.flags[p] & flag::AT_ROOT_START != 0)
-            && self.layout[p] == self.layout[d]
+            && ctx.get(self.tensor[p]).is_some_and(|src| same_layout(src, desc))
     }
 
     fn write_fingerprint(&self, f: &mut Fingerprint) {
@@ -306,19 +301,10 @@ impl TensorTable {
     }
 }
 
-/// Dtype, shape and strides: tensors with equal layouts can share memory
-/// element for element (ggml's `ggml_are_same_layout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Layout {
-    dtype: DType,
-    ne: [usize; MAX_DIMS],
-    nb: [usize; MAX_DIMS],
-}
-
-impl Default for Layout {
-    fn default() -> Self {
-        Self { dtype: DType::F32, ne: [0; MAX_DIMS], nb: [0; MAX_DIMS] }
-    }
+/// Whether two tensors have the same dtype, shape and strides, so that one
+/// can be computed element for element over the other (ggml's `ggml_are_same_layout`).
+fn same_layout(a: &TensorDesc, b: &TensorDesc) -> bool {
+    a.dtype == b.dtype && a.ne == b.ne && a.nb == b.nb
 }
 
 /// Whether `t` (not a view) already has memory in a live buffer that this allocator does not own.
