@@ -110,7 +110,8 @@ impl TensorTable {
         fingerprint: &mut Fingerprint,
     ) -> Result<bool> {
         fingerprint.begin();
-        self.clear(ctx.slot_capacity());
+        // Slot indices run up to the capacity inclusive (slotmap keeps slot 0 as a sentinel).
+        self.clear(ctx.slot_capacity() + 1);
         check_assignment("node", graph.nodes(), node_buft, env, ctx)?;
         check_assignment("leaf", graph.leafs(), leaf_buft, env, ctx)?;
 
