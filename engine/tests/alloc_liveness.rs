@@ -150,7 +150,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
 
     #[test]
-    fn planned_memory_never_overlaps_live_tensors(
+    fn alloc_planned_memory_never_overlaps_live_tensors(
         steps in prop::collection::vec(step(), 1..40),
         two_types in any::<bool>(),
         chunk_units in 2..12usize,

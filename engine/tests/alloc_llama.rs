@@ -12,7 +12,7 @@ use gantry_engine::{BufferType, Context, DType, GraphAllocator};
 use support::liveness;
 
 #[test]
-fn llama_plan_has_no_live_overlap_and_a_small_peak() {
+fn alloc_llama_plan_has_no_live_overlap_and_a_small_peak() {
     let (n_tokens, n_kv) = (64, 256);
     let mut ctx = Context::new();
     let model = LlamaModel::new(&mut ctx, LlamaShape::SMOLLM2_135M, DType::F32, n_kv).unwrap();

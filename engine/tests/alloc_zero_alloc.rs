@@ -48,7 +48,7 @@ fn allocations() -> usize {
 const SHAPE: LlamaShape = LlamaShape { n_layer: 8, ..LlamaShape::SMOLLM2_135M };
 
 #[test]
-fn re_allocating_the_same_graph_allocates_nothing() {
+fn alloc_same_graph_again_allocates_nothing() {
     let mut ctx = Context::new();
     let model = LlamaModel::new(&mut ctx, SHAPE, DType::F16, 128).unwrap();
     let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
@@ -78,7 +78,7 @@ fn re_allocating_the_same_graph_allocates_nothing() {
 }
 
 #[test]
-fn re_planning_graphs_that_fit_the_reservation_allocates_nothing() {
+fn alloc_replanning_graphs_that_fit_the_reservation_allocates_nothing() {
     let mut ctx = Context::new();
     let model = LlamaModel::new(&mut ctx, SHAPE, DType::F16, 256).unwrap();
     let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));

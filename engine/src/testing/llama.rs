@@ -290,7 +290,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn smollm2_graph_has_llama_shapes() {
+    fn llama_graph_for_alloc_has_smollm2_shapes() {
         let mut ctx = Context::new();
         let model = LlamaModel::new(&mut ctx, LlamaShape::SMOLLM2_135M, DType::F32, 128).unwrap();
         let g = model.build(&mut ctx, 64, 96).unwrap();
