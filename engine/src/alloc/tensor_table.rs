@@ -295,9 +295,12 @@ impl TensorTable {
                 | u32::from(self.in_place[d]) << 24;
             f.push_pair(head, self.root[d]);
             f.push(self.size[d] as u64);
-            let s = self.srcs[d];
-            f.push_pair(s[0], s[1]);
-            f.push_pair(s[2], s[3]);
+            // Only nodes have sources (the role in `head` keeps the record unambiguous).
+            if self.role[d] == Role::Node {
+                let s = self.srcs[d];
+                f.push_pair(s[0], s[1]);
+                f.push_pair(s[2], s[3]);
+            }
         }
     }
 }
