@@ -15,6 +15,7 @@ pub mod dot;
 pub mod expand;
 pub mod graph_copy;
 pub mod passes;
+mod scheduler;
 pub mod split;
 pub mod tables;
 
@@ -26,5 +27,6 @@ mod tests;
 pub use backend_set::{BackendSet, MAX_BACKENDS};
 pub use compute::EvalCallback;
 pub use graph_copy::{GraphCopy, compare_backends, graph_copy};
+pub use scheduler::{MAX_COPIES, Scheduler, SchedulerParams};
 pub use split::{Split, SplitParams};
 pub use tables::Cause;
