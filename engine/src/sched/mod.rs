@@ -20,8 +20,6 @@ pub mod split;
 pub mod tables;
 
 #[cfg(test)]
-mod mock;
-#[cfg(test)]
 mod tests;
 
 pub use backend_set::{BackendSet, MAX_BACKENDS};

@@ -4,6 +4,7 @@
 //! Not part of the stable API.
 
 mod buffer_types;
+pub mod devices;
 pub mod llama;
 
 pub use buffer_types::{HostBufferType, VirtualBufferType};
