@@ -219,13 +219,10 @@ impl Scheduler {
         )?;
         let t = &self.run.split;
         let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, graph.outputs());
-        if self.allocator.needs_replan(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft) {
-            // Buffers may move: nothing may still be running on them.
-            for b in self.set.backends() {
-                b.synchronize()?;
-            }
-        }
-        self.allocator.alloc_graph(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft)?;
+        let backends = self.set.backends();
+        // Tensors may move: nothing may still be running on the old placement.
+        let synchronize_all = || backends.iter().try_for_each(|b| b.synchronize());
+        self.allocator.alloc_graph_with(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft, synchronize_all)?;
         self.refresh_own_buffers();
         self.state = State::Allocated;
         self.graph_key = graph_key(graph);
