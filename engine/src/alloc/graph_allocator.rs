@@ -253,6 +253,20 @@ impl GraphAllocator {
         }
     }
 
+    /// Frees every buffer this allocator holds in `ctx` (tensors bound to
+    /// them become unallocated) and drops the plan. The buffers live in the
+    /// context, so an allocator that is no longer needed should be released
+    /// (or its context dropped) to give the memory back.
+    pub fn release(&mut self, ctx: &mut Context) {
+        for id in self.buffers.iter_mut().flat_map(|chunks| chunks.drain(..)) {
+            // A buffer the user freed already is fine: it is gone either way.
+            let _ = ctx.free_buffer(id);
+        }
+        self.buffer_sizes.iter_mut().for_each(SmallVec::clear);
+        self.own_buffers.clear();
+        self.forget_plan();
+    }
+
     /// Drops the current plan, so that the next `alloc_graph` plans again
     /// even for an unchanged graph (buffers are kept).
     pub fn forget_plan(&mut self) {

@@ -291,6 +291,18 @@ impl Scheduler {
         self.state = State::Reset;
     }
 
+    /// Undoes the current placement and frees the scheduler's compute
+    /// buffers in `ctx`. They live in the context, so a scheduler that is no
+    /// longer needed should be released (or its context dropped) to give the
+    /// memory back; tensors it placed become unallocated.
+    pub fn release(&mut self, ctx: &mut Context) -> Result<()> {
+        self.synchronize()?;
+        self.reset(ctx);
+        self.allocator.release(ctx);
+        self.own_buffers.clear();
+        Ok(())
+    }
+
     /// Pins `t` to `backend` for every later run (until [`Scheduler::clear_pins`]).
     pub fn set_tensor_backend(&mut self, t: TensorId, backend: &Arc<dyn Backend>) -> Result<()> {
         let b = self.index_of(backend)?;
