@@ -2,3 +2,7 @@
 //! and the tokenizers their metadata describes.
 
 pub mod gguf;
+mod load;
+
+pub use gguf::Gguf;
+pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors};
