@@ -213,7 +213,7 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
             merges.reserve(list.len());
             for (rank, merge) in list.iter().enumerate() {
                 // Split at the first space after the first byte (a part may start with one).
-                let split = merge.get(1..).and_then(|rest| rest.find(' ')).map(|p| p + 1);
+                let split = merge.as_bytes().iter().skip(1).position(|&b| b == b' ').map(|p| p + 1);
                 let (first, second) = match split {
                     Some(p) => (&merge[..p], &merge[p + 1..]),
                     None => ("", ""),
