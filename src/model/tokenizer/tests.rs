@@ -290,3 +290,40 @@ fn out_of_range_special_ids_fall_back_to_defaults() {
     assert_eq!((tok.bos(), tok.eos()), (Some(1), Some(260)));
     assert!(tok.is_eog(260));
 }
+
+/// The fuzz target's seeds (fuzz/seeds/gguf_reader), made by the writer:
+/// checked to be current, rewritten with `GANTRY_WRITE_SEEDS=1`. (No `.gguf`
+/// extension: the repository ignores `*.gguf`.)
+#[test]
+fn fuzz_seeds_are_current() {
+    use gantry_engine::DType;
+    let mut seeds: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut spm = GgufWriter::new();
+    spm_vocab(&mut spm);
+    seeds.push(("spm_vocab", spm.to_bytes()));
+    for (name, pre) in [("bpe_smollm", "smollm"), ("bpe_llama3", "llama-bpe"), ("bpe_default", "default")] {
+        let mut w = GgufWriter::new();
+        bpe_vocab(pre)(&mut w);
+        seeds.push((name, w.to_bytes()));
+    }
+    let mut model = GgufWriter::new();
+    model.set_version(2).set_alignment(64);
+    model.add_str("general.architecture", "llama").add_u32("llama.block_count", 1).add_f32("llama.rope.freq_base", 1e4);
+    model.add_array("nested", Array::Array(vec![Array::I8(vec![-1]), Array::Bool(vec![true]), Array::U64(vec![7])]));
+    model.add_tensor("token_embd.weight", &[32, 2], DType::Q8_0, vec![1; 68]).unwrap();
+    model.add_tensor("output_norm.weight", &[4], DType::F32, vec![2; 16]).unwrap();
+    model.add_tensor("blk.0.ffn_up.weight", &[256], DType::Q4_K, vec![3; 144]).unwrap();
+    seeds.push(("model_v2", model.to_bytes()));
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/gguf_reader");
+    let write = std::env::var_os("GANTRY_WRITE_SEEDS").is_some();
+    for (name, bytes) in seeds {
+        assert!(Gguf::parse(&bytes).is_ok(), "{name}");
+        let path = dir.join(name);
+        if write {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        assert_eq!(std::fs::read(&path).ok(), Some(bytes), "{name} is stale: rerun with GANTRY_WRITE_SEEDS=1");
+    }
+}
