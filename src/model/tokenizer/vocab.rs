@@ -133,6 +133,9 @@ pub(crate) struct Vocab {
     pub ignore_merges: bool,
 }
 
+/// Picks one special token id out of [`SpecialTokens`].
+type Slot = fn(&mut SpecialTokens) -> &mut Option<TokenId>;
+
 fn invalid(gguf: &Gguf, reason: String) -> Error {
     Error::InvalidModel { file: gguf.source().to_owned(), reason }
 }
@@ -240,7 +243,7 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
     for id in [&mut special.bos, &mut special.eos, &mut special.unk] {
         *id = id.filter(|&i| i < n_ids);
     }
-    let keys: [(&str, fn(&mut SpecialTokens) -> &mut Option<TokenId>); 17] = [
+    let keys: [(&str, Slot); 17] = [
         ("bos_token_id", |s| &mut s.bos),
         ("eos_token_id", |s| &mut s.eos),
         ("eot_token_id", |s| &mut s.eot),
@@ -300,7 +303,6 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
 /// end-of-generation token) as control tokens, marks control tokens named
 /// "unused" as unused, and returns the end-of-generation ids, as llama.cpp does.
 fn mark_special_by_text(tokens: &mut [Token], special: &mut SpecialTokens) -> Vec<TokenId> {
-    type Slot = fn(&mut SpecialTokens) -> &mut Option<TokenId>;
     let by_text: [(Slot, &[&str]); 8] = [
         (
             |s| &mut s.eot,
