@@ -39,7 +39,7 @@ pub(crate) fn partition(tok: &Tokenizer, text: &str, parse_special: bool) -> Vec
                 let start = range.start + at;
                 let mut left_end = start;
                 if token.attr.intersects(TokenAttr::LSTRIP) {
-                    while left_end > range.start && bytes[left_end - 1].is_ascii_whitespace_c() {
+                    while left_end > range.start && is_c_space(bytes[left_end - 1]) {
                         left_end -= 1;
                     }
                 }
@@ -49,7 +49,7 @@ pub(crate) fn partition(tok: &Tokenizer, text: &str, parse_special: bool) -> Vec
                 next.push(Fragment::Token(id));
                 let mut right_start = start + needle.len();
                 if token.attr.intersects(TokenAttr::RSTRIP) {
-                    while right_start < range.end && bytes[right_start].is_ascii_whitespace_c() {
+                    while right_start < range.end && is_c_space(bytes[right_start]) {
                         right_start += 1;
                     }
                 }
@@ -66,12 +66,6 @@ pub(crate) fn partition(tok: &Tokenizer, text: &str, parse_special: bool) -> Vec
 
 /// C's `isspace` in the "C" locale (it includes vertical tab, which Rust's
 /// `is_ascii_whitespace` does not).
-trait CSpace {
-    fn is_ascii_whitespace_c(&self) -> bool;
-}
-
-impl CSpace for u8 {
-    fn is_ascii_whitespace_c(&self) -> bool {
-        matches!(self, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-    }
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }

@@ -328,3 +328,16 @@ fn fuzz_seeds_are_current() {
         assert_eq!(std::fs::read(&path).ok(), Some(bytes), "{name} is stale: rerun with GANTRY_WRITE_SEEDS=1");
     }
 }
+
+#[test]
+fn phi3_special_tokens_swallow_following_spaces() {
+    let plain = Tokenizer::from_gguf(&gguf(bpe_vocab("gpt-2"))).unwrap();
+    assert_eq!(plain.encode("hello<|end|>  hello", false, true).unwrap(), [259, 261, 32, 32, 259]);
+    let phi = Tokenizer::from_gguf(&gguf(|w| {
+        bpe_vocab("gpt-2")(w);
+        w.add_str("general.name", "Phi-3 mini");
+    }))
+    .unwrap();
+    assert_eq!(phi.encode("hello<|end|>  hello", false, true).unwrap(), [259, 261, 259]);
+    assert_eq!(phi.encode("he@@ \tllo", false, false).unwrap(), [256, 262, 257, b'o' as u32]);
+}
