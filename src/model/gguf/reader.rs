@@ -329,6 +329,12 @@ pub(crate) fn tensor_size(dtype: DType, ne: [usize; MAX_DIMS]) -> Result<usize, 
 
 /// Every tensor lies inside the file after `data_offset`, and no two overlap.
 fn check_data_section(c: &Cursor<'_>, tensors: &[TensorInfo], data_offset: usize) -> Result<()> {
+    if !tensors.is_empty() && data_offset > c.bytes.len() {
+        return Err(c.error(format!(
+            "the data section starts at byte {data_offset}, past the end of the file ({} bytes)",
+            c.bytes.len()
+        )));
+    }
     let data_len = c.bytes.len().saturating_sub(data_offset);
     for t in tensors {
         let end = t.offset.checked_add(t.size);

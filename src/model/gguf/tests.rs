@@ -387,3 +387,20 @@ fn opens_files_through_a_memory_map() {
     assert!(e.contains("missing.gguf"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Inputs the fuzzer found to break an invariant (fuzz/regressions/gguf_reader):
+/// each must now be refused, with the reason given in its file name.
+#[test]
+fn fuzz_regressions_are_errors() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/gguf_reader");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let reason = invalid(&std::fs::read(&path).unwrap());
+        let expect = name.split("--").nth(1).unwrap().replace('-', " ");
+        assert!(reason.contains(&expect), "{name}: {reason}");
+        n += 1;
+    }
+    assert!(n > 0);
+}
