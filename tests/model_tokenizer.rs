@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use gantry::model::fetch;
 use gantry::model::gguf::Gguf;
 use gantry::model::tokenizer::{PreTokenizer, Tokenizer, VocabKind};
-use gantry::{DType, Error};
+use gantry::DType;
 
-fn fetched(what: &str, result: Result<PathBuf, Error>) -> Option<PathBuf> {
+fn fetched<E: std::fmt::Display>(what: &str, result: Result<PathBuf, E>) -> Option<PathBuf> {
     match result {
         Ok(p) => Some(p),
         Err(e) => {

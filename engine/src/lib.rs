@@ -6,6 +6,7 @@
 //! node lists in a [`gantry_arenas::GraphArena`]; backends are trait objects
 //! that compute a graph over a context.
 
+pub mod alloc;
 pub mod backend;
 mod context;
 pub mod convert;
@@ -16,7 +17,10 @@ mod op;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
+#[doc(hidden)]
+pub mod testing;
 
+pub use alloc::{GraphAllocator, PlanSizes, PlannedTensor};
 pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement};
 pub use dtype::{DType, DTypeInfo, QK_K};
@@ -25,3 +29,4 @@ pub use gantry_arenas::{BackendId, BufferId, BufferTypeId, DeviceId, EventId, Gr
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};
+pub mod sched;
