@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 
+use gantry::DType;
 use gantry::model::fetch;
 use gantry::model::gguf::Gguf;
 use gantry::model::tokenizer::{PreTokenizer, Tokenizer, VocabKind};
-use gantry::DType;
 
 fn fetched<E: std::fmt::Display>(what: &str, result: Result<PathBuf, E>) -> Option<PathBuf> {
     match result {

@@ -392,7 +392,7 @@ fn opens_files_through_a_memory_map() {
 /// each must now be refused, with the reason given in its file name.
 #[test]
 fn fuzz_regressions_are_errors() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/gguf_reader");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/gguf_reader");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
