@@ -27,7 +27,9 @@ mod unicode;
 mod unicode_tables;
 mod vocab;
 
-use std::collections::HashMap;
+// hashbrown's default hasher is several times faster than SipHash on the
+// short keys (token texts, id pairs) looked up for every byte encoded.
+use hashbrown::HashMap;
 
 use gantry_engine::{Error, Result};
 
