@@ -335,3 +335,40 @@ fn progress_reaches_the_total() {
         assert!(seen.windows(2).all(|w| w[0].bytes_done <= w[1].bytes_done));
     }
 }
+
+#[test]
+fn loads_smollm2_mapped_and_copied() {
+    let path = match crate::model::fetch::smollm2_path() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("SKIPPED: SmolLM2 could not be fetched: {e}");
+            return;
+        }
+    };
+    let gguf = Gguf::open(path).unwrap();
+    let mut ctx = Context::new();
+    let mapped = load_tensors(&gguf, &mut ctx, &cpu_like(), LoadOptions::default()).unwrap();
+    assert!(mapped.is_mapped());
+    assert_eq!(mapped.len(), 272);
+    let embd = mapped.get("token_embd.weight").unwrap();
+    let d = ctx.desc(embd).unwrap();
+    assert_eq!((d.dtype, d.ne), (DType::Q8_0, [576, 49152, 1, 1]));
+    let info = gguf.tensor("token_embd.weight").unwrap();
+    let in_file = gguf.bytes().as_ptr().wrapping_add(gguf.tensor_file_offset(info));
+    assert_eq!(ctx.host_ptr(embd).unwrap() as *const u8, in_file);
+
+    // A device with 64 MiB buffers: the 30 MB embedding and the rest split over buffers.
+    let gpu = TestDevice {
+        buft: TestBufferType::new("GPU64M", 256, false, 64 << 20),
+        mapped_buft: None,
+        lends_host_memory: false,
+    };
+    let mut ctx = Context::new();
+    let copied = load_tensors(&gguf, &mut ctx, &gpu, LoadOptions::default()).unwrap();
+    assert!(!copied.is_mapped());
+    assert_eq!(copied.buffers().len(), 2);
+    for name in ["token_embd.weight", "blk.29.ffn_down.weight", "output_norm.weight"] {
+        let t = copied.get(name).unwrap();
+        assert_eq!(ctx.get_bytes(t).unwrap(), gguf.tensor_data(gguf.tensor(name).unwrap()).unwrap(), "{name}");
+    }
+}
