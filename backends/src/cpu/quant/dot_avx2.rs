@@ -18,6 +18,28 @@ use gantry_engine::quant::{
     BlockQ8K, F16Bits, get_scale_min_k4,
 };
 
+/// Runs `$step(xb, yb, acc) -> acc` over the block pairs with four
+/// independent accumulators, so consecutive blocks do not wait on each
+/// other's fused multiply-add (4 cycles of latency) — and sums them.
+macro_rules! unrolled_blocks {
+    ($x:expr, $y:expr, |$xb:ident, $yb:ident, $acc:ident| $step:expr) => {{
+        let (x, y) = ($x, $y);
+        let mut accs = [_mm256_setzero_ps(); 4];
+        let (mut xs, mut ys) = (x.chunks_exact(4), y.chunks_exact(4));
+        for (xc, yc) in (&mut xs).zip(&mut ys) {
+            for u in 0..4 {
+                let ($xb, $yb, $acc) = (&xc[u], &yc[u], accs[u]);
+                accs[u] = $step;
+            }
+        }
+        for ($xb, $yb) in xs.remainder().iter().zip(ys.remainder()) {
+            let $acc = accs[0];
+            accs[0] = $step;
+        }
+        _mm256_add_ps(_mm256_add_ps(accs[0], accs[1]), _mm256_add_ps(accs[2], accs[3]))
+    }};
+}
+
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn f16_to_f32(h: F16Bits) -> f32 {
@@ -95,71 +117,66 @@ fn mul_sum_i8_pairs_float(x: __m256i, y: __m256i) -> __m256 {
 /// Q4_0 · Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (xb, yb) in x.iter().zip(y) {
+    let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
         let d = _mm256_set1_ps(f16_to_f32(xb.d) * f16_to_f32(yb.d));
         let qx = _mm256_sub_epi8(bytes_from_nibbles_32(&xb.qs), _mm256_set1_epi8(8));
         let qy = load256(&yb.qs);
-        acc = _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc);
-    }
+        _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
+    });
     hsum_ps(acc)
 }
 
 /// Q4_1 · Q8_1.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
-    for (xb, yb) in x.iter().zip(y) {
-        summs += f16_to_f32(xb.m) * f16_to_f32(yb.s);
+    let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
         let d = _mm256_set1_ps(f16_to_f32(xb.d) * f16_to_f32(yb.d));
         let qx = bytes_from_nibbles_32(&xb.qs);
         let qy = load256(&yb.qs);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, qy)), acc);
-    }
-    hsum_ps(acc) + summs
+        // m·s spread over the 8 lanes (an exact eighth each) rides on the same accumulator.
+        let ms = _mm256_set1_ps(0.125 * f16_to_f32(xb.m) * f16_to_f32(yb.s));
+        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, qy)), _mm256_add_ps(acc, ms))
+    });
+    hsum_ps(acc)
 }
 
 /// Q5_0 · Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (xb, yb) in x.iter().zip(y) {
+    let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
         let d = _mm256_set1_ps(f16_to_f32(xb.d) * f16_to_f32(yb.d));
         // Where the fifth bit is clear, OR-ing 0xF0 makes the byte q − 16;
         // where it is set, (q + 16) − 16 = q is the nibble itself.
         let high = _mm256_andnot_si256(bytes_from_bits_32(xb.qh), _mm256_set1_epi8(0xF0u8 as i8));
         let qx = _mm256_or_si256(bytes_from_nibbles_32(&xb.qs), high);
         let qy = load256(&yb.qs);
-        acc = _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc);
-    }
+        _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, qy), acc)
+    });
     hsum_ps(acc)
 }
 
 /// Q5_1 · Q8_1.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
-    for (xb, yb) in x.iter().zip(y) {
-        summs += f16_to_f32(xb.m) * f16_to_f32(yb.s);
+    let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
         let d = _mm256_set1_ps(f16_to_f32(xb.d) * f16_to_f32(yb.d));
         let high = _mm256_and_si256(bytes_from_bits_32(xb.qh), _mm256_set1_epi8(0x10));
         let qx = _mm256_or_si256(bytes_from_nibbles_32(&xb.qs), high);
         let qy = load256(&yb.qs);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, qy)), acc);
-    }
-    hsum_ps(acc) + summs
+        // m·s spread over the 8 lanes (an exact eighth each) rides on the same accumulator.
+        let ms = _mm256_set1_ps(0.125 * f16_to_f32(xb.m) * f16_to_f32(yb.s));
+        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, qy)), _mm256_add_ps(acc, ms))
+    });
+    hsum_ps(acc)
 }
 
 /// Q8_0 · Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (xb, yb) in x.iter().zip(y) {
+    let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
         let d = _mm256_set1_ps(f16_to_f32(xb.d) * f16_to_f32(yb.d));
-        acc = _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(load256(&xb.qs), load256(&yb.qs)), acc);
-    }
+        _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(load256(&xb.qs), load256(&yb.qs)), acc)
+    });
     hsum_ps(acc)
 }
 

@@ -15,6 +15,7 @@ mod activation;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
 mod dot_scalar;
+mod float_matvec;
 mod mul_mat;
 mod rows;
 #[cfg(target_arch = "x86_64")]
@@ -26,6 +27,7 @@ mod weight;
 mod tests;
 
 pub use activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
+pub use float_matvec::{f16_mat_vec, f32_mat_vec};
 pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 

@@ -23,10 +23,10 @@ use gantry_engine::{DType, Error, Result};
 use rayon::prelude::*;
 
 use super::Isa;
-use super::weight::{ActBlock, WeightType, tile_row_sizes, with_weight_type};
+use super::weight::{ActBlock, TileRow, WeightType, with_weight_type};
 
 /// Columns from which the tiled path is used (on AVX2).
-const TILE_MIN_N: usize = 4;
+const TILE_MIN_N: usize = 8;
 /// Weight rows per tile of the tiled path.
 const TILE_ROWS: usize = 16;
 /// Weight rows per task of the dot-product path.
@@ -67,9 +67,9 @@ struct Layout {
 impl Layout {
     fn new<W: WeightType>(k: usize) -> Layout {
         let act_row = round_up(k / <W::Act as QuantBlock>::ELEMS * size_of::<W::Act>());
-        let (scales, mins) = tile_row_sizes::<W>(k);
-        let col_extra = round_up((k / 32 + mins) * 4);
-        let tile = round_up(TILE_ROWS * (k + 4 * (scales + mins)));
+        let row = TileRow::new::<W>(k);
+        let col_extra = round_up((k / 32 + row.n_mins) * 4);
+        let tile = TILE_ROWS * row.bytes;
         Layout { act_row, col_extra, tile }
     }
 
@@ -322,39 +322,60 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
     extra_col: &dyn Fn(usize) -> &'a [f32],
     out: DstPtr,
 ) {
-    use super::tile_avx2::{ARow, WRow, micro};
+    use super::tile_avx2::{ARow, KRow, WRow, micro, micro_k};
 
     let k = ctx.k;
-    let (n_scales, n_mins) = tile_row_sizes::<W>(k);
+    let layout = TileRow::new::<W>(k);
     let nr = rows.len();
-    let (q, rest) = tile.split_at_mut(TILE_ROWS * k);
-    let floats: &mut [f32] = bytemuck::cast_slice_mut(&mut rest[..TILE_ROWS * 4 * (n_scales + n_mins)]);
-    let (scales, mins) = floats.split_at_mut(TILE_ROWS * n_scales);
     let bs = <W::Block as QuantBlock>::ELEMS;
+    let per_block_mins = bs.checked_div(W::MIN_GROUP).unwrap_or(0);
+    // Unpack each row into its slot: quants, then scales, super-block scales, mins.
     for (i, r) in rows.clone().enumerate() {
-        let (qr, sr) = (&mut q[i * k..(i + 1) * k], &mut scales[i * n_scales..(i + 1) * n_scales]);
-        let qr: &mut [i8] = bytemuck::cast_slice_mut(qr);
-        let mr = &mut mins[i * n_mins..(i + 1) * n_mins];
-        let per_block_mins = bs.checked_div(W::MIN_GROUP).unwrap_or(0);
-        for (b, blk) in weights(r).iter().enumerate() {
-            W::unpack(
-                blk,
-                &mut qr[b * bs..(b + 1) * bs],
-                &mut sr[b * bs / 16..(b + 1) * bs / 16],
-                &mut mr[b * per_block_mins..(b + 1) * per_block_mins],
-            );
+        let slot = &mut tile[i * layout.bytes..(i + 1) * layout.bytes];
+        let (q, rest) = slot.split_at_mut(layout.scales);
+        let (sc, rest) = rest.split_at_mut(layout.ds - layout.scales);
+        let (ds, mins) = rest.split_at_mut(layout.mins - layout.ds);
+        let mins: &mut [f32] = bytemuck::cast_slice_mut(&mut mins[..4 * layout.n_mins]);
+        if W::INT_K {
+            let sc: &mut [i16] = bytemuck::cast_slice_mut(sc);
+            let ds: &mut [f32] = bytemuck::cast_slice_mut(&mut ds[..4 * (k / 256)]);
+            for (b, blk) in weights(r).iter().enumerate() {
+                ds[b] = W::unpack_k(
+                    blk,
+                    &mut q[256 * b..256 * (b + 1)],
+                    &mut sc[128 * b..128 * (b + 1)],
+                    &mut mins[16 * b..16 * (b + 1)],
+                );
+            }
+        } else {
+            let q: &mut [i8] = bytemuck::cast_slice_mut(q);
+            let sc: &mut [f32] = bytemuck::cast_slice_mut(&mut sc[..4 * (k / 16)]);
+            for (b, blk) in weights(r).iter().enumerate() {
+                W::unpack(
+                    blk,
+                    &mut q[b * bs..(b + 1) * bs],
+                    &mut sc[b * bs / 16..(b + 1) * bs / 16],
+                    &mut mins[b * per_block_mins..(b + 1) * per_block_mins],
+                );
+            }
         }
     }
-    let q: &[i8] = bytemuck::cast_slice(q);
-    let wrow = |i: usize| WRow { q: q[i * k..].as_ptr(), scale16: scales[i * n_scales..].as_ptr() };
+    let tile: &[u8] = tile;
+    let slot = |i: usize| &tile[i * layout.bytes..(i + 1) * layout.bytes];
+    let wrow = |i: usize| WRow { q: slot(i).as_ptr().cast(), scale16: slot(i)[layout.scales..].as_ptr().cast() };
+    let krow = |i: usize| KRow {
+        q: slot(i).as_ptr(),
+        sc: slot(i)[layout.scales..].as_ptr().cast(),
+        d: slot(i)[layout.ds..].as_ptr().cast(),
+    };
     let arow = |j: usize| ARow { blocks: act_row(j).as_ptr().cast(), scale32: extra_col(j).as_ptr() };
-    let nchunks = k / 32;
+    let kcol = |j: usize| act_row(j).as_ptr().cast::<gantry_engine::quant::BlockQ8K>();
     let write = |i: usize, j: usize, v: f32| {
         let r = rows.start + i;
         let mut v = v;
-        if n_mins > 0 {
-            let sums = &extra_col(j)[k / 32..k / 32 + n_mins];
-            v += dot_f32(&mins[i * n_mins..(i + 1) * n_mins], sums);
+        if layout.n_mins > 0 {
+            let mins: &[f32] = bytemuck::cast_slice(&slot(i)[layout.mins..layout.mins + 4 * layout.n_mins]);
+            v += dot_f32(mins, &extra_col(j)[k / 32..k / 32 + layout.n_mins]);
         }
         // SAFETY: (r, j) lies inside dst (checked by the driver) and in this task's tile.
         unsafe { out.write(j * ctx.dst_stride + r, v) };
@@ -366,16 +387,25 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
         let mut i = 0;
         while i < nr {
             let rn = (nr - i).min(2);
-            // SAFETY: rows i.. and columns j.. are unpacked / quantized above with
-            // k/32 chunks each; the CPU has AVX2 (caller's contract).
+            // SAFETY: rows i.. and columns j.. are unpacked / quantized above for
+            // all k values; the CPU has AVX2 (caller's contract); the K form's
+            // quants are ≤ 63 and its scales within ±128 (every K-quant's are).
             unsafe {
                 macro_rules! go {
                     ($r:literal, $c:literal) => {{
-                        let res = micro::<W::Act, $r, $c>(
-                            nchunks,
-                            &std::array::from_fn(|x| wrow(i + x)),
-                            &std::array::from_fn(|y| arow(j + y)),
-                        );
+                        let res = if W::INT_K {
+                            micro_k::<$r, $c>(
+                                k / 256,
+                                &std::array::from_fn(|x| krow(i + x)),
+                                &std::array::from_fn(|y| kcol(j + y)),
+                            )
+                        } else {
+                            micro::<W::Act, $r, $c>(
+                                k / 32,
+                                &std::array::from_fn(|x| wrow(i + x)),
+                                &std::array::from_fn(|y| arow(j + y)),
+                            )
+                        };
                         for x in 0..$r {
                             for y in 0..$c {
                                 write(i + x, j + y, res[x][y]);

@@ -79,3 +79,68 @@ pub(crate) unsafe fn micro<A: ActBlock, const R: usize, const C: usize>(
     }
     out
 }
+
+/// Pointers to one unpacked K-quant row in the integer form: `q` (k unsigned
+/// bytes), `sc` (16 i16 per 32-value chunk), `d` (one f32 per super-block).
+#[derive(Clone, Copy)]
+pub(crate) struct KRow {
+    pub q: *const u8,
+    pub sc: *const i16,
+    pub d: *const f32,
+}
+
+/// Computes `out[r][c] = Σ_blocks d_r·d_c·Σ_chunks sc·(q_r · a_c)` over
+/// `nblocks` super-blocks, keeping exact i32 sums within a super-block (the
+/// group scales applied by `vpmaddwd`) and converting once per super-block.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C. Each `w[r]` points to `256·nblocks` bytes,
+/// `128·nblocks` i16 and `nblocks` f32; each `a[c]` to `nblocks` Q8_K blocks.
+/// Quants are at most 63 (so `vpmaddubsw` cannot saturate against |a| ≤ 127)
+/// and |sc| ≤ 128.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn micro_k<const R: usize, const C: usize>(
+    nblocks: usize,
+    w: &[KRow; R],
+    a: &[*const gantry_engine::quant::BlockQ8K; C],
+) -> [[f32; C]; R] {
+    let mut accf = [[_mm256_setzero_ps(); C]; R];
+    for b in 0..nblocks {
+        let mut acci = [[_mm256_setzero_si256(); C]; R];
+        for chunk in 0..8 {
+            let mut wv = [_mm256_setzero_si256(); R];
+            let mut sv = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                // SAFETY: within the row's 256·nblocks bytes and 128·nblocks i16.
+                unsafe {
+                    wv[r] = _mm256_loadu_si256(w[r].q.add(256 * b + 32 * chunk).cast());
+                    sv[r] = _mm256_loadu_si256(w[r].sc.add(16 * (8 * b + chunk)).cast());
+                }
+            }
+            for c in 0..C {
+                // SAFETY: block b of column c exists; its quants are 256 bytes.
+                let av = unsafe { _mm256_loadu_si256((*a[c].add(b)).qs.as_ptr().add(32 * chunk).cast()) };
+                for r in 0..R {
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), sv[r]);
+                    acci[r][c] = _mm256_add_epi32(acci[r][c], p);
+                }
+            }
+        }
+        for r in 0..R {
+            // SAFETY: super-block scale b of row r exists.
+            let dr = unsafe { *w[r].d.add(b) };
+            for c in 0..C {
+                // SAFETY: block b of column c exists.
+                let dc = unsafe { (*a[c].add(b)).d };
+                accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acci[r][c]), _mm256_set1_ps(dr * dc), accf[r][c]);
+            }
+        }
+    }
+    let mut out = [[0f32; C]; R];
+    for r in 0..R {
+        for c in 0..C {
+            out[r][c] = hsum_ps(accf[r][c]);
+        }
+    }
+    out
+}

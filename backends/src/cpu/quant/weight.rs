@@ -77,14 +77,23 @@ pub(crate) trait WeightType: 'static {
     type Block: QuantBlock + Send + Sync;
     /// The dot partner block.
     type Act: ActBlock;
-    /// Values per min group (16 or 32), or 0 when the type has no mins.
+    /// Values per min group (16 or 32), or 0 when the tiled form has no mins.
     const MIN_GROUP: usize;
+    /// Whether the tiled path uses the integer-scale K-quant form
+    /// ([`WeightType::unpack_k`]) rather than the float form ([`WeightType::unpack`]).
+    const INT_K: bool;
     /// The dot product of a row of weights and a row of activations.
     fn dot(isa: Isa, x: &[Self::Block], y: &[Self::Act]) -> f32;
-    /// Unpacks one block into the tiled form: `q` (block values), `scale16`
-    /// (one scale per 16 values) and `mins` (one per `MIN_GROUP` values,
-    /// added: `x = scale·q + min`).
+    /// Float form of one block: `q` (block values, signed), `scale16` (one
+    /// scale per 16 values) and `mins` (one per `MIN_GROUP` values, added:
+    /// `x = scale·q + min`).
     fn unpack(b: &Self::Block, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]);
+    /// Integer form of one K-quant super-block: unsigned quants `q` (256),
+    /// `sc` (per 32-value chunk, 16 i16 lanes: the scale of its first 16
+    /// values in lanes 0..8, of its last 16 in lanes 8..16), `mins` (per 16
+    /// values, added) and the returned super-block scale `d`:
+    /// `x = d·sc·q + min`.
+    fn unpack_k(b: &Self::Block, q: &mut [u8], sc: &mut [i16], mins: &mut [f32]) -> f32;
 }
 
 fn unpack_small<B: UnpackSmall>(b: &B, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
@@ -97,49 +106,78 @@ fn unpack_small<B: UnpackSmall>(b: &B, q: &mut [i8], scale16: &mut [f32], mins: 
     }
 }
 
-fn unpack_k<B: UnpackK>(b: &B, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
+/// The integer K form: quants made unsigned by adding `offset` (4 for Q3_K,
+/// 32 for Q6_K), which moves `−d·sc·offset` into the mins.
+fn unpack_k_form<B: UnpackK>(b: &B, offset: i8, q: &mut [u8], sc: &mut [i16], mins: &mut [f32]) -> f32 {
     let u = b.unpack();
-    q[..256].copy_from_slice(&u.q);
+    for (o, &v) in q[..256].iter_mut().zip(&u.q) {
+        *o = (v + offset) as u8;
+    }
+    for chunk in 0..8 {
+        sc[16 * chunk..16 * chunk + 8].fill(u.sc[2 * chunk]);
+        sc[16 * chunk + 8..16 * chunk + 16].fill(u.sc[2 * chunk + 1]);
+    }
     for g in 0..16 {
-        scale16[g] = u.d * u.sc[g] as f32;
+        mins[g] = -(u.d * (u.sc[g] as f32 * offset as f32) + u.dmin * u.m[g] as f32);
     }
-    if mins.len() >= 16 {
-        for g in 0..16 {
-            mins[g] = -(u.dmin * u.m[g] as f32);
-        }
-    }
+    u.d
 }
 
 macro_rules! weight_types {
-    ($($w:ident: $block:ty, $act:ty, $min_group:expr, $dot:ident, $unpack:ident;)*) => {$(
+    (small: $($w:ident: $block:ty, $act:ty, $min_group:expr, $dot:ident;)*) => {$(
         pub(crate) struct $w;
         impl WeightType for $w {
             type Block = $block;
             type Act = $act;
             const MIN_GROUP: usize = $min_group;
+            const INT_K: bool = false;
             #[inline]
             fn dot(isa: Isa, x: &[$block], y: &[$act]) -> f32 {
                 super::$dot(isa, x.len() * <$block as QuantBlock>::ELEMS, x, y)
             }
             #[inline]
             fn unpack(b: &$block, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
-                $unpack(b, q, scale16, mins)
+                unpack_small(b, q, scale16, mins)
+            }
+            fn unpack_k(_: &$block, _: &mut [u8], _: &mut [i16], _: &mut [f32]) -> f32 {
+                0.0
+            }
+        }
+    )*};
+    (k: $($w:ident: $block:ty, $offset:expr, $dot:ident;)*) => {$(
+        pub(crate) struct $w;
+        impl WeightType for $w {
+            type Block = $block;
+            type Act = BlockQ8K;
+            const MIN_GROUP: usize = 16;
+            const INT_K: bool = true;
+            #[inline]
+            fn dot(isa: Isa, x: &[$block], y: &[BlockQ8K]) -> f32 {
+                super::$dot(isa, x.len() * <$block as QuantBlock>::ELEMS, x, y)
+            }
+            fn unpack(_: &$block, _: &mut [i8], _: &mut [f32], _: &mut [f32]) {}
+            #[inline]
+            fn unpack_k(b: &$block, q: &mut [u8], sc: &mut [i16], mins: &mut [f32]) -> f32 {
+                unpack_k_form(b, $offset, q, sc, mins)
             }
         }
     )*};
 }
 
-weight_types! {
-    WQ4_0: BlockQ4_0, BlockQ8_0, 0, vec_dot_q4_0_q8_0_on, unpack_small;
-    WQ4_1: BlockQ4_1, BlockQ8_1, 32, vec_dot_q4_1_q8_1_on, unpack_small;
-    WQ5_0: BlockQ5_0, BlockQ8_0, 0, vec_dot_q5_0_q8_0_on, unpack_small;
-    WQ5_1: BlockQ5_1, BlockQ8_1, 32, vec_dot_q5_1_q8_1_on, unpack_small;
-    WQ8_0: BlockQ8_0, BlockQ8_0, 0, vec_dot_q8_0_q8_0_on, unpack_small;
-    WQ2K: BlockQ2K, BlockQ8K, 16, vec_dot_q2_k_q8_k_on, unpack_k;
-    WQ3K: BlockQ3K, BlockQ8K, 0, vec_dot_q3_k_q8_k_on, unpack_k;
-    WQ4K: BlockQ4K, BlockQ8K, 16, vec_dot_q4_k_q8_k_on, unpack_k;
-    WQ5K: BlockQ5K, BlockQ8K, 16, vec_dot_q5_k_q8_k_on, unpack_k;
-    WQ6K: BlockQ6K, BlockQ8K, 0, vec_dot_q6_k_q8_k_on, unpack_k;
+weight_types! { small:
+    WQ4_0: BlockQ4_0, BlockQ8_0, 0, vec_dot_q4_0_q8_0_on;
+    WQ4_1: BlockQ4_1, BlockQ8_1, 32, vec_dot_q4_1_q8_1_on;
+    WQ5_0: BlockQ5_0, BlockQ8_0, 0, vec_dot_q5_0_q8_0_on;
+    WQ5_1: BlockQ5_1, BlockQ8_1, 32, vec_dot_q5_1_q8_1_on;
+    WQ8_0: BlockQ8_0, BlockQ8_0, 0, vec_dot_q8_0_q8_0_on;
+}
+
+weight_types! { k:
+    WQ2K: BlockQ2K, 0, vec_dot_q2_k_q8_k_on;
+    WQ3K: BlockQ3K, 4, vec_dot_q3_k_q8_k_on;
+    WQ4K: BlockQ4K, 0, vec_dot_q4_k_q8_k_on;
+    WQ5K: BlockQ5K, 0, vec_dot_q5_k_q8_k_on;
+    WQ6K: BlockQ6K, 32, vec_dot_q6_k_q8_k_on;
 }
 
 /// Runs `f::<W>()` with the weight type `W` of `dtype`.
@@ -162,8 +200,30 @@ macro_rules! with_weight_type {
 }
 pub(crate) use with_weight_type;
 
-/// The unpacked-tile sizes of one row of `k` values: (scales per row, mins per row).
-pub(crate) fn tile_row_sizes<W: WeightType>(k: usize) -> (usize, usize) {
-    let mins = k.checked_div(W::MIN_GROUP).unwrap_or(0);
-    (k / 16, mins)
+/// Bytes of one unpacked row of `k` values in the tiled path's form, with
+/// the offsets (from the row start) of its scales and mins.
+pub(crate) struct TileRow {
+    /// Bytes of one row.
+    pub bytes: usize,
+    /// Offset of the scales (f32 per 16 values, or i16 ×16 per chunk for `INT_K`).
+    pub scales: usize,
+    /// Offset of the super-block scales (f32 per 256 values, `INT_K` only).
+    pub ds: usize,
+    /// Offset of the mins (f32 per `MIN_GROUP` values).
+    pub mins: usize,
+    /// Mins per row.
+    pub n_mins: usize,
+}
+
+impl TileRow {
+    pub(crate) fn new<W: WeightType>(k: usize) -> TileRow {
+        let n_mins = k.checked_div(W::MIN_GROUP).unwrap_or(0);
+        let align = |n: usize| n.div_ceil(64) * 64;
+        let scales = align(k);
+        let scale_bytes = if W::INT_K { 2 * 16 * (k / 32) } else { 4 * (k / 16) };
+        let ds = align(scales + scale_bytes);
+        let ds_bytes = if W::INT_K { 4 * (k / 256) } else { 0 };
+        let mins = align(ds + ds_bytes);
+        TileRow { bytes: align(mins + 4 * n_mins), scales, ds, mins, n_mins }
+    }
 }
