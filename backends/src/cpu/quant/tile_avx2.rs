@@ -105,34 +105,40 @@ pub(crate) unsafe fn micro_k<const R: usize, const C: usize>(
     a: &[*const gantry_engine::quant::BlockQ8K; C],
 ) -> [[f32; C]; R] {
     let mut accf = [[_mm256_setzero_ps(); C]; R];
-    for b in 0..nblocks {
-        let mut acci = [[_mm256_setzero_si256(); C]; R];
-        for chunk in 0..8 {
-            let mut wv = [_mm256_setzero_si256(); R];
-            let mut sv = [_mm256_setzero_si256(); R];
-            for r in 0..R {
-                // SAFETY: within the row's 256·nblocks bytes and 128·nblocks i16.
-                unsafe {
-                    wv[r] = _mm256_loadu_si256(w[r].q.add(256 * b + 32 * chunk).cast());
-                    sv[r] = _mm256_loadu_si256(w[r].sc.add(16 * (8 * b + chunk)).cast());
-                }
-            }
-            for c in 0..C {
-                // SAFETY: block b of column c exists; its quants are 256 bytes.
-                let av = unsafe { _mm256_loadu_si256((*a[c].add(b)).qs.as_ptr().add(32 * chunk).cast()) };
-                for r in 0..R {
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), sv[r]);
-                    acci[r][c] = _mm256_add_epi32(acci[r][c], p);
-                }
+    let mut acci = [[_mm256_setzero_si256(); C]; R];
+    // One flat loop over the chunks (a runtime trip count) rather than 8
+    // chunks nested in each super-block: fully unrolled, the nested form
+    // needed far more registers than AVX2 has and spilled in the hot loop.
+    for j in 0..8 * nblocks {
+        let (b, chunk) = (j / 8, j % 8);
+        let mut wv = [_mm256_setzero_si256(); R];
+        let mut sv = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            // SAFETY: within the row's 256·nblocks bytes and 128·nblocks i16.
+            unsafe {
+                wv[r] = _mm256_loadu_si256(w[r].q.add(32 * j).cast());
+                sv[r] = _mm256_loadu_si256(w[r].sc.add(16 * j).cast());
             }
         }
-        for r in 0..R {
-            // SAFETY: super-block scale b of row r exists.
-            let dr = unsafe { *w[r].d.add(b) };
-            for c in 0..C {
-                // SAFETY: block b of column c exists.
-                let dc = unsafe { (*a[c].add(b)).d };
-                accf[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acci[r][c]), _mm256_set1_ps(dr * dc), accf[r][c]);
+        for c in 0..C {
+            // SAFETY: block b of column c exists; its quants are 256 bytes.
+            let av = unsafe { _mm256_loadu_si256((*a[c].add(b)).qs.as_ptr().add(32 * chunk).cast()) };
+            for r in 0..R {
+                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), sv[r]);
+                acci[r][c] = _mm256_add_epi32(acci[r][c], p);
+            }
+        }
+        if chunk == 7 {
+            for r in 0..R {
+                // SAFETY: super-block scale b of row r exists.
+                let dr = unsafe { *w[r].d.add(b) };
+                for c in 0..C {
+                    // SAFETY: block b of column c exists.
+                    let dc = unsafe { (*a[c].add(b)).d };
+                    let f = _mm256_cvtepi32_ps(acci[r][c]);
+                    accf[r][c] = _mm256_fmadd_ps(f, _mm256_set1_ps(dr * dc), accf[r][c]);
+                    acci[r][c] = _mm256_setzero_si256();
+                }
             }
         }
     }
