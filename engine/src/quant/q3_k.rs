@@ -29,11 +29,24 @@ const _: () = assert!(size_of::<BlockQ3K>() == DType::Q3_K.bytes_per_block());
 impl BlockQ3K {
     /// The 16 group scales, unpacked to `sc − 32` ∈ [−32, 31].
     pub fn unpacked_scales(&self) -> [i8; 16] {
+        // Four scales per u32 at a time: low nibbles from bytes 0..8, high
+        // two bits from bytes 8..12 (see the module comment).
+        const LOW4: u32 = 0x0f0f_0f0f;
+        const LOW2: u32 = 0x0303_0303;
+        let word =
+            |i: usize| u32::from_le_bytes([self.scales[i], self.scales[i + 1], self.scales[i + 2], self.scales[i + 3]]);
+        let (a0, a1, high) = (word(0), word(4), word(8));
+        let words = [
+            (a0 & LOW4) | ((high & LOW2) << 4),
+            (a1 & LOW4) | (((high >> 2) & LOW2) << 4),
+            ((a0 >> 4) & LOW4) | (((high >> 4) & LOW2) << 4),
+            ((a1 >> 4) & LOW4) | (((high >> 6) & LOW2) << 4),
+        ];
         let mut out = [0i8; 16];
-        for (j, o) in out.iter_mut().enumerate() {
-            let low = if j < 8 { self.scales[j] & 0xF } else { self.scales[j - 8] >> 4 };
-            let high = (self.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-            *o = (low | (high << 4)) as i8 - 32;
+        for (o, w) in out.chunks_exact_mut(4).zip(words) {
+            for (v, b) in o.iter_mut().zip(w.to_le_bytes()) {
+                *v = b as i8 - 32;
+            }
         }
         out
     }

@@ -204,6 +204,13 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
     if w.m == 0 || n == 0 {
         return Ok(());
     }
+    if k == 0 {
+        // Empty dot products.
+        for j in 0..n {
+            dst[j * args.dst_stride..j * args.dst_stride + w.m].fill(0.0);
+        }
+        return Ok(());
+    }
     let threads = args.pool.current_num_threads();
     let skip = scratch.as_ptr().align_offset(ALIGN).min(ALIGN);
     let scratch = &mut scratch[skip..];

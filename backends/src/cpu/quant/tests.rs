@@ -271,6 +271,12 @@ fn mul_mat_rejects_bad_shapes_and_short_buffers() {
     let f32w = QuantMatrix { dtype: DType::F32, ..w };
     assert!(quant_mul_mat(&f32w, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
     assert!(quant_mul_mat_scratch_size(DType::F16, 64, 1, 1).is_err());
+    // K = 0: empty dot products, zeros.
+    let empty = QuantMatrix { data: &[], row_stride: 0, k: 0, ..w };
+    let mut scratch0 = vec![0u8; quant_mul_mat_scratch_size(DType::Q4_0, 0, 2, 1).unwrap()];
+    dst.fill(1.0);
+    quant_mul_mat(&empty, &[], 0, 2, &mut dst, 4, &mut scratch0, &p).unwrap();
+    assert!(dst.iter().all(|&v| v == 0.0));
 }
 
 #[test]
