@@ -1,1 +1,3 @@
 //! Gantry's backends.
+
+pub mod cpu;
