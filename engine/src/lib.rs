@@ -8,6 +8,7 @@
 
 pub mod backend;
 mod context;
+mod context_alloc;
 pub mod convert;
 mod dtype;
 mod error;
@@ -16,9 +17,12 @@ mod op;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
+#[cfg(test)]
+mod test_buffer;
 
 pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement};
+pub use context_alloc::TensorBuffers;
 pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{Error, Result};
 pub use gantry_arenas::{BackendId, BufferId, BufferTypeId, DeviceId, EventId, GraphArena, TensorId};
