@@ -1,0 +1,420 @@
+//! Vector primitives the kernels are built from: dot products, axpy,
+//! reductions, and a vectorizable `exp`.
+//!
+//! Each is written once in plain Rust over fixed-width lane arrays, which
+//! LLVM turns into SIMD code, and compiled twice by [`multiversion!`]: for
+//! the baseline target and with AVX2 + FMA, chosen at run time. The F16 dot
+//! product uses F16C intrinsics directly, since converting halves one by one
+//! does not vectorize.
+
+use half::{bf16, f16};
+
+/// Whether this CPU has AVX2 and FMA (cached by std after the first query).
+#[inline]
+pub fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether this CPU has AVX2, FMA and F16C.
+#[inline]
+pub fn has_f16c() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx2_fma() && std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Defines a function twice: a portable body, and the same body compiled
+/// with AVX2 + FMA enabled; calls pick the second when the CPU has them.
+macro_rules! multiversion {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            fn portable($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) $(-> $ret)? { portable($($arg),*) }
+                if $crate::cpu::simd::has_avx2_fma() {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            portable($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
+
+/// Lanes per accumulator array: 4 AVX registers of 8 floats, enough
+/// independent sums to hide the FMA latency.
+const LANES: usize = 32;
+
+#[inline(always)]
+fn fold(acc: [f32; LANES]) -> f32 {
+    let mut s = [0f32; 8];
+    for (i, v) in acc.iter().enumerate() {
+        s[i % 8] += v;
+    }
+    (s[0] + s[4]) + (s[1] + s[5]) + ((s[2] + s[6]) + (s[3] + s[7]))
+}
+
+multiversion! {
+    /// `sum(a[i] * b[i])` over the shorter length.
+    pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [0f32; LANES];
+        let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        let (ra, rb) = (ca.remainder(), cb.remainder());
+        for (x, y) in ca.zip(cb) {
+            for i in 0..LANES {
+                acc[i] = x[i].mul_add(y[i], acc[i]);
+            }
+        }
+        let mut tail = 0f32;
+        for (x, y) in ra.iter().zip(rb) {
+            tail = x.mul_add(*y, tail);
+        }
+        fold(acc) + tail
+    }
+}
+
+#[inline(always)]
+fn bf16_to_f32(x: bf16) -> f32 {
+    f32::from_bits((x.to_bits() as u32) << 16)
+}
+
+multiversion! {
+    /// `sum(a[i] * b[i])` with `a` in bfloat16.
+    pub fn dot_bf16(a: &[bf16], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        let mut acc = [0f32; LANES];
+        let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        let (ra, rb) = (ca.remainder(), cb.remainder());
+        for (x, y) in ca.zip(cb) {
+            for i in 0..LANES {
+                acc[i] = bf16_to_f32(x[i]).mul_add(y[i], acc[i]);
+            }
+        }
+        let mut tail = 0f32;
+        for (x, y) in ra.iter().zip(rb) {
+            tail = bf16_to_f32(*x).mul_add(*y, tail);
+        }
+        fold(acc) + tail
+    }
+}
+
+/// `sum(a[i] * b[i])` with `a` in IEEE half precision.
+pub fn dot_f16(a: &[f16], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; both slices hold `n` elements.
+        return unsafe { dot_f16_f16c(&a[..n], &b[..n]) };
+    }
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i].to_f32() * y[i];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x.to_f32() * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let (pa, pb) = (a.as_ptr() as *const u16, b.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    // SAFETY: every load reads 8 elements at `i + 8k`, with `i + 32 <= n`
+    // (or `i + 8 <= n` below), inside both slices; unaligned loads are used.
+    unsafe {
+        while i + 32 <= n {
+            for (k, acc) in acc.iter_mut().enumerate() {
+                let h = _mm_loadu_si128(pa.add(i + 8 * k) as *const __m128i);
+                let x = _mm256_cvtph_ps(h);
+                let y = _mm256_loadu_ps(pb.add(i + 8 * k));
+                *acc = _mm256_fmadd_ps(x, y, *acc);
+            }
+            i += 32;
+        }
+        while i + 8 <= n {
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(pa.add(i) as *const __m128i));
+            acc[0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(pb.add(i)), acc[0]);
+            i += 8;
+        }
+        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), s);
+        let mut total = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+        while i < n {
+            total += a[i].to_f32() * b[i];
+            i += 1;
+        }
+        total
+    }
+}
+
+multiversion! {
+    /// `y[i] += alpha * x[i]`.
+    pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
+        for (y, x) in y.iter_mut().zip(x) {
+            *y = alpha.mul_add(*x, *y);
+        }
+    }
+}
+
+multiversion! {
+    /// `y[i] *= s`.
+    pub fn scale(y: &mut [f32], s: f32) {
+        for y in y.iter_mut() {
+            *y *= s;
+        }
+    }
+}
+
+multiversion! {
+    /// The sum of `x`, accumulated in f64 (as ggml's `ggml_vec_sum_f32`).
+    pub fn sum_f64(x: &[f32]) -> f64 {
+        let mut acc = [0f64; 8];
+        let c = x.chunks_exact(8);
+        let r = c.remainder();
+        for v in c {
+            for i in 0..8 {
+                acc[i] += v[i] as f64;
+            }
+        }
+        acc.iter().sum::<f64>() + r.iter().map(|&v| v as f64).sum::<f64>()
+    }
+}
+
+multiversion! {
+    /// `sum((x[i] - shift)^2)`, accumulated in f64.
+    pub fn sum_sq_f64(x: &[f32], shift: f32) -> f64 {
+        let mut acc = [0f64; 8];
+        let c = x.chunks_exact(8);
+        let r = c.remainder();
+        for v in c {
+            for i in 0..8 {
+                let d = (v[i] - shift) as f64;
+                acc[i] += d * d;
+            }
+        }
+        acc.iter().sum::<f64>() + r.iter().map(|&v| ((v - shift) as f64).powi(2)).sum::<f64>()
+    }
+}
+
+multiversion! {
+    /// The largest element (`-inf` for an empty slice; NaNs are skipped).
+    pub fn max(x: &[f32]) -> f32 {
+        let mut acc = [f32::NEG_INFINITY; 8];
+        let c = x.chunks_exact(8);
+        let r = c.remainder();
+        for v in c {
+            for i in 0..8 {
+                acc[i] = acc[i].max(v[i]);
+            }
+        }
+        r.iter().fold(acc.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)), |m, &v| m.max(v))
+    }
+}
+
+/// `e^x` to about 1 ulp, in plain arithmetic that vectorizes: `x = n ln2 + r`
+/// with `|r| <= ln2/2`, a degree-7 Taylor polynomial for `e^r`, and `2^n`
+/// built in the exponent bits. Underflows to 0 below -87.3 (and for `-inf`);
+/// overflows to `inf` above 88.7; NaN stays NaN.
+#[inline(always)]
+pub fn exp_fast(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    let xc = x.clamp(-87.3, 88.7);
+    let n = (xc * LOG2E + ROUND) - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let mut p = 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    // n is in [-126, 128]; 2^128 is split in two factors to stay finite until the product.
+    let half = (n * 0.5).floor();
+    let s1 = f32::from_bits(((half as i32 + 127) as u32) << 23);
+    let s2 = f32::from_bits((((n - half) as i32 + 127) as u32) << 23);
+    let y = p * s1 * s2;
+    if x < -87.3 {
+        0.0
+    } else if x > 88.7 {
+        f32::INFINITY
+    } else if x.is_nan() {
+        x
+    } else {
+        y
+    }
+}
+
+multiversion! {
+    /// `dst[i] = e^(src[i] - max)`; returns the sum in f64 (ggml's `ggml_vec_soft_max_f32`).
+    pub fn exp_shifted(dst: &mut [f32], src: &[f32], max: f32) -> f64 {
+        let mut acc = [0f64; 8];
+        let n = dst.len().min(src.len());
+        let (d, s) = (&mut dst[..n], &src[..n]);
+        let mut i = 0;
+        while i + 8 <= n {
+            for l in 0..8 {
+                let e = exp_fast(s[i + l] - max);
+                d[i + l] = e;
+                acc[l] += e as f64;
+            }
+            i += 8;
+        }
+        let mut total: f64 = acc.iter().sum();
+        while i < n {
+            let e = exp_fast(s[i] - max);
+            d[i] = e;
+            total += e as f64;
+            i += 1;
+        }
+        total
+    }
+}
+
+multiversion! {
+    /// `x[i] = x[i] / (1 + e^-x[i])` (SiLU), in place.
+    pub fn silu_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v /= 1.0 + exp_fast(-*v);
+        }
+    }
+}
+
+multiversion! {
+    /// `x[i] = 1 / (1 + e^-x[i])`, in place.
+    pub fn sigmoid_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v = 1.0 / (1.0 + exp_fast(-*v));
+        }
+    }
+}
+
+multiversion! {
+    /// `x[i] = e^x[i]`, in place.
+    pub fn exp_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v = exp_fast(*v);
+        }
+    }
+}
+
+/// Converts halves to floats (F16C when available, through `half`).
+pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    let n = src.len().min(dst.len());
+    src[..n].convert_to_f32_slice(&mut dst[..n]);
+}
+
+/// Converts floats to halves, rounding to nearest even.
+pub fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+    use half::slice::HalfFloatSliceExt;
+    let n = src.len().min(dst.len());
+    dst[..n].convert_from_f32_slice(&src[..n]);
+}
+
+multiversion! {
+    /// Converts bfloat16 values to floats (exact).
+    pub fn bf16_to_f32_slice(src: &[bf16], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = bf16_to_f32(*s);
+        }
+    }
+}
+
+/// Converts floats to bfloat16, rounding to nearest even (NaN stays NaN).
+pub fn f32_to_bf16_slice(src: &[f32], dst: &mut [bf16]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = bf16::from_f32(*s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        (0..n).map(|i| (((i as u32).wrapping_mul(2_654_435_761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
+    }
+
+    #[test]
+    fn dots_match_f64_for_every_length() {
+        for n in [0, 1, 7, 8, 31, 32, 33, 100, 1000] {
+            let (a, b) = (data(n, 1), data(n, 2));
+            let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            assert!((dot_f32(&a, &b) as f64 - exact).abs() < 1e-4, "f32 n={n}");
+            let ah: Vec<f16> = a.iter().map(|&v| f16::from_f32(v)).collect();
+            let exact_h: f64 = ah.iter().zip(&b).map(|(x, y)| x.to_f64() * *y as f64).sum();
+            assert!((dot_f16(&ah, &b) as f64 - exact_h).abs() < 1e-4, "f16 n={n}");
+            let ab: Vec<bf16> = a.iter().map(|&v| bf16::from_f32(v)).collect();
+            let exact_b: f64 = ab.iter().zip(&b).map(|(x, y)| x.to_f64() * *y as f64).sum();
+            assert!((dot_bf16(&ab, &b) as f64 - exact_b).abs() < 1e-4, "bf16 n={n}");
+        }
+    }
+
+    #[test]
+    fn exp_fast_is_accurate_and_handles_the_edges() {
+        let mut worst = 0f64;
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let rel = ((exp_fast(x) as f64 - (x as f64).exp()) / (x as f64).exp()).abs();
+            worst = worst.max(rel);
+            x += 0.0137;
+        }
+        assert!(worst < 4e-7, "worst relative error {worst}");
+        assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_fast(-100.0), 0.0);
+        assert_eq!(exp_fast(100.0), f32::INFINITY);
+        assert!(exp_fast(f32::NAN).is_nan());
+        assert_eq!(exp_fast(0.0), 1.0);
+    }
+
+    #[test]
+    fn reductions_and_updates() {
+        let x = data(37, 3);
+        let s: f64 = x.iter().map(|&v| v as f64).sum();
+        assert!((sum_f64(&x) - s).abs() < 1e-9);
+        let ss: f64 = x.iter().map(|&v| ((v - 0.5) as f64).powi(2)).sum();
+        assert!((sum_sq_f64(&x, 0.5) - ss).abs() < 1e-9);
+        assert_eq!(max(&x), x.iter().cloned().fold(f32::NEG_INFINITY, f32::max));
+        assert_eq!(max(&[]), f32::NEG_INFINITY);
+        let mut y = vec![1.0; 37];
+        axpy(&mut y, 2.0, &x);
+        assert!(y.iter().zip(&x).all(|(y, x)| (*y - (1.0 + 2.0 * x)).abs() < 1e-6));
+        let mut e = vec![0.0; 37];
+        let total = exp_shifted(&mut e, &x, 1.0);
+        let expect: f64 = x.iter().map(|&v| ((v - 1.0) as f64).exp()).sum();
+        assert!((total - expect).abs() < 1e-5);
+    }
+}
