@@ -59,11 +59,9 @@ fn parse_threads(params: Option<&str>) -> Result<usize> {
     let Some(params) = params.map(str::trim).filter(|p| !p.is_empty()) else {
         return Ok(default);
     };
-    params
-        .strip_prefix("threads=")
-        .and_then(|n| n.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .ok_or_else(|| Error::Unsupported(format!("CPU backend parameters {params:?}: expected \"threads=N\" with N > 0")))
+    params.strip_prefix("threads=").and_then(|n| n.trim().parse::<usize>().ok()).filter(|&n| n > 0).ok_or_else(|| {
+        Error::Unsupported(format!("CPU backend parameters {params:?}: expected \"threads=N\" with N > 0"))
+    })
 }
 
 impl Device for CpuDevice {

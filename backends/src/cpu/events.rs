@@ -4,8 +4,8 @@
 
 use std::sync::Mutex;
 
-use gantry_engine::{Error, EventId, Result};
 use gantry_arenas::slotmap::SlotMap;
+use gantry_engine::{Error, EventId, Result};
 
 /// The state of one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -84,10 +84,8 @@ fn unsupported(ctx: &Context, t: TensorId, d: &TensorDesc) -> Error {
 
 /// Source `i` of a node, as an error naming the op when it is missing.
 fn src(ctx: &Context, t: TensorId, d: &TensorDesc, i: usize) -> Result<TensorId> {
-    d.srcs[i].ok_or_else(|| Error::InvalidOp {
-        op: d.op.name(),
-        reason: format!("{} has no source {i}", ctx.describe(t)),
-    })
+    d.srcs[i]
+        .ok_or_else(|| Error::InvalidOp { op: d.op.name(), reason: format!("{} has no source {i}", ctx.describe(t)) })
 }
 
 /// The description of source `i`, when present.

@@ -17,7 +17,9 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
             let out = if a.dtype == DType::I32 { DType::I32 } else { DType::F32 };
             plain(a.dtype) && idx.dtype == DType::I32 && d.dtype == out
         }
-        _ => a.dtype == DType::F32 && idx.dtype == DType::I32 && matches!(d.dtype, DType::F32 | DType::F16 | DType::BF16),
+        _ => {
+            a.dtype == DType::F32 && idx.dtype == DType::I32 && matches!(d.dtype, DType::F32 | DType::F16 | DType::BF16)
+        }
     }
 }
 

@@ -22,7 +22,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
     let op = d.op;
     // Transcendental functions cost more than a load and a store.
     let cost = match op {
-        Op::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqr | UnaryOp::Relu) | Op::Scale { .. } | Op::Clamp { .. } => 1,
+        Op::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqr | UnaryOp::Relu) | Op::Scale { .. } | Op::Clamp { .. } => {
+            1
+        }
         _ => 8,
     };
     let n0 = dst.ne[0];
