@@ -81,4 +81,3 @@ impl BufferType for TestBuft {
 pub(crate) fn buft(max: usize, align: usize) -> Arc<dyn BufferType> {
     Arc::new(TestBuft { max, align, writable: true })
 }
-
