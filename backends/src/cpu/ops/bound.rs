@@ -58,7 +58,14 @@ impl Bound {
         let d = ctx.desc(t)?;
         let (entry, placement) = ctx.tensor_buffer(t)?;
         let base = ctx.host_ptr(t)?;
-        let bad = |reason: String| Error::InvalidTensor { tensor: ctx.describe(t), reason };
+        // Built only on error: binding runs for every node and must not allocate.
+        let bad = |reason: String| Error::InvalidTensor {
+            tensor: match d.view_src {
+                Some(root) => format!("{} (a view of {})", ctx.describe(t), ctx.describe(root)),
+                None => ctx.describe(t),
+            },
+            reason,
+        };
         let len = extent(d).ok_or_else(|| bad(format!("strides {:?} overflow", d.nb)))?;
         check_range(entry.buffer_type.name(), entry.buffer.size(), placement.offset, len)
             .map_err(|e| bad(e.to_string()))?;
