@@ -11,7 +11,7 @@ pub fn map(a: &Array, f: impl Fn(f64) -> f64) -> Result<Array, String> {
 
 /// `a (op) b` with `b` repeated: `b`'s index along each dim is `i % b.ne`.
 pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Array, String> {
-    if (0..4).any(|k| b.ne[k] == 0 || a.ne[k] % b.ne[k] != 0) {
+    if (0..4).any(|k| b.ne[k] == 0 || !a.ne[k].is_multiple_of(b.ne[k])) {
         return Err(format!("{:?} does not repeat into {:?}", b.ne, a.ne));
     }
     let mut out = Array::filled(a.ne, 0.0);

@@ -65,7 +65,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
     let mask = d.srcs[3].map(|m| Bound::src(ctx, m)).transpose()?;
     let dst = Bound::dst(ctx, t)?;
     let (dk, dv, n_q, n_head, n_batch, n_kv) = (q.ne[0], v.ne[0], q.ne[1], q.ne[2], q.ne[3], k.ne[1]);
-    let divides = |a: usize, b: usize| b > 0 && a % b == 0;
+    let divides = |a: usize, b: usize| b > 0 && a.is_multiple_of(b);
     let mut ok = k.ne[0] == dk
         && v.ne[1] == n_kv
         && divides(n_head, k.ne[2])

@@ -66,7 +66,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: &RopeParams, par: 
     {
         return Err(shape_err(ctx, t, d, format!("{} frequency factors for n_dims {n_dims}", f.ne[0])));
     }
-    if !(p.freq_base > 0.0) {
+    if p.freq_base.is_nan() || p.freq_base <= 0.0 {
         return Err(shape_err(ctx, t, d, format!("freq_base {}", p.freq_base)));
     }
     let corr = yarn_corr_dims(n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow);

@@ -120,8 +120,8 @@ fn set_rows(
         && idx.ne[1] > 0
         && idx.ne[2] > 0
         && idx.ne[3] == 1
-        && b.ne[2] % idx.ne[1] == 0
-        && b.ne[3] % idx.ne[2] == 0;
+        && b.ne[2].is_multiple_of(idx.ne[1])
+        && b.ne[3].is_multiple_of(idx.ne[2]);
     if !fits {
         return Err(shape_err(ctx, t, d, format!("rows {:?} by indices {:?} into {:?}", b.ne, idx.ne, dst.ne)));
     }
