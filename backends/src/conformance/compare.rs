@@ -53,7 +53,7 @@ mod tests {
     #[test]
     fn rules() {
         assert_eq!(compare(&[1.0, 2.0], &[1.0, 2.0], Tolerance::Exact), Verdict::Pass(0.0));
-        assert!(matches!(compare(&[1.0, 2.0], &[1.0, 2.0001], T), Verdict::Fail(_)));
+        assert!(matches!(compare(&[1.0, 2.0], &[1.0, 2.001], T), Verdict::Fail(_)));
         assert!(matches!(compare(&[1.0, 2.0], &[1.0, 2.000_000_1], T), Verdict::Pass(_)));
         assert!(matches!(compare(&[1.0], &[1.000_000_1], Tolerance::Exact), Verdict::Fail(_)));
         assert!(matches!(compare(&[f64::NAN], &[f64::NAN], T), Verdict::Fail(_)), "NaN never passes");

@@ -37,59 +37,61 @@ pub fn has_f16c() -> bool {
 
 /// Defines a function twice: a portable body, and the same body compiled
 /// with AVX2 + FMA enabled; calls pick the second when the CPU has them.
+/// Inside the body, the const `FMA` says which one is being compiled, so
+/// [`madd`] can fuse only where that is one instruction (without FMA,
+/// `f32::mul_add` is a slow library call).
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn portable($($arg: $ty),*) $(-> $ret)? $body
+            #[allow(unused)]
+            fn imp<const FMA: bool>($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
-                fn avx2($($arg: $ty),*) $(-> $ret)? { portable($($arg),*) }
+                fn avx2($($arg: $ty),*) $(-> $ret)? { imp::<true>($($arg),*) }
                 if $crate::cpu::simd::has_avx2_fma() {
                     // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                     return unsafe { avx2($($arg),*) };
                 }
             }
-            portable($($arg),*)
+            imp::<false>($($arg),*)
         }
     };
 }
 pub(crate) use multiversion;
 
-/// Lanes per accumulator array: 4 AVX registers of 8 floats, enough
-/// independent sums to hide the FMA latency.
-const LANES: usize = 32;
-
+/// `a * b + c`, fused into one instruction when `FMA` (see [`multiversion!`]).
 #[inline(always)]
-fn fold(acc: [f32; LANES]) -> f32 {
-    let mut s = [0f32; 8];
-    for (i, v) in acc.iter().enumerate() {
-        s[i % 8] += v;
-    }
-    (s[0] + s[4]) + (s[1] + s[5]) + ((s[2] + s[6]) + (s[3] + s[7]))
+pub fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
 }
 
-multiversion! {
-    /// `sum(a[i] * b[i])` over the shorter length.
-    pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let (a, b) = (&a[..n], &b[..n]);
-        let mut acc = [0f32; LANES];
-        let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-        let (ra, rb) = (ca.remainder(), cb.remainder());
-        for (x, y) in ca.zip(cb) {
-            for i in 0..LANES {
-                acc[i] = x[i].mul_add(y[i], acc[i]);
-            }
-        }
-        let mut tail = 0f32;
-        for (x, y) in ra.iter().zip(rb) {
-            tail = x.mul_add(*y, tail);
-        }
-        fold(acc) + tail
+/// `sum(a[i] * b[i])` over the shorter length.
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; both slices hold `n` elements.
+        return unsafe { x86::dot(&a[..n], &b[..n], |p, i| x86::load_f32(p, i)) };
     }
+    dot_portable(&a[..n], &b[..n], |x| x)
+}
+
+/// The dot product without SIMD intrinsics: independent lane sums.
+#[inline(always)]
+fn dot_portable<T: Copy>(a: &[T], b: &[f32], widen: impl Fn(T) -> f32) -> f32 {
+    let (ca, ra) = a.as_chunks::<8>();
+    let (cb, rb) = b.as_chunks::<8>();
+    let mut acc = [0f32; 8];
+    for (x, y) in ca.iter().zip(cb) {
+        for i in 0..8 {
+            acc[i] += widen(x[i]) * y[i];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| widen(*x) * y).sum();
+    (acc[0] + acc[4]) + (acc[1] + acc[5]) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
 #[inline(always)]
@@ -97,25 +99,15 @@ fn bf16_to_f32(x: bf16) -> f32 {
     f32::from_bits((x.to_bits() as u32) << 16)
 }
 
-multiversion! {
-    /// `sum(a[i] * b[i])` with `a` in bfloat16.
-    pub fn dot_bf16(a: &[bf16], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let (a, b) = (&a[..n], &b[..n]);
-        let mut acc = [0f32; LANES];
-        let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-        let (ra, rb) = (ca.remainder(), cb.remainder());
-        for (x, y) in ca.zip(cb) {
-            for i in 0..LANES {
-                acc[i] = bf16_to_f32(x[i]).mul_add(y[i], acc[i]);
-            }
-        }
-        let mut tail = 0f32;
-        for (x, y) in ra.iter().zip(rb) {
-            tail = bf16_to_f32(*x).mul_add(*y, tail);
-        }
-        fold(acc) + tail
+/// `sum(a[i] * b[i])` with `a` in bfloat16.
+pub fn dot_bf16(a: &[bf16], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; both slices hold `n` elements.
+        return unsafe { x86::dot(&a[..n], &b[..n], |p, i| x86::load_bf16(p, i)) };
     }
+    dot_portable(&a[..n], &b[..n], bf16_to_f32)
 }
 
 /// `sum(a[i] * b[i])` with `a` in IEEE half precision.
@@ -124,51 +116,85 @@ pub fn dot_f16(a: &[f16], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if has_f16c() {
         // SAFETY: the CPU has AVX2, FMA and F16C; both slices hold `n` elements.
-        return unsafe { dot_f16_f16c(&a[..n], &b[..n]) };
+        return unsafe { x86::dot(&a[..n], &b[..n], |p, i| x86::load_f16(p, i)) };
     }
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i].to_f32() * y[i];
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x.to_f32() * y).sum();
-    acc.iter().sum::<f32>() + tail
+    dot_portable(&a[..n], &b[..n], f16::to_f32)
 }
 
+/// AVX2 kernels written with intrinsics, where the auto-vectorizer does not
+/// produce full-width code.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
+mod x86 {
     use std::arch::x86_64::*;
-    let n = a.len().min(b.len());
-    let (pa, pb) = (a.as_ptr() as *const u16, b.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    // SAFETY: every load reads 8 elements at `i + 8k`, with `i + 32 <= n`
-    // (or `i + 8 <= n` below), inside both slices; unaligned loads are used.
-    unsafe {
-        while i + 32 <= n {
-            for (k, acc) in acc.iter_mut().enumerate() {
-                let h = _mm_loadu_si128(pa.add(i + 8 * k) as *const __m128i);
-                let x = _mm256_cvtph_ps(h);
-                let y = _mm256_loadu_ps(pb.add(i + 8 * k));
-                *acc = _mm256_fmadd_ps(x, y, *acc);
-            }
-            i += 32;
+
+    use half::{bf16, f16};
+
+    /// 8 floats at `p + i`.
+    ///
+    /// # Safety
+    /// AVX available; 8 elements readable at `p + i`.
+    #[inline(always)]
+    pub unsafe fn load_f32(p: *const f32, i: usize) -> __m256 {
+        // SAFETY: the caller's guarantee.
+        unsafe { _mm256_loadu_ps(p.add(i)) }
+    }
+
+    /// 8 bfloat16 values at `p + i`, widened (a bfloat16 is the top half of an f32).
+    ///
+    /// # Safety
+    /// AVX2 available; 8 elements readable at `p + i`.
+    #[inline(always)]
+    pub unsafe fn load_bf16(p: *const bf16, i: usize) -> __m256 {
+        // SAFETY: the caller's guarantee.
+        unsafe {
+            let h = _mm_loadu_si128(p.add(i) as *const __m128i);
+            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
         }
-        while i + 8 <= n {
-            let x = _mm256_cvtph_ps(_mm_loadu_si128(pa.add(i) as *const __m128i));
-            acc[0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(pb.add(i)), acc[0]);
-            i += 8;
+    }
+
+    /// 8 halves at `p + i`, converted.
+    ///
+    /// # Safety
+    /// F16C available; 8 elements readable at `p + i`.
+    #[inline(always)]
+    pub unsafe fn load_f16(p: *const f16, i: usize) -> __m256 {
+        // SAFETY: the caller's guarantee.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(i) as *const __m128i)) }
+    }
+
+    /// `sum(a[i] * b[i])` with `a` widened by `load`, 4 accumulators of 8.
+    ///
+    /// # Safety
+    /// AVX2, FMA (and F16C when `load` needs it) available; `a.len() == b.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot<T: Copy + Into<f32>>(a: &[T], b: &[f32], load: impl Fn(*const T, usize) -> __m256) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        // SAFETY: each load reads 8 elements at `i + 8k` with `i + 32 <= n`
+        // (or `i + 8 <= n` in the second loop), inside both slices.
+        unsafe {
+            while i + 32 <= n {
+                for (k, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_fmadd_ps(load(pa, i + 8 * k), _mm256_loadu_ps(pb.add(i + 8 * k)), *acc);
+                }
+                i += 32;
+            }
+            while i + 8 <= n {
+                acc[0] = _mm256_fmadd_ps(load(pa, i), _mm256_loadu_ps(pb.add(i)), acc[0]);
+                i += 8;
+            }
         }
         let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), s);
-        let mut total = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+        let lo = _mm256_castps256_ps128(s);
+        let hi = _mm256_extractf128_ps(s, 1);
+        let q = _mm_add_ps(lo, hi);
+        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        let q = _mm_add_ss(q, _mm_movehdup_ps(q));
+        let mut total = _mm_cvtss_f32(q);
         while i < n {
-            total += a[i].to_f32() * b[i];
+            total += a[i].into() * b[i];
             i += 1;
         }
         total
@@ -179,7 +205,7 @@ multiversion! {
     /// `y[i] += alpha * x[i]`.
     pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
         for (y, x) in y.iter_mut().zip(x) {
-            *y = alpha.mul_add(*x, *y);
+            *y = madd::<FMA>(alpha, *x, *y);
         }
     }
 }
@@ -241,19 +267,25 @@ multiversion! {
 
 /// `e^x` to about 1 ulp, in plain arithmetic that vectorizes: `x = n ln2 + r`
 /// with `|r| <= ln2/2`, a degree-7 Taylor polynomial for `e^r`, and `2^n`
-/// built in the exponent bits. Underflows to 0 below -87.3 (and for `-inf`);
-/// overflows to `inf` above 88.7; NaN stays NaN.
+/// built in the exponent bits (no float-to-int conversion: `n` is read from
+/// the mantissa of `x log2(e) + 1.5 * 2^23`). Underflows to 0 below -87.33
+/// (and for `-inf`), overflows to `inf` above 88.37 (`e^88.37` is within 25%
+/// of `f32::MAX`); NaN stays NaN.
 #[inline(always)]
 pub fn exp_fast(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
-    // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer.
+    // Adding 1.5 * 2^23 rounds to an integer kept in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
-    let xc = x.clamp(-87.3, 88.7);
-    let n = (xc * LOG2E + ROUND) - ROUND;
+    const LO: f32 = -87.33;
+    const HI: f32 = 88.37;
+    let xc = x.max(LO).min(HI);
+    let t = xc * LOG2E + ROUND;
+    let n = t - ROUND;
+    let ni = t.to_bits() as i32 - ROUND.to_bits() as i32;
     let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let mut p = 1.0 / 5040.0;
+    let mut p: f32 = 1.0 / 5040.0;
     p = p * r + 1.0 / 720.0;
     p = p * r + 1.0 / 120.0;
     p = p * r + 1.0 / 24.0;
@@ -261,43 +293,38 @@ pub fn exp_fast(x: f32) -> f32 {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    // n is in [-126, 128]; 2^128 is split in two factors to stay finite until the product.
-    let half = (n * 0.5).floor();
-    let s1 = f32::from_bits(((half as i32 + 127) as u32) << 23);
-    let s2 = f32::from_bits((((n - half) as i32 + 127) as u32) << 23);
-    let y = p * s1 * s2;
-    if x < -87.3 {
-        0.0
-    } else if x > 88.7 {
-        f32::INFINITY
-    } else if x.is_nan() {
-        x
-    } else {
-        y
-    }
+    // n is in [-126, 127]: a normal power of two.
+    let y = p * f32::from_bits(((ni + 127) << 23) as u32);
+    let y = if x < LO { 0.0 } else { y };
+    let y = if x > HI { f32::INFINITY } else { y };
+    if x.is_nan() { x } else { y }
 }
 
 multiversion! {
-    /// `dst[i] = e^(src[i] - max)`; returns the sum in f64 (ggml's `ggml_vec_soft_max_f32`).
+    /// `dst[i] = e^(src[i] - max)`; returns the sum in f64 (ggml's
+    /// `ggml_vec_soft_max_f32`). Partial sums of 8 lanes stay in f32 for 64
+    /// elements at a time, then go into the f64 total.
     pub fn exp_shifted(dst: &mut [f32], src: &[f32], max: f32) -> f64 {
-        let mut acc = [0f64; 8];
         let n = dst.len().min(src.len());
         let (d, s) = (&mut dst[..n], &src[..n]);
-        let mut i = 0;
-        while i + 8 <= n {
-            for l in 0..8 {
-                let e = exp_fast(s[i + l] - max);
-                d[i + l] = e;
-                acc[l] += e as f64;
+        let mut total = 0f64;
+        let mut dc = d.chunks_exact_mut(64);
+        let mut sc = s.chunks_exact(64);
+        for (dd, ss) in (&mut dc).zip(&mut sc) {
+            let mut acc = [0f32; 8];
+            for (d8, s8) in dd.chunks_exact_mut(8).zip(ss.chunks_exact(8)) {
+                for l in 0..8 {
+                    let e = exp_fast(s8[l] - max);
+                    d8[l] = e;
+                    acc[l] += e;
+                }
             }
-            i += 8;
+            total += acc.iter().map(|&v| v as f64).sum::<f64>();
         }
-        let mut total: f64 = acc.iter().sum();
-        while i < n {
-            let e = exp_fast(s[i] - max);
-            d[i] = e;
+        for (d, s) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
+            let e = exp_fast(*s - max);
+            *d = e;
             total += e as f64;
-            i += 1;
         }
         total
     }
@@ -386,8 +413,8 @@ mod tests {
     #[test]
     fn exp_fast_is_accurate_and_handles_the_edges() {
         let mut worst = 0f64;
-        let mut x = -87.0f32;
-        while x < 88.0 {
+        let mut x = -87.3f32;
+        while x < 88.3 {
             let rel = ((exp_fast(x) as f64 - (x as f64).exp()) / (x as f64).exp()).abs();
             worst = worst.max(rel);
             x += 0.0137;
@@ -396,6 +423,7 @@ mod tests {
         assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp_fast(-100.0), 0.0);
         assert_eq!(exp_fast(100.0), f32::INFINITY);
+        assert!(exp_fast(88.3).is_finite() && exp_fast(-87.3) > 0.0);
         assert!(exp_fast(f32::NAN).is_nan());
         assert_eq!(exp_fast(0.0), 1.0);
     }
