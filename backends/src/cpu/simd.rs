@@ -280,7 +280,7 @@ pub fn exp_fast(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
     const LO: f32 = -87.33;
     const HI: f32 = 88.37;
-    let xc = x.max(LO).min(HI);
+    let xc = x.clamp(LO, HI);
     let t = xc * LOG2E + ROUND;
     let n = t - ROUND;
     let ni = t.to_bits() as i32 - ROUND.to_bits() as i32;
