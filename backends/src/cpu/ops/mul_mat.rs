@@ -11,9 +11,10 @@
 //!   blocks of rows. Many small batches run one gemm per thread; few large
 //!   ones run one after the other with gemm's own threading on this pool.
 //!
-//! Quantized src0 plugs in at [`src0_rows_to_f32`] (dequantize rows for the
-//! gemm path) and [`row_dot`] (a dot product against F32 for the dots path);
-//! `supports` turns them on.
+//! Every src0 dtype goes through one dispatch point, [`src0_kernels`]: its
+//! dot product against F32 columns (dots path) and its row conversion to
+//! F32 (gemm path). A quantized type plugs in by adding its `vec_dot` and
+//! dequantizer there; `supports` follows automatically.
 
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 use gemm::Parallelism;
@@ -34,7 +35,62 @@ const GEMM_THREADING_WORK: usize = 48 * 48 * 256;
 
 pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else { return false };
-    matches!(a.dtype, DType::F32 | DType::F16 | DType::BF16) && b.dtype == DType::F32 && d.dtype == DType::F32
+    src0_kernels(a.dtype).is_some() && b.dtype == DType::F32 && d.dtype == DType::F32
+}
+
+/// What the product needs from a src0 dtype.
+#[derive(Clone, Copy)]
+struct Src0Kernels {
+    /// The dot product of one densely stored src0 row (`col.len()`
+    /// elements from the pointer) with F32 values.
+    dot: unsafe fn(row: *const u8, col: &[f32]) -> f32,
+    /// Converts one densely stored src0 row (`out.len()` elements) to F32.
+    to_f32: unsafe fn(row: *const u8, out: &mut [f32]),
+    /// Whether gemm reads the rows as they lie (F32) instead of converted.
+    in_place: bool,
+}
+
+/// `n` elements of `T` at `p`.
+///
+/// # Safety
+/// `p` holds `n` aligned elements of `T` (alignment is checked at binding).
+unsafe fn elems<'a, T>(p: *const u8, n: usize) -> &'a [T] {
+    // SAFETY: the caller's guarantee.
+    unsafe { std::slice::from_raw_parts(p as *const T, n) }
+}
+
+/// Defines a row dot product and a row conversion for a plain dtype.
+macro_rules! plain_row_kernels {
+    ($elem:ty, $dot:ident, $to_f32:ident, $simd_dot:path, $convert:expr) => {
+        /// # Safety
+        /// `p` holds `col.len()` elements.
+        unsafe fn $dot(p: *const u8, col: &[f32]) -> f32 {
+            // SAFETY: the caller's guarantee.
+            $simd_dot(unsafe { elems::<$elem>(p, col.len()) }, col)
+        }
+        /// # Safety
+        /// `p` holds `out.len()` elements.
+        unsafe fn $to_f32(p: *const u8, out: &mut [f32]) {
+            // SAFETY: the caller's guarantee.
+            let row = unsafe { elems::<$elem>(p, out.len()) };
+            $convert(row, out)
+        }
+    };
+}
+
+plain_row_kernels!(f32, dot_f32_row, f32_row_to_f32, simd::dot_f32, |r: &[f32], o: &mut [f32]| o.copy_from_slice(r));
+plain_row_kernels!(f16, dot_f16_row, f16_row_to_f32, simd::dot_f16, simd::f16_to_f32);
+plain_row_kernels!(bf16, dot_bf16_row, bf16_row_to_f32, simd::dot_bf16, simd::bf16_to_f32_slice);
+
+/// The kernels of a src0 dtype, or `None` when it cannot be multiplied:
+/// the one place where src0 dtypes are told apart.
+fn src0_kernels(dtype: DType) -> Option<Src0Kernels> {
+    Some(match dtype {
+        DType::F32 => Src0Kernels { dot: dot_f32_row, to_f32: f32_row_to_f32, in_place: true },
+        DType::F16 => Src0Kernels { dot: dot_f16_row, to_f32: f16_row_to_f32, in_place: false },
+        DType::BF16 => Src0Kernels { dot: dot_bf16_row, to_f32: bf16_row_to_f32, in_place: false },
+        _ => return None,
+    })
 }
 
 /// The shapes of one product, from the bound tensors.
@@ -86,10 +142,11 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
         r2: b.ne[2] / a.ne[2],
         r3: b.ne[3] / a.ne[3],
     };
+    let kernels = src0_kernels(a.dtype).ok_or_else(|| shape_err(ctx, t, d, format!("src0 dtype {}", a.dtype)))?;
     if dims.n <= DOT_MAX_COLS {
-        mul_mat_dots(&a, &b, &dst, dims, par);
+        mul_mat_dots(&a, kernels, &b, &dst, dims, par);
     } else {
-        mul_mat_gemm(&a, &b, &dst, dims, par, shared);
+        mul_mat_gemm(&a, kernels, &b, &dst, dims, par, shared);
     }
     Ok(())
 }
@@ -100,25 +157,19 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
 /// # Safety
 /// Indices in range; `col.len() == k`.
 #[inline]
-unsafe fn row_dot(a: &Bound, i: usize, ab: [usize; 2], col: &[f32], a_tmp: &mut [f32]) -> f32 {
-    let k = col.len();
+unsafe fn row_dot(a: &Bound, kernels: Src0Kernels, i: usize, ab: [usize; 2], col: &[f32], a_tmp: &mut [f32]) -> f32 {
     // SAFETY: the row holds k elements of a's dtype from its first one.
     unsafe {
-        let p = a.row(i, ab[0], ab[1]);
-        if !a.rows_are_dense() {
+        if a.rows_are_dense() {
+            (kernels.dot)(a.row(i, ab[0], ab[1]), col)
+        } else {
             a.load_row(i, ab[0], ab[1], a_tmp);
-            return simd::dot_f32(a_tmp, col);
-        }
-        match a.dtype {
-            DType::F32 => simd::dot_f32(std::slice::from_raw_parts(p as *const f32, k), col),
-            DType::F16 => simd::dot_f16(std::slice::from_raw_parts(p as *const f16, k), col),
-            DType::BF16 => simd::dot_bf16(std::slice::from_raw_parts(p as *const bf16, k), col),
-            _ => f32::NAN,
+            simd::dot_f32(a_tmp, col)
         }
     }
 }
 
-fn mul_mat_dots(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
+fn mul_mat_dots(a: &Bound, kernels: Src0Kernels, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
     let Dims { k, m, n, .. } = dims;
     let b_dense = b.rows_are_dense();
     let b_tmp = if b_dense { 0 } else { n * k };
@@ -144,7 +195,7 @@ fn mul_mat_dots(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
                     } else {
                         &cols[j * k..(j + 1) * k]
                     };
-                    *(dst.at(i, j, i2, i3) as *mut f32) = row_dot(a, i, ab, col, a_tmp);
+                    *(dst.at(i, j, i2, i3) as *mut f32) = row_dot(a, kernels, i, ab, col, a_tmp);
                 }
             }
         }
@@ -152,15 +203,27 @@ fn mul_mat_dots(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
 }
 
 /// Converts rows `rows` of src0's batch `ab` to F32, packed `k` apart.
-/// This is where dequantization of quantized src0 plugs in.
 ///
 /// # Safety
 /// Indices in range; `out.len() >= rows.len() * k`.
-unsafe fn src0_rows_to_f32(a: &Bound, ab: [usize; 2], rows: std::ops::Range<usize>, out: &mut [f32]) {
+unsafe fn src0_rows_to_f32(
+    a: &Bound,
+    kernels: Src0Kernels,
+    ab: [usize; 2],
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
     let k = a.ne[0];
     for (o, i) in rows.enumerate() {
+        let out = &mut out[o * k..(o + 1) * k];
         // SAFETY: the caller's guarantee.
-        unsafe { a.load_row(i, ab[0], ab[1], &mut out[o * k..(o + 1) * k]) };
+        unsafe {
+            if a.rows_are_dense() {
+                (kernels.to_f32)(a.row(i, ab[0], ab[1]), out);
+            } else {
+                a.load_row(i, ab[0], ab[1], out);
+            }
+        }
     }
 }
 
@@ -211,12 +274,20 @@ unsafe fn gemm_block(
     }
 }
 
-fn mul_mat_gemm(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>, shared: &mut Vec<f32>) {
+fn mul_mat_gemm(
+    a: &Bound,
+    kernels: Src0Kernels,
+    b: &Bound,
+    dst: &Bound,
+    dims: Dims,
+    par: &Par<'_>,
+    shared: &mut Vec<f32>,
+) {
     let Dims { k, m, n, .. } = dims;
     let per_batch = m * n * k;
     let f = size_of::<f32>();
-    // F32 src0 goes to gemm as it lies; other dtypes are converted first.
-    let direct = a.dtype == DType::F32;
+    // F32 src0 goes to gemm as it lies (any strides); other dtypes are converted first.
+    let direct = kernels.in_place;
     let spread_batches = dims.batches() >= 2 * par.n_threads() || per_batch < GEMM_THREADING_WORK;
     if par.n_threads() == 1 || (dims.batches() > 1 && spread_batches) {
         let tmp_len = if direct { 0 } else { m * k };
@@ -229,7 +300,7 @@ fn mul_mat_gemm(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>, sh
                     let (lhs, rs, cs) = if direct {
                         (a.row(0, ab[0], ab[1]) as *const f32, (a.nb[1] / f) as isize, (a.nb[0] / f) as isize)
                     } else {
-                        src0_rows_to_f32(a, ab, 0..m, tmp);
+                        src0_rows_to_f32(a, kernels, ab, 0..m, tmp);
                         (tmp.as_ptr(), k as isize, 1)
                     };
                     let out = dst.row(0, bi[0], bi[1]) as *mut f32;
@@ -269,7 +340,7 @@ fn mul_mat_gemm(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>, sh
                 // rows r0 + range are in range of src0.
                 unsafe {
                     let part = std::slice::from_raw_parts_mut(out.get().add(range.start * k), range.len() * k);
-                    src0_rows_to_f32(a, ab, r0 + range.start..r0 + range.end, part);
+                    src0_rows_to_f32(a, kernels, ab, r0 + range.start..r0 + range.end, part);
                 }
             });
             for g in users.clone() {
