@@ -4,7 +4,7 @@
 //! thresholds (1e-7 by default, 5e-4 for MUL_MAT and FLASH_ATTN_EXT, 1e-6
 //! for SOFT_MAX, exact for ARGMAX and same-dtype copies).
 //!
-//! The CPU backend is checked against [`reference`], a plain f64 scalar
+//! The CPU backend is checked against [`mod@reference`], a plain f64 scalar
 //! implementation of each op; every other backend against the CPU backend.
 //!
 //! ```no_run
