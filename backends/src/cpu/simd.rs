@@ -162,6 +162,34 @@ mod x86 {
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(i) as *const __m128i)) }
     }
 
+    /// `y[i] += alpha * x[i]` with `x` widened by `load`.
+    ///
+    /// # Safety
+    /// AVX2, FMA (and F16C when `load` needs it) available; `y.len() == x.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn axpy<T: Copy + Into<f32>>(
+        y: &mut [f32],
+        alpha: f32,
+        x: &[T],
+        load: impl Fn(*const T, usize) -> __m256,
+    ) {
+        let n = y.len().min(x.len());
+        let (py, px) = (y.as_mut_ptr(), x.as_ptr());
+        let a = _mm256_set1_ps(alpha);
+        let mut i = 0;
+        // SAFETY: each access covers 8 elements at `i` with `i + 8 <= n`.
+        unsafe {
+            while i + 8 <= n {
+                _mm256_storeu_ps(py.add(i), _mm256_fmadd_ps(a, load(px, i), _mm256_loadu_ps(py.add(i))));
+                i += 8;
+            }
+        }
+        while i < n {
+            y[i] += alpha * x[i].into();
+            i += 1;
+        }
+    }
+
     /// `sum(a[i] * b[i])` with `a` widened by `load`, 4 accumulators of 8.
     ///
     /// # Safety
@@ -207,6 +235,19 @@ multiversion! {
         for (y, x) in y.iter_mut().zip(x) {
             *y = madd::<FMA>(alpha, *x, *y);
         }
+    }
+}
+
+/// `y[i] += alpha * x[i]` with `x` in IEEE half precision.
+pub fn axpy_f16(y: &mut [f32], alpha: f32, x: &[f16]) {
+    let n = y.len().min(x.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; both slices hold `n` elements.
+        return unsafe { x86::axpy(&mut y[..n], alpha, &x[..n], |p, i| x86::load_f16(p, i)) };
+    }
+    for (y, x) in y[..n].iter_mut().zip(&x[..n]) {
+        *y += alpha * x.to_f32();
     }
 }
 
@@ -440,6 +481,10 @@ mod tests {
         let mut y = vec![1.0; 37];
         axpy(&mut y, 2.0, &x);
         assert!(y.iter().zip(&x).all(|(y, x)| (*y - (1.0 + 2.0 * x)).abs() < 1e-6));
+        let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+        let mut yh = vec![1.0; 37];
+        axpy_f16(&mut yh, -0.5, &xh);
+        assert!(yh.iter().zip(&xh).all(|(y, x)| (*y - (1.0 - 0.5 * x.to_f32())).abs() < 1e-6));
         let mut e = vec![0.0; 37];
         let total = exp_shifted(&mut e, &x, 1.0);
         let expect: f64 = x.iter().map(|&v| ((v - 1.0) as f64).exp()).sum();

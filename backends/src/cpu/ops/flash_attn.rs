@@ -121,9 +121,11 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
                     } else {
                         (1.0, (s - running_max).exp())
                     };
+                    let vp = v.row(ic, vh[0], vh[1]);
                     if v.dtype == DType::F32 && v.rows_are_dense() {
-                        let vp = v.row(ic, vh[0], vh[1]) as *const f32;
-                        simd::axpy(acc, vs, std::slice::from_raw_parts(vp, dv));
+                        simd::axpy(acc, vs, std::slice::from_raw_parts(vp as *const f32, dv));
+                    } else if v.dtype == DType::F16 && v.rows_are_dense() {
+                        simd::axpy_f16(acc, vs, std::slice::from_raw_parts(vp as *const f16, dv));
                     } else {
                         v.load_row(ic, vh[0], vh[1], &mut row_tmp[..dv]);
                         simd::axpy(acc, vs, &row_tmp[..dv]);
