@@ -1,8 +1,11 @@
 //! FLASH_ATTN_EXT: `softmax(Q K^T * scale + slope * mask) V` per query and
-//! head in one pass over the keys, with the online softmax (running maximum
-//! and rescaled sums, as ggml's CPU kernel), grouped-query broadcast of K
-//! and V over heads, ALiBi slopes and logit soft-capping. The result is
-//! `[dv, n_head, n_q, ne3]`.
+//! head in one pass over the keys, with the online softmax (a running
+//! maximum, and the sums so far rescaled when it grows), grouped-query
+//! broadcast of K and V over heads, ALiBi slopes and logit soft-capping. The
+//! result is `[dv, n_head, n_q, ne3]`.
+//!
+//! Keys are taken in blocks: the scores of a block first, then one maximum,
+//! one vectorized `exp` and one rescale per block (ggml rescales per key).
 
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 use half::{bf16, f16};
@@ -12,6 +15,9 @@ use super::softmax::alibi_slope;
 use super::{shape_err, src, src_desc};
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
+
+/// Keys scored together before their values are accumulated.
+const KV_BLOCK: usize = 64;
 
 /// The op's parameters.
 #[derive(Debug, Clone, Copy)]
@@ -83,10 +89,12 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
     let (rk2, rk3, rv2, rv3) = (n_head / k.ne[2], n_batch / k.ne[3], n_head / v.ne[2], n_batch / v.ne[3]);
     // ggml folds the softcap into the scale: s = softcap * tanh(qk * scale / softcap).
     let scale = if p.softcap != 0.0 { p.scale / p.softcap } else { p.scale };
-    let tmp_len = dk + dv + dv.max(dk);
+    let tmp_len = dk + dv + dv.max(dk) + 2 * KV_BLOCK;
     par.for_each(n_q * n_head * n_batch, n_kv * (dk + dv) * 2, tmp_len, |rows, tmp| {
         let (qrow, rest) = tmp.split_at_mut(dk);
-        let (acc, row_tmp) = rest.split_at_mut(dv);
+        let (acc, rest) = rest.split_at_mut(dv);
+        let (row_tmp, rest) = rest.split_at_mut(dv.max(dk));
+        let (scores, weights) = rest.split_at_mut(KV_BLOCK);
         for r in rows {
             // Items in q's row order: query fastest, then head, then batch.
             let (iq1, iq2, iq3) = (r % n_q, (r / n_q) % n_head, r / (n_q * n_head));
@@ -98,42 +106,56 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
             unsafe {
                 q.load_row(iq1, iq2, iq3, qrow);
                 acc.fill(0.0);
-                let (mut running_max, mut sum) = (f32::NEG_INFINITY, 0f32);
-                for ic in 0..n_kv {
-                    let mv = match &mask {
-                        Some(m) => slope * m.get(ic, iq1, iq2 % m.ne[2], iq3 % m.ne[3]),
-                        None => 0.0,
-                    };
-                    if mv == f32::NEG_INFINITY {
+                let (mut running_max, mut sum) = (f32::NEG_INFINITY, 0f64);
+                for c0 in (0..n_kv).step_by(KV_BLOCK) {
+                    let block = KV_BLOCK.min(n_kv - c0);
+                    // Scores of the block; masked-out keys get -inf (weight 0).
+                    for (j, score) in scores[..block].iter_mut().enumerate() {
+                        let ic = c0 + j;
+                        let mv = match &mask {
+                            Some(m) => slope * m.get(ic, iq1, iq2 % m.ne[2], iq3 % m.ne[3]),
+                            None => 0.0,
+                        };
+                        if mv == f32::NEG_INFINITY {
+                            *score = f32::NEG_INFINITY;
+                            continue;
+                        }
+                        let mut s = k_dot(&k, [ic, kh[0], kh[1]], qrow, row_tmp) * scale;
+                        if p.softcap != 0.0 {
+                            s = p.softcap * s.tanh();
+                        }
+                        *score = s + mv;
+                    }
+                    let block_max = simd::max(&scores[..block]);
+                    if block_max == f32::NEG_INFINITY {
                         continue;
                     }
-                    let mut s = k_dot(&k, [ic, kh[0], kh[1]], qrow, row_tmp) * scale;
-                    if p.softcap != 0.0 {
-                        s = p.softcap * s.tanh();
+                    // A new maximum rescales what was accumulated (online softmax).
+                    if block_max > running_max {
+                        let rescale = (running_max - block_max).exp();
+                        simd::scale(acc, rescale);
+                        sum *= rescale as f64;
+                        running_max = block_max;
                     }
-                    s += mv;
-                    // New maximum: rescale what was accumulated; else weight this value.
-                    let (ms, vs) = if s > running_max {
-                        let ms = (running_max - s).exp();
-                        running_max = s;
-                        simd::scale(acc, ms);
-                        (ms, 1.0)
-                    } else {
-                        (1.0, (s - running_max).exp())
-                    };
-                    let vp = v.row(ic, vh[0], vh[1]);
-                    if v.dtype == DType::F32 && v.rows_are_dense() {
-                        simd::axpy(acc, vs, std::slice::from_raw_parts(vp as *const f32, dv));
-                    } else if v.dtype == DType::F16 && v.rows_are_dense() {
-                        simd::axpy_f16(acc, vs, std::slice::from_raw_parts(vp as *const f16, dv));
-                    } else {
-                        v.load_row(ic, vh[0], vh[1], &mut row_tmp[..dv]);
-                        simd::axpy(acc, vs, &row_tmp[..dv]);
+                    sum += simd::exp_shifted(&mut weights[..block], &scores[..block], running_max);
+                    for (j, &w) in weights[..block].iter().enumerate() {
+                        if w == 0.0 {
+                            continue;
+                        }
+                        let ic = c0 + j;
+                        let vp = v.row(ic, vh[0], vh[1]);
+                        if v.dtype == DType::F32 && v.rows_are_dense() {
+                            simd::axpy(acc, w, std::slice::from_raw_parts(vp as *const f32, dv));
+                        } else if v.dtype == DType::F16 && v.rows_are_dense() {
+                            simd::axpy_f16(acc, w, std::slice::from_raw_parts(vp as *const f16, dv));
+                        } else {
+                            v.load_row(ic, vh[0], vh[1], &mut row_tmp[..dv]);
+                            simd::axpy(acc, w, &row_tmp[..dv]);
+                        }
                     }
-                    sum = sum * ms + vs;
                 }
                 // A query that sees no key gets zeros, as in ggml.
-                let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                let inv = if sum == 0.0 { 0.0 } else { (1.0 / sum) as f32 };
                 simd::scale(acc, inv);
                 let out = dst.row(iq2, iq1, iq3) as *mut f32;
                 std::ptr::copy_nonoverlapping(acc.as_ptr(), out, dv);
