@@ -99,6 +99,39 @@ fn bf16_to_f32(x: bf16) -> f32 {
     f32::from_bits((x.to_bits() as u32) << 16)
 }
 
+/// Dot products of one row with four columns, reading the row once.
+pub fn dot4_f32(a: &[f32], cols: [&[f32]; 4]) -> [f32; 4] {
+    let n = cols.iter().fold(a.len(), |n, c| n.min(c.len()));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; every slice holds at least `n` elements.
+        return unsafe { x86::dot4(&a[..n], cols, |p, i| x86::load_f32(p, i)) };
+    }
+    cols.map(|c| dot_portable(&a[..n], &c[..n], |x| x))
+}
+
+/// [`dot4_f32`] with the row in IEEE half precision.
+pub fn dot4_f16(a: &[f16], cols: [&[f32]; 4]) -> [f32; 4] {
+    let n = cols.iter().fold(a.len(), |n, c| n.min(c.len()));
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; every slice holds at least `n` elements.
+        return unsafe { x86::dot4(&a[..n], cols, |p, i| x86::load_f16(p, i)) };
+    }
+    cols.map(|c| dot_portable(&a[..n], &c[..n], f16::to_f32))
+}
+
+/// [`dot4_f32`] with the row in bfloat16.
+pub fn dot4_bf16(a: &[bf16], cols: [&[f32]; 4]) -> [f32; 4] {
+    let n = cols.iter().fold(a.len(), |n, c| n.min(c.len()));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; every slice holds at least `n` elements.
+        return unsafe { x86::dot4(&a[..n], cols, |p, i| x86::load_bf16(p, i)) };
+    }
+    cols.map(|c| dot_portable(&a[..n], &c[..n], bf16_to_f32))
+}
+
 /// `sum(a[i] * b[i])` with `a` in bfloat16.
 pub fn dot_bf16(a: &[bf16], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -162,6 +195,55 @@ mod x86 {
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.add(i) as *const __m128i)) }
     }
 
+    /// Sums the 8 lanes of `v`.
+    #[inline(always)]
+    fn hsum(v: __m256) -> f32 {
+        // SAFETY: called only from functions compiled with AVX.
+        unsafe {
+            let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+            _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)))
+        }
+    }
+
+    /// Four dot products of `a` (widened by `load`) with `cols`, one
+    /// accumulator each, `a` loaded once per 8 elements.
+    ///
+    /// # Safety
+    /// AVX2, FMA (and F16C when `load` needs it) available; every column
+    /// holds at least `a.len()` elements.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot4<T: Copy + Into<f32>>(
+        a: &[T],
+        cols: [&[f32]; 4],
+        load: impl Fn(*const T, usize) -> __m256,
+    ) -> [f32; 4] {
+        let n = cols.iter().fold(a.len(), |n, c| n.min(c.len()));
+        let pa = a.as_ptr();
+        let pc = cols.map(|c| c.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        // SAFETY: each load reads 8 elements at `i` with `i + 8 <= n`.
+        unsafe {
+            while i + 8 <= n {
+                let x = load(pa, i);
+                for j in 0..4 {
+                    acc[j] = _mm256_fmadd_ps(x, _mm256_loadu_ps(pc[j].add(i)), acc[j]);
+                }
+                i += 8;
+            }
+        }
+        let mut out = acc.map(hsum);
+        while i < n {
+            let x: f32 = a[i].into();
+            for j in 0..4 {
+                out[j] += x * cols[j][i];
+            }
+            i += 1;
+        }
+        out
+    }
+
     /// `y[i] += alpha * x[i]` with `x` widened by `load`.
     ///
     /// # Safety
@@ -215,12 +297,7 @@ mod x86 {
             }
         }
         let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let lo = _mm256_castps256_ps128(s);
-        let hi = _mm256_extractf128_ps(s, 1);
-        let q = _mm_add_ps(lo, hi);
-        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        let q = _mm_add_ss(q, _mm_movehdup_ps(q));
-        let mut total = _mm_cvtss_f32(q);
+        let mut total = hsum(s);
         while i < n {
             total += a[i].into() * b[i];
             i += 1;
@@ -448,6 +525,22 @@ mod tests {
             let ab: Vec<bf16> = a.iter().map(|&v| bf16::from_f32(v)).collect();
             let exact_b: f64 = ab.iter().zip(&b).map(|(x, y)| x.to_f64() * *y as f64).sum();
             assert!((dot_bf16(&ab, &b) as f64 - exact_b).abs() < 1e-4, "bf16 n={n}");
+        }
+    }
+
+    #[test]
+    fn four_column_dots_match_single_dots() {
+        for n in [0, 3, 8, 37, 300] {
+            let a = data(n, 9);
+            let cols: Vec<Vec<f32>> = (0..4).map(|j| data(n, 20 + j)).collect();
+            let c = [&cols[0][..], &cols[1][..], &cols[2][..], &cols[3][..]];
+            let ah: Vec<f16> = a.iter().map(|&v| f16::from_f32(v)).collect();
+            let ab: Vec<bf16> = a.iter().map(|&v| bf16::from_f32(v)).collect();
+            for j in 0..4 {
+                assert!((dot4_f32(&a, c)[j] - dot_f32(&a, c[j])).abs() < 1e-4, "n={n}");
+                assert!((dot4_f16(&ah, c)[j] - dot_f16(&ah, c[j])).abs() < 1e-4, "n={n}");
+                assert!((dot4_bf16(&ab, c)[j] - dot_bf16(&ab, c[j])).abs() < 1e-4, "n={n}");
+            }
         }
     }
 

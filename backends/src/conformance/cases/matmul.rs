@@ -52,6 +52,7 @@ pub fn cases() -> Vec<Case> {
         (1, 1, 1),
         (7, 3, 5),
         (20, 16, 1),
+        (33, 6, 70),
     ];
     for type_a in [DType::F32, DType::F16, DType::BF16] {
         for (m, n, k) in shapes {

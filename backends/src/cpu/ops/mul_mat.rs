@@ -44,6 +44,9 @@ struct Src0Kernels {
     /// The dot product of one densely stored src0 row (`col.len()`
     /// elements from the pointer) with F32 values.
     dot: unsafe fn(row: *const u8, col: &[f32]) -> f32,
+    /// The dot products of one densely stored src0 row with four columns,
+    /// reading the row once.
+    dot4: unsafe fn(row: *const u8, cols: [&[f32]; 4]) -> [f32; 4],
     /// Converts one densely stored src0 row (`out.len()` elements) to F32.
     to_f32: unsafe fn(row: *const u8, out: &mut [f32]),
     /// Whether gemm reads the rows as they lie (F32) instead of converted.
@@ -61,12 +64,19 @@ unsafe fn elems<'a, T>(p: *const u8, n: usize) -> &'a [T] {
 
 /// Defines a row dot product and a row conversion for a plain dtype.
 macro_rules! plain_row_kernels {
-    ($elem:ty, $dot:ident, $to_f32:ident, $simd_dot:path, $convert:expr) => {
+    ($elem:ty, $dot:ident, $dot4:ident, $to_f32:ident, $simd_dot:path, $simd_dot4:path, $convert:expr) => {
         /// # Safety
         /// `p` holds `col.len()` elements.
         unsafe fn $dot(p: *const u8, col: &[f32]) -> f32 {
             // SAFETY: the caller's guarantee.
             $simd_dot(unsafe { elems::<$elem>(p, col.len()) }, col)
+        }
+        /// # Safety
+        /// `p` holds as many elements as the shortest column.
+        unsafe fn $dot4(p: *const u8, cols: [&[f32]; 4]) -> [f32; 4] {
+            let n = cols.iter().map(|c| c.len()).min().unwrap_or(0);
+            // SAFETY: the caller's guarantee.
+            $simd_dot4(unsafe { elems::<$elem>(p, n) }, cols)
         }
         /// # Safety
         /// `p` holds `out.len()` elements.
@@ -78,17 +88,33 @@ macro_rules! plain_row_kernels {
     };
 }
 
-plain_row_kernels!(f32, dot_f32_row, f32_row_to_f32, simd::dot_f32, |r: &[f32], o: &mut [f32]| o.copy_from_slice(r));
-plain_row_kernels!(f16, dot_f16_row, f16_row_to_f32, simd::dot_f16, simd::f16_to_f32);
-plain_row_kernels!(bf16, dot_bf16_row, bf16_row_to_f32, simd::dot_bf16, simd::bf16_to_f32_slice);
+plain_row_kernels!(
+    f32,
+    dot_f32_row,
+    dot4_f32_row,
+    f32_row_to_f32,
+    simd::dot_f32,
+    simd::dot4_f32,
+    |r: &[f32], o: &mut [f32]| o.copy_from_slice(r)
+);
+plain_row_kernels!(f16, dot_f16_row, dot4_f16_row, f16_row_to_f32, simd::dot_f16, simd::dot4_f16, simd::f16_to_f32);
+plain_row_kernels!(
+    bf16,
+    dot_bf16_row,
+    dot4_bf16_row,
+    bf16_row_to_f32,
+    simd::dot_bf16,
+    simd::dot4_bf16,
+    simd::bf16_to_f32_slice
+);
 
 /// The kernels of a src0 dtype, or `None` when it cannot be multiplied:
 /// the one place where src0 dtypes are told apart.
 fn src0_kernels(dtype: DType) -> Option<Src0Kernels> {
     Some(match dtype {
-        DType::F32 => Src0Kernels { dot: dot_f32_row, to_f32: f32_row_to_f32, in_place: true },
-        DType::F16 => Src0Kernels { dot: dot_f16_row, to_f32: f16_row_to_f32, in_place: false },
-        DType::BF16 => Src0Kernels { dot: dot_bf16_row, to_f32: bf16_row_to_f32, in_place: false },
+        DType::F32 => Src0Kernels { dot: dot_f32_row, dot4: dot4_f32_row, to_f32: f32_row_to_f32, in_place: true },
+        DType::F16 => Src0Kernels { dot: dot_f16_row, dot4: dot4_f16_row, to_f32: f16_row_to_f32, in_place: false },
+        DType::BF16 => Src0Kernels { dot: dot_bf16_row, dot4: dot4_bf16_row, to_f32: bf16_row_to_f32, in_place: false },
         _ => return None,
     })
 }
@@ -186,17 +212,32 @@ fn mul_mat_dots(a: &Bound, kernels: Src0Kernels, b: &Bound, dst: &Bound, dims: D
                 }
                 loaded = batch;
             }
-            for j in 0..n {
-                // SAFETY: indices in range; columns hold k floats; this thread owns
-                // row i of every result column of this batch.
-                unsafe {
-                    let col = if b_dense {
-                        std::slice::from_raw_parts(b.row(j, i2, i3) as *const f32, k)
-                    } else {
-                        &cols[j * k..(j + 1) * k]
-                    };
-                    *(dst.at(i, j, i2, i3) as *mut f32) = row_dot(a, kernels, i, ab, col, a_tmp);
+            let col = |j: usize| -> &[f32] {
+                if b_dense {
+                    // SAFETY: column j of batch (i2, i3) holds k floats.
+                    unsafe { std::slice::from_raw_parts(b.row(j, i2, i3) as *const f32, k) }
+                } else {
+                    &cols[j * k..(j + 1) * k]
                 }
+            };
+            let mut j = 0;
+            // Four columns at a time read the row once for all four.
+            if a.rows_are_dense() {
+                while j + 4 <= n {
+                    // SAFETY: indices in range; this thread owns row i of every
+                    // result column of this batch.
+                    unsafe {
+                        let out = (kernels.dot4)(a.row(i, ab[0], ab[1]), [col(j), col(j + 1), col(j + 2), col(j + 3)]);
+                        for (jj, v) in out.into_iter().enumerate() {
+                            *(dst.at(i, j + jj, i2, i3) as *mut f32) = v;
+                        }
+                    }
+                    j += 4;
+                }
+            }
+            for j in j..n {
+                // SAFETY: as above.
+                unsafe { *(dst.at(i, j, i2, i3) as *mut f32) = row_dot(a, kernels, i, ab, col(j), a_tmp) };
             }
         }
     });
