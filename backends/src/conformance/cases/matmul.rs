@@ -10,7 +10,6 @@ use crate::conformance::{Built, Case, Tolerance};
 /// ggml's tolerance for MUL_MAT.
 const MUL_MAT_NMSE: f64 = 5e-4;
 
-#[allow(clippy::too_many_arguments)]
 fn mul_mat_case(
     type_a: DType,
     m: usize,

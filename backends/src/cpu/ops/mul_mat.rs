@@ -274,7 +274,6 @@ unsafe fn src0_rows_to_f32(
 /// # Safety
 /// Every pointer and stride addresses memory valid for the sizes given; the
 /// destination does not overlap the inputs.
-#[allow(clippy::too_many_arguments)]
 unsafe fn gemm_block(
     m: usize,
     dims: Dims,

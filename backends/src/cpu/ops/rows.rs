@@ -61,7 +61,6 @@ fn check_indices(ctx: &Context, idx: &Bound, idx_id: TensorId, limit: usize) -> 
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn get_rows(
     ctx: &Context,
     t: TensorId,
@@ -102,7 +101,6 @@ fn get_rows(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn set_rows(
     ctx: &Context,
     t: TensorId,
