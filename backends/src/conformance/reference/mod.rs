@@ -225,3 +225,81 @@ pub fn alibi_slope(max_bias: f64, h: usize, n_head: usize) -> f64 {
     let m1 = 2f64.powf(-max_bias / 2.0 / n_head_log2 as f64);
     if h < n_head_log2 { m0.powi(h as i32 + 1) } else { m1.powi(2 * (h - n_head_log2) as i32 + 1) }
 }
+
+#[cfg(test)]
+mod tests {
+    use gantry_engine::{BufferUsage, GraphArena, RopeMode, RopeParams};
+
+    use super::*;
+    use crate::cpu;
+
+    /// Evaluates `out` after writing `inputs` (f32 values) into fresh CPU memory.
+    fn eval(ctx: &mut Context, inputs: &[(TensorId, &[f32])], out: TensorId) -> Vec<f64> {
+        let arena = GraphArena::new();
+        let graph = ctx.build_graph(&arena, &[out]).unwrap();
+        ctx.alloc_tensors(graph.leafs(), &cpu::buffer_type(), BufferUsage::Any).unwrap();
+        for (t, v) in inputs {
+            ctx.set_f32(*t, v).unwrap();
+        }
+        evaluate(ctx, &graph, out).unwrap()
+    }
+
+    #[test]
+    fn hand_computed_values() {
+        let mut ctx = Context::new();
+        let a = ctx.tensor(DType::F32, [2, 2]).unwrap();
+        let b = ctx.tensor(DType::F32, [2, 1]).unwrap();
+        let y = ctx.mul_mat(a, b).unwrap();
+        assert_eq!(eval(&mut ctx, &[(a, &[1.0, 2.0, 3.0, 4.0]), (b, &[5.0, 6.0])], y), vec![17.0, 39.0]);
+
+        let mut ctx = Context::new();
+        let x = ctx.tensor(DType::F32, [2]).unwrap();
+        let y = ctx.soft_max(x).unwrap();
+        let got = eval(&mut ctx, &[(x, &[0.0, 3f32.ln()])], y);
+        assert!((got[0] - 0.25).abs() < 1e-7 && (got[1] - 0.75).abs() < 1e-7, "{got:?}");
+
+        // One pair at position 1 turns by 1 radian.
+        let mut ctx = Context::new();
+        let x = ctx.tensor(DType::F32, [2, 1, 1]).unwrap();
+        let pos = ctx.tensor(DType::I32, [1]).unwrap();
+        let y = ctx.rope(x, pos, None, RopeParams::new(2, RopeMode::Normal, 10000.0)).unwrap();
+        let got = eval(&mut ctx, &[(x, &[1.0, 0.0]), (pos, &[1.0])], y);
+        assert!((got[0] - 1f64.cos()).abs() < 1e-7 && (got[1] - 1f64.sin()).abs() < 1e-7, "{got:?}");
+
+        // Results are stored in their dtype: 1/3 in f16.
+        let mut ctx = Context::new();
+        let x = ctx.tensor(DType::F32, [1]).unwrap();
+        let h = ctx.tensor(DType::F16, [1]).unwrap();
+        let y = ctx.cpy(x, h).unwrap();
+        assert_eq!(eval(&mut ctx, &[(x, &[1.0 / 3.0])], y), vec![half::f16::from_f64(1.0 / 3.0).to_f64()]);
+    }
+
+    #[test]
+    fn views_share_memory_with_their_source() {
+        // Scale the second row of a matrix in place, then read the whole matrix
+        // through another view, computed after it.
+        let mut ctx = Context::new();
+        let m = ctx.tensor(DType::F32, [2, 2]).unwrap();
+        let row = ctx.view_1d(m, 2, 8).unwrap();
+        let scaled = ctx.scale_inplace(row, 10.0, 0.0).unwrap();
+        let all = ctx.view_1d(m, 4, 0).unwrap();
+        let dep = ctx.add(all, all).unwrap();
+        let arena = GraphArena::new();
+        let graph = ctx.build_graph(&arena, &[scaled, dep]).unwrap();
+        ctx.alloc_tensors(graph.leafs(), &cpu::buffer_type(), BufferUsage::Any).unwrap();
+        ctx.set_f32(m, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(evaluate(&ctx, &graph, dep).unwrap(), vec![2.0, 4.0, 60.0, 80.0]);
+        assert_eq!(evaluate(&ctx, &graph, scaled).unwrap(), vec![30.0, 40.0]);
+    }
+
+    #[test]
+    fn unwritten_results_read_as_nan() {
+        let mut ctx = Context::new();
+        let x = ctx.tensor(DType::F32, [3]).unwrap();
+        let y = ctx.neg(x).unwrap();
+        // A graph without y's node: y is never computed.
+        let graph = Graph::from_parts(&[], &[], &[]);
+        ctx.alloc_tensors(&[x, y], &cpu::buffer_type(), BufferUsage::Any).unwrap();
+        assert!(evaluate(&ctx, &graph, y).unwrap().iter().all(|v| v.is_nan()));
+    }
+}
