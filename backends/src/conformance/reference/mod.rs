@@ -271,7 +271,7 @@ mod tests {
         let x = ctx.tensor(DType::F32, [1]).unwrap();
         let h = ctx.tensor(DType::F16, [1]).unwrap();
         let y = ctx.cpy(x, h).unwrap();
-        assert_eq!(eval(&mut ctx, &[(x, &[1.0 / 3.0])], y), vec![half::f16::from_f64(1.0 / 3.0).to_f64()]);
+        assert_eq!(eval(&mut ctx, &[(x, &[1.0 / 3.0])], y), vec![f16::from_f64(1.0 / 3.0).to_f64()]);
     }
 
     #[test]
