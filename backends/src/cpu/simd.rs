@@ -457,6 +457,30 @@ multiversion! {
     }
 }
 
+/// `sqrt(2 / pi)`, the constant of GELU's tanh approximation.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+/// The cubic coefficient of GELU's tanh approximation.
+const GELU_COEF_A: f32 = 0.044_715;
+
+/// GELU, tanh approximation (ggml's `ggml_gelu_f32`, without its f16
+/// table): `0.5 x (1 + tanh(u))` with `u = sqrt(2/pi) (x + 0.044715 x^3)`,
+/// computed as `x / (1 + e^(-2u))` (the same value), which vectorizes and
+/// does not cancel for negative `x`.
+#[inline(always)]
+pub fn gelu(x: f32) -> f32 {
+    let u = SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x);
+    x / (1.0 + exp_fast(-2.0 * u))
+}
+
+multiversion! {
+    /// `x[i] = gelu(x[i])`, in place.
+    pub fn gelu_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v = gelu(*v);
+        }
+    }
+}
+
 multiversion! {
     /// `x[i] = 1 / (1 + e^-x[i])`, in place.
     pub fn sigmoid_in_place(x: &mut [f32]) {
@@ -560,6 +584,12 @@ mod tests {
         assert!(exp_fast(88.3).is_finite() && exp_fast(-87.3) > 0.0);
         assert!(exp_fast(f32::NAN).is_nan());
         assert_eq!(exp_fast(0.0), 1.0);
+        for x in [-20.0f32, -3.0, -0.5, -1e-3, 0.0, 1e-3, 0.7, 2.5, 9.0, 60.0] {
+            let xd = x as f64;
+            let exact =
+                0.5 * xd * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (xd + 0.044715 * xd * xd * xd)).tanh());
+            assert!((gelu(x) as f64 - exact).abs() <= 1e-6 * exact.abs().max(1e-3), "gelu({x})");
+        }
     }
 
     #[test]

@@ -4,7 +4,6 @@
 use gantry_engine::{Context, GluOp, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
-use super::unary::gelu;
 use super::{is_float, shape_err, src, src_desc};
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
@@ -58,7 +57,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, op: GluOp, swapped: b
             }
             match op {
                 GluOp::Swiglu => simd::silu_in_place(x),
-                GluOp::Geglu => x.iter_mut().for_each(|v| *v = gelu(*v)),
+                GluOp::Geglu => simd::gelu_in_place(x),
             }
             x.iter_mut().zip(g.iter()).for_each(|(v, g)| *v *= g);
             // SAFETY: as above.

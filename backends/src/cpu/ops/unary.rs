@@ -59,11 +59,6 @@ simd::multiversion! {
     }
 }
 
-/// `sqrt(2 / pi)`, the constant of GELU's tanh approximation.
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-/// The cubic coefficient of GELU's tanh approximation.
-const GELU_COEF_A: f32 = 0.044_715;
-
 /// Applies a unary function to a row in place.
 pub fn apply_unary(op: UnaryOp, x: &mut [f32]) {
     match op {
@@ -75,17 +70,11 @@ pub fn apply_unary(op: UnaryOp, x: &mut [f32]) {
         UnaryOp::Log => x.iter_mut().for_each(|v| *v = v.ln()),
         UnaryOp::Tanh => x.iter_mut().for_each(|v| *v = v.tanh()),
         UnaryOp::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
-        UnaryOp::Gelu => x.iter_mut().for_each(|v| *v = gelu(*v)),
+        UnaryOp::Gelu => simd::gelu_in_place(x),
         UnaryOp::GeluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
         UnaryOp::Silu => simd::silu_in_place(x),
         UnaryOp::Sigmoid => simd::sigmoid_in_place(x),
     }
-}
-
-/// GELU with the tanh approximation (ggml's `ggml_gelu_f32`, without its f16 table).
-#[inline]
-pub fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
 }
 
 /// GELU with the error function.
