@@ -178,6 +178,9 @@ pub struct Case {
     pub tolerance: Tolerance,
     /// Floating point operations of one run (0: report bandwidth instead).
     pub flops: f64,
+    /// Bytes one run moves, for the bandwidth of perf mode (0: the sizes of
+    /// every input and result, which overstates ops that read a few rows).
+    pub bytes: f64,
     /// Whether the case is for perf mode only (too large for every test run).
     pub perf_only: bool,
     /// Builds the graph in an empty context.
@@ -191,7 +194,15 @@ impl Case {
         name: String,
         build: impl Fn(&mut Context) -> Result<Built> + Send + Sync + 'static,
     ) -> Self {
-        Self { op, name, tolerance: Tolerance::Nmse(1e-7), flops: 0.0, perf_only: false, build: Arc::new(build) }
+        Self {
+            op,
+            name,
+            tolerance: Tolerance::Nmse(1e-7),
+            flops: 0.0,
+            bytes: 0.0,
+            perf_only: false,
+            build: Arc::new(build),
+        }
     }
 
     /// With another tolerance.
@@ -203,6 +214,12 @@ impl Case {
     /// With a flop count for perf mode.
     pub fn flops(mut self, flops: f64) -> Self {
         self.flops = flops;
+        self
+    }
+
+    /// With the bytes one run moves, for perf mode.
+    pub fn bytes(mut self, bytes: f64) -> Self {
+        self.bytes = bytes;
         self
     }
 

@@ -178,7 +178,8 @@ fn perf_case(case: &Case, backend: &dyn Backend) -> Outcome {
             let rate = if case.flops > 0.0 {
                 format!("{:.2} GFLOP/s", case.flops / per_run / 1e9)
             } else {
-                format!("{:.2} GB/s", bytes as f64 / per_run / 1e9)
+                let bytes = if case.bytes > 0.0 { case.bytes } else { bytes as f64 };
+                format!("{:.2} GB/s", bytes / per_run / 1e9)
             };
             Outcome::Pass(format!(" {runs} runs, {:.1} us/run, {rate}", per_run * 1e6))
         }

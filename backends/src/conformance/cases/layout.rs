@@ -219,6 +219,8 @@ fn perf_cases() -> Vec<Case> {
             let idx = ctx.tensor(DType::I32, [512])?;
             Ok(Built::output(ctx.get_rows(a, idx)?).init(idx, Init::Integers { lo: 0, hi: 32000 }))
         })
+        // 512 rows read as f16 and written as f32.
+        .bytes((512 * 4096 * (2 + 4)) as f64)
         .perf_only(),
     );
     cases
