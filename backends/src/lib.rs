@@ -1,3 +1,8 @@
-//! Gantry's backends.
+//! Gantry's backends: the CPU (always), wgpu (feature `wgpu`), and the
+//! conformance suite every backend is checked with.
 
+pub mod conformance;
 pub mod cpu;
+mod registry;
+
+pub use registry::default_registry;
