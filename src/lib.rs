@@ -10,4 +10,6 @@ pub mod model;
 
 pub use error::{Error, Result};
 pub use gantry_backends as backends;
+/// The engine crate itself (its `Error` and `Result` are shadowed here by the facade's).
+pub use gantry_engine as engine;
 pub use gantry_engine::*;

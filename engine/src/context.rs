@@ -379,7 +379,10 @@ impl Context {
 
     fn check_tensor_range(&self, t: TensorId, offset: usize, len: usize) -> Result<(&BufferEntry, Placement)> {
         let nbytes = self.desc(t)?.nbytes();
-        check_range(&self.describe(t), nbytes, offset, len)?;
+        if offset.checked_add(len).is_none_or(|end| end > nbytes) {
+            // Only the failing path pays for the description.
+            check_range(&self.describe(t), nbytes, offset, len)?;
+        }
         self.tensor_buffer(t)
     }
 

@@ -60,7 +60,7 @@ pub fn compute_splits(
         for &input in &inputs.tables.inputs[split.inputs.clone()] {
             let copy = inputs
                 .copies
-                .get(input, split.backend, inputs.cur_copy)
+                .get(input, split.backend, 0)
                 .ok_or_else(|| Error::Scheduler(format!("split {s} lost the copy of {}", ctx.describe(input))))?;
             let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
             if user_input {

@@ -73,7 +73,7 @@ pub fn to_dot(
                         "  {} -> {} [style=dashed, color=red, label=\"{}\"];",
                         node_id(r.original),
                         node_id(n),
-                        ctx.name(src)
+                        ctx.name(r.copy)
                     );
                 }
                 None => {

@@ -207,7 +207,7 @@ impl Scheduler {
             self.reset(ctx);
         }
         let params = self.split_params();
-        place_graph(
+        let placed = place_graph(
             ctx,
             graph,
             &self.set,
@@ -216,18 +216,60 @@ impl Scheduler {
             self.params.op_offload,
             params,
             &mut self.run,
-        )?;
+        );
+        if let Err(e) = placed {
+            self.reset(ctx);
+            return Err(e);
+        }
         let t = &self.run.split;
         let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, graph.outputs());
         let backends = self.set.backends();
         // Tensors may move: nothing may still be running on the old placement.
         let synchronize_all = || backends.iter().try_for_each(|b| b.synchronize());
-        self.allocator.alloc_graph_with(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft, synchronize_all)?;
+        let bound = self.allocator.alloc_graph_with(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft, synchronize_all);
+        if let Err(e) = bound {
+            self.reset(ctx);
+            return Err(e);
+        }
         self.refresh_own_buffers();
+        if let Err(e) = self.rotate_pipeline_copies(ctx) {
+            self.reset(ctx);
+            return Err(e);
+        }
         self.state = State::Allocated;
         self.graph_key = graph_key(graph);
         if self.debug > 0 {
             eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
+        }
+        // Between calls the user's graph reads its own sources again.
+        self.run.split.unapply(ctx);
+        Ok(())
+    }
+
+    /// With pipeline copies, the graph always reads copy 0 of each input, and
+    /// the plan always puts copy 0 in slot 0, so the plan never changes between
+    /// runs; this moves copy 0 into slot `cur_copy`'s memory (and that slot's
+    /// placeholder into slot 0's), so consecutive runs use different memory.
+    fn rotate_pipeline_copies(&mut self, ctx: &mut Context) -> Result<()> {
+        let c = self.cur_copy;
+        if self.params.n_copies < 2 || c == 0 {
+            return Ok(());
+        }
+        let t = &self.run.split;
+        let graph_inputs = t.graph_inputs.iter().map(|&g| (g, self.run.assigned.get(g).unwrap_or(self.set.cpu())));
+        let split_inputs =
+            t.splits.iter().flat_map(|s| t.inputs[s.inputs.clone()].iter().map(move |&i| (i, s.backend)));
+        for (input, backend) in graph_inputs.chain(split_inputs) {
+            let (Some(active), Some(slot)) =
+                (self.run.copies.get(input, backend, 0), self.run.copies.get(input, backend, c))
+            else {
+                continue;
+            };
+            let (Some(pa), Some(ps)) = (ctx.placement(active), ctx.placement(slot)) else {
+                return Err(Error::Scheduler(format!("pipeline copy of {} has no memory", ctx.describe(input))));
+            };
+            ctx.place(active, ps.buffer, ps.offset)?;
+            ctx.place(slot, pa.buffer, pa.offset)?;
         }
         Ok(())
     }
@@ -257,6 +299,7 @@ impl Scheduler {
             self.alloc_graph(ctx, graph)?;
         }
         self.state = State::Computed;
+        self.run.split.apply(ctx);
         let inputs = ComputeInputs {
             set: &self.set,
             assigned: &self.run.assigned,
@@ -267,6 +310,8 @@ impl Scheduler {
             events: &self.events,
         };
         let result = compute_splits(ctx, graph, &inputs, self.eval_callback.as_mut());
+        // Backends have taken what they need from the graph: restore the user's sources.
+        self.run.split.unapply(ctx);
         self.cur_copy = (self.cur_copy + 1) % self.params.n_copies;
         result
     }
@@ -359,6 +404,12 @@ impl Scheduler {
     /// The tensors copied into split `i` before it runs.
     pub fn split_inputs(&self, i: usize) -> &[TensorId] {
         self.run.split.splits.get(i).map_or(&[], |s| &self.run.split.inputs[s.inputs.clone()])
+    }
+
+    /// How many times memory was planned so far (a graph computed again with
+    /// the same shapes and placement does not add to it).
+    pub fn plans_computed(&self) -> u64 {
+        self.allocator.plans_computed()
     }
 
     /// Pipeline copies.

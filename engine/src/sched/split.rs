@@ -31,6 +31,8 @@ pub struct SrcRewrite {
     pub slot: u8,
     /// What it read before.
     pub original: TensorId,
+    /// The copy it reads while the scheduler runs the graph.
+    pub copy: TensorId,
 }
 
 /// Everything pass 5 produces. Every list keeps its capacity between runs.
@@ -44,8 +46,12 @@ pub struct SplitTables {
     pub graph_inputs: Vec<TensorId>,
     /// Tensors the scheduler created in the context this run (removed at reset).
     pub created: Vec<TensorId>,
-    /// Sources rewritten to read copies (undone at reset).
+    /// Sources rewritten to read copies. They are applied only while the
+    /// scheduler allocates or computes, so the user's graph is unchanged
+    /// between calls (and can be rebuilt or inspected).
     pub rewrites: Vec<SrcRewrite>,
+    /// Whether `rewrites` are applied to the context now.
+    pub applied: bool,
     /// The allocator's view of the graph: split input copies interleaved with the nodes.
     pub alloc_nodes: Vec<TensorId>,
     /// Buffer-type slot per allocator node.
@@ -57,13 +63,34 @@ pub struct SplitTables {
 }
 
 impl SplitTables {
+    /// Points the rewritten sources at their copies.
+    pub fn apply(&mut self, ctx: &mut Context) {
+        if !self.applied {
+            for r in &self.rewrites {
+                if let Ok(d) = ctx.desc_mut(r.node) {
+                    d.srcs[r.slot as usize] = Some(r.copy);
+                }
+            }
+            self.applied = true;
+        }
+    }
+
+    /// Points the rewritten sources back at their originals.
+    pub fn unapply(&mut self, ctx: &mut Context) {
+        if self.applied {
+            for r in self.rewrites.iter().rev() {
+                if let Ok(d) = ctx.desc_mut(r.node) {
+                    d.srcs[r.slot as usize] = Some(r.original);
+                }
+            }
+            self.applied = false;
+        }
+    }
+
     /// Undoes this run's rewrites and removes its copies from `ctx`.
     pub fn undo(&mut self, ctx: &mut Context) {
-        for r in self.rewrites.drain(..).rev() {
-            if let Ok(d) = ctx.desc_mut(r.node) {
-                d.srcs[r.slot as usize] = Some(r.original);
-            }
-        }
+        self.unapply(ctx);
+        self.rewrites.clear();
         for t in self.created.drain(..) {
             let _ = ctx.remove(t);
         }
@@ -82,7 +109,8 @@ impl SplitTables {
 pub struct SplitParams {
     /// Pipeline copies (1 = off).
     pub n_copies: usize,
-    /// The copy this run uses.
+    /// The pipeline copy this run uses (its memory, not its tensor: the
+    /// graph always reads copy 0, placed over copy `cur_copy`'s memory).
     pub cur_copy: usize,
     /// Most inputs one split copies in before a new split is started.
     pub max_inputs: usize,
@@ -158,11 +186,14 @@ pub fn split_graph(
             let Some(src) = *src else { continue };
             let src_backend = assigned.get(src).unwrap_or(set.cpu());
             if params.n_copies > 1
-                && ctx.desc(src)?.flags.contains(TensorFlags::INPUT)
+                && ctx.desc(src).is_ok_and(|d| d.flags.contains(TensorFlags::INPUT) && d.view_src.is_none())
                 && copies.get(src, src_backend, 0).is_none()
             {
                 for c in 0..params.n_copies {
-                    let copy = if c == params.cur_copy {
+                    // The input itself is copy 0; the others hold memory for the
+                    // runs in flight (the scheduler rotates placements, see
+                    // `Scheduler::rotate_pipeline_copies`).
+                    let copy = if c == 0 {
                         src
                     } else {
                         make_copy(ctx, src, set.backend(src_backend).name(), c, true, &mut out.created)?
@@ -180,9 +211,10 @@ pub fn split_graph(
                     }
                     out.inputs.push(src);
                 }
-                let copy = copies.get(src, cur, params.cur_copy).unwrap_or(src);
+                let copy = copies.get(src, cur, 0).unwrap_or(src);
                 ctx.desc_mut(node)?.srcs[j] = Some(copy);
-                out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src });
+                out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src, copy });
+                out.applied = true;
             }
         }
     }
@@ -267,7 +299,7 @@ fn build_alloc_graph(
             out.created.push(dep);
             out.alloc_nodes.push(dep);
             out.alloc_node_buft.push(slot_of(input));
-            let copy = copies.get(input, backend, params.cur_copy).unwrap_or(input);
+            let copy = copies.get(input, backend, 0).unwrap_or(input);
             out.alloc_nodes.push(copy);
             out.alloc_node_buft.push(set.buft_slot(backend));
         }

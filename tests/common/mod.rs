@@ -1,0 +1,20 @@
+//! Shared helpers of the integration tests.
+#![allow(dead_code)]
+
+pub mod test_gpu;
+
+use gantry::{Context, TensorId};
+
+/// Fills `t` (F32/F16/BF16) with seeded values in `[-scale, scale)`.
+pub fn fill(ctx: &mut Context, t: TensorId, seed: u64, scale: f32) {
+    let n = ctx.desc(t).unwrap().nelements();
+    let mut rng = gantry::model::llama::SplitMix64(seed);
+    let values: Vec<f32> = (0..n).map(|_| scale * rng.uniform()).collect();
+    ctx.set_f32(t, &values).unwrap();
+}
+
+/// Largest absolute difference between two equal-length slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}

@@ -1,0 +1,282 @@
+//! The scheduler across a CPU and test GPUs (CPU kernels over private
+//! memory): placement, copies, pipelining, pins, limits and errors, with
+//! every result equal to a CPU-only run.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use common::test_gpu::{SupportFn, TestGpuDevice};
+use common::{fill, max_abs_diff};
+use gantry::backends::cpu::{self, CpuBackend};
+use gantry::sched::{Scheduler, SchedulerParams};
+use gantry::{Backend, BufferType, BufferUsage, Context, DType, DeviceType, GraphArena, Op, TensorDesc, TensorId};
+
+fn cpu_backend() -> Arc<dyn Backend> {
+    Arc::new(CpuBackend::with_threads(1).unwrap())
+}
+
+fn all_ops() -> SupportFn {
+    Arc::new(|_: &TensorDesc| true)
+}
+
+fn all_but(op: &'static str) -> SupportFn {
+    Arc::new(move |d: &TensorDesc| d.op.name() != op)
+}
+
+/// A small network: a projection, a norm, a softmax, an activation, a second
+/// projection and a residual.
+struct Net {
+    x: TensorId,
+    out: TensorId,
+    weights: Vec<TensorId>,
+    softmax: TensorId,
+}
+
+fn build_net(ctx: &mut Context) -> Net {
+    let x = ctx.tensor(DType::F32, [16, 5]).unwrap();
+    ctx.set_name(x, "x").unwrap();
+    ctx.set_input(x).unwrap();
+    let w1 = ctx.tensor(DType::F32, [16, 32]).unwrap();
+    let norm = ctx.tensor(DType::F32, [32]).unwrap();
+    let w2 = ctx.tensor(DType::F32, [32, 16]).unwrap();
+    for (t, n) in [(w1, "w1"), (norm, "norm"), (w2, "w2")] {
+        ctx.set_name(t, n).unwrap();
+    }
+    let h = ctx.mul_mat(w1, x).unwrap();
+    let h = ctx.rms_norm(h, 1e-5).unwrap();
+    let h = ctx.mul(h, norm).unwrap();
+    let softmax = ctx.soft_max_ext(h, None, 0.5, 0.0).unwrap();
+    ctx.set_name(softmax, "softmax").unwrap();
+    let a = ctx.silu(softmax).unwrap();
+    let o = ctx.mul_mat(w2, a).unwrap();
+    let out = ctx.add(o, x).unwrap();
+    ctx.set_name(out, "out").unwrap();
+    ctx.set_output(out).unwrap();
+    Net { x, out, weights: vec![w1, norm, w2], softmax }
+}
+
+/// Builds the net with its weights in `buft` (seeded), ready to run.
+fn setup(buft: &Arc<dyn BufferType>) -> (Context, Net) {
+    let mut ctx = Context::new();
+    let net = build_net(&mut ctx);
+    ctx.alloc_tensors(&net.weights, buft, BufferUsage::Weights).unwrap();
+    for (i, &w) in net.weights.iter().enumerate() {
+        fill(&mut ctx, w, 100 + i as u64, 0.5);
+    }
+    (ctx, net)
+}
+
+/// The CPU-only result for input seed `seed`.
+fn reference(seed: u64) -> Vec<f32> {
+    let (mut ctx, net) = setup(&cpu::buffer_type());
+    let mut sched = Scheduler::new(&[cpu_backend()], SchedulerParams::default()).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
+    sched.alloc_graph(&mut ctx, graph).unwrap();
+    fill(&mut ctx, net.x, seed, 1.0);
+    sched.graph_compute(&mut ctx, graph).unwrap();
+    ctx.read_f32(net.out).unwrap()
+}
+
+fn run(sched: &mut Scheduler, ctx: &mut Context, net: &Net, seed: u64) -> Vec<f32> {
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
+    sched.alloc_graph(ctx, graph).unwrap();
+    fill(ctx, net.x, seed, 1.0);
+    sched.graph_compute(ctx, graph).unwrap();
+    ctx.read_f32(net.out).unwrap()
+}
+
+#[test]
+fn gpu_cpu_gpu_splits_with_exactly_the_copies_needed() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    let out = run(&mut sched, &mut ctx, &net, 7);
+    assert_eq!(out, reference(7));
+    let backends: Vec<&str> = sched.splits().iter().map(|s| sched.backends()[s.backend as usize].name()).collect();
+    assert_eq!(backends, ["TestGPU", "CPU", "TestGPU"]);
+    // GPU <- x (a graph input lives on the CPU), CPU <- the norm output, GPU <- the softmax.
+    let inputs: Vec<usize> = (0..3).map(|i| sched.split_inputs(i).len()).collect();
+    assert_eq!(inputs, [1, 1, 1]);
+    assert_eq!(sched.split_inputs(0), [net.x]);
+    assert_eq!(sched.split_inputs(2), [net.softmax]);
+    assert!(gpu_dev.computed.load(Ordering::Relaxed) >= 5);
+    assert_eq!(sched.tensor_backend(net.softmax).unwrap().name(), "CPU");
+}
+
+fn gpu_dev_buft(gpu: &Arc<dyn Backend>) -> Arc<dyn BufferType> {
+    gpu.device().buffer_type()
+}
+
+#[test]
+fn inputs_live_on_the_cpu_and_are_copied_each_run() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_ops());
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    for seed in [1, 2, 3] {
+        let out = run(&mut sched, &mut ctx, &net, seed);
+        assert_eq!(out, reference(seed), "seed {seed}");
+    }
+    assert_eq!(sched.tensor_backend(net.x).unwrap().name(), "CPU");
+    assert_eq!(sched.n_splits(), 1, "everything else on the GPU");
+    assert_eq!(sched.split_inputs(0), [net.x]);
+}
+
+#[test]
+fn pins_are_honoured() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_ops());
+    let gpu = gpu_dev.backend();
+    let cpu = cpu_backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu.clone(), cpu.clone()], SchedulerParams::default()).unwrap();
+    sched.set_tensor_backend(net.softmax, &cpu).unwrap();
+    let out = run(&mut sched, &mut ctx, &net, 11);
+    assert_eq!(out, reference(11));
+    assert_eq!(sched.tensor_backend(net.softmax).unwrap().name(), "CPU");
+    assert_eq!(sched.n_splits(), 3);
+}
+
+#[test]
+fn four_pipeline_copies_over_several_iterations() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let params = SchedulerParams { n_copies: 4, ..SchedulerParams::default() };
+    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], params).unwrap();
+    assert_eq!(sched.n_copies(), 4);
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
+    let mut placements = std::collections::HashSet::new();
+    for seed in 0..9 {
+        sched.alloc_graph(&mut ctx, graph).unwrap();
+        // The input moves to the next copy's memory every run.
+        placements.insert(ctx.placement(net.x).unwrap());
+        fill(&mut ctx, net.x, seed, 1.0);
+        sched.graph_compute_async(&mut ctx, graph).unwrap();
+        sched.synchronize().unwrap();
+        assert_eq!(ctx.read_f32(net.out).unwrap(), reference(seed), "iteration {seed}");
+    }
+    assert_eq!(placements.len(), 4, "four copies of the input in turn");
+}
+
+#[test]
+fn a_split_reaching_the_input_limit_starts_another() {
+    // Nine GPU tensors summed on the CPU (the GPU cannot add): nine inputs.
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("ADD"));
+    let gpu = gpu_dev.backend();
+    let mut ctx = Context::new();
+    let ws: Vec<TensorId> = (0..9).map(|_| ctx.tensor(DType::F32, [8]).unwrap()).collect();
+    ctx.alloc_tensors(&ws, &gpu_dev_buft(&gpu), BufferUsage::Weights).unwrap();
+    for (i, &w) in ws.iter().enumerate() {
+        fill(&mut ctx, w, i as u64, 1.0);
+    }
+    let parts: Vec<TensorId> = ws.iter().map(|&w| ctx.exp(w).unwrap()).collect();
+    let mut acc = ctx.add(parts[0], parts[1]).unwrap();
+    for &p in &parts[2..] {
+        acc = ctx.add(acc, p).unwrap();
+    }
+    let params = SchedulerParams { max_split_inputs: 4, ..SchedulerParams::default() };
+    let mut sched = Scheduler::new(&[gpu, cpu_backend()], params).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[acc]).unwrap();
+    sched.graph_compute(&mut ctx, graph).unwrap();
+    let cpu_splits: Vec<usize> = (0..sched.n_splits())
+        .filter(|&i| sched.splits()[i].backend == 1)
+        .map(|i| sched.split_inputs(i).len())
+        .collect();
+    assert!(cpu_splits.len() >= 3 && cpu_splits.iter().all(|&n| n <= 4), "{cpu_splits:?}");
+    let got = ctx.read_f32(acc).unwrap();
+    let want: Vec<f32> = (0..8).map(|i| ws.iter().map(|&w| ctx.read_f32(w).unwrap()[i].exp()).sum::<f32>()).collect();
+    assert!(max_abs_diff(&got, &want) < 1e-4, "{got:?} vs {want:?}");
+}
+
+#[test]
+fn a_preallocated_tensor_no_backend_can_run_is_an_error() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("CPY"));
+    let gpu = gpu_dev.backend();
+    let mut ctx = Context::new();
+    let cache = ctx.tensor(DType::F16, [8, 4]).unwrap();
+    ctx.set_name(cache, "cache").unwrap();
+    ctx.alloc_tensors(&[cache], &gpu_dev_buft(&gpu), BufferUsage::Any).unwrap();
+    let k = ctx.tensor(DType::F32, [8]).unwrap();
+    let slot = ctx.view_1d(cache, 8, 16).unwrap();
+    let store = ctx.cpy(k, slot).unwrap();
+    let mut sched = Scheduler::new(&[gpu, cpu_backend()], SchedulerParams::default()).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[store]).unwrap();
+    let err = sched.graph_compute(&mut ctx, graph).unwrap_err().to_string();
+    assert!(err.contains("CPY") && err.contains("TestGPU"), "{err}");
+}
+
+#[test]
+fn no_cpu_last_is_an_error() {
+    let gpu = TestGpuDevice::new("TestGPU", all_ops()).backend();
+    let err = Scheduler::new(&[cpu_backend(), gpu], SchedulerParams::default()).err().unwrap().to_string();
+    assert!(err.contains("CPU"), "{err}");
+    assert!(Scheduler::new(&[cpu_backend()], SchedulerParams { n_copies: 9, ..Default::default() }).is_err());
+}
+
+#[test]
+fn two_backends_sharing_a_buffer_type() {
+    // A "BLAS" accelerator computing only MUL_MAT over the CPU's host memory.
+    let matmul_only: SupportFn = Arc::new(|d: &TensorDesc| d.op == Op::MulMat);
+    let blas_dev = TestGpuDevice::with_buffer_type("BLAS", matmul_only, cpu::buffer_type(), DeviceType::Accel);
+    let blas = blas_dev.backend();
+    let (mut ctx, net) = setup(&cpu::buffer_type());
+    let mut sched = Scheduler::new(&[blas, cpu_backend()], SchedulerParams::default()).unwrap();
+    let out = run(&mut sched, &mut ctx, &net, 5);
+    assert_eq!(out, reference(5));
+    let names: Vec<&str> = sched.splits().iter().map(|s| sched.backends()[s.backend as usize].name()).collect();
+    assert_eq!(names, ["BLAS", "CPU", "BLAS", "CPU"], "products on BLAS, the rest on the CPU");
+    for i in 0..sched.n_splits() {
+        assert!(sched.split_inputs(i).is_empty(), "one buffer type: nothing to copy");
+    }
+    assert_eq!(blas_dev.computed.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn eval_callback_sees_nodes_and_can_stop() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu, cpu_backend()], SchedulerParams::default()).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let softmax = net.softmax;
+    sched.set_eval_callback(Some(Box::new(move |ctx: &Context, t: TensorId, ask: bool| {
+        if ask {
+            return ctx.desc(t).is_ok_and(|d| !d.op.is_empty());
+        }
+        seen2.lock().unwrap().push((t, ctx.read_f32(t).unwrap().iter().all(|v| v.is_finite())));
+        t != softmax
+    })));
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
+    sched.alloc_graph(&mut ctx, graph).unwrap();
+    fill(&mut ctx, net.x, 3, 1.0);
+    sched.graph_compute(&mut ctx, graph).unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.last().map(|s| s.0), Some(softmax), "stopped at the softmax");
+    assert!(seen.iter().all(|s| s.1), "every observed node was computed");
+    assert_eq!(seen.len(), 4, "mul_mat, rms_norm, mul, soft_max");
+}
+
+#[test]
+fn debug_text_and_dot_describe_the_placement() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu, cpu_backend()], SchedulerParams::default()).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
+    sched.alloc_graph(&mut ctx, graph).unwrap();
+    let text = sched.describe(&ctx, graph, 2);
+    assert!(text.contains("## SPLIT #1: CPU") && text.contains("SOFT_MAX") && text.contains("3.best"), "{text}");
+    let dot = sched.to_dot(&ctx, graph);
+    assert!(dot.starts_with("digraph") && dot.contains("cluster_split2") && dot.contains("style=dashed, color=red"));
+}

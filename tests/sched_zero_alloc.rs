@@ -1,0 +1,93 @@
+//! The same graph again: reset + split + alloc + compute make no heap
+//! allocation and do not re-plan memory.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+
+use common::fill;
+use common::test_gpu::TestGpuDevice;
+use gantry::backends::cpu::CpuBackend;
+use gantry::sched::{Scheduler, SchedulerParams};
+use gantry::{Backend, BufferUsage, Context, DType, GraphArena, TensorDesc};
+
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the counter
+// is a const-initialized thread-local, which never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+#[test]
+fn steady_state_runs_allocate_nothing() {
+    let no_softmax = Arc::new(|d: &TensorDesc| d.op.name() != "SOFT_MAX");
+    let gpu = TestGpuDevice::new("TestGPU", no_softmax).backend();
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1).unwrap());
+    for n_copies in [1, 3] {
+        let mut ctx = Context::new();
+        let x = ctx.tensor(DType::F32, [32, 4]).unwrap();
+        ctx.set_input(x).unwrap();
+        let w = ctx.tensor(DType::F32, [32, 32]).unwrap();
+        ctx.alloc_tensors(&[w], &gpu.device().buffer_type(), BufferUsage::Weights).unwrap();
+        fill(&mut ctx, w, 1, 0.3);
+        let h = ctx.mul_mat(w, x).unwrap();
+        let s = ctx.soft_max(h).unwrap();
+        let y = ctx.mul_mat(w, s).unwrap();
+        let y = ctx.add(y, x).unwrap();
+        let params = SchedulerParams { n_copies, ..SchedulerParams::default() };
+        let mut sched = Scheduler::new(&[gpu.clone(), cpu.clone()], params).unwrap();
+        let arena = GraphArena::new();
+        let graph = ctx.build_graph(&arena, &[y]).unwrap();
+        let input: Vec<u8> = (0..32 * 4).flat_map(|i| (i as f32 * 0.01).to_le_bytes()).collect();
+        let mut out = vec![0u8; 32 * 4 * 4];
+        let mut first = Vec::new();
+        let mut plans = 0;
+        for round in 0..6 {
+            let before = allocations();
+            sched.reset(&mut ctx);
+            sched.alloc_graph(&mut ctx, graph).unwrap();
+            ctx.write_tensor_bytes(x, 0, &input).unwrap();
+            sched.graph_compute(&mut ctx, graph).unwrap();
+            ctx.read_tensor_bytes(y, 0, &mut out).unwrap();
+            let made = allocations() - before;
+            if round == 0 {
+                first = out.clone();
+            } else {
+                assert_eq!(out, first, "n_copies {n_copies}, round {round}: same input, same output");
+            }
+            if round >= 2 {
+                assert_eq!(made, 0, "n_copies {n_copies}, round {round}: {made} heap allocations");
+                assert_eq!(sched.plans_computed(), plans, "n_copies {n_copies}, round {round}: re-planned");
+            }
+            plans = sched.plans_computed();
+        }
+        assert_eq!(sched.n_splits(), 3);
+    }
+}
