@@ -4,5 +4,7 @@
 pub mod conformance;
 pub mod cpu;
 mod registry;
+#[doc(hidden)]
+pub mod testing;
 
 pub use registry::default_registry;

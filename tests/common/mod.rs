@@ -1,7 +1,8 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
-pub mod test_gpu;
+/// The test GPU platform lives in the backends crate.
+pub use gantry::backends::testing as test_gpu;
 
 use gantry::{Context, TensorId};
 

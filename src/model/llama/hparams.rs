@@ -52,10 +52,10 @@ impl LlamaHparams {
         {
             return bad("a size is zero");
         }
-        if self.n_head % self.n_head_kv != 0 {
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad("n_head is not a multiple of n_head_kv");
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return bad("head_dim is odd");
         }
         if !(self.rms_eps > 0.0 && self.rope_base > 0.0 && self.rope_freq_scale > 0.0) {

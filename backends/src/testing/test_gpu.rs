@@ -8,12 +8,12 @@ use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gantry::backends::cpu::{self, CpuBackend, EventTable};
-use gantry::engine::{Error, Result};
-use gantry::{
-    Backend, Buffer, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, EventId, Graph, MemoryInfo,
-    TensorDesc, TensorId, same_buffer_type,
+use gantry_engine::{
+    Backend, Buffer, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Error, EventId, Graph,
+    MemoryInfo, Result, TensorDesc, TensorId, same_buffer_type,
 };
+
+use crate::cpu::{self, CpuBackend, EventTable};
 
 /// Which ops the test GPU computes.
 pub type SupportFn = Arc<dyn Fn(&TensorDesc) -> bool + Send + Sync>;

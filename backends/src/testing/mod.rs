@@ -1,0 +1,6 @@
+//! Test platforms for machines without a GPU: not registered by
+//! `default_registry`, used by the scheduler's tests, fuzz target and benches.
+
+mod test_gpu;
+
+pub use test_gpu::{SupportFn, TestGpuBackend, TestGpuBufferType, TestGpuDevice};
