@@ -29,12 +29,46 @@ pub fn assign_preallocated(
             continue;
         }
         if let Some(&b) = pins.get(t) {
+            check_pin(ctx, t, b, set, pre)?;
             out.set(t, b, Cause::User);
             continue;
         }
         if let Some((b, cause)) = backend_from_current(ctx, t, set, pre, op_offload)? {
             out.set(t, b, cause);
         }
+    }
+    Ok(())
+}
+
+/// A pin is honoured as given, so one that cannot work is an error: a node
+/// that computes must be pinned to a backend that supports its op and, when
+/// it writes pre-allocated memory (its own, or its view source's), can use
+/// that buffer. Pins of tensors that compute nothing only place their memory
+/// (when the scheduler allocates it).
+fn check_pin(ctx: &Context, t: TensorId, b: u8, set: &BackendSet, pre: &Prealloc) -> Result<()> {
+    let desc = ctx.desc(t)?;
+    if desc.op.is_empty() {
+        return Ok(());
+    }
+    let name = || set.backend(b).name().to_owned();
+    if !set.supports_op(b, ctx, t) {
+        return Err(Error::Scheduler(format!(
+            "{} is pinned to {}, which does not support op {}",
+            ctx.describe(t),
+            name(),
+            desc.op.name()
+        )));
+    }
+    if let Some(buffer) = pre.get(t)
+        && !buffer.readable_by(b)
+    {
+        let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
+        return Err(Error::Scheduler(format!(
+            "{} ({}) is pinned to {}, which cannot use its pre-allocated {buft} memory",
+            ctx.describe(t),
+            desc.op.name(),
+            name()
+        )));
     }
     Ok(())
 }

@@ -57,10 +57,12 @@ pub fn compute_splits(
     let set = inputs.set;
     for (s, split) in inputs.tables.splits.iter().enumerate() {
         let backend = set.backend(split.backend);
-        for &input in &inputs.tables.inputs[split.inputs.clone()] {
-            let copy = inputs
-                .copies
-                .get(input, split.backend, 0)
+        for k in split.inputs.clone() {
+            let input = inputs.tables.inputs[k];
+            let copy = *inputs
+                .tables
+                .input_copies
+                .get(k * inputs.n_copies)
                 .ok_or_else(|| Error::Scheduler(format!("split {s} lost the copy of {}", ctx.describe(input))))?;
             let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
             if user_input {

@@ -4,6 +4,7 @@
 use gantry_arenas::TensorId;
 
 use super::backend_set::{BackendSet, is_view_op};
+use super::in_place::can_use;
 use super::tables::{Assignments, Cause, Prealloc};
 use crate::{Context, Error, Graph, Result};
 
@@ -63,6 +64,8 @@ pub fn expand_assignments(
                     out.set(node, b, Cause::MostSources);
                 }
             }
+            // Pins are never overwritten.
+            Some(_) if out.cause(node) == Cause::User => {}
             Some(cur) => {
                 for b in 0..cur {
                     if set.buft_slot(b) == set.buft_slot(cur)
@@ -155,8 +158,9 @@ fn spread(
 }
 
 /// Whether backend `b` can read `t` where it lives: its own buffer when
-/// pre-allocated, else the buffer type of the backend it is assigned to
-/// (or its view source's).
+/// pre-allocated, else the buffer type of the backend its memory belongs to
+/// (its view source's for a view: a view, even one computed in place, has no
+/// memory of its own).
 pub fn buffer_supported(
     ctx: &Context,
     t: TensorId,
@@ -168,9 +172,9 @@ pub fn buffer_supported(
     if let Some(buffer) = pre.get(t) {
         return buffer.readable_by(b);
     }
-    let assigned = out.get(t).or_else(|| ctx.get(t).and_then(|d| d.view_src).and_then(|v| out.get(v)));
-    match assigned {
-        Some(tb) => tb == b || set.buft_slot(tb) == set.buft_slot(b) || set.supports_buft(b, set.buft(tb).as_ref()),
-        None => false,
-    }
+    let memory = match ctx.get(t).and_then(|d| d.view_src) {
+        Some(v) => out.get(v),
+        None => out.get(t),
+    };
+    memory.is_some_and(|mem| can_use(set, b, mem))
 }

@@ -3,6 +3,7 @@
 //!
 //! 1. [`assign`] — pre-allocated tensors, graph inputs, pins, weight readers;
 //! 2. [`expand`] — spread assignments until every node has a backend;
+//!    [`in_place`] — nodes computed in place run where their memory is;
 //! 3. [`split`] — cut into per-backend splits with input copies;
 //! 4. alloc — plan memory over every backend's buffer type;
 //! 5. [`compute`] — copy inputs, run each split, record events.
@@ -14,6 +15,7 @@ pub mod debug;
 pub mod dot;
 pub mod expand;
 pub mod graph_copy;
+pub mod in_place;
 pub mod passes;
 mod scheduler;
 pub mod split;

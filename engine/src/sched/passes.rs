@@ -1,4 +1,4 @@
-//! The placement systems run in order: assign, expand, split.
+//! The placement systems run in order: assign, expand, in-place, split.
 
 use gantry_arenas::{BufferId, TensorId};
 use slotmap::SecondaryMap;
@@ -6,6 +6,7 @@ use slotmap::SecondaryMap;
 use super::assign::assign_preallocated;
 use super::backend_set::BackendSet;
 use super::expand::expand_assignments;
+use super::in_place::place_in_place_nodes;
 use super::split::{SplitParams, SplitTables, split_graph};
 use super::tables::{Assignments, CopyTable, Prealloc};
 use crate::{Context, Graph, Result};
@@ -41,5 +42,6 @@ pub fn place_graph(
     run.prealloc.fill(ctx, graph, own, set)?;
     assign_preallocated(ctx, graph, set, &run.prealloc, pins, op_offload, &mut run.assigned)?;
     expand_assignments(ctx, graph, set, &run.prealloc, &mut run.assigned)?;
+    place_in_place_nodes(ctx, graph, set, &run.prealloc, &mut run.assigned)?;
     split_graph(ctx, graph, set, &run.prealloc, &run.assigned, &mut run.copies, params, &mut run.split)
 }

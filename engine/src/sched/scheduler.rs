@@ -256,13 +256,18 @@ impl Scheduler {
             return Ok(());
         }
         let t = &self.run.split;
-        let graph_inputs = t.graph_inputs.iter().map(|&g| (g, self.run.assigned.get(g).unwrap_or(self.set.cpu())));
-        let split_inputs =
-            t.splits.iter().flat_map(|s| t.inputs[s.inputs.clone()].iter().map(move |&i| (i, s.backend)));
-        for (input, backend) in graph_inputs.chain(split_inputs) {
-            let (Some(active), Some(slot)) =
-                (self.run.copies.get(input, backend, 0), self.run.copies.get(input, backend, c))
-            else {
+        let n = self.params.n_copies;
+        let graph_inputs = t.graph_inputs.iter().map(|&g| {
+            let backend = self.run.assigned.get(g).unwrap_or(self.set.cpu());
+            (g, self.run.copies.get(g, backend, 0), self.run.copies.get(g, backend, c))
+        });
+        let split_inputs = t
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| (i, t.input_copies.get(k * n).copied(), t.input_copies.get(k * n + c).copied()));
+        for (input, active, slot) in graph_inputs.chain(split_inputs) {
+            let (Some(active), Some(slot)) = (active, slot) else {
                 continue;
             };
             let (Some(pa), Some(ps)) = (ctx.placement(active), ctx.placement(slot)) else {

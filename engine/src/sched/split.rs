@@ -42,6 +42,9 @@ pub struct SplitTables {
     pub splits: Vec<Split>,
     /// Split inputs (original tensors), in split order.
     pub inputs: Vec<TensorId>,
+    /// The copies of each split input, `n_copies` per input (pipeline copy
+    /// `c` of input `k` at `k * n_copies + c`): the split's nodes read copy 0.
+    pub input_copies: Vec<TensorId>,
     /// Graph inputs given pipeline copies (`n_copies > 1`).
     pub graph_inputs: Vec<TensorId>,
     /// Tensors the scheduler created in the context this run (removed at reset).
@@ -96,6 +99,7 @@ impl SplitTables {
         }
         self.splits.clear();
         self.inputs.clear();
+        self.input_copies.clear();
         self.graph_inputs.clear();
         self.alloc_nodes.clear();
         self.alloc_node_buft.clear();
@@ -141,9 +145,9 @@ pub fn split_graph(
         .unwrap_or(set.cpu());
     let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
     for (i, &node) in nodes.iter().enumerate() {
-        let (srcs, view_op) = {
+        let (srcs, view_op, writes_into) = {
             let d = ctx.desc(node)?;
-            (d.srcs, is_view_op(&d.op))
+            (d.srcs, is_view_op(&d.op), d.view_src.filter(|_| !d.op.is_empty()))
         };
         if view_op {
             continue;
@@ -166,7 +170,7 @@ pub fn split_graph(
                 let already = srcs[..j].contains(&Some(src));
                 if !already
                     && needs_copy(ctx, src, split.backend, set, pre, assigned)
-                    && copies.get(src, split.backend, 0).is_none()
+                    && copies.get_current(src, memory_owner(ctx, src), split.backend, 0).is_none()
                 {
                     needed += 1;
                 }
@@ -198,24 +202,38 @@ pub fn split_graph(
                     } else {
                         make_copy(ctx, src, set.backend(src_backend).name(), c, true, &mut out.created)?
                     };
-                    copies.set(src, src_backend, c, copy);
+                    copies.set(src, src, src_backend, c, copy);
                 }
                 out.graph_inputs.push(src);
             }
-            if src_backend != cur && !buffer_supported(ctx, src, cur, set, pre, assigned) {
-                if copies.get(src, cur, 0).is_none() {
-                    for c in 0..params.n_copies {
-                        let pinned = params.n_copies > 1;
-                        let copy = make_copy(ctx, src, set.backend(cur).name(), c, pinned, &mut out.created)?;
-                        copies.set(src, cur, c, copy);
+            // Memory decides, not assignment: a view (even one computed in place)
+            // lives where its view source does.
+            if !buffer_supported(ctx, src, cur, set, pre, assigned) {
+                // One copy per (tensor, backend), shared by later splits on
+                // that backend until the tensor's memory is written again.
+                let owner = memory_owner(ctx, src);
+                let copy = match copies.get_current(src, owner, cur, 0) {
+                    Some(copy) => copy,
+                    None => {
+                        for c in 0..params.n_copies {
+                            let pinned = params.n_copies > 1;
+                            let copy = make_copy(ctx, src, set.backend(cur).name(), c, pinned, &mut out.created)?;
+                            copies.set(src, owner, cur, c, copy);
+                            out.input_copies.push(copy);
+                        }
+                        out.inputs.push(src);
+                        out.input_copies[out.input_copies.len() - params.n_copies]
                     }
-                    out.inputs.push(src);
-                }
-                let copy = copies.get(src, cur, 0).unwrap_or(src);
+                };
                 ctx.desc_mut(node)?.srcs[j] = Some(copy);
                 out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src, copy });
                 out.applied = true;
             }
+        }
+        if let Some(root) = writes_into {
+            // Computed in place (or CPY / SET_ROWS into a cache): copies of
+            // this memory made before now are stale for later splits.
+            copies.record_write(root);
         }
     }
     split.nodes.end = nodes.len();
@@ -226,6 +244,12 @@ pub fn split_graph(
     build_alloc_graph(ctx, graph, set, assigned, copies, params, out)
 }
 
+/// The tensor owning `t`'s memory: its view source, or itself.
+#[inline]
+fn memory_owner(ctx: &Context, t: TensorId) -> TensorId {
+    ctx.get(t).and_then(|d| d.view_src).unwrap_or(t)
+}
+
 fn needs_copy(
     ctx: &Context,
     src: TensorId,
@@ -234,8 +258,7 @@ fn needs_copy(
     pre: &Prealloc,
     assigned: &Assignments,
 ) -> bool {
-    let src_backend = assigned.get(src).unwrap_or(set.cpu());
-    src_backend != backend && !buffer_supported(ctx, src, backend, set, pre, assigned)
+    !buffer_supported(ctx, src, backend, set, pre, assigned)
 }
 
 /// A tensor with `src`'s dtype, shape and strides, computed by nothing.
@@ -284,6 +307,7 @@ fn build_alloc_graph(
         };
         for k in inputs {
             let input = out.inputs[k];
+            let copy = out.input_copies[k * params.n_copies];
             let d = *ctx.desc(input)?;
             // Op NONE with a view source: a dependency marker (ggml-alloc's
             // convention), counted as a consumer of `input`, never as a view.
@@ -299,7 +323,6 @@ fn build_alloc_graph(
             out.created.push(dep);
             out.alloc_nodes.push(dep);
             out.alloc_node_buft.push(slot_of(input));
-            let copy = copies.get(input, backend, 0).unwrap_or(input);
             out.alloc_nodes.push(copy);
             out.alloc_node_buft.push(set.buft_slot(backend));
         }
@@ -317,9 +340,9 @@ fn build_alloc_graph(
             }
         }
         for sp in &out.splits {
-            for &input in &out.inputs[sp.inputs.clone()] {
+            for k in sp.inputs.clone() {
                 for c in 0..params.n_copies {
-                    out.alloc_leafs.push(copies.get(input, sp.backend, c).unwrap_or(input));
+                    out.alloc_leafs.push(out.input_copies[k * params.n_copies + c]);
                     out.alloc_leaf_buft.push(set.buft_slot(sp.backend));
                 }
             }

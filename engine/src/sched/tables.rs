@@ -41,6 +41,9 @@ pub enum Cause {
     Consumer,
     /// Still unassigned: the first backend supporting it (pass 4).
     Fallback,
+    /// Computed in place: moved to where its memory is, or its view
+    /// source's memory moved to where it runs (pass 4b).
+    InPlace,
 }
 
 impl Cause {
@@ -61,6 +64,7 @@ impl Cause {
             Cause::ViewSource => "4.vsrc",
             Cause::Consumer => "4.cur",
             Cause::Fallback => "4.any",
+            Cause::InPlace => "4.mem",
         }
     }
 }
@@ -122,12 +126,21 @@ impl Assignments {
 }
 
 /// Copies of tensors per (tensor, destination backend, pipeline copy).
+///
+/// A copy is only good until its tensor's memory is written again: a node
+/// computed in place, or a CPY / SET_ROWS into a cache, writes into its view
+/// source's memory after copies of that memory (or of views of it) may have
+/// been made. Each copy is stamped with its view source's count of such
+/// writes when it was made, and [`CopyTable::get_current`] only returns
+/// copies made since the last one.
 #[derive(Debug, Default)]
 pub struct CopyTable {
     generation: u32,
     n_backends: usize,
     n_copies: usize,
-    entries: Vec<(u32, Option<TensorId>)>,
+    entries: Vec<(u32, u32, Option<TensorId>)>,
+    /// Per view source (memory owner): writes in place so far this run.
+    writes: Vec<(u32, u32)>,
 }
 
 impl CopyTable {
@@ -141,11 +154,15 @@ impl CopyTable {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             self.entries.iter_mut().for_each(|e| e.0 = 0);
+            self.writes.iter_mut().for_each(|w| w.0 = 0);
             self.generation = 1;
         }
         let want = capacity * n_backends * n_copies;
         if self.entries.len() < want {
-            self.entries.resize(want, (0, None));
+            self.entries.resize(want, (0, 0, None));
+        }
+        if self.writes.len() < capacity {
+            self.writes.resize(capacity, (0, 0));
         }
     }
 
@@ -153,22 +170,52 @@ impl CopyTable {
         (slot_index(t) * self.n_backends + backend as usize) * self.n_copies + copy
     }
 
-    /// The copy of `t` on `backend` for pipeline copy `copy`, if made this run.
+    /// Writes into `root`'s memory so far this run.
+    #[inline]
+    fn writes_to(&self, root: TensorId) -> u32 {
+        match self.writes.get(slot_index(root)) {
+            Some(&(g, n)) if g == self.generation => n,
+            _ => 0,
+        }
+    }
+
+    /// Records a write into `root`'s memory: copies made before are stale.
+    pub fn record_write(&mut self, root: TensorId) {
+        let n = self.writes_to(root) + 1;
+        let i = slot_index(root);
+        if i >= self.writes.len() {
+            self.writes.resize(i + 1, (0, 0));
+        }
+        self.writes[i] = (self.generation, n);
+    }
+
+    /// The copy of `t` on `backend` for pipeline copy `copy`, if made this
+    /// run (current or not: for graph inputs, whose copy 0 is the input).
     #[inline]
     pub fn get(&self, t: TensorId, backend: u8, copy: usize) -> Option<TensorId> {
         match self.entries.get(self.index(t, backend, copy)) {
-            Some(&(g, c)) if g == self.generation => c,
+            Some(&(g, _, c)) if g == self.generation => c,
             _ => None,
         }
     }
 
-    /// Records a copy.
-    pub fn set(&mut self, t: TensorId, backend: u8, copy: usize, copy_tensor: TensorId) {
+    /// The copy of `t` (whose memory is `root`'s) on `backend`, if made
+    /// since the last write into `root`'s memory.
+    #[inline]
+    pub fn get_current(&self, t: TensorId, root: TensorId, backend: u8, copy: usize) -> Option<TensorId> {
+        match self.entries.get(self.index(t, backend, copy)) {
+            Some(&(g, w, c)) if g == self.generation && w == self.writes_to(root) => c,
+            _ => None,
+        }
+    }
+
+    /// Records a copy of `t`, whose memory is `root`'s.
+    pub fn set(&mut self, t: TensorId, root: TensorId, backend: u8, copy: usize, copy_tensor: TensorId) {
         let i = self.index(t, backend, copy);
         if i >= self.entries.len() {
-            self.entries.resize(i + 1, (0, None));
+            self.entries.resize(i + 1, (0, 0, None));
         }
-        self.entries[i] = (self.generation, Some(copy_tensor));
+        self.entries[i] = (self.generation, self.writes_to(root), Some(copy_tensor));
     }
 }
 
@@ -193,10 +240,30 @@ mod tests {
 
         let mut copies = CopyTable::default();
         copies.begin(3, 2, 2);
-        copies.set(b, 1, 1, a);
+        copies.set(b, b, 1, 1, a);
         assert_eq!((copies.get(b, 1, 1), copies.get(b, 1, 0), copies.get(b, 0, 1)), (Some(a), None, None));
         copies.begin(3, 2, 2);
         assert_eq!(copies.get(b, 1, 1), None);
+    }
+
+    #[test]
+    fn a_write_in_place_makes_earlier_copies_stale() {
+        let mut ids: SlotMap<TensorId, ()> = SlotMap::with_key();
+        let (root, view, copy, other) = (ids.insert(()), ids.insert(()), ids.insert(()), ids.insert(()));
+        let mut copies = CopyTable::default();
+        copies.begin(4, 2, 1);
+        copies.set(view, root, 0, 0, copy);
+        copies.set(other, other, 0, 0, copy);
+        assert_eq!(copies.get_current(view, root, 0, 0), Some(copy));
+        copies.record_write(root);
+        assert_eq!(copies.get_current(view, root, 0, 0), None, "made before the write");
+        assert_eq!(copies.get(view, 0, 0), Some(copy), "still listed");
+        assert_eq!(copies.get_current(other, other, 0, 0), Some(copy), "other memory is untouched");
+        copies.set(view, root, 0, 0, other);
+        assert_eq!(copies.get_current(view, root, 0, 0), Some(other));
+        copies.begin(4, 2, 1);
+        copies.set(view, root, 0, 0, copy);
+        assert_eq!(copies.get_current(view, root, 0, 0), Some(copy), "writes are forgotten by a new run");
     }
 }
 
