@@ -4,3 +4,5 @@
 mod test_gpu;
 
 pub use test_gpu::{SupportFn, TestGpuBackend, TestGpuBufferType, TestGpuDevice};
+#[cfg(feature = "arbitrary")]
+pub mod sched_fuzz;
