@@ -159,9 +159,33 @@ impl Registry {
         self.devices_by_priority().into_iter().map(|id| self.device(id)?.init_backend(None)).collect()
     }
 
-    /// Backends on the named devices, in the given order (`--backends LIST`).
+    /// Backends for `names`, in the given order (`--backends LIST`): a device
+    /// name starts that device; a platform name (`wgpu`, `cpu`) starts every
+    /// device of that platform. Matching is case-insensitive.
     pub fn backends_by_names(&self, names: &[&str]) -> Result<Vec<Arc<dyn Backend>>> {
-        names.iter().map(|n| self.init_by_name(n.trim(), None)).collect()
+        let mut out = Vec::new();
+        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+            if let Some(id) = self.find_device(name) {
+                out.push(self.device(id)?.init_backend(None)?);
+                continue;
+            }
+            let platform = self.platforms.iter().position(|p| p.name().eq_ignore_ascii_case(name)).ok_or_else(|| {
+                let platforms: Vec<&str> = self.platforms.iter().map(|p| p.name()).collect();
+                Error::NotFound(format!(
+                    "backend {name:?} (devices: {}; platforms: {})",
+                    self.known_names(),
+                    platforms.join(", ")
+                ))
+            })?;
+            let devices: Vec<DeviceId> = self.order.iter().copied().filter(|&id| self.devices[id].platform == platform).collect();
+            if devices.is_empty() {
+                return Err(Error::NotFound(format!("platform {name} found no device on this machine")));
+            }
+            for id in devices {
+                out.push(self.devices[id].device.init_backend(None)?);
+            }
+        }
+        Ok(out)
     }
 }
 
