@@ -1,1 +1,4 @@
 //! Gantry's backends.
+
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
