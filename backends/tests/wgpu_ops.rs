@@ -590,7 +590,7 @@ fn wgpu_supports_op_is_honest() {
     let cq = h.ctx.cpy(x, q).unwrap();
     assert!(dev.unsupported_reason(&h.ctx, cq).is_some());
     // Nor do dtypes without a dequantizer.
-    let w = h.ctx.tensor(DType::Q5_K, [256, 2]).unwrap();
+    let w = h.ctx.tensor(DType::Q8_1, [256, 2]).unwrap();
     let x2 = h.input(DType::F32, &[256, 1], &[1.0; 256]);
     let mm = h.ctx.mul_mat(w, x2).unwrap();
     assert!(dev.unsupported_reason(&h.ctx, mm).is_some());

@@ -190,8 +190,19 @@ fn load_store(dtype: DType, caps: &Caps) -> Option<Store> {
     })
 }
 
-/// The quantized dtypes with a WGSL dequantizer.
-pub const QUANTIZED: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K];
+/// The quantized dtypes with a WGSL dequantizer (MUL_MAT and GET_ROWS).
+pub const QUANTIZED: [DType; 10] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
 
 impl<'a> Builder<'a> {
     fn src(&self, i: usize) -> std::result::Result<(TensorId, &'a TensorDesc), Refusal> {
@@ -304,7 +315,12 @@ fn dequantizer(dtype: DType) -> &'static str {
     match dtype {
         DType::Q4_0 => include_str!("../shaders/deq_q4_0.wgsl"),
         DType::Q4_1 => include_str!("../shaders/deq_q4_1.wgsl"),
+        DType::Q5_0 => include_str!("../shaders/deq_q5_0.wgsl"),
+        DType::Q5_1 => include_str!("../shaders/deq_q5_1.wgsl"),
         DType::Q8_0 => include_str!("../shaders/deq_q8_0.wgsl"),
+        DType::Q2_K => include_str!("../shaders/deq_q2_k.wgsl"),
+        DType::Q3_K => include_str!("../shaders/deq_q3_k.wgsl"),
+        DType::Q5_K => include_str!("../shaders/deq_q5_k.wgsl"),
         DType::Q4_K => include_str!("../shaders/deq_q4_k.wgsl"),
         DType::Q6_K => include_str!("../shaders/deq_q6_k.wgsl"),
         _ => include_str!("../shaders/deq_float.wgsl"),

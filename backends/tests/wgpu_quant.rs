@@ -1,0 +1,85 @@
+//! The wgpu backend's dequantizing kernels (GET_ROWS, MUL_MAT) against
+//! ggml's own blocks and dequantized values from `shared/reference/quant`.
+
+#![cfg(feature = "wgpu")]
+
+mod wgpu_support;
+
+use gantry_engine::DType;
+use wgpu_support::{Harness, assert_close, read_f32_file, reference_dir, values};
+
+const ROWS: usize = 4;
+const N: usize = 512;
+
+/// ggml's blocks and its dequantization of them for `dtype`, or `None`
+/// (after saying so) when the reference folder is absent.
+fn golden(dtype: DType) -> Option<(Vec<u8>, Vec<f32>)> {
+    let Some(dir) = reference_dir() else {
+        eprintln!("skipped: shared/reference not found beside the clone");
+        return None;
+    };
+    let name = dtype.name().to_lowercase();
+    let blocks = std::fs::read(dir.join("quant").join(format!("{name}_quantized.bin"))).expect("blocks");
+    let floats = read_f32_file(&dir.join("quant").join(format!("{name}_dequantized_f32.bin")));
+    assert_eq!(blocks.len(), ROWS * dtype.row_size(N).unwrap());
+    assert_eq!(floats.len(), ROWS * N);
+    Some((blocks, floats))
+}
+
+const TYPES: [DType; 10] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+#[test]
+fn wgpu_get_rows_dequantizes_like_ggml() {
+    let dev = device_or_skip!();
+    for dtype in TYPES {
+        let Some((blocks, floats)) = golden(dtype) else { return };
+        let mut h = Harness::new(dev);
+        let w = h.input_bytes(dtype, &[N, ROWS], blocks);
+        let idx = h.input_i32(&[5], &[3, 0, 2, 1, 3]);
+        let y = h.ctx.get_rows(w, idx).unwrap();
+        h.compute(&[y]);
+        let want: Vec<f32> = [3, 0, 2, 1, 3].iter().flat_map(|&r| floats[r * N..(r + 1) * N].to_vec()).collect();
+        // The same f32 products as ggml's to_float, up to fused multiply-adds.
+        assert_close(&format!("GET_ROWS {dtype}"), &h.read(y), &want, 1e-6, 1e-6);
+    }
+}
+
+#[test]
+fn wgpu_mul_mat_quantized_like_ggml() {
+    let dev = device_or_skip!();
+    for dtype in TYPES {
+        let Some((blocks, floats)) = golden(dtype) else { return };
+        // 2 columns: the matrix-vector kernel; 9: the tiled one. The 4 rows
+        // are 2 batches of 2, broadcast over 4 batches of src1.
+        for n in [2usize, 9] {
+            let xv = values(N * n * 4, 100 + n as u64, -1.0, 1.0);
+            let mut h = Harness::new(dev);
+            let w = h.input_bytes(dtype, &[N, 2, 2], blocks.clone());
+            let x = h.input(DType::F32, &[N, n, 4], &xv);
+            let y = h.ctx.mul_mat(w, x).unwrap();
+            h.compute(&[y]);
+            let mut want = Vec::new();
+            for b in 0..4 {
+                for col in 0..n {
+                    for r in 0..2 {
+                        let wrow = &floats[((b / 2) * 2 + r) * N..][..N];
+                        let xrow = &xv[(b * n + col) * N..][..N];
+                        want.push(wrow.iter().zip(xrow).map(|(&a, &c)| a as f64 * c as f64).sum::<f64>() as f32);
+                    }
+                }
+            }
+            assert_close(&format!("MUL_MAT {dtype} n={n}"), &h.read(y), &want, 2e-4, 1e-4);
+        }
+    }
+}
