@@ -61,7 +61,7 @@ impl WgpuBackend {
             let Some(t) = launch.slots[slot] else { continue };
             let (buffer, offset) = self.locate(ctx, t)?;
             let unit = launch.key.stores[slot].unit();
-            if offset % unit != 0 {
+            if !offset.is_multiple_of(unit) {
                 return Err(self.unsupported(ctx, node, &format!("tensor offset {offset} is not {unit}-byte aligned")));
             }
             params.offs[slot] =

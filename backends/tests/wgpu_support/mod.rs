@@ -81,15 +81,15 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
 /// A graph under construction in its own context, computed on one device.
 pub struct Harness {
     pub ctx: Context,
-    pub device: &'static WgpuDevice,
+    pub device: WgpuDevice,
     pub backend: Arc<dyn Backend>,
     inputs: Vec<(TensorId, Vec<u8>)>,
 }
 
 impl Harness {
-    pub fn new(device: &'static WgpuDevice) -> Self {
+    pub fn new(device: &WgpuDevice) -> Self {
         let backend = device.init_backend(None).expect("backend");
-        Self { ctx: Context::new(), device, backend, inputs: Vec::new() }
+        Self { ctx: Context::new(), device: device.clone(), backend, inputs: Vec::new() }
     }
 
     /// A new input of `dtype` holding `values` (converted: F32, F16, BF16, I32).

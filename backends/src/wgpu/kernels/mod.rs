@@ -217,12 +217,12 @@ impl<'a> Builder<'a> {
         let mut tp = TensorParams::default();
         for i in 0..4 {
             tp.ne[i] = u32::try_from(d.ne[i]).map_err(|_| format!("{:?} does not fit 32-bit indices", d.ne))?;
-            if d.nb[i] % unit != 0 {
+            if !d.nb[i].is_multiple_of(unit) {
                 return Err(format!("stride {} of {} is not a multiple of {unit} bytes", d.nb[i], SLOT_NAMES[slot]));
             }
             tp.nb[i] = u32::try_from(d.nb[i] / unit).map_err(|_| "stride does not fit 32 bits".to_string())?;
         }
-        if d.view_offset % unit != 0 {
+        if !d.view_offset.is_multiple_of(unit) {
             return Err(format!("view offset {} is not a multiple of {unit} bytes", d.view_offset));
         }
         if d.nelements() > u32::MAX as usize {
