@@ -76,6 +76,12 @@ impl Context {
         id
     }
 
+    /// Inserts a scratch tensor that [`Context::rewind`] does not track: the
+    /// owner (the scheduler, for its copies) removes it itself.
+    pub fn insert_scratch(&mut self, desc: TensorDesc) -> TensorId {
+        self.tensors.insert(desc)
+    }
+
     /// The description of `t`.
     #[inline]
     pub fn desc(&self, t: TensorId) -> Result<&TensorDesc> {
@@ -179,6 +185,9 @@ impl Context {
 
     /// Removes one tensor. Tensors that read it keep a stale id.
     pub fn remove(&mut self, t: TensorId) -> Result<TensorDesc> {
+        if self.created.last() == Some(&t) {
+            self.created.pop();
+        }
         self.placements.remove(t);
         self.tensors.remove(t).ok_or_else(|| stale_tensor(t))
     }

@@ -25,3 +25,4 @@ pub use gantry_arenas::{BackendId, BufferId, BufferTypeId, DeviceId, EventId, Gr
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};
+pub mod sched;

@@ -67,6 +67,21 @@ impl Name {
         Self { len: end as u8, bytes }
     }
 
+    /// A name from format arguments, written in place without allocating
+    /// (cut to [`MAX_NAME`] bytes at a character boundary).
+    ///
+    /// ```
+    /// use gantry_engine::Name;
+    /// let n = Name::from_fmt(format_args!("{}#{}#{}", "CPU", "x", 2));
+    /// assert_eq!(n.as_str(), "CPU#x#2");
+    /// ```
+    pub fn from_fmt(args: fmt::Arguments<'_>) -> Self {
+        let mut name = Self::EMPTY;
+        // Writing into a fixed buffer only fails by running out of room, which truncates.
+        let _ = fmt::Write::write_fmt(&mut name, args);
+        name
+    }
+
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
         // Only whole UTF-8 prefixes are ever stored (see `new`).
@@ -76,6 +91,20 @@ impl Name {
     /// Whether the name is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl fmt::Write for Name {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = MAX_NAME - self.len as usize;
+        let mut end = s.len().min(room);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let at = self.len as usize;
+        self.bytes[at..at + end].copy_from_slice(&s.as_bytes()[..end]);
+        self.len += end as u8;
+        if end < s.len() { Err(fmt::Error) } else { Ok(()) }
     }
 }
 

@@ -1,0 +1,106 @@
+//! Pass 1: assign pre-allocated tensors, graph inputs, user pins, and nodes
+//! that read weights.
+
+use gantry_arenas::{BufferId, TensorId};
+use slotmap::SecondaryMap;
+
+use super::backend_set::{BackendSet, preallocated};
+use super::tables::{Assignments, Cause};
+use crate::{BufferUsage, Context, Error, Graph, Op, Result, TensorFlags};
+
+/// Assigns every leaf and node that pass 1 can decide:
+/// user pins first (never overwritten); then a pre-allocated tensor (or a view
+/// of one) goes to the highest-priority backend that supports its buffer
+/// type and the op (none is an `Err`); graph inputs go to the CPU; a node
+/// reading a `Weights` buffer goes to that weight's backend, unless op offload
+/// is on, the weights are in host memory, and a higher-priority backend both
+/// supports and wants the op.
+pub fn assign_preallocated(
+    ctx: &Context,
+    graph: Graph<'_>,
+    set: &BackendSet,
+    own: &[BufferId],
+    pins: &SecondaryMap<TensorId, u8>,
+    op_offload: bool,
+    out: &mut Assignments,
+) -> Result<()> {
+    for &t in graph.leafs().iter().chain(graph.nodes()) {
+        if out.get(t).is_some() {
+            continue;
+        }
+        if let Some(&b) = pins.get(t) {
+            out.set(t, b, Cause::User);
+            continue;
+        }
+        if let Some((b, cause)) = backend_from_current(ctx, t, set, own, op_offload)? {
+            out.set(t, b, cause);
+        }
+    }
+    Ok(())
+}
+
+/// The highest-priority backend that can use the buffer holding `t` (or its
+/// view source) and run `op_tensor`'s op.
+fn backend_from_buffer(
+    ctx: &Context,
+    t: TensorId,
+    op_tensor: TensorId,
+    set: &BackendSet,
+    own: &[BufferId],
+) -> Option<u8> {
+    let entry = preallocated(ctx, t, own)?;
+    (0..set.len() as u8)
+        .find(|&b| set.supports_buft(b, entry.buffer_type.as_ref()) && set.supports_op(b, ctx, op_tensor))
+}
+
+fn backend_from_current(
+    ctx: &Context,
+    t: TensorId,
+    set: &BackendSet,
+    own: &[BufferId],
+    op_offload: bool,
+) -> Result<Option<(u8, Cause)>> {
+    let desc = ctx.desc(t)?;
+    if let Some(b) = backend_from_buffer(ctx, t, t, set, own) {
+        return Ok(Some((b, Cause::Buffer)));
+    }
+    if let Some(v) = desc.view_src
+        && let Some(b) = backend_from_buffer(ctx, v, t, set, own)
+    {
+        return Ok(Some((b, Cause::ViewBuffer)));
+    }
+    if let Some(entry) = preallocated(ctx, t, own) {
+        return Err(Error::Scheduler(format!(
+            "pre-allocated tensor {} in a {} buffer cannot run op {} on any backend",
+            ctx.describe(t),
+            entry.buffer_type.name(),
+            desc.op.name()
+        )));
+    }
+    if desc.flags.contains(TensorFlags::INPUT) {
+        return Ok(Some((set.cpu(), Cause::Input)));
+    }
+    // Rope's frequency factors and attention's small side tensors are too
+    // small to decide where the op runs.
+    if matches!(desc.op, Op::Rope(_) | Op::FlashAttnExt { .. }) {
+        return Ok(None);
+    }
+    for src in desc.sources() {
+        let Some(entry) = preallocated(ctx, src, own) else { continue };
+        if entry.usage != BufferUsage::Weights {
+            continue;
+        }
+        let Some(src_backend) = backend_from_buffer(ctx, src, t, set, own) else {
+            return Ok(None);
+        };
+        if op_offload && src_backend == set.cpu() && entry.buffer_type.is_host() {
+            for b in 0..src_backend {
+                if set.supports_op(b, ctx, t) && set.offload_op(b, ctx, t) {
+                    return Ok(Some((b, Cause::Offload)));
+                }
+            }
+        }
+        return Ok(Some((src_backend, Cause::Weights)));
+    }
+    Ok(None)
+}

@@ -1,0 +1,146 @@
+//! The scheduler's backends in priority order, with their buffer types.
+
+use std::sync::Arc;
+
+use gantry_arenas::{BufferId, TensorId};
+
+use crate::{Backend, BufferEntry, BufferType, Context, DeviceType, Error, Op, Result, same_buffer_type};
+
+/// Backends in priority order (index 0 first; the last is the CPU), each
+/// with the buffer type its compute memory comes from. Backends sharing a
+/// buffer type share one slot of the graph allocator.
+pub struct BackendSet {
+    backends: Vec<Arc<dyn Backend>>,
+    bufts: Vec<Arc<dyn BufferType>>,
+    buft_slot: Vec<u8>,
+    unique_bufts: Vec<Arc<dyn BufferType>>,
+}
+
+/// Most backends one scheduler drives (indices are stored in a byte).
+pub const MAX_BACKENDS: usize = 16;
+
+impl BackendSet {
+    /// Checks the list: 1 to 16 backends, the last on a CPU device, and each
+    /// buffer type (the device's own when `None`) usable by its backend.
+    pub fn new(backends: &[Arc<dyn Backend>], bufts: &[Option<Arc<dyn BufferType>>]) -> Result<Self> {
+        if backends.is_empty() || backends.len() > MAX_BACKENDS {
+            return Err(Error::Scheduler(format!("needs 1 to {MAX_BACKENDS} backends, got {}", backends.len())));
+        }
+        if !bufts.is_empty() && bufts.len() != backends.len() {
+            return Err(Error::Scheduler(format!(
+                "{} buffer types given for {} backends (give one per backend, or none)",
+                bufts.len(),
+                backends.len()
+            )));
+        }
+        let last = &backends[backends.len() - 1];
+        if last.device().device_type() != DeviceType::Cpu {
+            return Err(Error::Scheduler(format!(
+                "the last backend must be a CPU (the fallback for every op), but it is {} ({})",
+                last.name(),
+                last.device().device_type().name()
+            )));
+        }
+        let mut set = Self { backends: backends.to_vec(), bufts: vec![], buft_slot: vec![], unique_bufts: vec![] };
+        for (i, b) in backends.iter().enumerate() {
+            let buft = bufts.get(i).cloned().flatten().unwrap_or_else(|| b.device().buffer_type());
+            if !b.device().supports_buft(buft.as_ref()) {
+                return Err(Error::Scheduler(format!("backend {} cannot use buffer type {}", b.name(), buft.name())));
+            }
+            let slot = match set.unique_bufts.iter().position(|u| same_buffer_type(u, &buft)) {
+                Some(s) => s,
+                None => {
+                    set.unique_bufts.push(buft.clone());
+                    set.unique_bufts.len() - 1
+                }
+            };
+            set.buft_slot.push(slot as u8);
+            set.bufts.push(buft);
+        }
+        Ok(set)
+    }
+
+    /// Number of backends.
+    pub fn len(&self) -> usize {
+        self.backends.len()
+    }
+
+    /// Whether there are no backends (never: construction refuses it).
+    pub fn is_empty(&self) -> bool {
+        self.backends.is_empty()
+    }
+
+    /// The CPU's index (the last).
+    pub fn cpu(&self) -> u8 {
+        (self.backends.len() - 1) as u8
+    }
+
+    /// The backend at priority `b`.
+    pub fn backend(&self, b: u8) -> &Arc<dyn Backend> {
+        &self.backends[b as usize]
+    }
+
+    /// All backends in priority order.
+    pub fn backends(&self) -> &[Arc<dyn Backend>] {
+        &self.backends
+    }
+
+    /// The buffer type of backend `b`.
+    pub fn buft(&self, b: u8) -> &Arc<dyn BufferType> {
+        &self.bufts[b as usize]
+    }
+
+    /// The allocator slot of backend `b`'s buffer type.
+    pub fn buft_slot(&self, b: u8) -> u8 {
+        self.buft_slot[b as usize]
+    }
+
+    /// Distinct buffer types, in allocator slot order.
+    pub fn unique_bufts(&self) -> &[Arc<dyn BufferType>] {
+        &self.unique_bufts
+    }
+
+    /// The index of `backend` (same object) in the set.
+    pub fn index_of(&self, backend: &Arc<dyn Backend>) -> Option<u8> {
+        self.backends.iter().position(|b| std::ptr::addr_eq(Arc::as_ptr(b), Arc::as_ptr(backend))).map(|i| i as u8)
+    }
+
+    /// Whether backend `b` can compute `t` (ops that compute nothing run anywhere).
+    #[inline]
+    pub fn supports_op(&self, b: u8, ctx: &Context, t: TensorId) -> bool {
+        match ctx.get(t) {
+            Some(d) if is_view_op(&d.op) || d.op == Op::None => true,
+            Some(_) => self.backends[b as usize].device().supports_op(ctx, t),
+            None => false,
+        }
+    }
+
+    /// Whether backend `b` can read and write buffers of `buft`.
+    #[inline]
+    pub fn supports_buft(&self, b: u8, buft: &dyn BufferType) -> bool {
+        self.backends[b as usize].device().supports_buft(buft)
+    }
+
+    /// Whether backend `b` wants `t` even though its weights are in host memory.
+    pub fn offload_op(&self, b: u8, ctx: &Context, t: TensorId) -> bool {
+        self.backends[b as usize].device().offload_op(ctx, t)
+    }
+}
+
+/// Ops that only describe memory (ggml's `ggml_is_view_op`).
+#[inline]
+pub fn is_view_op(op: &Op) -> bool {
+    matches!(op, Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose)
+}
+
+/// The buffer a tensor (or its view source) was placed in by someone other
+/// than the scheduler (`own` lists the scheduler's compute buffers, which it
+/// re-binds every run): weights, user buffers.
+#[inline]
+pub fn preallocated<'c>(ctx: &'c Context, t: TensorId, own: &[BufferId]) -> Option<&'c BufferEntry> {
+    let p = ctx.placement(t)?;
+    if own.contains(&p.buffer) {
+        return None;
+    }
+    ctx.buffer(p.buffer).ok()
+}

@@ -1,0 +1,117 @@
+//! Computing the splits: copy inputs in, run each split on its backend,
+//! record events for pipelining, and hand nodes to the eval callback.
+
+use gantry_arenas::{EventId, TensorId};
+
+use super::backend_set::BackendSet;
+use super::split::SplitTables;
+use super::tables::{Assignments, CopyTable};
+use crate::{Context, Error, Graph, Result, TensorFlags};
+
+/// Asked twice per node the user may want: first `(ctx, node, true)` —
+/// "do you want to see this node?" — then, once it is computed and its
+/// backend synchronized, `(ctx, node, false)` — "here it is; keep going?".
+/// Returning `false` to the second call stops the whole compute.
+pub type EvalCallback = Box<dyn FnMut(&Context, TensorId, bool) -> bool + Send>;
+
+/// What compute needs from the scheduler, borrowed for one call.
+pub struct ComputeInputs<'a> {
+    /// The backends.
+    pub set: &'a BackendSet,
+    /// Backend per tensor.
+    pub assigned: &'a Assignments,
+    /// Copies per (tensor, backend, copy).
+    pub copies: &'a CopyTable,
+    /// The splits.
+    pub tables: &'a SplitTables,
+    /// Pipeline copy of this run.
+    pub cur_copy: usize,
+    /// Pipeline copies.
+    pub n_copies: usize,
+    /// One event per (backend, copy) where the device has events.
+    pub events: &'a [Option<EventId>],
+}
+
+impl ComputeInputs<'_> {
+    fn event(&self, backend: u8) -> Option<EventId> {
+        self.events.get(backend as usize * self.n_copies + self.cur_copy).copied().flatten()
+    }
+
+    fn wait_host(&self, backend: u8) -> Result<()> {
+        match self.event(backend) {
+            Some(ev) => self.set.backend(backend).device().event_synchronize(ev),
+            None => self.set.backend(backend).synchronize(),
+        }
+    }
+}
+
+/// Runs every split of `graph` in order. Returns `Ok` when all ran or the
+/// eval callback asked to stop; a failed backend status is an `Err` naming
+/// the backend and split.
+pub fn compute_splits(
+    ctx: &Context,
+    graph: Graph<'_>,
+    inputs: &ComputeInputs<'_>,
+    mut callback: Option<&mut EvalCallback>,
+) -> Result<()> {
+    let set = inputs.set;
+    for (s, split) in inputs.tables.splits.iter().enumerate() {
+        let backend = set.backend(split.backend);
+        for &input in &inputs.tables.inputs[split.inputs.clone()] {
+            let copy = inputs
+                .copies
+                .get(input, split.backend, inputs.cur_copy)
+                .ok_or_else(|| Error::Scheduler(format!("split {s} lost the copy of {}", ctx.describe(input))))?;
+            let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
+            if user_input {
+                // Copy now: the user may overwrite the input as soon as compute returns.
+                inputs.wait_host(split.backend)?;
+                ctx.copy_tensor(input, copy)?;
+            } else {
+                // The split's backend must be done with this copy slot before it is overwritten.
+                match inputs.event(split.backend) {
+                    Some(ev) => backend.event_wait(ev)?,
+                    None => backend.synchronize()?,
+                }
+                let input_backend = set.backend(inputs.assigned.get(input).unwrap_or(set.cpu()));
+                if !backend.cpy_tensor_async(input_backend.as_ref(), ctx, input, copy)? {
+                    input_backend.synchronize()?;
+                    inputs.wait_host(split.backend)?;
+                    ctx.copy_tensor(input, copy)?;
+                }
+            }
+        }
+        let nodes = &graph.nodes()[split.nodes.clone()];
+        let fail = |e: Error| Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") };
+        match callback.as_deref_mut() {
+            None => backend.graph_compute_async(ctx, Graph::from_parts(nodes, &[], &[])).into_result().map_err(fail)?,
+            Some(cb) => {
+                let mut j0 = 0;
+                while j0 < nodes.len() {
+                    // Compute the longest run of nodes the user does not want to see, plus the one they do.
+                    let mut j1 = j0;
+                    let mut want = cb(ctx, nodes[j1], true);
+                    while !want && j1 + 1 < nodes.len() {
+                        j1 += 1;
+                        want = cb(ctx, nodes[j1], true);
+                    }
+                    backend
+                        .graph_compute_async(ctx, Graph::from_parts(&nodes[j0..=j1], &[], &[]))
+                        .into_result()
+                        .map_err(fail)?;
+                    backend.synchronize()?;
+                    if want && !cb(ctx, nodes[j1], false) {
+                        return Ok(());
+                    }
+                    j0 = j1 + 1;
+                }
+            }
+        }
+        if !split.inputs.is_empty()
+            && let Some(ev) = inputs.event(split.backend)
+        {
+            backend.event_record(ev)?;
+        }
+    }
+    Ok(())
+}

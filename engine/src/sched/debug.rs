@@ -1,0 +1,85 @@
+//! `GANTRY_SCHED_DEBUG`: what the scheduler did, in words.
+
+use std::fmt::Write;
+
+use gantry_arenas::TensorId;
+
+use super::backend_set::{BackendSet, is_view_op};
+use super::split::SplitTables;
+use super::tables::Assignments;
+use crate::{Context, Graph};
+
+/// Reads `GANTRY_SCHED_DEBUG`: 0 (off), 1 (splits), 2 (splits and every node).
+pub fn debug_level_from_env() -> u8 {
+    std::env::var("GANTRY_SCHED_DEBUG").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Human-readable byte count (`1.5M`).
+pub fn fmt_bytes(n: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n}B") } else { format!("{v:.1}{}", UNITS[u]) }
+}
+
+fn tensor_label(ctx: &Context, t: TensorId) -> String {
+    let name = ctx.name(t);
+    let size = ctx.get(t).map_or(0, |d| d.nbytes());
+    if name.is_empty() { format!("{t:?} ({})", fmt_bytes(size)) } else { format!("{name} ({})", fmt_bytes(size)) }
+}
+
+/// The splits (level 1) and every node with its backend and the pass that
+/// chose it (level 2), as ggml's `ggml_backend_sched_print_assignments`.
+pub fn describe_splits(
+    ctx: &Context,
+    graph: Graph<'_>,
+    set: &BackendSet,
+    tables: &SplitTables,
+    assigned: &Assignments,
+    level: u8,
+) -> String {
+    let mut s = String::new();
+    let backend_name = |t: TensorId| assigned.get(t).map_or("NULL", |b| set.backend(b).name());
+    for (i, split) in tables.splits.iter().enumerate() {
+        let inputs = &tables.inputs[split.inputs.clone()];
+        let in_bytes: usize = inputs.iter().filter_map(|&t| ctx.get(t)).map(|d| d.nbytes()).sum();
+        let _ = write!(
+            s,
+            "## SPLIT #{i}: {} # {} nodes, {} inputs ({})",
+            set.backend(split.backend).name(),
+            split.nodes.len(),
+            inputs.len(),
+            fmt_bytes(in_bytes)
+        );
+        for &t in inputs {
+            let _ = write!(s, " [{}]", tensor_label(ctx, t));
+        }
+        s.push('\n');
+        if level < 2 {
+            continue;
+        }
+        for (k, &n) in graph.nodes()[split.nodes.clone()].iter().enumerate() {
+            let Some(d) = ctx.get(n) else { continue };
+            let view = if is_view_op(&d.op) { " (view)" } else { "" };
+            let _ = write!(
+                s,
+                "node #{:4} ({:>14}): {:<32} [{:>8} {:>6}]{view}:",
+                split.nodes.start + k,
+                d.op.name(),
+                tensor_label(ctx, n),
+                backend_name(n),
+                assigned.cause(n).label()
+            );
+            for src in d.sources() {
+                let _ =
+                    write!(s, " {} [{} {}]", tensor_label(ctx, src), backend_name(src), assigned.cause(src).label());
+            }
+            s.push('\n');
+        }
+    }
+    s
+}

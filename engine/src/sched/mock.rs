@@ -1,0 +1,164 @@
+//! Devices that place but do not compute, for testing the placement systems.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use gantry_arenas::{EventId, TensorId};
+
+use crate::{
+    Backend, Buffer, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Graph, MemoryInfo, Op, Result,
+    check_range,
+};
+
+pub struct MockBuft {
+    pub name: &'static str,
+    pub host: bool,
+}
+
+pub struct MockBuffer {
+    data: Mutex<Vec<u8>>,
+}
+
+impl Buffer for MockBuffer {
+    fn size(&self) -> usize {
+        self.data.lock().unwrap().len()
+    }
+    fn host_ptr(&self) -> Option<*mut u8> {
+        None
+    }
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let mut d = self.data.lock().unwrap();
+        check_range("mock", d.len(), offset, data.len())?;
+        d[offset..offset + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let d = self.data.lock().unwrap();
+        check_range("mock", d.len(), offset, out.len())?;
+        out.copy_from_slice(&d[offset..offset + out.len()]);
+        Ok(())
+    }
+    fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
+        let mut d = self.data.lock().unwrap();
+        check_range("mock", d.len(), offset, len)?;
+        d[offset..offset + len].fill(value);
+        Ok(())
+    }
+    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
+        Ok(false)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl BufferType for MockBuft {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
+        Ok(Box::new(MockBuffer { data: Mutex::new(vec![0; size]) }))
+    }
+    fn alignment(&self) -> usize {
+        32
+    }
+    fn is_host(&self) -> bool {
+        self.host
+    }
+    fn device_name(&self) -> &str {
+        self.name
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[derive(Clone)]
+pub struct MockDevice {
+    pub name: &'static str,
+    pub device_type: DeviceType,
+    pub buft: Arc<dyn BufferType>,
+    pub supports: fn(&Op) -> bool,
+    /// Reads host buffers directly (like the CPU, or a BLAS backend).
+    pub reads_host: bool,
+    pub offload: bool,
+}
+
+impl Device for MockDevice {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "mock"
+    }
+    fn memory(&self) -> MemoryInfo {
+        MemoryInfo::default()
+    }
+    fn device_type(&self) -> DeviceType {
+        self.device_type
+    }
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps::default()
+    }
+    fn init_backend(&self, _: Option<&str>) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(MockBackend { device: self.clone() }))
+    }
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        self.buft.clone()
+    }
+    fn supports_op(&self, ctx: &Context, t: TensorId) -> bool {
+        ctx.get(t).is_some_and(|d| (self.supports)(&d.op))
+    }
+    fn supports_buft(&self, buft: &dyn BufferType) -> bool {
+        std::ptr::addr_eq(buft as *const dyn BufferType, Arc::as_ptr(&self.buft)) || (self.reads_host && buft.is_host())
+    }
+    fn offload_op(&self, _: &Context, _: TensorId) -> bool {
+        self.offload
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+pub struct MockBackend {
+    pub device: MockDevice,
+}
+
+impl Backend for MockBackend {
+    fn name(&self) -> &str {
+        self.device.name
+    }
+    fn device(&self) -> &dyn Device {
+        &self.device
+    }
+    fn graph_compute(&self, _: &Context, _: Graph<'_>) -> ComputeStatus {
+        ComputeStatus::Success
+    }
+    fn event_record(&self, _: EventId) -> Result<()> {
+        Ok(())
+    }
+    fn event_wait(&self, _: EventId) -> Result<()> {
+        Ok(())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+pub fn all_ops(_: &Op) -> bool {
+    true
+}
+
+pub fn cpu() -> Arc<dyn Backend> {
+    let buft: Arc<dyn BufferType> = Arc::new(MockBuft { name: "CPU", host: true });
+    MockDevice { name: "CPU", device_type: DeviceType::Cpu, buft, supports: all_ops, reads_host: true, offload: false }
+        .init_backend(None)
+        .unwrap()
+}
+
+pub fn gpu(name: &'static str, supports: fn(&Op) -> bool) -> Arc<dyn Backend> {
+    let buft: Arc<dyn BufferType> = Arc::new(MockBuft { name, host: false });
+    MockDevice { name, device_type: DeviceType::Gpu, buft, supports, reads_host: false, offload: false }
+        .init_backend(None)
+        .unwrap()
+}

@@ -1,0 +1,352 @@
+//! The scheduler's lifecycle: reserve, alloc, compute, reset.
+
+use std::sync::Arc;
+
+use gantry_arenas::{BufferId, EventId, TensorId};
+use slotmap::{Key as _, SecondaryMap};
+
+use super::backend_set::BackendSet;
+use super::compute::{ComputeInputs, EvalCallback, compute_splits};
+use super::debug::{debug_level_from_env, describe_splits};
+use super::dot::to_dot;
+use super::passes::{RunTables, place_graph};
+use super::split::{Split, SplitParams};
+use crate::alloc::GraphAllocator;
+use crate::{Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
+
+/// How a [`Scheduler`] is set up.
+#[derive(Clone)]
+pub struct SchedulerParams {
+    /// A buffer type per backend for its compute memory; `None` (or an
+    /// empty list) takes the device's own.
+    pub buffer_types: Vec<Option<Arc<dyn BufferType>>>,
+    /// Nodes a graph is expected to have (pre-sizes the tables).
+    pub graph_size: usize,
+    /// Pipeline copies: with more than 1, inputs of consecutive computes use
+    /// different memory so a backend can start the next one early. 1 to 8.
+    pub n_copies: usize,
+    /// Let a higher-priority backend take ops whose weights are in host memory
+    /// when it asks to (`Device::offload_op`).
+    pub op_offload: bool,
+    /// Inputs one split copies in before a new split starts (at least 4).
+    pub max_split_inputs: usize,
+}
+
+impl Default for SchedulerParams {
+    fn default() -> Self {
+        Self { buffer_types: Vec::new(), graph_size: 4096, n_copies: 1, op_offload: true, max_split_inputs: 30 }
+    }
+}
+
+/// Most pipeline copies.
+pub const MAX_COPIES: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Reset,
+    Allocated,
+}
+
+/// Runs one graph across several backends (ggml's `ggml_backend_sched`).
+///
+/// Backends come in priority order, the CPU last. Each run goes through the
+/// systems of [`crate::sched`]: assign, expand, split, alloc, compute. A graph
+/// computed again with the same shapes and placement is not re-planned, and
+/// the whole run makes no heap allocation.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use gantry_engine::{Backend, Context, GraphArena, Result};
+/// # use gantry_engine::sched::{Scheduler, SchedulerParams};
+/// # fn demo(backends: &[Arc<dyn Backend>], ctx: &mut Context, arena: &GraphArena, out: gantry_engine::TensorId) -> Result<()> {
+/// let mut sched = Scheduler::new(backends, SchedulerParams::default())?;
+/// let graph = ctx.build_graph(arena, &[out])?;
+/// let bytes = sched.reserve(ctx, graph)?;   // compute memory per backend, up front
+/// sched.graph_compute(ctx, graph)?;         // split, allocate, copy inputs, compute
+/// let y = ctx.read_f32(out)?;
+/// # Ok(()) }
+/// ```
+pub struct Scheduler {
+    set: BackendSet,
+    params: SchedulerParams,
+    cur_copy: usize,
+    pins: SecondaryMap<TensorId, u8>,
+    run: RunTables,
+    allocator: GraphAllocator,
+    own_buffers: Vec<BufferId>,
+    events: Vec<Option<EventId>>,
+    eval_callback: Option<EvalCallback>,
+    state: State,
+    graph_key: u64,
+    debug: u8,
+}
+
+impl Scheduler {
+    /// A scheduler over `backends` (priority order; the last must be a CPU).
+    pub fn new(backends: &[Arc<dyn Backend>], params: SchedulerParams) -> Result<Self> {
+        let set = BackendSet::new(backends, &params.buffer_types)?;
+        if !(1..=MAX_COPIES).contains(&params.n_copies) {
+            return Err(Error::Scheduler(format!("n_copies must be 1 to {MAX_COPIES}, not {}", params.n_copies)));
+        }
+        if params.max_split_inputs < MAX_SRC {
+            return Err(Error::Scheduler(format!(
+                "max_split_inputs must be at least {MAX_SRC} (one node's sources), not {}",
+                params.max_split_inputs
+            )));
+        }
+        let allocator = GraphAllocator::new(set.unique_bufts());
+        let mut sched = Self {
+            set,
+            params,
+            cur_copy: 0,
+            pins: SecondaryMap::new(),
+            run: RunTables::default(),
+            allocator,
+            own_buffers: Vec::new(),
+            events: Vec::new(),
+            eval_callback: None,
+            state: State::Reset,
+            graph_key: 0,
+            debug: debug_level_from_env(),
+        };
+        sched.make_events()?;
+        Ok(sched)
+    }
+
+    fn make_events(&mut self) -> Result<()> {
+        self.free_events();
+        if self.params.n_copies > 1 {
+            for b in 0..self.set.len() as u8 {
+                let device = self.set.backend(b).device();
+                for _ in 0..self.params.n_copies {
+                    self.events.push(if device.caps().events { Some(device.event_new()?) } else { None });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn free_events(&mut self) {
+        let n = self.params.n_copies.max(1);
+        for (i, ev) in self.events.drain(..).enumerate() {
+            if let Some(ev) = ev {
+                let _ = self.set.backend((i / n) as u8).device().event_free(ev);
+            }
+        }
+    }
+
+    fn split_params(&self) -> SplitParams {
+        SplitParams { n_copies: self.params.n_copies, cur_copy: self.cur_copy, max_inputs: self.params.max_split_inputs }
+    }
+
+    fn refresh_own_buffers(&mut self) {
+        self.own_buffers.clear();
+        for slot in 0..self.set.unique_bufts().len() {
+            self.own_buffers.extend_from_slice(self.allocator.buffers(slot));
+        }
+    }
+
+    /// Sizes every backend's compute memory for `measure_graph` (the largest
+    /// graph to come) and allocates it; returns the bytes per backend. Later
+    /// graphs that fit never re-allocate.
+    pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<Vec<usize>> {
+        self.synchronize()?;
+        self.reset(ctx);
+        let params = self.split_params();
+        let placed = place_graph(ctx, measure_graph, &self.set, &self.own_buffers, &self.pins, self.params.op_offload, params, &mut self.run);
+        let reserved = placed.and_then(|()| {
+            let t = &self.run.split;
+            let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, measure_graph.outputs());
+            self.allocator.reserve(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft)
+        });
+        self.refresh_own_buffers();
+        self.reset(ctx);
+        reserved?;
+        Ok(self.buffer_sizes())
+    }
+
+    /// Bytes of compute memory per backend, in priority order.
+    pub fn buffer_sizes(&self) -> Vec<usize> {
+        (0..self.set.len() as u8).map(|b| self.allocator.buffer_size(self.set.buft_slot(b) as usize)).collect()
+    }
+
+    /// Compute memory of one backend.
+    pub fn buffer_size(&self, backend: &Arc<dyn Backend>) -> Result<usize> {
+        let b = self.index_of(backend)?;
+        Ok(self.allocator.buffer_size(self.set.buft_slot(b) as usize))
+    }
+
+    fn index_of(&self, backend: &Arc<dyn Backend>) -> Result<u8> {
+        self.set
+            .index_of(backend)
+            .ok_or_else(|| Error::Scheduler(format!("backend {} is not one of this scheduler's", backend.name())))
+    }
+
+    /// Places, splits and allocates `graph`: every node gets a backend, every
+    /// tensor memory. Re-plans memory only when a node moved to another
+    /// buffer type or the plan no longer fits (after synchronizing).
+    pub fn alloc_graph(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        if self.state != State::Reset {
+            self.reset(ctx);
+        }
+        let params = self.split_params();
+        place_graph(ctx, graph, &self.set, &self.own_buffers, &self.pins, self.params.op_offload, params, &mut self.run)?;
+        let t = &self.run.split;
+        let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, graph.outputs());
+        if self.allocator.needs_replan(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft) {
+            // Buffers may move: nothing may still be running on them.
+            for b in self.set.backends() {
+                b.synchronize()?;
+            }
+        }
+        self.allocator.alloc_graph(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft)?;
+        self.refresh_own_buffers();
+        self.state = State::Allocated;
+        self.graph_key = graph_key(graph);
+        if self.debug > 0 {
+            eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
+        }
+        Ok(())
+    }
+
+    /// Allocates `graph` if needed and computes it on every backend, waiting
+    /// for the result.
+    pub fn graph_compute(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        self.graph_compute_async(ctx, graph)?;
+        self.synchronize()
+    }
+
+    /// Allocates `graph` if needed and starts computing it; results are
+    /// ready after [`Scheduler::synchronize`].
+    pub fn graph_compute_async(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        // The same graph again reuses the splits; with pipeline copies every
+        // run re-splits so that sources read this run's copies.
+        let reuse = self.state == State::Allocated && self.params.n_copies == 1 && self.graph_key == graph_key(graph);
+        if !reuse {
+            self.alloc_graph(ctx, graph)?;
+        }
+        let inputs = ComputeInputs {
+            set: &self.set,
+            assigned: &self.run.assigned,
+            copies: &self.run.copies,
+            tables: &self.run.split,
+            cur_copy: self.cur_copy,
+            n_copies: self.params.n_copies,
+            events: &self.events,
+        };
+        let result = compute_splits(ctx, graph, &inputs, self.eval_callback.as_mut());
+        self.cur_copy = (self.cur_copy + 1) % self.params.n_copies;
+        result
+    }
+
+    /// Waits for every backend.
+    pub fn synchronize(&mut self) -> Result<()> {
+        for b in self.set.backends() {
+            b.synchronize()?;
+        }
+        if self.state != State::Allocated {
+            // Between graphs, always start from copy 0 so steady generation
+            // keeps using the same memory.
+            self.cur_copy = 0;
+        }
+        Ok(())
+    }
+
+    /// Forgets the current placement: sources read their originals again and
+    /// the copies are removed. Pins stay.
+    pub fn reset(&mut self, ctx: &mut Context) {
+        self.run.split.undo(ctx);
+        self.state = State::Reset;
+    }
+
+    /// Pins `t` to `backend` for every later run (until [`Scheduler::clear_pins`]).
+    pub fn set_tensor_backend(&mut self, t: TensorId, backend: &Arc<dyn Backend>) -> Result<()> {
+        let b = self.index_of(backend)?;
+        self.pins.insert(t, b);
+        // The next compute must place the graph again.
+        self.graph_key = 0;
+        Ok(())
+    }
+
+    /// The backend `t` is pinned to, or was assigned in the current run.
+    pub fn tensor_backend(&self, t: TensorId) -> Option<&Arc<dyn Backend>> {
+        let b = self.pins.get(t).copied().or_else(|| (self.state == State::Allocated).then(|| self.run.assigned.get(t)).flatten())?;
+        Some(self.set.backend(b))
+    }
+
+    /// Removes every pin.
+    pub fn clear_pins(&mut self) {
+        self.pins.clear();
+        self.graph_key = 0;
+    }
+
+    /// Installs (or removes) the eval callback (see [`EvalCallback`]).
+    pub fn set_eval_callback(&mut self, callback: Option<EvalCallback>) {
+        self.eval_callback = callback;
+    }
+
+    /// Changes the number of pipeline copies (1 to 8); the next compute re-plans.
+    pub fn set_n_copies(&mut self, ctx: &mut Context, n_copies: usize) -> Result<()> {
+        if !(1..=MAX_COPIES).contains(&n_copies) {
+            return Err(Error::Scheduler(format!("n_copies must be 1 to {MAX_COPIES}, not {n_copies}")));
+        }
+        self.synchronize()?;
+        self.reset(ctx);
+        self.free_events();
+        self.params.n_copies = n_copies;
+        self.cur_copy = 0;
+        self.make_events()
+    }
+
+    /// Splits of the current run.
+    pub fn splits(&self) -> &[Split] {
+        &self.run.split.splits
+    }
+
+    /// Number of splits of the current run.
+    pub fn n_splits(&self) -> usize {
+        self.run.split.splits.len()
+    }
+
+    /// The tensors copied into split `i` before it runs.
+    pub fn split_inputs(&self, i: usize) -> &[TensorId] {
+        self.run.split.splits.get(i).map_or(&[], |s| &self.run.split.inputs[s.inputs.clone()])
+    }
+
+    /// Pipeline copies.
+    pub fn n_copies(&self) -> usize {
+        self.params.n_copies
+    }
+
+    /// Backends in priority order.
+    pub fn backends(&self) -> &[Arc<dyn Backend>] {
+        self.set.backends()
+    }
+
+    /// The splits in words (`level` 1) and every node with its backend and the
+    /// pass that chose it (`level` 2): what `GANTRY_SCHED_DEBUG` prints.
+    pub fn describe(&self, ctx: &Context, graph: Graph<'_>, level: u8) -> String {
+        describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, level)
+    }
+
+    /// The current run as Graphviz `dot`, nodes coloured by backend, splits
+    /// as clusters, copies as dashed red edges.
+    pub fn to_dot(&self, ctx: &Context, graph: Graph<'_>) -> String {
+        to_dot(ctx, graph, &self.set, &self.run.split, &self.run.assigned)
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.free_events();
+    }
+}
+
+/// A cheap identity of a graph's node and leaf lists (FNV-style mixing).
+fn graph_key(graph: Graph<'_>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ graph.n_nodes() as u64;
+    for &t in graph.nodes().iter().chain(graph.leafs()) {
+        h = (h ^ t.data().as_ffi()).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}

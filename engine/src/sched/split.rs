@@ -1,0 +1,299 @@
+//! Pass 5: cut the node list into splits, one backend each, create the input
+//! copies, rewrite sources to read them, and lay out the graph the allocator
+//! plans.
+
+use std::ops::Range;
+
+use gantry_arenas::{BufferId, TensorId};
+
+use super::backend_set::{BackendSet, is_view_op, preallocated};
+use super::expand::buffer_supported;
+use super::tables::{Assignments, CopyTable};
+use crate::{BufferUsage, Context, Graph, Name, Op, Result, TensorDesc, TensorFlags};
+
+/// A run of consecutive nodes computed by one backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// The backend (priority index).
+    pub backend: u8,
+    /// Positions in the graph's node list.
+    pub nodes: Range<usize>,
+    /// Positions in [`SplitTables::inputs`] of the tensors copied in before the split runs.
+    pub inputs: Range<usize>,
+}
+
+/// One rewritten source, to undo at reset.
+#[derive(Debug, Clone, Copy)]
+pub struct SrcRewrite {
+    /// The node whose source changed.
+    pub node: TensorId,
+    /// Which source slot.
+    pub slot: u8,
+    /// What it read before.
+    pub original: TensorId,
+}
+
+/// Everything pass 5 produces. Every list keeps its capacity between runs.
+#[derive(Debug, Default)]
+pub struct SplitTables {
+    /// The splits, in order.
+    pub splits: Vec<Split>,
+    /// Split inputs (original tensors), in split order.
+    pub inputs: Vec<TensorId>,
+    /// Graph inputs given pipeline copies (`n_copies > 1`).
+    pub graph_inputs: Vec<TensorId>,
+    /// Tensors the scheduler created in the context this run (removed at reset).
+    pub created: Vec<TensorId>,
+    /// Sources rewritten to read copies (undone at reset).
+    pub rewrites: Vec<SrcRewrite>,
+    /// The allocator's view of the graph: split input copies interleaved with the nodes.
+    pub alloc_nodes: Vec<TensorId>,
+    /// Buffer-type slot per allocator node.
+    pub alloc_node_buft: Vec<u8>,
+    /// The allocator's leafs: pipeline copies first, then the graph's leafs.
+    pub alloc_leafs: Vec<TensorId>,
+    /// Buffer-type slot per allocator leaf.
+    pub alloc_leaf_buft: Vec<u8>,
+}
+
+impl SplitTables {
+    /// Undoes this run's rewrites and removes its copies from `ctx`.
+    pub fn undo(&mut self, ctx: &mut Context) {
+        for r in self.rewrites.drain(..).rev() {
+            if let Ok(d) = ctx.desc_mut(r.node) {
+                d.srcs[r.slot as usize] = Some(r.original);
+            }
+        }
+        for t in self.created.drain(..) {
+            let _ = ctx.remove(t);
+        }
+        self.splits.clear();
+        self.inputs.clear();
+        self.graph_inputs.clear();
+        self.alloc_nodes.clear();
+        self.alloc_node_buft.clear();
+        self.alloc_leafs.clear();
+        self.alloc_leaf_buft.clear();
+    }
+}
+
+/// Parameters of pass 5.
+#[derive(Debug, Clone, Copy)]
+pub struct SplitParams {
+    /// Pipeline copies (1 = off).
+    pub n_copies: usize,
+    /// The copy this run uses.
+    pub cur_copy: usize,
+    /// Most inputs one split copies in before a new split is started.
+    pub max_inputs: usize,
+}
+
+/// Cuts `graph` into splits. A new split starts where the backend changes,
+/// where a node reads weights on another backend that this one cannot read
+/// (so the memory of previously offloaded weights can be reused), and where
+/// the split's copied inputs would pass `max_inputs`. Each source living where
+/// the split's backend cannot read it gets one copy per (tensor, backend,
+/// pipeline copy), shared by later splits on the same backend; the node's
+/// source is rewritten to the copy.
+pub fn split_graph(
+    ctx: &mut Context,
+    graph: Graph<'_>,
+    set: &BackendSet,
+    own: &[BufferId],
+    assigned: &Assignments,
+    copies: &mut CopyTable,
+    params: SplitParams,
+    out: &mut SplitTables,
+) -> Result<()> {
+    let nodes = graph.nodes();
+    let first_backend = nodes
+        .iter()
+        .find(|&&n| ctx.get(n).is_some_and(|d| !is_view_op(&d.op)))
+        .and_then(|&n| assigned.get(n))
+        .unwrap_or(set.cpu());
+    let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
+    for (i, &node) in nodes.iter().enumerate() {
+        let desc = *ctx.desc(node)?;
+        if is_view_op(&desc.op) {
+            continue;
+        }
+        let node_backend = assigned.get(node).unwrap_or(set.cpu());
+        let n_inputs = out.inputs.len() - split.inputs.start;
+        let mut new_split = node_backend != split.backend;
+        if !new_split && n_inputs > 0 {
+            let mut needed = 0;
+            for (j, src) in desc.srcs.iter().enumerate() {
+                let Some(src) = *src else { continue };
+                if let Some(entry) = preallocated(ctx, src, own)
+                    && entry.usage == BufferUsage::Weights
+                    && assigned.get(src) != Some(split.backend)
+                    && !set.supports_buft(split.backend, entry.buffer_type.as_ref())
+                {
+                    new_split = true;
+                    break;
+                }
+                let already = desc.srcs[..j].contains(&Some(src));
+                if !already
+                    && needs_copy(ctx, src, split.backend, set, own, assigned)
+                    && copies.get(src, split.backend, 0).is_none()
+                {
+                    needed += 1;
+                }
+            }
+            new_split |= n_inputs + needed > params.max_inputs;
+        }
+        if new_split && i > 0 {
+            split.nodes.end = i;
+            split.inputs.end = out.inputs.len();
+            out.splits.push(split);
+            split = Split { backend: node_backend, nodes: i..i, inputs: out.inputs.len()..out.inputs.len() };
+        } else if new_split {
+            split.backend = node_backend;
+        }
+        let cur = split.backend;
+        for j in 0..desc.srcs.len() {
+            let Some(src) = desc.srcs[j] else { continue };
+            let src_backend = assigned.get(src).unwrap_or(set.cpu());
+            let src_desc = *ctx.desc(src)?;
+            if params.n_copies > 1
+                && src_desc.flags.contains(TensorFlags::INPUT)
+                && copies.get(src, src_backend, 0).is_none()
+            {
+                for c in 0..params.n_copies {
+                    let copy = if c == params.cur_copy {
+                        src
+                    } else {
+                        make_copy(ctx, src, &src_desc, set.backend(src_backend).name(), c, true, &mut out.created)
+                    };
+                    copies.set(src, src_backend, c, copy);
+                }
+                out.graph_inputs.push(src);
+            }
+            if src_backend != cur && !buffer_supported(ctx, src, cur, set, own, assigned) {
+                if copies.get(src, cur, 0).is_none() {
+                    for c in 0..params.n_copies {
+                        let pinned = params.n_copies > 1;
+                        let copy = make_copy(ctx, src, &src_desc, set.backend(cur).name(), c, pinned, &mut out.created);
+                        copies.set(src, cur, c, copy);
+                    }
+                    out.inputs.push(src);
+                }
+                let copy = copies.get(src, cur, params.cur_copy).unwrap_or(src);
+                ctx.desc_mut(node)?.srcs[j] = Some(copy);
+                out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src });
+            }
+        }
+    }
+    split.nodes.end = nodes.len();
+    split.inputs.end = out.inputs.len();
+    if !nodes.is_empty() {
+        out.splits.push(split);
+    }
+    build_alloc_graph(ctx, graph, set, assigned, copies, params, out)
+}
+
+fn needs_copy(
+    ctx: &Context,
+    src: TensorId,
+    backend: u8,
+    set: &BackendSet,
+    own: &[BufferId],
+    assigned: &Assignments,
+) -> bool {
+    let src_backend = assigned.get(src).unwrap_or(set.cpu());
+    src_backend != backend && !buffer_supported(ctx, src, backend, set, own, assigned)
+}
+
+/// A tensor with `src`'s dtype, shape and strides, computed by nothing.
+fn make_copy(
+    ctx: &mut Context,
+    src: TensorId,
+    src_desc: &TensorDesc,
+    backend_name: &str,
+    copy: usize,
+    pinned: bool,
+    created: &mut Vec<TensorId>,
+) -> TensorId {
+    let flags = if pinned { TensorFlags::INPUT.with(TensorFlags::OUTPUT) } else { TensorFlags::NONE };
+    let desc = TensorDesc {
+        op: Op::None,
+        srcs: [None; crate::MAX_SRC],
+        view_src: None,
+        view_offset: 0,
+        flags,
+        name: Name::from_fmt(format_args!("{}#{}#{}", backend_name, ctx.name(src), copy)),
+        ..*src_desc
+    };
+    let t = ctx.insert_scratch(desc);
+    created.push(t);
+    t
+}
+
+/// Lays out the allocator's graph: for each split, its input copies (each
+/// after a view of its source, which keeps the source alive until the copy
+/// is made) and then its nodes; the leafs are the pipeline copies (allocated
+/// first, never freed) and then the graph's leafs.
+fn build_alloc_graph(
+    ctx: &mut Context,
+    graph: Graph<'_>,
+    set: &BackendSet,
+    assigned: &Assignments,
+    copies: &CopyTable,
+    params: SplitParams,
+    out: &mut SplitTables,
+) -> Result<()> {
+    let slot_of = |t: TensorId| set.buft_slot(assigned.get(t).unwrap_or(set.cpu()));
+    for s in 0..out.splits.len() {
+        let (backend, inputs, nodes) = {
+            let sp = &out.splits[s];
+            (sp.backend, sp.inputs.clone(), sp.nodes.clone())
+        };
+        for k in inputs {
+            let input = out.inputs[k];
+            let d = *ctx.desc(input)?;
+            // Op NONE with a view source: a dependency marker (ggml-alloc's
+            // convention), counted as a consumer of `input`, never as a view.
+            let dep = ctx.insert_scratch(TensorDesc {
+                op: Op::None,
+                srcs: [Some(input), None, None, None],
+                view_src: Some(d.view_src.unwrap_or(input)),
+                view_offset: if d.view_src.is_some() { d.view_offset } else { 0 },
+                flags: TensorFlags::NONE,
+                name: Name::EMPTY,
+                ..d
+            });
+            out.created.push(dep);
+            out.alloc_nodes.push(dep);
+            out.alloc_node_buft.push(slot_of(input));
+            let copy = copies.get(input, backend, params.cur_copy).unwrap_or(input);
+            out.alloc_nodes.push(copy);
+            out.alloc_node_buft.push(set.buft_slot(backend));
+        }
+        for &n in &graph.nodes()[nodes] {
+            out.alloc_nodes.push(n);
+            out.alloc_node_buft.push(slot_of(n));
+        }
+    }
+    if params.n_copies > 1 {
+        for &input in &out.graph_inputs {
+            let b = assigned.get(input).unwrap_or(set.cpu());
+            for c in 0..params.n_copies {
+                out.alloc_leafs.push(copies.get(input, b, c).unwrap_or(input));
+                out.alloc_leaf_buft.push(set.buft_slot(b));
+            }
+        }
+        for sp in &out.splits {
+            for &input in &out.inputs[sp.inputs.clone()] {
+                for c in 0..params.n_copies {
+                    out.alloc_leafs.push(copies.get(input, sp.backend, c).unwrap_or(input));
+                    out.alloc_leaf_buft.push(set.buft_slot(sp.backend));
+                }
+            }
+        }
+    }
+    for &leaf in graph.leafs() {
+        out.alloc_leafs.push(leaf);
+        out.alloc_leaf_buft.push(slot_of(leaf));
+    }
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! The scheduler's per-run component tables, indexed by tensor slot.
+//!
+//! Both tables are stamped with a run generation: starting a new run bumps
+//! the generation instead of clearing memory, so a reset costs nothing and
+//! the tables only allocate when the tensor table outgrows them.
+
+use gantry_arenas::TensorId;
+use gantry_arenas::keys::slot_index;
+
+/// Why a tensor went to its backend (the pass that chose it), for
+/// `GANTRY_SCHED_DEBUG=2` and the Graphviz output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Cause {
+    /// Not assigned.
+    #[default]
+    None,
+    /// Pinned by the user (`set_tensor_backend`).
+    User,
+    /// Pre-allocated: the highest-priority backend that can use its buffer.
+    Buffer,
+    /// A view of a pre-allocated tensor: its source's buffer decided.
+    ViewBuffer,
+    /// A graph input: the CPU.
+    Input,
+    /// Reads weights: the weights' backend.
+    Weights,
+    /// Reads host weights, but a higher-priority backend wanted the op.
+    Offload,
+    /// Spread from a GPU neighbour (pass 2, GPU assignments only).
+    ExpandGpu,
+    /// Spread from any neighbour (pass 2).
+    Expand,
+    /// Unassigned: the backend supporting the most of its sources (pass 3).
+    MostSources,
+    /// Moved to a higher-priority backend with the same buffer type (pass 3).
+    Upgrade,
+    /// A view: follows its view source (pass 4).
+    ViewSource,
+    /// A source: follows its consumer (pass 4).
+    Consumer,
+    /// Still unassigned: the first backend supporting it (pass 4).
+    Fallback,
+}
+
+impl Cause {
+    /// A short label like ggml's `SET_CAUSE` strings.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Cause::None => "-",
+            Cause::User => "usr",
+            Cause::Buffer => "1.dst",
+            Cause::ViewBuffer => "1.vsrc",
+            Cause::Input => "1.inp",
+            Cause::Weights => "1.wgt",
+            Cause::Offload => "1.off",
+            Cause::ExpandGpu => "2.gpu",
+            Cause::Expand => "2.sup",
+            Cause::MostSources => "3.best",
+            Cause::Upgrade => "3.upg",
+            Cause::ViewSource => "4.vsrc",
+            Cause::Consumer => "4.cur",
+            Cause::Fallback => "4.any",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Stamped {
+    generation: u32,
+    backend: u8,
+    cause: Cause,
+}
+
+/// Backend index per tensor for the current run.
+#[derive(Debug, Default)]
+pub struct Assignments {
+    generation: u32,
+    slots: Vec<Stamped>,
+}
+
+impl Assignments {
+    /// Starts a new run: every tensor unassigned. Grows to `capacity` slots.
+    pub fn begin(&mut self, capacity: usize) {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            // Wrapped: old stamps could collide; clear once every 2^32 runs.
+            self.slots.iter_mut().for_each(|s| s.generation = 0);
+            self.generation = 1;
+        }
+        if self.slots.len() < capacity {
+            self.slots.resize(capacity, Stamped::default());
+        }
+    }
+
+    /// The backend of `t` in this run.
+    #[inline]
+    pub fn get(&self, t: TensorId) -> Option<u8> {
+        match self.slots.get(slot_index(t)) {
+            Some(s) if s.generation == self.generation => Some(s.backend),
+            _ => None,
+        }
+    }
+
+    /// Why `t` has its backend.
+    pub fn cause(&self, t: TensorId) -> Cause {
+        match self.slots.get(slot_index(t)) {
+            Some(s) if s.generation == self.generation => s.cause,
+            _ => Cause::None,
+        }
+    }
+
+    /// Assigns `t` to `backend`.
+    #[inline]
+    pub fn set(&mut self, t: TensorId, backend: u8, cause: Cause) {
+        let i = slot_index(t);
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, Stamped::default());
+        }
+        self.slots[i] = Stamped { generation: self.generation, backend, cause };
+    }
+}
+
+/// Copies of tensors per (tensor, destination backend, pipeline copy).
+#[derive(Debug, Default)]
+pub struct CopyTable {
+    generation: u32,
+    n_backends: usize,
+    n_copies: usize,
+    entries: Vec<(u32, Option<TensorId>)>,
+}
+
+impl CopyTable {
+    /// Starts a new run with no copies.
+    pub fn begin(&mut self, capacity: usize, n_backends: usize, n_copies: usize) {
+        if (n_backends, n_copies) != (self.n_backends, self.n_copies) {
+            self.entries.clear();
+            self.n_backends = n_backends;
+            self.n_copies = n_copies;
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.entries.iter_mut().for_each(|e| e.0 = 0);
+            self.generation = 1;
+        }
+        let want = capacity * n_backends * n_copies;
+        if self.entries.len() < want {
+            self.entries.resize(want, (0, None));
+        }
+    }
+
+    fn index(&self, t: TensorId, backend: u8, copy: usize) -> usize {
+        (slot_index(t) * self.n_backends + backend as usize) * self.n_copies + copy
+    }
+
+    /// The copy of `t` on `backend` for pipeline copy `copy`, if made this run.
+    #[inline]
+    pub fn get(&self, t: TensorId, backend: u8, copy: usize) -> Option<TensorId> {
+        match self.entries.get(self.index(t, backend, copy)) {
+            Some(&(g, c)) if g == self.generation => c,
+            _ => None,
+        }
+    }
+
+    /// Records a copy.
+    pub fn set(&mut self, t: TensorId, backend: u8, copy: usize, copy_tensor: TensorId) {
+        let i = self.index(t, backend, copy);
+        if i >= self.entries.len() {
+            self.entries.resize(i + 1, (0, None));
+        }
+        self.entries[i] = (self.generation, Some(copy_tensor));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slotmap::SlotMap;
+
+    #[test]
+    fn a_new_run_forgets_without_clearing() {
+        let mut ids: SlotMap<TensorId, ()> = SlotMap::with_key();
+        let (a, b) = (ids.insert(()), ids.insert(()));
+        let mut t = Assignments::default();
+        t.begin(2);
+        t.set(a, 1, Cause::Input);
+        assert_eq!((t.get(a), t.get(b), t.cause(a)), (Some(1), None, Cause::Input));
+        t.begin(2);
+        assert_eq!(t.get(a), None);
+        let c = ids.insert(());
+        t.set(c, 0, Cause::User);
+        assert_eq!(t.get(c), Some(0), "grows past the capacity given to begin");
+
+        let mut copies = CopyTable::default();
+        copies.begin(3, 2, 2);
+        copies.set(b, 1, 1, a);
+        assert_eq!((copies.get(b, 1, 1), copies.get(b, 1, 0), copies.get(b, 0, 1)), (Some(a), None, None));
+        copies.begin(3, 2, 2);
+        assert_eq!(copies.get(b, 1, 1), None);
+    }
+}

@@ -1,0 +1,223 @@
+//! Unit tests of the placement systems on mock devices.
+
+use std::sync::Arc;
+
+use gantry_arenas::{GraphArena, TensorId};
+use slotmap::SecondaryMap;
+
+use super::mock::{self, MockBuft, MockDevice};
+use super::passes::{RunTables, place_graph};
+use super::split::SplitParams;
+use super::tables::Cause;
+use super::{BackendSet, Split};
+use crate::{Backend, BufferType, BufferUsage, Context, DType, Device, DeviceType, Error, Op};
+
+fn weight(ctx: &mut Context, backend: &Arc<dyn Backend>, shape: &[usize]) -> TensorId {
+    let t = ctx.tensor(DType::F32, shape).unwrap();
+    let buft = backend.device().buffer_type();
+    let size = ctx.desc(t).unwrap().nbytes();
+    let buf = ctx.alloc_buffer(&buft, size, BufferUsage::Weights).unwrap();
+    ctx.place(t, buf, 0).unwrap();
+    t
+}
+
+const ONE: SplitParams = SplitParams { n_copies: 1, cur_copy: 0, max_inputs: 30 };
+
+fn place(
+    ctx: &mut Context,
+    outputs: &[TensorId],
+    set: &BackendSet,
+    pins: &SecondaryMap<TensorId, u8>,
+    params: SplitParams,
+) -> crate::Result<RunTables> {
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, outputs)?;
+    let mut run = RunTables::default();
+    place_graph(ctx, graph, set, &[], pins, false, params, &mut run)?;
+    Ok(run)
+}
+
+fn no_softmax(op: &Op) -> bool {
+    !matches!(op, Op::SoftMax { .. })
+}
+
+#[test]
+fn gpu_cpu_gpu_with_exactly_the_copies_needed() {
+    let (gpu, cpu) = (mock::gpu("GPU", no_softmax), mock::cpu());
+    let set = BackendSet::new(&[gpu.clone(), cpu], &[]).unwrap();
+    let mut ctx = Context::new();
+    let w1 = weight(&mut ctx, &gpu, &[8, 6]);
+    let w2 = weight(&mut ctx, &gpu, &[6, 5]);
+    let x = ctx.tensor(DType::F32, [8, 4]).unwrap();
+    ctx.set_input(x).unwrap();
+    let h = ctx.mul_mat(w1, x).unwrap();
+    let s = ctx.soft_max(h).unwrap();
+    let o = ctx.mul_mat(w2, s).unwrap();
+    let run = place(&mut ctx, &[o], &set, &SecondaryMap::new(), ONE).unwrap();
+
+    let a = &run.assigned;
+    assert_eq!((a.get(x), a.cause(x)), (Some(1), Cause::Input));
+    assert_eq!((a.get(h), a.cause(h)), (Some(0), Cause::Weights));
+    assert_eq!((a.get(s), a.cause(s)), (Some(1), Cause::MostSources));
+    assert_eq!((a.get(o), a.cause(o)), (Some(0), Cause::Weights));
+    let splits: Vec<(u8, usize)> = run.split.splits.iter().map(|s: &Split| (s.backend, s.inputs.len())).collect();
+    assert_eq!(splits, [(0, 1), (1, 1), (0, 1)], "GPU <- x, CPU <- h, GPU <- s");
+    assert_eq!(run.split.inputs, [x, h, s]);
+    // Sources now read the copies, named after backend and source.
+    let hx = ctx.desc(h).unwrap().srcs[1].unwrap();
+    assert_eq!((hx != x, ctx.desc(hx).unwrap().ne), (true, [8, 4, 1, 1]));
+    assert!(ctx.name(hx).starts_with("GPU#"));
+    assert_eq!(run.split.created.len(), 3 + 3, "3 copies and 3 dependency markers");
+    // The allocator sees each copy at the start of its split.
+    assert_eq!(run.split.alloc_nodes.len(), 3 + 2 * 3);
+    // Undo restores the graph.
+    let mut run = run;
+    run.split.undo(&mut ctx);
+    assert_eq!(ctx.desc(h).unwrap().srcs[1], Some(x));
+    assert!(ctx.get(hx).is_none());
+}
+
+#[test]
+fn pins_are_never_overwritten() {
+    let (gpu, cpu) = (mock::gpu("GPU", mock::all_ops), mock::cpu());
+    let set = BackendSet::new(&[gpu.clone(), cpu], &[]).unwrap();
+    let mut ctx = Context::new();
+    let w = weight(&mut ctx, &gpu, &[8, 6]);
+    let x = ctx.tensor(DType::F32, [8, 2]).unwrap();
+    let h = ctx.mul_mat(w, x).unwrap();
+    let r = ctx.relu(h).unwrap();
+    let mut pins = SecondaryMap::new();
+    pins.insert(h, 1u8);
+    let run = place(&mut ctx, &[r], &set, &pins, ONE).unwrap();
+    assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(1), Cause::User));
+    // The CPU cannot read the GPU weights: they are copied in.
+    assert!(run.split.inputs.contains(&w));
+}
+
+#[test]
+fn inputs_past_the_limit_start_a_new_split() {
+    let cpu_only_add = |op: &Op| !matches!(op, Op::Binary(_));
+    let (gpu, cpu) = (mock::gpu("GPU", cpu_only_add), mock::cpu());
+    let set = BackendSet::new(&[gpu.clone(), cpu], &[]).unwrap();
+    let mut ctx = Context::new();
+    let parts: Vec<TensorId> = (0..9)
+        .map(|_| {
+            let w = weight(&mut ctx, &gpu, &[4]);
+            ctx.exp(w).unwrap()
+        })
+        .collect();
+    let mut acc = ctx.add(parts[0], parts[1]).unwrap();
+    for &p in &parts[2..] {
+        acc = ctx.add(acc, p).unwrap();
+    }
+    let params = SplitParams { max_inputs: 4, ..ONE };
+    let run = place(&mut ctx, &[acc], &set, &SecondaryMap::new(), params).unwrap();
+    let cpu_splits: Vec<&Split> = run.split.splits.iter().filter(|s| s.backend == 1).collect();
+    assert!(cpu_splits.len() >= 3, "9 inputs over splits of at most 4: {:?}", run.split.splits);
+    assert!(cpu_splits.iter().all(|s| s.inputs.len() <= 4));
+    assert_eq!(cpu_splits.iter().map(|s| s.inputs.len()).sum::<usize>(), 9);
+}
+
+#[test]
+fn preallocated_tensor_no_backend_can_run_is_an_error() {
+    let no_cpy = |op: &Op| !matches!(op, Op::Cpy);
+    let (gpu, cpu) = (mock::gpu("GPU", no_cpy), mock::cpu());
+    let set = BackendSet::new(&[gpu.clone(), cpu], &[]).unwrap();
+    let mut ctx = Context::new();
+    let cache = weight(&mut ctx, &gpu, &[16]);
+    ctx.set_name(cache, "kv_cache").unwrap();
+    let x = ctx.tensor(DType::F32, [16]).unwrap();
+    let store = ctx.cpy(x, cache).unwrap();
+    let err = place(&mut ctx, &[store], &set, &SecondaryMap::new(), ONE).unwrap_err();
+    assert!(matches!(err, Error::Scheduler(_)));
+    let msg = err.to_string();
+    assert!(msg.contains("CPY") && msg.contains("GPU"), "{msg}");
+}
+
+#[test]
+fn the_last_backend_must_be_a_cpu() {
+    let err = BackendSet::new(&[mock::cpu(), mock::gpu("GPU", mock::all_ops)], &[]).err().unwrap();
+    assert!(err.to_string().contains("last backend must be a CPU"), "{err}");
+    assert!(BackendSet::new(&[], &[]).is_err());
+}
+
+#[test]
+fn backends_sharing_a_buffer_type_need_no_copies() {
+    let cpu = mock::cpu();
+    let host = cpu.device().buffer_type();
+    let matmul_only = |op: &Op| matches!(op, Op::MulMat);
+    let blas = MockDevice {
+        name: "BLAS",
+        device_type: DeviceType::Accel,
+        buft: host.clone(),
+        supports: matmul_only,
+        reads_host: true,
+        offload: false,
+    }
+    .init_backend(None)
+    .unwrap();
+    let set = BackendSet::new(&[blas, cpu.clone()], &[]).unwrap();
+    assert_eq!(set.buft_slot(0), set.buft_slot(1));
+    let mut ctx = Context::new();
+    let w = weight(&mut ctx, &cpu, &[8, 8]);
+    let x = ctx.tensor(DType::F32, [8, 3]).unwrap();
+    ctx.set_input(x).unwrap();
+    let h = ctx.mul_mat(w, x).unwrap();
+    let r = ctx.silu(h).unwrap();
+    let y = ctx.mul_mat(w, r).unwrap();
+    let run = place(&mut ctx, &[y], &set, &SecondaryMap::new(), ONE).unwrap();
+    assert_eq!(run.assigned.get(h), Some(0), "the product goes to the higher-priority BLAS");
+    assert_eq!(run.assigned.get(r), Some(1));
+    assert_eq!(run.split.splits.len(), 3);
+    assert!(run.split.inputs.is_empty(), "one buffer type: nothing to copy");
+}
+
+#[test]
+fn op_offload_takes_host_weight_ops_to_a_willing_gpu() {
+    let cpu = mock::cpu();
+    let gbuft: Arc<dyn BufferType> = Arc::new(MockBuft { name: "GPU", host: false });
+    let gpu = MockDevice {
+        name: "GPU",
+        device_type: DeviceType::Gpu,
+        buft: gbuft,
+        supports: mock::all_ops,
+        reads_host: false,
+        offload: true,
+    }
+    .init_backend(None)
+    .unwrap();
+    let set = BackendSet::new(&[gpu, cpu.clone()], &[]).unwrap();
+    let mut ctx = Context::new();
+    let w = weight(&mut ctx, &cpu, &[8, 8]);
+    let x = ctx.tensor(DType::F32, [8, 64]).unwrap();
+    let h = ctx.mul_mat(w, x).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[h]).unwrap();
+    for (offload, want) in [(false, (1, Cause::Weights)), (true, (0, Cause::Offload))] {
+        let mut run = RunTables::default();
+        place_graph(&mut ctx, graph, &set, &[], &SecondaryMap::new(), offload, ONE, &mut run).unwrap();
+        assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(want.0), want.1));
+        run.split.undo(&mut ctx);
+    }
+}
+
+#[test]
+fn pipeline_copies_for_graph_inputs_and_split_inputs() {
+    let (gpu, cpu) = (mock::gpu("GPU", mock::all_ops), mock::cpu());
+    let set = BackendSet::new(&[gpu.clone(), cpu], &[]).unwrap();
+    let mut ctx = Context::new();
+    let w = weight(&mut ctx, &gpu, &[8, 8]);
+    let x = ctx.tensor(DType::F32, [8, 2]).unwrap();
+    ctx.set_input(x).unwrap();
+    let h = ctx.mul_mat(w, x).unwrap();
+    let params = SplitParams { n_copies: 4, cur_copy: 2, max_inputs: 30 };
+    let run = place(&mut ctx, &[h], &set, &SecondaryMap::new(), params).unwrap();
+    assert_eq!(run.split.graph_inputs, [x]);
+    // 4 slots for the input on the CPU (the original at the current copy) and 4 GPU copies.
+    assert_eq!(run.copies.get(x, 1, 2), Some(x));
+    let leafs = &run.split.alloc_leafs;
+    assert_eq!(leafs[2], x);
+    assert_eq!(leafs.len(), 4 + 4 + 2, "pipeline copies, then the graph's leafs");
+    let gpu_copy = run.copies.get(x, 0, 2).unwrap();
+    assert_eq!(ctx.desc(h).unwrap().srcs[1], Some(gpu_copy));
+}

@@ -1,0 +1,25 @@
+//! The `gantry` crate's error type: the engine's errors plus the model layer's.
+
+/// Everything that can go wrong through the `gantry` facade.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An engine error (shapes, buffers, backends, the scheduler).
+    #[error(transparent)]
+    Engine(#[from] gantry_engine::Error),
+    /// A model that cannot be built or run as asked (hyperparameters,
+    /// missing or mis-shaped weights, context overflow).
+    #[error("model: {0}")]
+    Model(String),
+    /// An I/O error, naming the file or action.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with the facade's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,73 @@
+//! The key/value cache: one K and one V matrix per layer, in a backend buffer.
+
+use std::sync::Arc;
+
+use gantry_engine::{BufferId, BufferType, BufferUsage, Context, DType, TensorId};
+
+use super::LlamaHparams;
+use crate::{Error, Result};
+
+/// Keys and values of every past position, per layer: `[n_head_kv *
+/// head_dim, n_ctx]`, row `p` holding position `p`'s (roped) keys or values.
+/// Rows are written by SET_ROWS at the slots the batch names, so a graph
+/// does not change as the cache fills.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    /// Keys per layer.
+    pub k: Vec<TensorId>,
+    /// Values per layer.
+    pub v: Vec<TensorId>,
+    /// Positions the cache holds.
+    pub n_ctx: usize,
+    /// Element type (F16 or F32).
+    pub dtype: DType,
+    /// The buffer holding every layer.
+    pub buffer: BufferId,
+}
+
+impl KvCache {
+    /// Allocates a zeroed cache of `n_ctx` positions in one buffer of `buft`.
+    pub fn new(ctx: &mut Context, hp: &LlamaHparams, n_ctx: usize, dtype: DType, buft: &Arc<dyn BufferType>) -> Result<Self> {
+        if !matches!(dtype, DType::F16 | DType::F32) {
+            return Err(Error::Model(format!("a KV cache holds f16 or f32, not {dtype}")));
+        }
+        if n_ctx == 0 {
+            return Err(Error::Model("a KV cache needs at least one position".into()));
+        }
+        let width = hp.n_head_kv * hp.head_dim;
+        let mut k = Vec::with_capacity(hp.n_layer);
+        let mut v = Vec::with_capacity(hp.n_layer);
+        for l in 0..hp.n_layer {
+            let kt = ctx.tensor(dtype, [width, n_ctx])?;
+            ctx.set_name(kt, &format!("cache_k_l{l}"))?;
+            let vt = ctx.tensor(dtype, [width, n_ctx])?;
+            ctx.set_name(vt, &format!("cache_v_l{l}"))?;
+            k.push(kt);
+            v.push(vt);
+        }
+        let align = buft.alignment();
+        let mut offsets = Vec::with_capacity(2 * hp.n_layer);
+        let mut size = 0usize;
+        for &t in k.iter().chain(&v) {
+            offsets.push(size);
+            let n = buft.alloc_size(ctx.desc(t)?);
+            size = (size + n).next_multiple_of(align);
+        }
+        let buffer = ctx.alloc_buffer(buft, size, BufferUsage::Any)?;
+        for (&t, &off) in k.iter().chain(&v).zip(&offsets) {
+            ctx.place(t, buffer, off)?;
+        }
+        ctx.buffer(buffer)?.buffer.clear(0)?;
+        Ok(Self { k, v, n_ctx, dtype, buffer })
+    }
+
+    /// Forgets every position.
+    pub fn clear(&self, ctx: &Context) -> Result<()> {
+        Ok(ctx.buffer(self.buffer)?.buffer.clear(0)?)
+    }
+
+    /// Bytes the cache takes.
+    pub fn size_bytes(&self, ctx: &Context) -> usize {
+        ctx.buffer(self.buffer).map_or(0, |b| b.buffer.size())
+    }
+}

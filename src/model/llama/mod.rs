@@ -1,0 +1,12 @@
+//! Llama-family models: hyperparameters, weights, the KV cache and the
+//! forward graph.
+
+mod graph;
+mod hparams;
+mod kv_cache;
+mod weights;
+
+pub use graph::{LlamaGraph, LogitsFor, batch_inputs, build_llama_graph};
+pub use hparams::LlamaHparams;
+pub use kv_cache::KvCache;
+pub use weights::{LayerWeights, LlamaWeights, SplitMix64};

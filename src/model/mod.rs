@@ -1,0 +1,3 @@
+//! The model layer: llama-family graphs over the engine.
+
+pub mod llama;
