@@ -223,3 +223,22 @@ fn wgpu_reads_only_its_own_buffers() {
     let err = backend.graph_compute(&ctx, graph).into_result().unwrap_err();
     assert!(err.to_string().contains("host"), "{err}");
 }
+
+#[test]
+fn wgpu_memory_and_offload() {
+    let dev = device_or_skip!();
+    let mem = dev.memory();
+    assert!(mem.total > 0 && mem.free <= mem.total);
+    if dev.facts().api == "vulkan" {
+        assert!(dev.facts().device_memory.is_some(), "Vulkan reports its memory heaps");
+    }
+    let mut ctx = Context::new();
+    let w = ctx.tensor(DType::F32, [64, 64]).unwrap();
+    let x = ctx.tensor(DType::F32, [64, 40]).unwrap();
+    let y = ctx.mul_mat(w, x).unwrap();
+    let software = dev.facts().kind == AdapterKind::Cpu;
+    assert_eq!(dev.offload_op(&ctx, y), !software, "large batches offload to real GPUs only");
+    let x1 = ctx.tensor(DType::F32, [64, 1]).unwrap();
+    let y1 = ctx.mul_mat(w, x1).unwrap();
+    assert!(!dev.offload_op(&ctx, y1), "one token is not worth the transfer");
+}

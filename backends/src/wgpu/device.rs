@@ -102,12 +102,13 @@ impl Device for WgpuDevice {
         &self.inner.description
     }
 
-    /// wgpu does not report device memory: `total` is the largest single
-    /// buffer the device allows and `free` that minus what Gantry allocated
-    /// here, an upper bound rather than a measurement.
+    /// `total` is the device-local memory where the API reports it (Vulkan's
+    /// heaps), else the largest buffer the device allows (wgpu reports no
+    /// sizes for Metal, DX12 or GL); `free` is `total` minus what Gantry
+    /// allocated here, so other programs' use is not counted.
     fn memory(&self) -> MemoryInfo {
-        let l = &self.inner.gpu.facts.limits;
-        let total = usize::try_from(l.max_buffer_size).unwrap_or(usize::MAX);
+        let f = &self.inner.gpu.facts;
+        let total = usize::try_from(f.device_memory.unwrap_or(f.limits.max_buffer_size)).unwrap_or(usize::MAX);
         let used = usize::try_from(self.allocated_bytes()).unwrap_or(usize::MAX);
         MemoryInfo { free: total.saturating_sub(used), total }
     }
@@ -130,6 +131,18 @@ impl Device for WgpuDevice {
 
     fn supports_op(&self, ctx: &Context, tensor: TensorId) -> bool {
         kernels::plan(ctx, tensor, &self.inner.caps).is_ok()
+    }
+
+    /// Worth moving host-resident weights here for batches of 32 and more
+    /// (ggml's rule for GPUs), except row gathers, and never on a software
+    /// adapter, which computes on the same CPU more slowly.
+    fn offload_op(&self, ctx: &Context, tensor: TensorId) -> bool {
+        const MIN_BATCH: usize = 32;
+        let Some(d) = ctx.get(tensor) else { return false };
+        self.inner.gpu.facts.kind != AdapterKind::Cpu
+            && d.ne[1] >= MIN_BATCH
+            && d.op != gantry_engine::Op::GetRows
+            && self.supports_op(ctx, tensor)
     }
 
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {

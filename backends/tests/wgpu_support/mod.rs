@@ -19,7 +19,14 @@ pub fn device() -> Option<&'static WgpuDevice> {
             let platform = WgpuPlatform::new();
             let d = platform.wgpu_devices().first().cloned();
             match &d {
-                Some(d) => eprintln!("wgpu tests run on {} ({})", d.name(), d.description()),
+                Some(d) => eprintln!(
+                    "wgpu tests run on {} ({}): shader-f16 {}, memory {:?}, limits {:?}",
+                    d.name(),
+                    d.description(),
+                    d.facts().shader_f16,
+                    d.facts().device_memory,
+                    d.facts().limits
+                ),
                 None => eprintln!(
                     "no wgpu adapter found (install mesa-vulkan-drivers for lavapipe); skipped adapters: {:?}",
                     platform.skipped()

@@ -48,7 +48,8 @@ impl LlamaHparams {
     /// Checks that the numbers fit together.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |what: &str| Err(Error::Model(format!("invalid llama hyperparameters: {what} ({self:?})")));
-        if [self.n_vocab, self.n_embd, self.n_layer, self.n_head, self.n_head_kv, self.head_dim, self.n_ff].contains(&0) {
+        if [self.n_vocab, self.n_embd, self.n_layer, self.n_head, self.n_head_kv, self.head_dim, self.n_ff].contains(&0)
+        {
             return bad("a size is zero");
         }
         if self.n_head % self.n_head_kv != 0 {

@@ -27,7 +27,13 @@ pub struct KvCache {
 
 impl KvCache {
     /// Allocates a zeroed cache of `n_ctx` positions in one buffer of `buft`.
-    pub fn new(ctx: &mut Context, hp: &LlamaHparams, n_ctx: usize, dtype: DType, buft: &Arc<dyn BufferType>) -> Result<Self> {
+    pub fn new(
+        ctx: &mut Context,
+        hp: &LlamaHparams,
+        n_ctx: usize,
+        dtype: DType,
+        buft: &Arc<dyn BufferType>,
+    ) -> Result<Self> {
         if !matches!(dtype, DType::F16 | DType::F32) {
             return Err(Error::Model(format!("a KV cache holds f16 or f32, not {dtype}")));
         }

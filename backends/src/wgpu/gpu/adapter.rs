@@ -83,6 +83,9 @@ pub struct AdapterFacts {
     pub limits: GpuLimits,
     /// Whether shaders may use `f16` (`shader-f16`).
     pub shader_f16: bool,
+    /// Device-local memory in bytes where the API reports it (Vulkan's
+    /// memory heaps); `None` elsewhere, as wgpu itself does not say.
+    pub device_memory: Option<u64>,
 }
 
 /// Rank of an API for the same GPU: lower is preferred. Native APIs expose
@@ -120,7 +123,30 @@ fn facts_of(adapter: &wgpu::Adapter) -> AdapterFacts {
         driver,
         limits: GpuLimits::from_wgpu(&adapter.limits()),
         shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
+        device_memory: device_memory(adapter),
     }
+}
+
+/// The size of the device-local memory heaps, for Vulkan adapters.
+#[cfg(any(windows, target_os = "linux", target_os = "android", target_os = "freebsd"))]
+fn device_memory(adapter: &wgpu::Adapter) -> Option<u64> {
+    // SAFETY: the hal adapter is only read (its physical device's memory
+    // properties) while the guard is held; nothing is created or destroyed.
+    let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
+    let instance = hal.shared_instance().raw_instance();
+    // SAFETY: FFI into the Vulkan driver; the physical device belongs to this
+    // instance and both outlive the call (the guard keeps them alive).
+    let props = unsafe { instance.get_physical_device_memory_properties(hal.raw_physical_device()) };
+    const DEVICE_LOCAL: u32 = 1; // VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
+    let heaps = props.memory_heaps.get(..props.memory_heap_count as usize)?;
+    let local: u64 = heaps.iter().filter(|h| h.flags.as_raw() & DEVICE_LOCAL != 0).map(|h| h.size).sum();
+    (local > 0).then_some(local)
+}
+
+/// wgpu reports no memory sizes for Metal, DX12 or GL.
+#[cfg(not(any(windows, target_os = "linux", target_os = "android", target_os = "freebsd")))]
+fn device_memory(_adapter: &wgpu::Adapter) -> Option<u64> {
+    None
 }
 
 /// Whether two adapters are the same physical GPU seen through two APIs:
@@ -196,6 +222,7 @@ mod tests {
                 max_storage_buffers_per_shader_stage: 8,
             },
             shader_f16: false,
+            device_memory: None,
         }
     }
 
