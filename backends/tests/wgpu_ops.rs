@@ -472,7 +472,15 @@ fn wgpu_mul_mat_plain() {
     let dev = device_or_skip!();
     // Columns 1 and 3 use the matrix-vector kernel, 70 the tiled one (with
     // ragged tiles); K = 45 is not a multiple of 8; src0's batch broadcasts.
-    for (dtype, n) in [(DType::F32, 1), (DType::F32, 3), (DType::F32, 70), (DType::F16, 2), (DType::F16, 70)] {
+    for (dtype, n) in [
+        (DType::F32, 1),
+        (DType::F32, 3),
+        (DType::F32, 4),
+        (DType::F32, 5),
+        (DType::F32, 70),
+        (DType::F16, 2),
+        (DType::F16, 70),
+    ] {
         let ane = [45, 67, 2, 1];
         let bne = [45, n, 4, 1];
         let mut av = values(ane.iter().product(), 81, -1.0, 1.0);

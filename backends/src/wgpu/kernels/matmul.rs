@@ -8,8 +8,9 @@ use super::{Builder, Kernel, Launch, QUANTIZED, Refusal, load_store};
 
 type Planned = Result<Option<Launch>, Refusal>;
 
-/// Up to this many src1 columns, re-reading src0 per column (the
-/// matrix-vector kernel) beats a 64-wide tile that would be mostly empty.
+/// Up to this many src1 columns the matrix-vector kernel (each weight
+/// dequantized once for all columns) beats a 64-wide tile that would be
+/// mostly empty. Must match `MAX_COLS` in `mul_mat_vec.wgsl`.
 pub const MAX_VEC_COLUMNS: usize = 4;
 
 pub(super) fn mul_mat(b: &mut Builder<'_>) -> Planned {
@@ -28,7 +29,7 @@ pub(super) fn mul_mat(b: &mut Builder<'_>) -> Planned {
     let (ne01, ne11) = (w.ne[1] as u64, x.ne[1] as u64);
     let batches = (x.ne[2] * x.ne[3]) as u64;
     if x.ne[1] <= MAX_VEC_COLUMNS {
-        b.finish(Kernel::MulMatVec, w.dtype, ne01.div_ceil(8) * ne11 * batches)
+        b.finish(Kernel::MulMatVec, w.dtype, ne01.div_ceil(8) * batches)
     } else {
         b.finish(Kernel::MulMat, w.dtype, ne01.div_ceil(64) * ne11.div_ceil(64) * batches)
     }

@@ -1,52 +1,61 @@
-// MUL_MAT for few src1 columns: dst[i01, i11, i12, i13] = src0 row i01 (of
-// batch i12 / r2, i13 / r3) . src1 row (i11, i12, i13). A workgroup computes
-// 8 rows for one src1 column; 32 invocations share a row, each taking chunks
-// of 8 elements (`deq8` dequantizes them), then add up in shared memory.
+// MUL_MAT for few src1 columns (at most 4): dst[i01, i11, i12, i13] =
+// src0 row i01 (of batch i12 / r2, i13 / r3) . src1 row (i11, i12, i13).
+// A workgroup computes 8 rows for every column of one batch: 32 invocations
+// share a row, each dequantizing chunks of 8 elements once (`deq8`) and
+// using them for every column, then add up in shared memory.
 
 const ROWS: u32 = 8u;
 const LANES: u32 = 32u;
+const MAX_COLS: u32 = 4u;
 
-var<workgroup> partial: array<f32, 256>;
+var<workgroup> partial: array<f32, 1024>; // [MAX_COLS][256]
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let g = flat_group(wid, nwg);
     let row_groups = (p.src0.ne.y + ROWS - 1u) / ROWS;
-    if (g >= row_groups * p.src1.ne.y * p.src1.ne.z * p.src1.ne.w) { return; }
+    if (g >= row_groups * p.src1.ne.z * p.src1.ne.w) { return; }
     let rg = g % row_groups;
     let rest = g / row_groups;
-    let i11 = rest % p.src1.ne.y;
-    let rest2 = rest / p.src1.ne.y;
-    let i12 = rest2 % p.src1.ne.z;
-    let i13 = rest2 / p.src1.ne.z;
+    let i12 = rest % p.src1.ne.z;
+    let i13 = rest / p.src1.ne.z;
     let r = lid / LANES;
     let lane = lid % LANES;
     let i01 = rg * ROWS + r;
     let ne00 = p.src0.ne.x;
-    var acc = 0.0;
+    let cols = min(p.src1.ne.y, MAX_COLS);
+    var acc: array<f32, 4>;
     if (i01 < p.src0.ne.y) {
         let r2 = p.src1.ne.z / p.src0.ne.z;
         let r3 = p.src1.ne.w / p.src0.ne.w;
         let a_row = src0_at(vec4<u32>(0u, i01, i12 / r2, i13 / r3));
-        let b_row = src1_at(vec4<u32>(0u, i11, i12, i13));
         let chunks = (ne00 + 7u) / 8u;
         for (var c = lane; c < chunks; c += LANES) {
             let k = c * 8u;
             let a = deq8(a_row, k);
             let n = min(8u, ne00 - k);
-            for (var t = 0u; t < n; t++) {
-                acc += a[t] * src1_ld(b_row + (k + t) * p.src1.nb.x);
+            for (var col = 0u; col < cols; col++) {
+                let b = src1_at(vec4<u32>(k, col, i12, i13));
+                var s = 0.0;
+                for (var t = 0u; t < n; t++) { s += a[t] * src1_ld(b + t * p.src1.nb.x); }
+                acc[col] += s;
             }
         }
     }
-    partial[lid] = acc;
+    for (var col = 0u; col < MAX_COLS; col++) { partial[col * 256u + lid] = acc[col]; }
     workgroupBarrier();
     for (var w = LANES / 2u; w > 0u; w >>= 1u) {
-        if (lane < w) { partial[lid] += partial[lid + w]; }
+        if (lane < w) {
+            for (var col = 0u; col < MAX_COLS; col++) {
+                partial[col * 256u + lid] += partial[col * 256u + lid + w];
+            }
+        }
         workgroupBarrier();
     }
     if (lane == 0u && i01 < p.src0.ne.y) {
-        dst_st(dst_at(vec4<u32>(i01, i11, i12, i13)), partial[lid]);
+        for (var col = 0u; col < cols; col++) {
+            dst_st(dst_at(vec4<u32>(i01, col, i12, i13)), partial[col * 256u + lid]);
+        }
     }
 }
