@@ -233,6 +233,16 @@ fn wgpu_copies_concat_repeat() {
         want[6..18].copy_from_slice(&f16_round(&x[..12]));
         assert_close("CPY f32 -> f16 view", &h.read(dst), &want, 0.0, 0.0);
     }
+    // BF16 (and F16 without shader-f16) results are written half a word at a time.
+    let mut h = Harness::new(dev);
+    let src = h.input(DType::F32, &[7, 3], &values(21, 33, -100.0, 100.0));
+    let sv = h.input_values(src);
+    let dst = h.ctx.tensor(DType::BF16, [7, 3]).unwrap();
+    let y = h.ctx.cpy(src, dst).unwrap();
+    h.compute(&[y]);
+    let want: Vec<f32> = sv.iter().map(|&v| half::bf16::from_f32(v).to_f32()).collect();
+    assert_close("CPY f32 -> bf16", &h.read(dst), &want, 0.0, 0.0);
+
     let mut h = Harness::new(dev);
     let big = [16_777_217, -2_000_000_001, 7, i32::MAX];
     let a = h.input_i32(&[4], &big);

@@ -190,6 +190,18 @@ fn load_store(dtype: DType, caps: &Caps) -> Option<Store> {
     })
 }
 
+/// The store kernels write `dtype` through.
+fn write_store(dtype: DType, caps: &Caps) -> Option<Store> {
+    Some(match dtype {
+        DType::F32 => Store::F32,
+        DType::F16 if caps.shader_f16 => Store::F16,
+        DType::F16 => Store::F16Atomic,
+        DType::BF16 => Store::Bf16Atomic,
+        DType::I32 => Store::I32,
+        _ => return None,
+    })
+}
+
 /// The quantized dtypes with a WGSL dequantizer (MUL_MAT and GET_ROWS).
 pub const QUANTIZED: [DType; 10] = [
     DType::Q4_0,
@@ -236,9 +248,8 @@ impl<'a> Builder<'a> {
 
     /// Binds the node itself as the destination, written as a float (or i32).
     fn bind_dst(&mut self) -> std::result::Result<(), Refusal> {
-        let store = load_store(self.d.dtype, self.caps)
-            .filter(|s| s.writable())
-            .ok_or_else(|| format!("cannot write {} here (shader-f16: {})", self.d.dtype, self.caps.shader_f16))?;
+        let store =
+            write_store(self.d.dtype, self.caps).ok_or_else(|| format!("cannot write {} here", self.d.dtype))?;
         self.bind(0, self.node, self.d, store)
     }
 

@@ -25,6 +25,12 @@ pub enum Store {
     F16Packed,
     /// BF16 as `array<u32>`: read only, indexed by element.
     Bf16,
+    /// F16 without `shader-f16`, written: `array<atomic<u32>>`, each
+    /// element's half of its word set with `atomicAnd` / `atomicOr` so two
+    /// invocations can write the two halves of one word.
+    F16Atomic,
+    /// BF16 written, as [`Store::F16Atomic`] (rounded to nearest even).
+    Bf16Atomic,
     /// `array<i32>`, indexed by element.
     I32,
     /// Quantized blocks as `array<u32>`, indexed by byte.
@@ -36,14 +42,14 @@ impl Store {
     pub const fn unit(self) -> usize {
         match self {
             Store::F32 | Store::I32 => 4,
-            Store::F16 | Store::F16Packed | Store::Bf16 => 2,
+            Store::F16 | Store::F16Packed | Store::Bf16 | Store::F16Atomic | Store::Bf16Atomic => 2,
             Store::Bytes | Store::Unused => 1,
         }
     }
 
     /// Whether kernels can write this store.
     pub const fn writable(self) -> bool {
-        matches!(self, Store::F32 | Store::F16 | Store::I32)
+        matches!(self, Store::F32 | Store::F16 | Store::I32 | Store::F16Atomic | Store::Bf16Atomic)
     }
 }
 
@@ -60,6 +66,12 @@ fn unravel(i: u32, ne: vec4<u32>) -> vec4<u32> {
     return vec4<u32>(i0, i1, i2, i3);
 }
 fn n_elements(ne: vec4<u32>) -> u32 { return ne.x * ne.y * ne.z * ne.w; }
+// f32 to bf16 bits, rounding to nearest even; NaN stays a (quiet) NaN.
+fn bf16_bits(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    if ((b & 0x7fffffffu) > 0x7f800000u) { return (b >> 16u) | 0x40u; }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
 ";
 
 fn accessors(out: &mut String, slot: usize, store: Store) {
@@ -72,6 +84,7 @@ fn accessors(out: &mut String, slot: usize, store: Store) {
         Store::F16 => "array<f16>",
         Store::I32 => "array<i32>",
         Store::F16Packed | Store::Bf16 | Store::Bytes => "array<u32>",
+        Store::F16Atomic | Store::Bf16Atomic => "array<atomic<u32>>",
     };
     let _ = writeln!(out, "@group(0) @binding({binding}) var<storage, read_write> {n}: {array};");
     let _ = writeln!(out, "fn {n}_at(c: vec4<u32>) -> u32 {{ return {off} + dot(c, p.{n}.nb); }}");
@@ -93,6 +106,22 @@ fn accessors(out: &mut String, slot: usize, store: Store) {
             let _ = writeln!(
                 out,
                 "fn {n}_ld(i: u32) -> f32 {{ return bitcast<f32>((({n}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }}"
+            );
+        }
+        Store::F16Atomic | Store::Bf16Atomic => {
+            let (bits, unbits) = if store == Store::F16Atomic {
+                ("pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu", "unpack2x16float(h).x")
+            } else {
+                ("bf16_bits(v)", "bitcast<f32>(h << 16u)")
+            };
+            let _ = writeln!(
+                out,
+                "fn {n}_st(i: u32, v: f32) {{ let s = (i & 1u) * 16u; let w = i >> 1u; \
+                 atomicAnd(&{n}[w], ~(0xffffu << s)); atomicOr(&{n}[w], ({bits}) << s); }}"
+            );
+            let _ = writeln!(
+                out,
+                "fn {n}_ld(i: u32) -> f32 {{ let h = (atomicLoad(&{n}[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu; return {unbits}; }}"
             );
         }
         Store::I32 => {
