@@ -12,6 +12,10 @@ type Planned = Result<Option<Launch>, Refusal>;
 /// dequantized once for all columns) beats a 64-wide tile that would be
 /// mostly empty. Must match `MAX_COLS` in `mul_mat_vec.wgsl`.
 pub const MAX_VEC_COLUMNS: usize = 4;
+/// src0 rows per workgroup of the matrix-vector kernel (`ROWS` in `mul_mat_vec.wgsl`).
+const VEC_ROWS: u64 = 4;
+/// Result tile side of the tiled kernel (`BM`, `BN` in `mul_mat.wgsl`).
+const TILE: u64 = 64;
 
 pub(super) fn mul_mat(b: &mut Builder<'_>) -> Planned {
     b.bind_dst()?;
@@ -29,8 +33,8 @@ pub(super) fn mul_mat(b: &mut Builder<'_>) -> Planned {
     let (ne01, ne11) = (w.ne[1] as u64, x.ne[1] as u64);
     let batches = (x.ne[2] * x.ne[3]) as u64;
     if x.ne[1] <= MAX_VEC_COLUMNS {
-        b.finish(Kernel::MulMatVec, w.dtype, ne01.div_ceil(8) * batches)
+        b.finish(Kernel::MulMatVec, w.dtype, ne01.div_ceil(VEC_ROWS) * batches)
     } else {
-        b.finish(Kernel::MulMat, w.dtype, ne01.div_ceil(64) * ne11.div_ceil(64) * batches)
+        b.finish(Kernel::MulMat, w.dtype, ne01.div_ceil(TILE) * ne11.div_ceil(TILE) * batches)
     }
 }

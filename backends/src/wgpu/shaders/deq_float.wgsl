@@ -4,8 +4,12 @@ const QK: u32 = 1u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     var out: array<f32, 8>;
-    for (var t = 0u; t < 8u; t++) {
-        if (k + t < p.src0.ne.x) { out[t] = src0_ld(row + (k + t) * p.src0.nb.x); } else { out[t] = 0.0; }
+    if (k + 8u <= p.src0.ne.x) {
+        for (var t = 0u; t < 8u; t++) { out[t] = src0_ld(row + (k + t) * p.src0.nb.x); }
+    } else {
+        for (var t = 0u; t < 8u; t++) {
+            if (k + t < p.src0.ne.x) { out[t] = src0_ld(row + (k + t) * p.src0.nb.x); }
+        }
     }
     return out;
 }

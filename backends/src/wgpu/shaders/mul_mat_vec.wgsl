@@ -1,16 +1,18 @@
 // MUL_MAT for few src1 columns (at most 4): dst[i01, i11, i12, i13] =
 // src0 row i01 (of batch i12 / r2, i13 / r3) . src1 row (i11, i12, i13).
-// A workgroup computes 8 rows for every column of one batch: 32 invocations
-// share a row, each dequantizing chunks of 8 elements once (`deq8`) and
-// using them for every column, then add up in shared memory.
+// A workgroup of 64 computes 4 rows for every column of one batch: 16
+// invocations share a row, each dequantizing chunks of 8 elements once
+// (`deq8`) and using them for every column; after one barrier the row's
+// first invocation adds the 16 partial sums (one barrier rather than a tree
+// of them: barriers are what software rasterizers like lavapipe pay most for).
 
-const ROWS: u32 = 8u;
-const LANES: u32 = 32u;
+const ROWS: u32 = 4u;
+const LANES: u32 = 16u;
 const MAX_COLS: u32 = 4u;
 
-var<workgroup> partial: array<f32, 1024>; // [MAX_COLS][256]
+var<workgroup> partial: array<f32, 256>; // [MAX_COLS][64]
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let g = flat_group(wid, nwg);
@@ -34,28 +36,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var c = lane; c < chunks; c += LANES) {
             let k = c * 8u;
             let a = deq8(a_row, k);
-            let n = min(8u, ne00 - k);
+            let full = k + 8u <= ne00;
             for (var col = 0u; col < cols; col++) {
                 let b = src1_at(vec4<u32>(k, col, i12, i13));
                 var s = 0.0;
-                for (var t = 0u; t < n; t++) { s += a[t] * src1_ld(b + t * p.src1.nb.x); }
+                // Fixed trip counts let compilers unroll and keep `a` in registers.
+                if (full) {
+                    for (var t = 0u; t < 8u; t++) { s += a[t] * src1_ld(b + t * p.src1.nb.x); }
+                } else {
+                    for (var t = 0u; t < 8u; t++) {
+                        if (k + t < ne00) { s += a[t] * src1_ld(b + t * p.src1.nb.x); }
+                    }
+                }
                 acc[col] += s;
             }
         }
     }
-    for (var col = 0u; col < MAX_COLS; col++) { partial[col * 256u + lid] = acc[col]; }
+    for (var col = 0u; col < MAX_COLS; col++) { partial[col * 64u + lid] = acc[col]; }
     workgroupBarrier();
-    for (var w = LANES / 2u; w > 0u; w >>= 1u) {
-        if (lane < w) {
-            for (var col = 0u; col < MAX_COLS; col++) {
-                partial[col * 256u + lid] += partial[col * 256u + lid + w];
-            }
-        }
-        workgroupBarrier();
-    }
+    // One barrier, then the row's first lane adds the row's partial sums.
     if (lane == 0u && i01 < p.src0.ne.y) {
         for (var col = 0u; col < cols; col++) {
-            dst_st(dst_at(vec4<u32>(i01, col, i12, i13)), partial[col * 256u + lid]);
+            var s = 0.0;
+            for (var l = 0u; l < LANES; l++) { s += partial[col * 64u + lid + l]; }
+            dst_st(dst_at(vec4<u32>(i01, col, i12, i13)), s);
         }
     }
 }
