@@ -6,6 +6,7 @@
 //! node lists in a [`gantry_arenas::GraphArena`]; backends are trait objects
 //! that compute a graph over a context.
 
+pub mod alloc;
 pub mod backend;
 mod context;
 pub mod convert;
@@ -16,7 +17,10 @@ mod op;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
+#[doc(hidden)]
+pub mod testing;
 
+pub use alloc::{GraphAllocator, PlanSizes, PlannedTensor};
 pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement};
 pub use dtype::{DType, DTypeInfo, QK_K};

@@ -15,16 +15,16 @@ pub mod dot;
 pub mod expand;
 pub mod graph_copy;
 pub mod passes;
+mod scheduler;
 pub mod split;
 pub mod tables;
 
-#[cfg(test)]
-mod mock;
 #[cfg(test)]
 mod tests;
 
 pub use backend_set::{BackendSet, MAX_BACKENDS};
 pub use compute::EvalCallback;
 pub use graph_copy::{GraphCopy, compare_backends, graph_copy};
+pub use scheduler::{MAX_COPIES, Scheduler, SchedulerParams};
 pub use split::{Split, SplitParams};
 pub use tables::Cause;

@@ -43,8 +43,12 @@ pub const MAX_COPIES: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Nothing placed.
     Reset,
+    /// Placed and allocated, not yet computed: inputs may be written now.
     Allocated,
+    /// Computed at least once since it was placed.
+    Computed,
 }
 
 /// Runs one graph across several backends (ggml's `ggml_backend_sched`).
@@ -136,7 +140,11 @@ impl Scheduler {
     }
 
     fn split_params(&self) -> SplitParams {
-        SplitParams { n_copies: self.params.n_copies, cur_copy: self.cur_copy, max_inputs: self.params.max_split_inputs }
+        SplitParams {
+            n_copies: self.params.n_copies,
+            cur_copy: self.cur_copy,
+            max_inputs: self.params.max_split_inputs,
+        }
     }
 
     fn refresh_own_buffers(&mut self) {
@@ -153,7 +161,16 @@ impl Scheduler {
         self.synchronize()?;
         self.reset(ctx);
         let params = self.split_params();
-        let placed = place_graph(ctx, measure_graph, &self.set, &self.own_buffers, &self.pins, self.params.op_offload, params, &mut self.run);
+        let placed = place_graph(
+            ctx,
+            measure_graph,
+            &self.set,
+            &self.own_buffers,
+            &self.pins,
+            self.params.op_offload,
+            params,
+            &mut self.run,
+        );
         let reserved = placed.and_then(|()| {
             let t = &self.run.split;
             let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, measure_graph.outputs());
@@ -190,7 +207,16 @@ impl Scheduler {
             self.reset(ctx);
         }
         let params = self.split_params();
-        place_graph(ctx, graph, &self.set, &self.own_buffers, &self.pins, self.params.op_offload, params, &mut self.run)?;
+        place_graph(
+            ctx,
+            graph,
+            &self.set,
+            &self.own_buffers,
+            &self.pins,
+            self.params.op_offload,
+            params,
+            &mut self.run,
+        )?;
         let t = &self.run.split;
         let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, graph.outputs());
         if self.allocator.needs_replan(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft) {
@@ -219,12 +245,21 @@ impl Scheduler {
     /// Allocates `graph` if needed and starts computing it; results are
     /// ready after [`Scheduler::synchronize`].
     pub fn graph_compute_async(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
-        // The same graph again reuses the splits; with pipeline copies every
-        // run re-splits so that sources read this run's copies.
-        let reuse = self.state == State::Allocated && self.params.n_copies == 1 && self.graph_key == graph_key(graph);
+        // A graph just allocated is computed as placed (its inputs were written
+        // into that placement). A graph computed before is reused as is, except
+        // with pipeline copies: then every run re-splits so that sources read
+        // this run's copies.
+        let same = self.graph_key == graph_key(graph);
+        let reuse = same
+            && match self.state {
+                State::Allocated => true,
+                State::Computed => self.params.n_copies == 1,
+                State::Reset => false,
+            };
         if !reuse {
             self.alloc_graph(ctx, graph)?;
         }
+        self.state = State::Computed;
         let inputs = ComputeInputs {
             set: &self.set,
             assigned: &self.run.assigned,
@@ -244,7 +279,7 @@ impl Scheduler {
         for b in self.set.backends() {
             b.synchronize()?;
         }
-        if self.state != State::Allocated {
+        if self.state == State::Reset {
             // Between graphs, always start from copy 0 so steady generation
             // keeps using the same memory.
             self.cur_copy = 0;
@@ -270,7 +305,11 @@ impl Scheduler {
 
     /// The backend `t` is pinned to, or was assigned in the current run.
     pub fn tensor_backend(&self, t: TensorId) -> Option<&Arc<dyn Backend>> {
-        let b = self.pins.get(t).copied().or_else(|| (self.state == State::Allocated).then(|| self.run.assigned.get(t)).flatten())?;
+        let b = self
+            .pins
+            .get(t)
+            .copied()
+            .or_else(|| (self.state != State::Reset).then(|| self.run.assigned.get(t)).flatten())?;
         Some(self.set.backend(b))
     }
 

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use gantry_arenas::{GraphArena, TensorId};
 use slotmap::SecondaryMap;
 
-use super::mock::{self, MockBuft, MockDevice};
 use super::passes::{RunTables, place_graph};
 use super::split::SplitParams;
 use super::tables::Cause;
 use super::{BackendSet, Split};
+use crate::testing::devices::{self as mock, MockBuft, MockDevice};
 use crate::{Backend, BufferType, BufferUsage, Context, DType, Device, DeviceType, Error, Op};
 
 fn weight(ctx: &mut Context, backend: &Arc<dyn Backend>, shape: &[usize]) -> TensorId {

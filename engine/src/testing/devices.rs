@@ -1,4 +1,5 @@
-//! Devices that place but do not compute, for testing the placement systems.
+//! Devices that place but do not compute: for testing and benchmarking the
+//! scheduler's placement systems without any kernels.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -10,11 +11,15 @@ use crate::{
     check_range,
 };
 
+/// A buffer type with real (mutex-guarded) memory and a host flag.
 pub struct MockBuft {
+    /// Its name.
     pub name: &'static str,
+    /// Whether it claims to be host memory.
     pub host: bool,
 }
 
+/// A buffer of [`MockBuft`].
 pub struct MockBuffer {
     data: Mutex<Vec<u8>>,
 }
@@ -73,14 +78,20 @@ impl BufferType for MockBuft {
     }
 }
 
+/// A device that supports the ops `supports` accepts and the buffer type `buft`.
 #[derive(Clone)]
 pub struct MockDevice {
+    /// Its name.
     pub name: &'static str,
+    /// Its type.
     pub device_type: DeviceType,
+    /// Its buffer type.
     pub buft: Arc<dyn BufferType>,
+    /// Which ops it runs.
     pub supports: fn(&Op) -> bool,
     /// Reads host buffers directly (like the CPU, or a BLAS backend).
     pub reads_host: bool,
+    /// What `offload_op` answers.
     pub offload: bool,
 }
 
@@ -120,7 +131,9 @@ impl Device for MockDevice {
     }
 }
 
+/// A stream of [`MockDevice`]: computes nothing.
 pub struct MockBackend {
+    /// Its device.
     pub device: MockDevice,
 }
 
@@ -145,10 +158,12 @@ impl Backend for MockBackend {
     }
 }
 
+/// Supports every op.
 pub fn all_ops(_: &Op) -> bool {
     true
 }
 
+/// A CPU-typed mock over host memory.
 pub fn cpu() -> Arc<dyn Backend> {
     let buft: Arc<dyn BufferType> = Arc::new(MockBuft { name: "CPU", host: true });
     MockDevice { name: "CPU", device_type: DeviceType::Cpu, buft, supports: all_ops, reads_host: true, offload: false }
@@ -156,8 +171,14 @@ pub fn cpu() -> Arc<dyn Backend> {
         .unwrap()
 }
 
+/// A GPU-typed mock with its own non-host buffer type, of `buft` when given
+/// (e.g. a `VirtualBufferType` for large graphs that need no memory).
 pub fn gpu(name: &'static str, supports: fn(&Op) -> bool) -> Arc<dyn Backend> {
-    let buft: Arc<dyn BufferType> = Arc::new(MockBuft { name, host: false });
+    gpu_with(name, supports, Arc::new(MockBuft { name, host: false }))
+}
+
+/// A GPU-typed mock over `buft`.
+pub fn gpu_with(name: &'static str, supports: fn(&Op) -> bool, buft: Arc<dyn BufferType>) -> Arc<dyn Backend> {
     MockDevice { name, device_type: DeviceType::Gpu, buft, supports, reads_host: false, offload: false }
         .init_backend(None)
         .unwrap()

@@ -1,0 +1,413 @@
+//! The graph allocator: plans a graph's memory per buffer type, sizes the
+//! buffers, and binds every tensor to its planned offset.
+
+use std::sync::Arc;
+
+use gantry_arenas::{BufferId, TensorId};
+use smallvec::SmallVec;
+
+use super::chunked_allocator::{ChunkAddress, ChunkedAllocator};
+use super::fingerprint::Fingerprint;
+use super::planner::PlanColumns;
+use super::tensor_table::{GatherEnv, NONE, TensorTable, flag};
+use crate::{BufferType, BufferUsage, Context, Error, Graph, Placement, Result, same_buffer_type};
+
+/// Bytes a plan needs, per buffer type and per chunk (one buffer each).
+///
+/// A buffer type given to the allocator more than once shares the planner
+/// and the buffers of its first occurrence; its later occurrences report no
+/// chunks, so that totals are not counted twice (as ggml does).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanSizes {
+    chunks: SmallVec<[SmallVec<[usize; 2]>; 4]>,
+}
+
+impl PlanSizes {
+    /// Number of buffer types.
+    pub fn len(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Whether there are no buffer types.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Total bytes for buffer type `buft` (0 when out of range).
+    pub fn total(&self, buft: usize) -> usize {
+        self.chunks(buft).iter().sum()
+    }
+
+    /// Bytes of each chunk (buffer) of buffer type `buft`.
+    pub fn chunks(&self, buft: usize) -> &[usize] {
+        self.chunks.get(buft).map_or(&[], |c| c.as_slice())
+    }
+
+    /// Total bytes over every buffer type.
+    pub fn grand_total(&self) -> usize {
+        (0..self.len()).map(|b| self.total(b)).sum()
+    }
+}
+
+/// Where the plan put one tensor (for diagnostics and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedTensor {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// Index of its buffer type (the first index of an equal buffer type).
+    pub buffer_type: usize,
+    /// Index of the chunk (buffer) of that buffer type.
+    pub chunk: usize,
+    /// Byte offset in the chunk.
+    pub offset: usize,
+    /// Bytes reserved (the buffer type's allocation size, rounded up to its alignment).
+    pub size: usize,
+    /// Walk step at which the memory is taken: 0 before the first node, `i + 1` at node `i`.
+    pub first_step: u32,
+    /// Walk step after which it is free again (`u32::MAX`: never).
+    pub last_step: u32,
+    /// For a node computed in place: the tensor whose memory it took.
+    pub in_place_of: Option<TensorId>,
+}
+
+/// Plans a graph's memory with reuse, allocates the buffers it needs, and
+/// binds tensors to their planned offsets (ggml's `ggml_gallocr`).
+///
+/// One best-fit planner per buffer type; tensors are placed in graph order
+/// and their memory is reused as soon as their last reader is done. Views
+/// take no memory; inputs are placed first and never overlap anything;
+/// outputs are never freed; tensors already placed in a buffer the allocator
+/// does not own (weights, user buffers) are left alone, while tensors in its
+/// own buffers are re-bound on every call.
+///
+/// All scratch is kept between calls: allocating the same graph again makes
+/// no heap allocation, and the plan is recomputed only when the graph's
+/// structure, a size, a flag or a buffer-type assignment changed.
+///
+/// ```
+/// use std::sync::Arc;
+/// use gantry_arenas::GraphArena;
+/// use gantry_engine::{BufferType, Context, DType, alloc::GraphAllocator, testing::HostBufferType};
+///
+/// let buft: Arc<dyn BufferType> = Arc::new(HostBufferType::new("host", 32));
+/// let mut ctx = Context::new();
+/// let x = ctx.tensor(DType::F32, [256])?;
+/// ctx.set_input(x)?;
+/// let a = ctx.silu(x)?;
+/// let b = ctx.neg(a)?;
+/// let c = ctx.exp(b)?;
+/// let arena = GraphArena::new();
+/// let graph = ctx.build_graph(&arena, &[c])?;
+///
+/// let mut allocator = GraphAllocator::new(&[buft]);
+/// allocator.alloc_graph(&mut ctx, graph, &[], &[])?;
+/// // x (an input: kept, never overwritten), a; NEG and EXP run in place over a.
+/// assert_eq!(allocator.buffer_size(0), 2 * 1024);
+/// assert_eq!(ctx.placement(c), ctx.placement(a));
+/// assert!(ctx.is_allocated(c));
+/// # Ok::<(), gantry_engine::Error>(())
+/// ```
+pub struct GraphAllocator {
+    buffer_types: Vec<Arc<dyn BufferType>>,
+    /// For each buffer type index, the first index of an equal buffer type.
+    canonical: Vec<u8>,
+    /// One planner per buffer type index (only canonical ones are used).
+    pools: Vec<ChunkedAllocator>,
+    /// The chunk buffers of each buffer type index (only canonical ones are used).
+    buffers: Vec<SmallVec<[BufferId; 2]>>,
+    /// The size requested for each buffer in `buffers`.
+    buffer_sizes: Vec<SmallVec<[usize; 2]>>,
+    /// Every buffer in `buffers`, flat, for "is this one of ours" checks.
+    own_buffers: Vec<BufferId>,
+    table: TensorTable,
+    plan: PlanColumns,
+    fingerprint: Fingerprint,
+    /// Whether `plan` was computed from the inputs recorded in `fingerprint`.
+    plan_valid: bool,
+    /// A buffer-type index that does not fit in `u8` (reported when planning).
+    too_many_types: bool,
+    /// Number of plans computed so far.
+    plans: u64,
+}
+
+impl GraphAllocator {
+    /// An allocator for graphs whose tensors live in `buffer_types` (at most
+    /// 256; node and leaf assignments index this list).
+    pub fn new(buffer_types: &[Arc<dyn BufferType>]) -> Self {
+        let n = buffer_types.len();
+        let canonical: Vec<u8> = (0..n)
+            .map(|i| {
+                let first = (0..i).find(|&j| same_buffer_type(&buffer_types[i], &buffer_types[j])).unwrap_or(i);
+                first.min(255) as u8
+            })
+            .collect();
+        let pools = buffer_types.iter().map(|b| ChunkedAllocator::new(b.alignment(), b.max_size())).collect();
+        Self {
+            buffer_types: buffer_types.to_vec(),
+            canonical,
+            pools,
+            buffers: vec![SmallVec::new(); n],
+            buffer_sizes: vec![SmallVec::new(); n],
+            own_buffers: Vec::new(),
+            table: TensorTable::default(),
+            plan: PlanColumns::default(),
+            fingerprint: Fingerprint::default(),
+            plan_valid: false,
+            too_many_types: n > 256,
+            plans: 0,
+        }
+    }
+
+    /// How many plans this allocator has computed (a graph whose plan is
+    /// reused does not count): for tests and diagnostics.
+    pub fn plans_computed(&self) -> u64 {
+        self.plans
+    }
+
+    /// The buffer types, by index.
+    pub fn buffer_types(&self) -> &[Arc<dyn BufferType>] {
+        &self.buffer_types
+    }
+
+    /// Dry run: plans `graph` and returns the bytes each buffer type (and
+    /// each of its chunks) needs. Nothing is allocated or bound.
+    ///
+    /// `node_buft[i]` / `leaf_buft[i]` is the index of the buffer type of
+    /// node / leaf `i`; an empty slice means buffer type 0 for all.
+    pub fn plan(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> Result<PlanSizes> {
+        self.gather(ctx, graph, node_buft, leaf_buft)?;
+        self.walk();
+        Ok(self.planned_sizes())
+    }
+
+    /// Plans `graph` and (re)allocates the buffers so that they hold the plan
+    /// (buffers only grow); returns the bytes each buffer type needs for it.
+    /// A later [`GraphAllocator::alloc_graph`] of a graph whose plan fits
+    /// these buffers allocates no buffer.
+    pub fn reserve(
+        &mut self,
+        ctx: &mut Context,
+        graph: Graph<'_>,
+        node_buft: &[u8],
+        leaf_buft: &[u8],
+    ) -> Result<PlanSizes> {
+        let sizes = self.plan(ctx, graph, node_buft, leaf_buft)?;
+        self.grow_buffers(ctx)?;
+        Ok(sizes)
+    }
+
+    /// Binds every tensor of `graph` that needs memory to its planned offset.
+    /// The plan is recomputed only when the graph's structure, a tensor's
+    /// size or flags, or the buffer-type assignment changed; buffers are
+    /// (re)allocated only when the plan outgrows them.
+    pub fn alloc_graph(
+        &mut self,
+        ctx: &mut Context,
+        graph: Graph<'_>,
+        node_buft: &[u8],
+        leaf_buft: &[u8],
+    ) -> Result<()> {
+        let same = self.gather(ctx, graph, node_buft, leaf_buft)?;
+        if !(same && self.plan_valid) {
+            self.walk();
+        }
+        self.grow_buffers(ctx)?;
+        self.bind(ctx)
+    }
+
+    /// Whether [`GraphAllocator::alloc_graph`] of this graph would plan
+    /// again or (re)allocate a buffer — in which case tensors may move, so
+    /// whatever still runs on the old placement must be waited for first.
+    /// An invalid graph answers `true` (`alloc_graph` then reports the error).
+    pub fn needs_replan(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> bool {
+        match self.gather(ctx, graph, node_buft, leaf_buft) {
+            Ok(true) if self.plan_valid => !self.buffers_hold_plan(ctx),
+            Ok(_) => {
+                // The record now holds this graph: mark the plan stale so the
+                // next `alloc_graph` (which will find the record equal) plans.
+                self.plan_valid = false;
+                true
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// Drops the current plan, so that the next `alloc_graph` plans again
+    /// even for an unchanged graph (buffers are kept).
+    pub fn forget_plan(&mut self) {
+        self.fingerprint.invalidate();
+        self.plan_valid = false;
+    }
+
+    /// Bytes allocated for buffer type `buft_index`, over all its chunks (0
+    /// for a repeated buffer type, whose buffers are its first occurrence's,
+    /// and for an index out of range).
+    pub fn buffer_size(&self, buft_index: usize) -> usize {
+        if self.canonical.get(buft_index).is_none_or(|&c| c as usize != buft_index) {
+            return 0;
+        }
+        self.buffer_sizes[buft_index].iter().sum()
+    }
+
+    /// The buffers (one per chunk) of buffer type `buft_index`; a repeated
+    /// buffer type returns its first occurrence's.
+    pub fn buffers(&self, buft_index: usize) -> &[BufferId] {
+        match self.canonical.get(buft_index) {
+            Some(&c) => &self.buffers[c as usize],
+            None => &[],
+        }
+    }
+
+    /// The bytes the current plan needs per buffer type.
+    pub fn planned_sizes(&self) -> PlanSizes {
+        let chunks = (0..self.buffer_types.len())
+            .map(|b| {
+                if self.canonical[b] as usize != b || !self.plan_valid {
+                    return SmallVec::new();
+                }
+                let pool = &self.pools[b];
+                (0..pool.n_chunks()).map(|c| pool.chunk_size(c)).collect()
+            })
+            .collect();
+        PlanSizes { chunks }
+    }
+
+    /// Where the current plan puts each tensor that gets memory from this
+    /// allocator, in plan order (leafs, nodes, then tensors read but not listed).
+    pub fn planned_tensors(&self) -> impl Iterator<Item = PlannedTensor> + '_ {
+        let n = if self.plan_valid { self.table.len() } else { 0 };
+        (0..n).filter(|&d| self.table.flags[d] & (flag::VIEW | flag::EXTERNAL) == 0).map(move |d| {
+            let took = self.plan.took_over[d];
+            PlannedTensor {
+                tensor: self.table.tensor[d],
+                buffer_type: self.table.buft[d] as usize,
+                chunk: self.plan.addr[d].chunk as usize,
+                offset: self.plan.addr[d].offset,
+                size: self.plan.reserved[d],
+                first_step: self.plan.first_step[d],
+                last_step: self.plan.last_step[d],
+                in_place_of: (took != NONE).then(|| self.table.tensor[took as usize]),
+            }
+        })
+    }
+
+    // ---- steps ------------------------------------------------------------------
+
+    fn gather(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> Result<bool> {
+        if self.too_many_types {
+            return Err(Error::Allocator(format!(
+                "{} buffer types given; the graph allocator handles at most 256",
+                self.buffer_types.len()
+            )));
+        }
+        let env =
+            GatherEnv { buffer_types: &self.buffer_types, canonical: &self.canonical, own_buffers: &self.own_buffers };
+        let result = self.table.gather(ctx, graph, node_buft, leaf_buft, &env, &mut self.fingerprint);
+        if result.is_err() {
+            self.fingerprint.invalidate();
+            self.plan_valid = false;
+        }
+        result
+    }
+
+    fn walk(&mut self) {
+        self.plan.walk(&self.table, &mut self.pools);
+        self.plan_valid = true;
+        self.plans += 1;
+    }
+
+    /// Whether every chunk of the plan has a live buffer at least as large.
+    fn buffers_hold_plan(&self, ctx: &Context) -> bool {
+        (0..self.buffer_types.len()).filter(|&b| self.canonical[b] as usize == b).all(|b| {
+            (0..self.pools[b].n_chunks()).all(|c| {
+                self.buffers[b].get(c).and_then(|&id| ctx.buffer(id).ok()).map(|e| e.buffer.size())
+                    >= Some(self.pools[b].chunk_size(c))
+            })
+        })
+    }
+
+    /// Allocates a buffer for every chunk of the plan that has none or a
+    /// smaller one (freeing the one it replaces first).
+    fn grow_buffers(&mut self, ctx: &mut Context) -> Result<()> {
+        let mut changed = false;
+        for b in 0..self.buffer_types.len() {
+            if self.canonical[b] as usize != b {
+                continue;
+            }
+            for c in 0..self.pools[b].n_chunks() {
+                let needed = self.pools[b].chunk_size(c);
+                let current = self.buffers[b].get(c).and_then(|&id| ctx.buffer(id).ok()).map(|e| e.buffer.size());
+                if current.is_some_and(|size| size >= needed) {
+                    continue;
+                }
+                changed = true;
+                if let Some(&old) = self.buffers[b].get(c) {
+                    // A stale id (freed by the user) is fine: it is replaced either way.
+                    let _ = ctx.free_buffer(old);
+                }
+                let buft = &self.buffer_types[b];
+                let id = ctx.alloc_buffer(buft, needed, BufferUsage::Compute).map_err(|e| match e {
+                    Error::OutOfMemory { .. } => e,
+                    other => Error::Allocator(format!(
+                        "allocating chunk {c} of {} bytes for buffer type {}: {other}",
+                        needed,
+                        buft.name()
+                    )),
+                })?;
+                if c < self.buffers[b].len() {
+                    self.buffers[b][c] = id;
+                    self.buffer_sizes[b][c] = needed;
+                } else {
+                    self.buffers[b].push(id);
+                    self.buffer_sizes[b].push(needed);
+                }
+            }
+        }
+        if changed {
+            self.own_buffers.clear();
+            self.own_buffers.extend(self.buffers.iter().flatten().copied());
+        }
+        Ok(())
+    }
+
+    /// Places every tensor the plan gives memory at its planned offset.
+    fn bind(&self, ctx: &mut Context) -> Result<()> {
+        for d in 0..self.table.len() {
+            if self.table.flags[d] & (flag::VIEW | flag::EXTERNAL) != 0 {
+                continue;
+            }
+            let t = self.table.tensor[d];
+            let ChunkAddress { chunk, offset } = self.plan.addr[d];
+            let b = self.table.buft[d] as usize;
+            let buffer = *self.buffers[b].get(chunk as usize).ok_or_else(|| {
+                Error::Allocator(format!(
+                    "tensor {} is planned in chunk {chunk} of {}, which has no buffer",
+                    ctx.describe(t),
+                    self.buffer_types[b].name()
+                ))
+            })?;
+            if ctx.placement(t) == Some(Placement { buffer, offset }) {
+                // Bound by the last call (a graph computed again): nothing moves.
+                continue;
+            }
+            ctx.place(t, buffer, offset).map_err(|e| {
+                Error::Allocator(format!(
+                    "binding tensor {} to {} chunk {chunk} at {offset}: {e}",
+                    ctx.describe(t),
+                    self.buffer_types[b].name()
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for GraphAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphAllocator")
+            .field("buffer_types", &self.buffer_types.iter().map(|b| b.name()).collect::<Vec<_>>())
+            .field("buffers", &self.buffers)
+            .field("planned", &self.planned_sizes())
+            .finish()
+    }
+}

@@ -1,0 +1,118 @@
+//! Re-allocating a graph makes zero heap allocations once the allocator's
+//! scratch has grown to the graph: binding the same graph again, binding a
+//! rebuilt copy of it, and re-planning other graphs that fit the reservation.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+
+use gantry_arenas::GraphArena;
+use gantry_engine::testing::{LlamaModel, LlamaShape, VirtualBufferType};
+use gantry_engine::{BufferType, Context, DType, GraphAllocator};
+
+/// Counts allocations made by the current thread (the test harness runs
+/// other threads whose allocations must not count).
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the counter is
+// a const-initialized thread-local, which never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// A smaller llama (8 layers, real SmolLM2 widths) keeps the debug-build test quick.
+const SHAPE: LlamaShape = LlamaShape { n_layer: 8, ..LlamaShape::SMOLLM2_135M };
+
+#[test]
+fn alloc_same_graph_again_allocates_nothing() {
+    let mut ctx = Context::new();
+    let model = LlamaModel::new(&mut ctx, SHAPE, DType::F16, 128).unwrap();
+    let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
+    model.place_weights(&mut ctx, &weights).unwrap();
+    let compute: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("compute", 32));
+    let mut alloc = GraphAllocator::new(&[compute]);
+    let mark = ctx.mark();
+    let mut arena = GraphArena::new();
+    for round in 0..4 {
+        // Rebuild the graph from new tensors each round (they reuse the same slots).
+        ctx.rewind(mark);
+        arena.reset();
+        let g = model.build(&mut ctx, 32, 128).unwrap();
+        let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();
+        let before = allocations();
+        alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
+        let made = allocations() - before;
+        if round >= 1 {
+            assert_eq!(made, 0, "round {round}: binding a rebuilt graph made {made} heap allocations");
+        }
+        let before = allocations();
+        alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
+        assert_eq!(allocations() - before, 0, "round {round}: binding the same graph again allocated");
+        assert!(ctx.is_allocated(g.logits));
+    }
+    assert_eq!(alloc.plans_computed(), 1, "a rebuilt graph of the same structure reuses the plan");
+}
+
+#[test]
+fn alloc_replanning_graphs_that_fit_the_reservation_allocates_nothing() {
+    let mut ctx = Context::new();
+    let model = LlamaModel::new(&mut ctx, SHAPE, DType::F16, 256).unwrap();
+    let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
+    model.place_weights(&mut ctx, &weights).unwrap();
+    let compute: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("compute", 32));
+    let mut alloc = GraphAllocator::new(&[compute]);
+    let mark = ctx.mark();
+    let mut arena = GraphArena::new();
+    // Reserve for the largest graph, then alternate between shapes: each is a new plan.
+    let g = model.build(&mut ctx, 64, 256).unwrap();
+    let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();
+    alloc.reserve(&mut ctx, graph, &[], &[]).unwrap();
+    let shapes = [(64, 256), (16, 128), (64, 192), (8, 64)];
+    let mut previous = (64, 256);
+    for round in 0..3 {
+        for &(n_tokens, n_kv) in &shapes {
+            ctx.rewind(mark);
+            arena.reset();
+            let g = model.build(&mut ctx, n_tokens, n_kv).unwrap();
+            let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();
+            let plans = alloc.plans_computed();
+            let before = allocations();
+            alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
+            let made = allocations() - before;
+            if round >= 1 {
+                assert_eq!(made, 0, "{n_tokens} tokens over {n_kv}: re-planning made {made} heap allocations");
+            }
+            let replanned = (n_tokens, n_kv) != previous;
+            assert_eq!(
+                alloc.plans_computed(),
+                plans + u64::from(replanned),
+                "only a graph of other sizes is planned again"
+            );
+            previous = (n_tokens, n_kv);
+        }
+    }
+}
