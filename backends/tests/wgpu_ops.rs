@@ -603,10 +603,13 @@ fn wgpu_supports_op_is_honest() {
     let dev = device_or_skip!();
     let mut h = Harness::new(dev);
     let x = h.input(DType::F32, &[32, 2], &[0.5; 64]);
-    // Quantizing copies have no kernel here.
+    // Copies between quantized tensors have no kernel here (quantizing F32 has).
     let q = h.ctx.tensor(DType::Q8_0, [32, 2]).unwrap();
-    let cq = h.ctx.cpy(x, q).unwrap();
+    let cq = h.ctx.cont(q).unwrap();
     assert!(dev.unsupported_reason(&h.ctx, cq).is_some());
+    let q2 = h.ctx.tensor(DType::Q8_0, [32, 2]).unwrap();
+    let to_q = h.ctx.cpy(x, q2).unwrap();
+    assert!(dev.unsupported_reason(&h.ctx, to_q).is_none());
     // Nor do dtypes without a dequantizer.
     let w = h.ctx.tensor(DType::Q8_1, [256, 2]).unwrap();
     let x2 = h.input(DType::F32, &[256, 1], &[1.0; 256]);

@@ -83,3 +83,43 @@ fn wgpu_mul_mat_quantized_like_ggml() {
         }
     }
 }
+
+/// ggml's input values.
+fn golden_input() -> Option<Vec<f32>> {
+    Some(read_f32_file(&reference_dir()?.join("quant").join("input_f32.bin")))
+}
+
+#[test]
+fn wgpu_quantizing_copies_write_ggml_blocks() {
+    let dev = device_or_skip!();
+    let Some(input) = golden_input() else {
+        eprintln!("skipped: shared/reference not found beside the clone");
+        return;
+    };
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+        let Some((blocks, _)) = golden(dtype) else { return };
+        let row = dtype.row_size(N).unwrap();
+        // CPY of all rows, and SET_ROWS of rows 2 and 0 into slots 0 and 3 of a 4-row tensor.
+        let mut h = Harness::new(dev);
+        let x = h.input(DType::F32, &[N, ROWS], &input);
+        let q = h.input_bytes(dtype, &[N, ROWS], vec![0xEE; ROWS * row]);
+        let y = h.ctx.cpy(x, q).unwrap();
+        let picks = h.input(DType::F32, &[N, 2], &[&input[2 * N..3 * N], &input[..N]].concat());
+        let slots = h.input_i32(&[2], &[0, 3]);
+        let cache = h.input_bytes(dtype, &[N, ROWS], vec![0xEE; ROWS * row]);
+        let z = h.ctx.set_rows(cache, picks, slots).unwrap();
+        h.compute(&[y, z]);
+        let got = h.ctx.get_bytes(q).unwrap();
+        let differing: Vec<usize> = (0..got.len() / dtype.bytes_per_block())
+            .filter(|&b| {
+                let r = b * dtype.bytes_per_block()..(b + 1) * dtype.bytes_per_block();
+                got[r.clone()] != blocks[r]
+            })
+            .collect();
+        assert!(differing.is_empty(), "{dtype}: blocks {differing:?} differ from ggml's");
+        let set = h.ctx.get_bytes(cache).unwrap();
+        assert_eq!(set[..row], blocks[2 * row..3 * row], "{dtype}: SET_ROWS slot 0");
+        assert_eq!(set[3 * row..], blocks[..row], "{dtype}: SET_ROWS slot 3");
+        assert!(set[row..3 * row].iter().all(|&b| b == 0xEE), "{dtype}: SET_ROWS wrote other rows");
+    }
+}

@@ -10,6 +10,12 @@ type Planned = Result<Option<Launch>, Refusal>;
 /// with its layout); CONT and DUP into the node. Either way the node is
 /// the destination.
 pub(super) fn copy(b: &mut Builder<'_>) -> Planned {
+    if b.d.dtype.is_quantized() {
+        let s = b.bind_src(0)?;
+        b.bind_quantized_dst(s)?;
+        let blocks = s.nelements() / 32;
+        return b.finish(Kernel::Quantize { set_rows: false }, b.d.dtype, blocks.div_ceil(64) as u64);
+    }
     b.bind_dst()?;
     let s = b.bind_src(0)?;
     if s.nelements() != b.d.nelements() {

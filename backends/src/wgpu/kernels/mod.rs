@@ -89,6 +89,11 @@ pub enum Kernel {
     DiagMaskInf,
     /// ROPE.
     Rope,
+    /// CPY or SET_ROWS from F32 into a quantized dtype.
+    Quantize {
+        /// SET_ROWS (rows by index) rather than CPY (rows in order).
+        set_rows: bool,
+    },
     /// MUL_MAT for few columns.
     MulMatVec,
     /// MUL_MAT, tiled.
@@ -202,6 +207,10 @@ fn write_store(dtype: DType, caps: &Caps) -> Option<Store> {
     })
 }
 
+/// The quantized dtypes CPY and SET_ROWS write from F32, in `QTYPE` order
+/// of `quantize.wgsl` (the engine's set).
+pub const QUANT_TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+
 /// The quantized dtypes with a WGSL dequantizer (MUL_MAT and GET_ROWS).
 pub const QUANTIZED: [DType; 10] = [
     DType::Q4_0,
@@ -244,6 +253,18 @@ impl<'a> Builder<'a> {
         self.stores[slot] = store;
         self.slots[slot] = Some(t);
         Ok(())
+    }
+
+    /// Binds the node as a quantized destination of `QUANT_TARGETS`, for a
+    /// quantizing copy of the F32 source `src` (32 values per block).
+    fn bind_quantized_dst(&mut self, src: &TensorDesc) -> std::result::Result<(), Refusal> {
+        if !QUANT_TARGETS.contains(&self.d.dtype) || src.dtype != DType::F32 {
+            return Err(format!("no kernel quantizes {} into {}", src.dtype, self.d.dtype));
+        }
+        if src.ne[0] != self.d.ne[0] || !src.ne[0].is_multiple_of(32) || !self.d.is_contiguous_rows() {
+            return Err("quantizing needs whole rows of 32-element blocks".into());
+        }
+        self.bind(0, self.node, self.d, Store::BytesAtomic)
     }
 
     /// Binds the node itself as the destination, written as a float (or i32).
@@ -316,6 +337,7 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::SoftMax => include_str!("../shaders/soft_max.wgsl"),
         Kernel::DiagMaskInf => include_str!("../shaders/diag_mask_inf.wgsl"),
         Kernel::Rope => include_str!("../shaders/rope.wgsl"),
+        Kernel::Quantize { .. } => include_str!("../shaders/quantize.wgsl"),
         Kernel::MulMatVec => include_str!("../shaders/mul_mat_vec.wgsl"),
         Kernel::MulMat => include_str!("../shaders/mul_mat.wgsl"),
         Kernel::FlashAttn => include_str!("../shaders/flash_attn.wgsl"),
@@ -406,6 +428,23 @@ pub fn source(key: &KernelKey) -> String {
         Kernel::GetRows => consts = mover(st, 1) + zeroer(st),
         Kernel::GetRowsQuant | Kernel::MulMatVec | Kernel::MulMat => libs.push(dequantizer(key.dtype)),
         Kernel::Norm { rms } => consts = format!("const NORM_RMS: bool = {rms};"),
+        Kernel::Quantize { set_rows } => {
+            let qtype = QUANT_TARGETS.iter().position(|&t| t == key.dtype).unwrap_or(usize::MAX);
+            consts = format!("const QTYPE: u32 = {qtype}u;\n");
+            consts.push_str(if set_rows {
+                "fn dst_row(c: vec4<u32>) -> u32 {
+    let r = src1_ldi(src1_at(vec4<u32>(c.y, c.z % p.src1.ne.y, c.w % p.src1.ne.z, 0u)));
+    if (r < 0 || u32(r) >= p.dst.ne.y) { return 0xffffffffu; }
+    return dst_at(vec4<u32>(0u, u32(r), c.z, c.w));
+}"
+            } else {
+                "fn dst_row(c: vec4<u32>) -> u32 {
+    let r = c.y + p.src0.ne.y * (c.z + p.src0.ne.z * c.w);
+    let d = unravel(r, vec4<u32>(p.dst.ne.y, p.dst.ne.z, p.dst.ne.w, 1u));
+    return dst_at(vec4<u32>(0u, d.x, d.y, d.z));
+}"
+            });
+        }
         Kernel::SoftMax => consts = mask_reader(st, 2),
         Kernel::FlashAttn => consts = mask_reader(st, 4),
         Kernel::SetRows | Kernel::SumRows | Kernel::Sum | Kernel::Argmax | Kernel::DiagMaskInf | Kernel::Rope => {}

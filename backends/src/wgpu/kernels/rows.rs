@@ -25,6 +25,13 @@ pub(super) fn get_rows(b: &mut Builder<'_>) -> Planned {
 /// SET_ROWS's node is a view of the destination tensor; its sources are
 /// the rows and the indices.
 pub(super) fn set_rows(b: &mut Builder<'_>) -> Planned {
+    if b.d.dtype.is_quantized() {
+        let rows = b.bind_src(0)?;
+        b.bind_src(1)?;
+        b.bind_quantized_dst(rows)?;
+        let blocks = rows.nelements() / 32;
+        return b.finish(Kernel::Quantize { set_rows: true }, b.d.dtype, blocks.div_ceil(64) as u64);
+    }
     b.bind_dst()?;
     let rows = b.bind_src(0)?;
     b.bind_src(1)?;

@@ -35,6 +35,10 @@ pub enum Store {
     I32,
     /// Quantized blocks as `array<u32>`, indexed by byte.
     Bytes,
+    /// Quantized blocks written: `array<atomic<u32>>`, indexed by byte,
+    /// written two bytes at a time (`dst_st16`) with `atomicAnd` /
+    /// `atomicOr`, as blocks are not 4-byte aligned and neighbours share words.
+    BytesAtomic,
 }
 
 impl Store {
@@ -43,13 +47,13 @@ impl Store {
         match self {
             Store::F32 | Store::I32 => 4,
             Store::F16 | Store::F16Packed | Store::Bf16 | Store::F16Atomic | Store::Bf16Atomic => 2,
-            Store::Bytes | Store::Unused => 1,
+            Store::Bytes | Store::BytesAtomic | Store::Unused => 1,
         }
     }
 
     /// Whether kernels can write this store.
     pub const fn writable(self) -> bool {
-        matches!(self, Store::F32 | Store::F16 | Store::I32 | Store::F16Atomic | Store::Bf16Atomic)
+        matches!(self, Store::F32 | Store::F16 | Store::I32 | Store::F16Atomic | Store::Bf16Atomic | Store::BytesAtomic)
     }
 }
 
@@ -84,7 +88,7 @@ fn accessors(out: &mut String, slot: usize, store: Store) {
         Store::F16 => "array<f16>",
         Store::I32 => "array<i32>",
         Store::F16Packed | Store::Bf16 | Store::Bytes => "array<u32>",
-        Store::F16Atomic | Store::Bf16Atomic => "array<atomic<u32>>",
+        Store::F16Atomic | Store::Bf16Atomic | Store::BytesAtomic => "array<atomic<u32>>",
     };
     let _ = writeln!(out, "@group(0) @binding({binding}) var<storage, read_write> {n}: {array};");
     let _ = writeln!(out, "fn {n}_at(c: vec4<u32>) -> u32 {{ return {off} + dot(c, p.{n}.nb); }}");
@@ -122,6 +126,13 @@ fn accessors(out: &mut String, slot: usize, store: Store) {
             let _ = writeln!(
                 out,
                 "fn {n}_ld(i: u32) -> f32 {{ let h = (atomicLoad(&{n}[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu; return {unbits}; }}"
+            );
+        }
+        Store::BytesAtomic => {
+            let _ = writeln!(
+                out,
+                "fn {n}_st16(b: u32, v: u32) {{ let s = (b & 2u) * 8u; let w = b >> 2u; \
+                 atomicAnd(&{n}[w], ~(0xffffu << s)); atomicOr(&{n}[w], (v & 0xffffu) << s); }}"
             );
         }
         Store::I32 => {
