@@ -14,7 +14,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gantry_backends::wgpu::WgpuPlatform;
-use gantry_engine::{Backend, BufferUsage, Context, DType, Device, GraphArena};
+use gantry_engine::{BufferUsage, Context, DType, Device, GraphArena};
 
 const SHAPES: [(DType, usize, usize, usize); 5] = [
     (DType::F32, 1536, 1, 576),
