@@ -6,7 +6,7 @@
 
 mod wgpu_support;
 
-use gantry_engine::{BinaryOp, DType, GluOp, RopeMode, RopeParams, UnaryOp};
+use gantry_engine::{BinaryOp, DType, Device, GluOp, RopeMode, RopeParams, UnaryOp};
 use wgpu_support::{Harness, assert_close, f16_round, values};
 
 /// Logical values of a contiguous 4-d array `v` with shape `ne` at (i0, i1, i2, i3).
@@ -618,4 +618,23 @@ fn wgpu_supports_op_is_honest() {
     // Computing an unsupported node is an error, not garbage.
     h.allocate();
     assert!(h.try_compute(&[cq]).is_err());
+}
+
+#[test]
+fn wgpu_grid_beyond_one_dimension() {
+    let dev = device_or_skip!();
+    // 65535 * 256 + 1000 elements need a second grid dimension of workgroups.
+    let n = 65535 * 256 + 1000;
+    if dev.buffer_type().max_size() < 4 * n {
+        eprintln!("skipped: largest buffer below {} bytes", 4 * n);
+        return;
+    }
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let mut h = Harness::new(dev);
+    let a = h.input(DType::F32, &[n], &x);
+    let y = h.ctx.scale_inplace(a, 2.0, 1.0).unwrap();
+    h.compute(&[y]);
+    let got = h.read(a);
+    let bad = got.iter().enumerate().find(|&(i, &v)| v != x[i] * 2.0 + 1.0);
+    assert!(bad.is_none(), "element {:?} of {n} wrong", bad);
 }
