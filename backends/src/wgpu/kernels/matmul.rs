@@ -11,7 +11,7 @@ type Planned = Result<Option<Launch>, Refusal>;
 /// Up to this many src1 columns the matrix-vector kernel (each weight
 /// dequantized once for all columns) beats a 64-wide tile that would be
 /// mostly empty. Must match `MAX_COLS` in `mul_mat_vec.wgsl`.
-pub const MAX_VEC_COLUMNS: usize = 4;
+pub const MAX_VEC_COLUMNS: usize = 8;
 /// src0 rows per workgroup of the matrix-vector kernel (`ROWS` in `mul_mat_vec.wgsl`).
 const VEC_ROWS: u64 = 4;
 /// Result tile side of the tiled kernel (`BM`, `BN` in `mul_mat.wgsl`).

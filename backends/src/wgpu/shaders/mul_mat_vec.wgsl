@@ -1,4 +1,4 @@
-// MUL_MAT for few src1 columns (at most 4): dst[i01, i11, i12, i13] =
+// MUL_MAT for few src1 columns (at most 8): dst[i01, i11, i12, i13] =
 // src0 row i01 (of batch i12 / r2, i13 / r3) . src1 row (i11, i12, i13).
 // A workgroup of 64 computes 4 rows for every column of one batch: 16
 // invocations share a row, each dequantizing chunks of 8 elements once
@@ -8,9 +8,9 @@
 
 const ROWS: u32 = 4u;
 const LANES: u32 = 16u;
-const MAX_COLS: u32 = 4u;
+const MAX_COLS: u32 = 8u;
 
-var<workgroup> partial: array<f32, 256>; // [MAX_COLS][64]
+var<workgroup> partial: array<f32, 512>; // [MAX_COLS][64]
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -27,7 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i01 = rg * ROWS + r;
     let ne00 = p.src0.ne.x;
     let cols = min(p.src1.ne.y, MAX_COLS);
-    var acc: array<f32, 4>;
+    var acc: array<f32, 8>;
     if (i01 < p.src0.ne.y) {
         let r2 = p.src1.ne.z / p.src0.ne.z;
         let r3 = p.src1.ne.w / p.src0.ne.w;
