@@ -477,13 +477,13 @@ fn mul_mat_ref(a: &[f32], ane: [usize; 4], b: &[f32], bne: [usize; 4]) -> Vec<f3
 #[test]
 fn wgpu_mul_mat_plain() {
     let dev = device_or_skip!();
-    // Columns 1 and 3 use the matrix-vector kernel, 70 the tiled one (with
-    // ragged tiles); K = 45 is not a multiple of 8; src0's batch broadcasts.
+    // Up to 8 columns use the matrix-vector kernel, 9 and 70 the tiled one
+    // (with ragged tiles); K = 45 is not a multiple of 8; src0's batch broadcasts.
     for (dtype, n) in [
         (DType::F32, 1),
         (DType::F32, 3),
-        (DType::F32, 4),
-        (DType::F32, 5),
+        (DType::F32, 8),
+        (DType::F32, 9),
         (DType::F32, 70),
         (DType::F16, 2),
         (DType::F16, 70),

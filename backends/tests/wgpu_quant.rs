@@ -60,9 +60,9 @@ fn wgpu_mul_mat_quantized_like_ggml() {
     let dev = device_or_skip!();
     for dtype in TYPES {
         let Some((blocks, floats)) = golden(dtype) else { return };
-        // 2 columns: the matrix-vector kernel; 9: the tiled one. The 4 rows
+        // 2 and 8 columns: the matrix-vector kernel; 9: the tiled one. The 4 rows
         // are 2 batches of 2, broadcast over 4 batches of src1.
-        for n in [2usize, 9] {
+        for n in [2usize, 8, 9] {
             let xv = values(N * n * 4, 100 + n as u64, -1.0, 1.0);
             let mut h = Harness::new(dev);
             let w = h.input_bytes(dtype, &[N, 2, 2], blocks.clone());
