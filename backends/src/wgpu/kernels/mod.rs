@@ -246,6 +246,11 @@ impl<'a> Builder<'a> {
         if !d.view_offset.is_multiple_of(unit) {
             return Err(format!("view offset {} is not a multiple of {unit} bytes", d.view_offset));
         }
+        // Quantized blocks are read and written 16 bits at a time: blocks start at even bytes.
+        let bytes = matches!(store, Store::Bytes | Store::BytesAtomic);
+        if bytes && (!d.view_offset.is_multiple_of(2) || d.nb.iter().any(|nb| !nb.is_multiple_of(2))) {
+            return Err(format!("quantized {} at an odd byte offset or stride", SLOT_NAMES[slot]));
+        }
         if d.nelements() > u32::MAX as usize {
             return Err(format!("{} elements do not fit 32-bit indices", d.nelements()));
         }
