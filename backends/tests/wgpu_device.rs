@@ -242,3 +242,27 @@ fn wgpu_memory_and_offload() {
     let y1 = ctx.mul_mat(w, x1).unwrap();
     assert!(!dev.offload_op(&ctx, y1), "one token is not worth the transfer");
 }
+
+#[test]
+fn wgpu_events_mark_queue_points() {
+    let dev = device_or_skip!();
+    assert!(dev.caps().events);
+    let mut h = Harness::new(dev);
+    let x = values(4096, 9, -1.0, 1.0);
+    let a = h.input(DType::F32, &[4096], &x);
+    let y = h.ctx.exp(a).unwrap();
+    h.allocate();
+    let ev = dev.event_new().unwrap();
+    dev.event_synchronize(ev).unwrap(); // never recorded: returns at once
+    let arena = gantry_engine::GraphArena::new();
+    let graph = h.ctx.build_graph(&arena, &[y]).unwrap();
+    h.backend.graph_compute_async(&h.ctx, graph).into_result().unwrap();
+    h.backend.event_record(ev).unwrap();
+    h.backend.event_wait(ev).unwrap();
+    dev.event_synchronize(ev).unwrap();
+    let want: Vec<f32> = x.iter().map(|v| v.exp()).collect();
+    assert_close("after the event", &h.read(y), &want, 1e-6, 1e-6);
+    dev.event_free(ev).unwrap();
+    assert!(dev.event_synchronize(ev).is_err(), "a freed event is stale");
+    assert!(h.backend.event_record(ev).is_err());
+}

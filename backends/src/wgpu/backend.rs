@@ -116,12 +116,14 @@ impl Backend for WgpuBackend {
         self.device.gpu().wait_idle()
     }
 
-    fn event_record(&self, _event: EventId) -> Result<()> {
-        Err(Error::Unsupported(format!("{} has no events", self.device.name())))
+    fn event_record(&self, event: EventId) -> Result<()> {
+        self.device.record_event(event)
     }
 
-    fn event_wait(&self, _event: EventId) -> Result<()> {
-        Err(Error::Unsupported(format!("{} has no events", self.device.name())))
+    /// Work submitted later runs after the event's point anyway: the device
+    /// has one queue, which runs submissions in order.
+    fn event_wait(&self, event: EventId) -> Result<()> {
+        self.device.check_event(event)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -3,12 +3,15 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use gantry_arenas::TensorId;
-use gantry_engine::{Backend, BufferType, Context, Device, DeviceCaps, DeviceType, MemoryInfo, Result};
+use std::sync::{Mutex, MutexGuard};
+
+use gantry_arenas::slotmap::SlotMap;
+use gantry_arenas::{EventId, TensorId};
+use gantry_engine::{Backend, BufferType, Context, Device, DeviceCaps, DeviceType, Error, MemoryInfo, Result};
 
 use super::backend::WgpuBackend;
 use super::buffer::WgpuBufferType;
-use super::gpu::{AdapterFacts, AdapterKind, Gpu};
+use super::gpu::{AdapterFacts, AdapterKind, Gpu, Submission};
 use super::kernels::{self, Caps, Kernels};
 
 struct DeviceInner {
@@ -17,6 +20,10 @@ struct DeviceInner {
     buffer_type: Arc<WgpuBufferType>,
     kernels: Kernels,
     caps: Caps,
+    /// Events: the queue point each was last recorded at (`None`: never
+    /// recorded, so waiting returns at once). The device has one in-order
+    /// queue, so an event is complete once the queue has passed its point.
+    events: Mutex<SlotMap<EventId, Option<Submission>>>,
 }
 
 /// A GPU reached through wgpu (Vulkan, Metal, DX12 or GL). Cheap to clone;
@@ -50,6 +57,7 @@ impl WgpuDevice {
             kernels: Kernels::new(&gpu),
             description,
             caps,
+            events: Mutex::new(SlotMap::with_key()),
             gpu,
         };
         Self { inner: Arc::new(inner) }
@@ -91,6 +99,29 @@ impl WgpuDevice {
     pub(crate) fn kernel_caps(&self) -> &Caps {
         &self.inner.caps
     }
+
+    fn events(&self) -> MutexGuard<'_, SlotMap<EventId, Option<Submission>>> {
+        // Updates are single assignments: a poisoned table is still consistent.
+        self.inner.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stale_event(&self, event: EventId) -> Error {
+        Error::StaleHandle { kind: "event", handle: format!("{event:?} ({})", self.name()) }
+    }
+
+    /// Records `event` at the current end of the queue.
+    pub(crate) fn record_event(&self, event: EventId) -> Result<()> {
+        let point = self.inner.gpu.mark()?;
+        let mut events = self.events();
+        let slot = events.get_mut(event).ok_or_else(|| self.stale_event(event))?;
+        *slot = Some(point);
+        Ok(())
+    }
+
+    /// Checks that `event` is one of this device's.
+    pub(crate) fn check_event(&self, event: EventId) -> Result<()> {
+        if self.events().contains_key(event) { Ok(()) } else { Err(self.stale_event(event)) }
+    }
 }
 
 impl Device for WgpuDevice {
@@ -118,7 +149,7 @@ impl Device for WgpuDevice {
     }
 
     fn caps(&self) -> DeviceCaps {
-        DeviceCaps { async_compute: true, host_buffer: false, buffer_from_host_ptr: false, events: false }
+        DeviceCaps { async_compute: true, host_buffer: false, buffer_from_host_ptr: false, events: true }
     }
 
     fn init_backend(&self, _params: Option<&str>) -> Result<Arc<dyn Backend>> {
@@ -147,6 +178,22 @@ impl Device for WgpuDevice {
 
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
         buft.as_any().downcast_ref::<WgpuBufferType>().is_some_and(|b| Arc::ptr_eq(b.gpu(), &self.inner.gpu))
+    }
+
+    fn event_new(&self) -> Result<EventId> {
+        Ok(self.events().insert(None))
+    }
+
+    fn event_free(&self, event: EventId) -> Result<()> {
+        self.events().remove(event).map(drop).ok_or_else(|| self.stale_event(event))
+    }
+
+    fn event_synchronize(&self, event: EventId) -> Result<()> {
+        let point = self.events().get(event).cloned().ok_or_else(|| self.stale_event(event))?;
+        match point {
+            Some(point) => self.inner.gpu.wait_until(&point),
+            None => Ok(()),
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -10,6 +10,11 @@ use gantry_engine::{Error, Result};
 use super::adapter::{AdapterFacts, FoundAdapter};
 use super::bindings::Bindings;
 
+/// A point in a GPU's queue: once it is reached, everything submitted
+/// before it has run.
+#[derive(Debug, Clone)]
+pub struct Submission(wgpu::SubmissionIndex);
+
 /// One opened adapter: device, queue, the bind-group layout every kernel
 /// shares, and the error sink. Shared by the device, its buffers and its
 /// backends through an `Arc`.
@@ -119,6 +124,19 @@ impl Gpu {
     pub(super) fn submit(&self, commands: wgpu::CommandBuffer) -> Result<()> {
         self.queue.submit([commands]);
         self.check_uncaptured()
+    }
+
+    /// The current end of the queue (an empty submission, which also
+    /// flushes pending buffer writes).
+    pub fn mark(&self) -> Result<Submission> {
+        let index = self.queue.submit(std::iter::empty());
+        self.check_uncaptured()?;
+        Ok(Submission(index))
+    }
+
+    /// Waits until the queue has run everything up to `point`.
+    pub fn wait_until(&self, point: &Submission) -> Result<()> {
+        self.wait_for(Some(point.0.clone()))
     }
 
     fn wait_for(&self, index: Option<wgpu::SubmissionIndex>) -> Result<()> {

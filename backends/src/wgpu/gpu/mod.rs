@@ -12,7 +12,7 @@ mod recorder;
 
 pub use adapter::{AdapterFacts, AdapterKind, FoundAdapter, GpuLimits, find_adapters};
 pub use bindings::{PARAMS_SIZE, STORAGE_SLOTS};
-pub use context::Gpu;
+pub use context::{Gpu, Submission};
 pub use memory::GpuBuffer;
 pub use pipeline::Pipeline;
 pub use recorder::Recorder;
