@@ -46,7 +46,7 @@ fn bench_sched(c: &mut Criterion) {
                     sched.alloc_graph(&mut ctx, graph).unwrap();
                 })
             });
-            sched.reset(&mut ctx);
+            sched.release(&mut ctx).unwrap();
         }
         // The floor: binding the same graph with the allocator alone.
         let bufts: Vec<Arc<dyn BufferType>> = vec![vram.clone()];

@@ -1,3 +1,12 @@
-//! The model layer: llama-family graphs over the engine.
+//! The model layer: reading GGUF files, loading their tensors into a
+//! [`crate::Context`], the tokenizers their metadata describes, and
+//! llama-family graphs over the engine.
 
+pub mod fetch;
+pub mod gguf;
 pub mod llama;
+mod load;
+pub mod tokenizer;
+
+pub use gguf::Gguf;
+pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors};

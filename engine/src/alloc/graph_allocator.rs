@@ -207,12 +207,33 @@ impl GraphAllocator {
         node_buft: &[u8],
         leaf_buft: &[u8],
     ) -> Result<()> {
+        self.alloc_graph_with(ctx, graph, node_buft, leaf_buft, || Ok(())).map(drop)
+    }
+
+    /// [`GraphAllocator::alloc_graph`], calling `before_moving` first when
+    /// tensors may move (a new plan, or a buffer to (re)allocate) so that the
+    /// caller can wait for whatever still runs on the old placement. Returns
+    /// whether they could move. The graph is examined once.
+    pub fn alloc_graph_with(
+        &mut self,
+        ctx: &mut Context,
+        graph: Graph<'_>,
+        node_buft: &[u8],
+        leaf_buft: &[u8],
+        before_moving: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
         let same = self.gather(ctx, graph, node_buft, leaf_buft)?;
-        if !(same && self.plan_valid) {
+        let replan = !(same && self.plan_valid);
+        if replan {
             self.walk();
         }
+        let moving = replan || !self.buffers_hold_plan(ctx);
+        if moving {
+            before_moving()?;
+        }
         self.grow_buffers(ctx)?;
-        self.bind(ctx)
+        self.bind(ctx)?;
+        Ok(moving)
     }
 
     /// Whether [`GraphAllocator::alloc_graph`] of this graph would plan
@@ -230,6 +251,20 @@ impl GraphAllocator {
             }
             Err(_) => true,
         }
+    }
+
+    /// Frees every buffer this allocator holds in `ctx` (tensors bound to
+    /// them become unallocated) and drops the plan. The buffers live in the
+    /// context, so an allocator that is no longer needed should be released
+    /// (or its context dropped) to give the memory back.
+    pub fn release(&mut self, ctx: &mut Context) {
+        for id in self.buffers.iter_mut().flat_map(|chunks| chunks.drain(..)) {
+            // A buffer the user freed already is fine: it is gone either way.
+            let _ = ctx.free_buffer(id);
+        }
+        self.buffer_sizes.iter_mut().for_each(SmallVec::clear);
+        self.own_buffers.clear();
+        self.forget_plan();
     }
 
     /// Drops the current plan, so that the next `alloc_graph` plans again

@@ -115,6 +115,14 @@ pub trait Device: Send + Sync + 'static {
         Err(Error::Unsupported(format!("device {} cannot make buffers from host memory", self.name())))
     }
 
+    /// The buffer type that buffers made by [`Device::buffer_from_host_memory`]
+    /// are registered under in a [`Context`] (ggml's host-pointer buffer type,
+    /// e.g. the CPU's mapped-memory type, whose alignment fits the tensors of
+    /// a mapped GGUF file). Defaults to [`Device::buffer_type`].
+    fn host_memory_buffer_type(&self) -> Arc<dyn BufferType> {
+        self.buffer_type()
+    }
+
     /// Whether a backend on this device can compute `tensor`'s op with its
     /// dtypes and layouts.
     fn supports_op(&self, ctx: &Context, tensor: TensorId) -> bool;

@@ -1,11 +1,11 @@
 //! Pass 1: assign pre-allocated tensors, graph inputs, user pins, and nodes
 //! that read weights.
 
-use gantry_arenas::{BufferId, TensorId};
+use gantry_arenas::TensorId;
 use slotmap::SecondaryMap;
 
-use super::backend_set::{BackendSet, preallocated};
-use super::tables::{Assignments, Cause};
+use super::backend_set::BackendSet;
+use super::tables::{Assignments, Cause, Prealloc};
 use crate::{BufferUsage, Context, Error, Graph, Op, Result, TensorFlags};
 
 /// Assigns every leaf and node that pass 1 can decide:
@@ -19,7 +19,7 @@ pub fn assign_preallocated(
     ctx: &Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
     pins: &SecondaryMap<TensorId, u8>,
     op_offload: bool,
     out: &mut Assignments,
@@ -32,7 +32,7 @@ pub fn assign_preallocated(
             out.set(t, b, Cause::User);
             continue;
         }
-        if let Some((b, cause)) = backend_from_current(ctx, t, set, own, op_offload)? {
+        if let Some((b, cause)) = backend_from_current(ctx, t, set, pre, op_offload)? {
             out.set(t, b, cause);
         }
     }
@@ -46,34 +46,33 @@ fn backend_from_buffer(
     t: TensorId,
     op_tensor: TensorId,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
 ) -> Option<u8> {
-    let entry = preallocated(ctx, t, own)?;
-    (0..set.len() as u8)
-        .find(|&b| set.supports_buft(b, entry.buffer_type.as_ref()) && set.supports_op(b, ctx, op_tensor))
+    let buffer = pre.get(t)?;
+    (0..set.len() as u8).find(|&b| buffer.readable_by(b) && set.supports_op(b, ctx, op_tensor))
 }
 
 fn backend_from_current(
     ctx: &Context,
     t: TensorId,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
     op_offload: bool,
 ) -> Result<Option<(u8, Cause)>> {
     let desc = ctx.desc(t)?;
-    if let Some(b) = backend_from_buffer(ctx, t, t, set, own) {
+    if let Some(b) = backend_from_buffer(ctx, t, t, set, pre) {
         return Ok(Some((b, Cause::Buffer)));
     }
     if let Some(v) = desc.view_src
-        && let Some(b) = backend_from_buffer(ctx, v, t, set, own)
+        && let Some(b) = backend_from_buffer(ctx, v, t, set, pre)
     {
         return Ok(Some((b, Cause::ViewBuffer)));
     }
-    if let Some(entry) = preallocated(ctx, t, own) {
+    if let Some(buffer) = pre.get(t) {
+        let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
         return Err(Error::Scheduler(format!(
-            "pre-allocated tensor {} in a {} buffer cannot run op {} on any backend",
+            "pre-allocated tensor {} in a {buft} buffer cannot run op {} on any backend",
             ctx.describe(t),
-            entry.buffer_type.name(),
             desc.op.name()
         )));
     }
@@ -86,14 +85,14 @@ fn backend_from_current(
         return Ok(None);
     }
     for src in desc.sources() {
-        let Some(entry) = preallocated(ctx, src, own) else { continue };
-        if entry.usage != BufferUsage::Weights {
+        let Some(buffer) = pre.get(src) else { continue };
+        if buffer.usage != BufferUsage::Weights {
             continue;
         }
-        let Some(src_backend) = backend_from_buffer(ctx, src, t, set, own) else {
+        let Some(src_backend) = backend_from_buffer(ctx, src, t, set, pre) else {
             return Ok(None);
         };
-        if op_offload && src_backend == set.cpu() && entry.buffer_type.is_host() {
+        if op_offload && src_backend == set.cpu() && buffer.is_host {
             for b in 0..src_backend {
                 if set.supports_op(b, ctx, t) && set.offload_op(b, ctx, t) {
                     return Ok(Some((b, Cause::Offload)));

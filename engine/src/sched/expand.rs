@@ -1,10 +1,10 @@
 //! Passes 2 to 4: spread assignments through the graph until every tensor
 //! has a backend.
 
-use gantry_arenas::{BufferId, TensorId};
+use gantry_arenas::TensorId;
 
-use super::backend_set::{BackendSet, is_view_op, preallocated};
-use super::tables::{Assignments, Cause};
+use super::backend_set::{BackendSet, is_view_op};
+use super::tables::{Assignments, Cause, Prealloc};
 use crate::{Context, Error, Graph, Result};
 
 /// Spreads pass 1's assignments:
@@ -23,7 +23,7 @@ pub fn expand_assignments(
     ctx: &Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
     out: &mut Assignments,
 ) -> Result<()> {
     let nodes = graph.nodes();
@@ -52,7 +52,7 @@ pub fn expand_assignments(
                         .filter(|&s| {
                             let assigned = out.get(s).is_some()
                                 || ctx.get(s).and_then(|d| d.view_src).is_some_and(|v| out.get(v).is_some());
-                            assigned && buffer_supported(ctx, s, b, set, own, out)
+                            assigned && buffer_supported(ctx, s, b, set, pre, out)
                         })
                         .count();
                     if best.is_none_or(|(bn, _)| n > bn) {
@@ -67,7 +67,7 @@ pub fn expand_assignments(
                 for b in 0..cur {
                     if set.buft_slot(b) == set.buft_slot(cur)
                         && set.supports_op(b, ctx, node)
-                        && desc.sources().all(|s| buffer_supported(ctx, s, b, set, own, out))
+                        && desc.sources().all(|s| buffer_supported(ctx, s, b, set, pre, out))
                     {
                         out.set(node, b, Cause::Upgrade);
                         break;
@@ -162,11 +162,11 @@ pub fn buffer_supported(
     t: TensorId,
     b: u8,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
     out: &Assignments,
 ) -> bool {
-    if let Some(entry) = preallocated(ctx, t, own) {
-        return set.supports_buft(b, entry.buffer_type.as_ref());
+    if let Some(buffer) = pre.get(t) {
+        return buffer.readable_by(b);
     }
     let assigned = out.get(t).or_else(|| ctx.get(t).and_then(|d| d.view_src).and_then(|v| out.get(v)));
     match assigned {

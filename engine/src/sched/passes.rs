@@ -7,7 +7,7 @@ use super::assign::assign_preallocated;
 use super::backend_set::BackendSet;
 use super::expand::expand_assignments;
 use super::split::{SplitParams, SplitTables, split_graph};
-use super::tables::{Assignments, CopyTable};
+use super::tables::{Assignments, CopyTable, Prealloc};
 use crate::{Context, Graph, Result};
 
 /// The per-run component tables the placement systems fill.
@@ -19,6 +19,8 @@ pub struct RunTables {
     pub copies: CopyTable,
     /// Splits, inputs, rewrites, and the allocator's graph.
     pub split: SplitTables,
+    /// Pre-allocated buffer per tensor.
+    pub prealloc: Prealloc,
 }
 
 /// Runs passes 1 to 5 over `graph`. The tables must have been undone
@@ -36,7 +38,8 @@ pub fn place_graph(
     let capacity = ctx.slot_capacity();
     run.assigned.begin(capacity);
     run.copies.begin(capacity, set.len(), params.n_copies);
-    assign_preallocated(ctx, graph, set, own, pins, op_offload, &mut run.assigned)?;
-    expand_assignments(ctx, graph, set, own, &mut run.assigned)?;
-    split_graph(ctx, graph, set, own, &run.assigned, &mut run.copies, params, &mut run.split)
+    run.prealloc.fill(ctx, graph, own, set)?;
+    assign_preallocated(ctx, graph, set, &run.prealloc, pins, op_offload, &mut run.assigned)?;
+    expand_assignments(ctx, graph, set, &run.prealloc, &mut run.assigned)?;
+    split_graph(ctx, graph, set, &run.prealloc, &run.assigned, &mut run.copies, params, &mut run.split)
 }

@@ -219,13 +219,10 @@ impl Scheduler {
         )?;
         let t = &self.run.split;
         let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, graph.outputs());
-        if self.allocator.needs_replan(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft) {
-            // Buffers may move: nothing may still be running on them.
-            for b in self.set.backends() {
-                b.synchronize()?;
-            }
-        }
-        self.allocator.alloc_graph(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft)?;
+        let backends = self.set.backends();
+        // Tensors may move: nothing may still be running on the old placement.
+        let synchronize_all = || backends.iter().try_for_each(|b| b.synchronize());
+        self.allocator.alloc_graph_with(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft, synchronize_all)?;
         self.refresh_own_buffers();
         self.state = State::Allocated;
         self.graph_key = graph_key(graph);
@@ -292,6 +289,18 @@ impl Scheduler {
     pub fn reset(&mut self, ctx: &mut Context) {
         self.run.split.undo(ctx);
         self.state = State::Reset;
+    }
+
+    /// Undoes the current placement and frees the scheduler's compute
+    /// buffers in `ctx`. They live in the context, so a scheduler that is no
+    /// longer needed should be released (or its context dropped) to give the
+    /// memory back; tensors it placed become unallocated.
+    pub fn release(&mut self, ctx: &mut Context) -> Result<()> {
+        self.synchronize()?;
+        self.reset(ctx);
+        self.allocator.release(ctx);
+        self.own_buffers.clear();
+        Ok(())
     }
 
     /// Pins `t` to `backend` for every later run (until [`Scheduler::clear_pins`]).

