@@ -401,6 +401,9 @@ impl Context {
     /// Sets `len` bytes of `t` at `offset` to `value`.
     pub fn fill_tensor_bytes(&mut self, t: TensorId, offset: usize, len: usize, value: u8) -> Result<()> {
         let (entry, p) = self.check_tensor_range(t, offset, len)?;
+        if !entry.buffer.is_writable() {
+            return Err(Error::Unsupported(format!("tensor {} is in read-only memory", self.describe(t))));
+        }
         entry.buffer.fill(p.offset + offset, len, value)
     }
 
@@ -464,13 +467,31 @@ impl Context {
             .ok_or(Error::UnsupportedDType { what: format!("read_f32 of {}", self.describe(t)), dtype: d.dtype })
     }
 
-    /// Reads an I32 tensor in logical order.
+    /// Reads an I32 tensor in logical order (exactly: not through f32, which
+    /// would round values beyond 2^24).
     pub fn read_i32(&self, t: TensorId) -> Result<Vec<i32>> {
         let d = *self.desc(t)?;
         if d.dtype != DType::I32 {
             return Err(Error::UnsupportedDType { what: format!("read_i32 of {}", self.describe(t)), dtype: d.dtype });
         }
-        Ok(self.read_f32(t)?.into_iter().map(|v| v as i32).collect())
+        let bytes = self.get_bytes(t)?;
+        let mut out = Vec::with_capacity(d.nelements());
+        for i3 in 0..d.ne[3] {
+            for i2 in 0..d.ne[2] {
+                for i1 in 0..d.ne[1] {
+                    for i0 in 0..d.ne[0] {
+                        let at = i0 * d.nb[0] + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+                        let v = bytes
+                            .get(at..at + 4)
+                            .and_then(|b| b.try_into().ok())
+                            .map(i32::from_le_bytes)
+                            .ok_or_else(|| Error::OutOfBounds(format!("element {at} of {}", self.describe(t))))?;
+                        out.push(v);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Copies `src`'s bytes into `dst` (same dtype, shape and strides): directly
@@ -488,6 +509,9 @@ impl Context {
         let (de, dp) = self.tensor_buffer(dst)?;
         check_range(se.buffer_type.name(), se.buffer.size(), sp.offset, n)?;
         check_range(de.buffer_type.name(), de.buffer.size(), dp.offset, n)?;
+        if !de.buffer.is_writable() {
+            return Err(Error::Unsupported(format!("tensor {} is in read-only memory", self.describe(dst))));
+        }
         if de.buffer.copy_from(dp.offset, se.buffer.as_ref(), sp.offset, n)? {
             return Ok(());
         }
@@ -534,4 +558,44 @@ pub(crate) fn shape4(shape: &[usize]) -> Result<[usize; MAX_DIMS]> {
 /// The strides of a contiguous tensor, as an op error.
 pub(crate) fn strides_for(op: &'static str, dtype: DType, ne: [usize; MAX_DIMS]) -> Result<[usize; MAX_DIMS]> {
     contiguous_strides(dtype, ne).map_err(|reason| Error::InvalidOp { op, reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::test_buffer::{TestBuft, buft};
+
+    #[test]
+    fn read_i32_is_exact_beyond_f32_precision() {
+        let mut ctx = Context::new();
+        let t = ctx.tensor(DType::I32, [3]).unwrap();
+        ctx.alloc_tensors(&[t], &buft(usize::MAX, 8), BufferUsage::Any).unwrap();
+        let values = [16_777_217, -2_147_483_648, 2_147_483_647];
+        ctx.set_i32(t, &values).unwrap();
+        assert_eq!(ctx.read_i32(t).unwrap(), values);
+        let tr = ctx.view_1d(t, 2, 4).unwrap();
+        assert_eq!(ctx.read_i32(tr).unwrap(), &values[1..]);
+    }
+
+    #[test]
+    fn read_only_memory_refuses_every_write() {
+        let mut ctx = Context::new();
+        let ro: Arc<dyn BufferType> = Arc::new(TestBuft { max: usize::MAX, align: 8, writable: false });
+        let src = ctx.tensor(DType::F32, [4]).unwrap();
+        let dst = ctx.tensor(DType::F32, [4]).unwrap();
+        ctx.set_name(dst, "mapped").unwrap();
+        ctx.alloc_tensors(&[src], &buft(usize::MAX, 8), BufferUsage::Any).unwrap();
+        ctx.alloc_tensors(&[dst], &ro, BufferUsage::Weights).unwrap();
+        ctx.set_f32(src, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        for err in [
+            ctx.copy_tensor(src, dst).unwrap_err(),
+            ctx.fill_tensor_bytes(dst, 0, 4, 0).unwrap_err(),
+            ctx.set_f32(dst, &[0.0; 4]).unwrap_err(),
+        ] {
+            assert!(err.to_string().contains("'mapped'") && err.to_string().contains("read-only"), "{err}");
+        }
+        assert_eq!(ctx.read_f32(dst).unwrap(), vec![0.0; 4]);
+    }
 }

@@ -9,6 +9,7 @@
 pub mod alloc;
 pub mod backend;
 mod context;
+mod context_alloc;
 pub mod convert;
 mod dtype;
 mod error;
@@ -19,10 +20,13 @@ pub mod quant;
 pub mod tensor;
 #[doc(hidden)]
 pub mod testing;
+#[cfg(test)]
+mod test_buffer;
 
 pub use alloc::{GraphAllocator, PlanSizes, PlannedTensor};
 pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement};
+pub use context_alloc::TensorBuffers;
 pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{Error, Result};
 pub use gantry_arenas::{BackendId, BufferId, BufferTypeId, DeviceId, EventId, GraphArena, TensorId};

@@ -236,6 +236,10 @@ fn rows_concat_repeat() {
     assert_eq!((ne(&ctx, gi), ctx.desc(gi).unwrap().dtype), ([3, 4, 2, 1], DType::I32));
     let fidx = t(&mut ctx, DType::F32, &[7]);
     assert!(ctx.get_rows(emb, fidx).is_err());
+    // ggml: b.ne[2] must equal a.ne[3], or rows would be read past a's last batch.
+    let ids3 = t(&mut ctx, DType::I32, &[4, 2, 3]);
+    let err = ctx.get_rows(iemb, ids3).unwrap_err().to_string();
+    assert!(err.starts_with("GET_ROWS") && err.contains("a.ne[3]"), "{err}");
 
     let cache = t(&mut ctx, DType::F16, &[64, 256, 3]);
     let rows = t(&mut ctx, DType::F32, &[64, 5, 3]);

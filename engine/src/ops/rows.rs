@@ -15,10 +15,10 @@ impl Context {
         const OP: &str = "GET_ROWS";
         let da = self.src(OP, a)?;
         let db = self.expect_dtype(OP, b, &[DType::I32])?;
-        if da.ne[2] != db.ne[1] || db.ne[3] != 1 {
+        if da.ne[2] != db.ne[1] || da.ne[3] != db.ne[2] || db.ne[3] != 1 {
             return Err(op_err!(
                 OP,
-                "indices {} do not match {}: need b.ne[1] == a.ne[2] and b.ne[3] == 1",
+                "indices {} do not match {}: need b.ne[1] == a.ne[2], b.ne[2] == a.ne[3] and b.ne[3] == 1",
                 self.describe(b),
                 self.describe(a)
             ));

@@ -1,0 +1,156 @@
+//! The CPU backend: computes graphs node by node on a rayon pool it owns.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, MutexGuard};
+
+use gantry_engine::{AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, Result};
+use rayon::ThreadPool;
+
+use super::CpuDevice;
+use super::ops;
+use super::parallel::{Par, PerThreadScratch};
+
+/// What one compute needs and keeps between computes: the pool and the
+/// scratch memory (so steady-state computes allocate nothing).
+struct ComputeState {
+    pool: ThreadPool,
+    n_threads: usize,
+    per_thread: PerThreadScratch,
+    shared: Vec<f32>,
+}
+
+impl ComputeState {
+    fn new(n_threads: usize) -> Result<Self> {
+        if n_threads == 0 {
+            return Err(Error::Unsupported("a CPU backend needs at least one thread".into()));
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n_threads)
+            .thread_name(|i| format!("gantry-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::Backend { backend: "CPU".into(), reason: format!("thread pool: {e}") })?;
+        Ok(Self { pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() })
+    }
+}
+
+/// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
+/// concurrent computes on one backend run one after the other.
+pub struct CpuBackend {
+    device: CpuDevice,
+    state: Mutex<ComputeState>,
+    abort: Mutex<Option<AbortCallback>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Kernel panics are caught before they unwind through a held lock's
+    // owner, and the state stays valid even if one got through.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl CpuBackend {
+    /// A backend on a new CPU device, with one thread per available core.
+    pub fn new() -> Result<Self> {
+        Self::with_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// A backend on a new CPU device with `n_threads` threads.
+    pub fn with_threads(n_threads: usize) -> Result<Self> {
+        Self::with_device(CpuDevice::new(), n_threads)
+    }
+
+    /// A backend on `device` with `n_threads` threads.
+    pub fn with_device(device: CpuDevice, n_threads: usize) -> Result<Self> {
+        Ok(Self { device, state: Mutex::new(ComputeState::new(n_threads)?), abort: Mutex::new(None) })
+    }
+
+    /// The number of threads kernels split work over.
+    pub fn n_threads(&self) -> usize {
+        lock(&self.state).n_threads
+    }
+
+    /// Sets the number of threads (a new pool; the scratch starts over).
+    pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
+        let mut state = lock(&self.state);
+        if state.n_threads != n_threads {
+            *state = ComputeState::new(n_threads)?;
+        }
+        Ok(())
+    }
+
+    /// Installs (or removes) a callback polled before each node; when it
+    /// returns `true` the compute stops with [`ComputeStatus::Aborted`].
+    pub fn set_abort_callback(&self, callback: Option<AbortCallback>) {
+        *lock(&self.abort) = callback;
+    }
+
+    /// Computes every node of `graph` in order. Views and leafs compute
+    /// nothing; a node this backend cannot compute (unsupported op or dtype,
+    /// unallocated or non-host memory, bad shapes) ends the compute with
+    /// [`ComputeStatus::Failed`] naming the op and tensor.
+    ///
+    /// This is the entry point for code that reuses the CPU kernels over
+    /// other host-addressable buffers.
+    pub fn compute_graph(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
+        let abort = lock(&self.abort).clone();
+        let mut state = lock(&self.state);
+        let ComputeState { pool, n_threads, per_thread, shared } = &mut *state;
+        let par = Par::new(pool, *n_threads, per_thread);
+        for &node in graph.nodes() {
+            if abort.as_ref().is_some_and(|stop| stop()) {
+                return ComputeStatus::Aborted;
+            }
+            let outcome = catch_unwind(AssertUnwindSafe(|| ops::compute_node(ctx, node, &par, shared)));
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return ComputeStatus::Failed(e),
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    let op = ctx.get(node).map_or("?", |d| d.op.name());
+                    return ComputeStatus::Failed(Error::Backend {
+                        backend: "CPU".into(),
+                        reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
+                    });
+                }
+            }
+        }
+        ComputeStatus::Success
+    }
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend").field("n_threads", &self.n_threads()).finish()
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        "CPU"
+    }
+
+    fn device(&self) -> &dyn Device {
+        &self.device
+    }
+
+    fn graph_compute(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
+        self.compute_graph(ctx, graph)
+    }
+
+    fn event_record(&self, event: EventId) -> Result<()> {
+        // Everything submitted before this point has already run.
+        self.device.events().record(event)
+    }
+
+    fn event_wait(&self, event: EventId) -> Result<()> {
+        self.device.events().wait(event)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,51 @@
+//! The CPU backend: aligned host buffers, buffers over caller memory, a
+//! rayon pool with a settable thread count, an abort callback, and kernels
+//! for every op of the core set in F32, F16 and BF16.
+//!
+//! ```
+//! use gantry_backends::cpu::CpuBackend;
+//! use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena};
+//!
+//! let backend = CpuBackend::with_threads(2)?;
+//! let mut ctx = Context::new();
+//! let a = ctx.tensor(DType::F32, [3, 2])?;
+//! let b = ctx.tensor(DType::F32, [3])?;
+//! let y = ctx.add(a, b)?;
+//! let arena = GraphArena::new();
+//! let graph = ctx.build_graph(&arena, &[y])?;
+//! ctx.alloc_tensors(&[a, b, y], &gantry_backends::cpu::buffer_type(), BufferUsage::Any)?;
+//! ctx.set_f32(a, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+//! ctx.set_f32(b, &[10.0, 20.0, 30.0])?;
+//! backend.graph_compute(&ctx, graph).into_result()?;
+//! assert_eq!(ctx.read_f32(y)?, vec![11.0, 22.0, 33.0, 14.0, 25.0, 36.0]);
+//! # Ok::<(), gantry_engine::Error>(())
+//! ```
+
+mod aligned;
+mod backend;
+mod buffer;
+mod device;
+mod events;
+pub(crate) mod ops;
+pub(crate) mod parallel;
+mod platform;
+pub mod quant;
+pub(crate) mod simd;
+mod sysinfo;
+
+use gantry_engine::{Context, TensorId};
+
+pub use aligned::CPU_ALIGNMENT;
+pub use backend::CpuBackend;
+pub use buffer::{CpuBuffer, CpuBufferType, HostMemoryBuffer, MAPPED_ALIGNMENT, buffer_type, mapped_buffer_type};
+pub use device::CpuDevice;
+pub use events::{EventState, EventTable};
+pub use platform::CpuPlatform;
+
+/// Whether the CPU kernels can compute `tensor`: its op with its source
+/// dtypes. Exactly what [`CpuBackend::compute_graph`] accepts, so other
+/// devices that reuse the CPU kernels over host-addressable memory can
+/// answer `supports_op` with it. Quantized sources are not supported yet.
+pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
+    ops::supports_op(ctx, tensor)
+}

@@ -1,0 +1,104 @@
+//! The CPU kernels, one file per op family, and the dispatch from an op to
+//! its kernel. Each family module has `supports` (what its kernels take:
+//! the single source of truth for [`crate::cpu::supports_op`]) and `compute`.
+
+mod binary;
+pub(crate) mod bound;
+mod copy;
+mod flash_attn;
+mod glu;
+mod mul_mat;
+mod norm;
+mod reduce;
+mod rope;
+mod rows;
+mod softmax;
+mod tile;
+mod unary;
+
+use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
+
+use super::parallel::Par;
+
+/// Whether the CPU kernels can compute `tensor` (its op, dtypes and layouts).
+pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
+    let Some(d) = ctx.get(tensor) else { return false };
+    match d.op {
+        Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => true,
+        Op::Cpy | Op::Cont | Op::Dup => copy::supports(ctx, d),
+        Op::GetRows | Op::SetRows => rows::supports(ctx, d),
+        Op::Binary(_) => binary::supports(ctx, d),
+        Op::Scale { .. } | Op::Clamp { .. } | Op::Unary(_) => unary::supports(ctx, d),
+        Op::Glu { .. } => glu::supports(ctx, d),
+        Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::supports(ctx, d),
+        Op::Norm { .. } | Op::RmsNorm { .. } => norm::supports(ctx, d),
+        Op::SoftMax { .. } | Op::DiagMaskInf { .. } => softmax::supports(ctx, d),
+        Op::Rope(_) => rope::supports(ctx, d),
+        Op::MulMat => mul_mat::supports(ctx, d),
+        Op::Concat { .. } | Op::Repeat => tile::supports(ctx, d),
+        Op::FlashAttnExt { .. } => flash_attn::supports(ctx, d),
+    }
+}
+
+/// Computes one node. `shared` is scratch kept by the backend between computes.
+pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
+    let d = *ctx.desc(t)?;
+    if d.op.is_empty() {
+        return Ok(());
+    }
+    if !supports_op(ctx, t) {
+        return Err(unsupported(ctx, t, &d));
+    }
+    if d.nelements() == 0 {
+        return Ok(());
+    }
+    match d.op {
+        Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(()),
+        Op::Cpy | Op::Cont | Op::Dup => copy::compute(ctx, t, &d, par),
+        Op::GetRows | Op::SetRows => rows::compute(ctx, t, &d, par),
+        Op::Binary(op) => binary::compute(ctx, t, &d, op, par),
+        Op::Scale { .. } | Op::Clamp { .. } | Op::Unary(_) => unary::compute(ctx, t, &d, par),
+        Op::Glu { op, swapped } => glu::compute(ctx, t, &d, op, swapped, par),
+        Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::compute(ctx, t, &d, par),
+        Op::Norm { .. } | Op::RmsNorm { .. } => norm::compute(ctx, t, &d, par),
+        Op::SoftMax { .. } | Op::DiagMaskInf { .. } => softmax::compute(ctx, t, &d, par),
+        Op::Rope(p) => rope::compute(ctx, t, &d, &p, par),
+        Op::MulMat => mul_mat::compute(ctx, t, &d, par, shared),
+        Op::Concat { .. } | Op::Repeat => tile::compute(ctx, t, &d, par),
+        Op::FlashAttnExt { scale, max_bias, softcap } => {
+            flash_attn::compute(ctx, t, &d, flash_attn::Params { scale, max_bias, softcap }, par)
+        }
+    }
+}
+
+/// The error for a node the CPU cannot compute, listing the source dtypes.
+fn unsupported(ctx: &Context, t: TensorId, d: &TensorDesc) -> Error {
+    let srcs: Vec<String> = d.sources().map(|s| ctx.describe(s)).collect();
+    Error::Unsupported(format!(
+        "the CPU backend cannot compute {} {} from [{}]",
+        d.op.name(),
+        ctx.describe(t),
+        srcs.join(", ")
+    ))
+}
+
+/// Source `i` of a node, as an error naming the op when it is missing.
+fn src(ctx: &Context, t: TensorId, d: &TensorDesc, i: usize) -> Result<TensorId> {
+    d.srcs[i]
+        .ok_or_else(|| Error::InvalidOp { op: d.op.name(), reason: format!("{} has no source {i}", ctx.describe(t)) })
+}
+
+/// The description of source `i`, when present.
+fn src_desc<'a>(ctx: &'a Context, d: &TensorDesc, i: usize) -> Option<&'a TensorDesc> {
+    d.srcs[i].and_then(|s| ctx.get(s))
+}
+
+/// An error about a node's shapes or layout.
+fn shape_err(ctx: &Context, t: TensorId, d: &TensorDesc, reason: impl std::fmt::Display) -> Error {
+    Error::InvalidOp { op: d.op.name(), reason: format!("{}: {reason}", ctx.describe(t)) }
+}
+
+/// Float dtypes computed element by element.
+fn is_float(t: DType) -> bool {
+    matches!(t, DType::F32 | DType::F16 | DType::BF16)
+}

@@ -1,0 +1,398 @@
+//! MUL_MAT: `dst[i, j] = dot(row i of src0, row j of src1)`, batched over
+//! dims 2 and 3 with src0's batch broadcast (ggml's `r2 = ne12 / ne02`).
+//!
+//! Two paths:
+//! - **dots** for few columns (`n <= DOT_MAX_COLS`, the matrix-vector case
+//!   of token generation): each src0 row is read once and dotted with every
+//!   column while it is in L1; F16 and BF16 rows are converted in registers.
+//!   Rows are spread over the pool.
+//! - **gemm** otherwise, through the `gemm` crate: F32 src0 is used in place
+//!   with its strides; F16 / BF16 src0 is converted to F32 in scratch, in
+//!   blocks of rows. Many small batches run one gemm per thread; few large
+//!   ones run one after the other with gemm's own threading on this pool.
+//!
+//! Every src0 dtype goes through one dispatch point, [`src0_kernels`]: its
+//! dot product against F32 columns (dots path) and its row conversion to
+//! F32 (gemm path). A quantized type plugs in by adding its `vec_dot` and
+//! dequantizer there; `supports` follows automatically.
+
+use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
+use gemm::Parallelism;
+use half::{bf16, f16};
+
+use super::bound::Bound;
+use super::{shape_err, src, src_desc};
+use crate::cpu::parallel::{Par, SendPtr};
+use crate::cpu::simd;
+
+/// Up to this many columns, dot products beat packing for gemm.
+const DOT_MAX_COLS: usize = 8;
+/// Rows of F16 / BF16 src0 converted to F32 at a time on the gemm path.
+const CONVERT_BLOCK_ROWS: usize = 512;
+/// Below this many multiply-adds per batch, gemm does not thread anyway
+/// (its own threshold), so batches are better spread over the pool.
+const GEMM_THREADING_WORK: usize = 48 * 48 * 256;
+
+pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
+    let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else { return false };
+    src0_kernels(a.dtype).is_some() && b.dtype == DType::F32 && d.dtype == DType::F32
+}
+
+/// What the product needs from a src0 dtype.
+#[derive(Clone, Copy)]
+struct Src0Kernels {
+    /// The dot product of one densely stored src0 row (`col.len()`
+    /// elements from the pointer) with F32 values.
+    dot: unsafe fn(row: *const u8, col: &[f32]) -> f32,
+    /// The dot products of one densely stored src0 row with four columns,
+    /// reading the row once.
+    dot4: unsafe fn(row: *const u8, cols: [&[f32]; 4]) -> [f32; 4],
+    /// Converts one densely stored src0 row (`out.len()` elements) to F32.
+    to_f32: unsafe fn(row: *const u8, out: &mut [f32]),
+    /// Whether gemm reads the rows as they lie (F32) instead of converted.
+    in_place: bool,
+}
+
+/// `n` elements of `T` at `p`.
+///
+/// # Safety
+/// `p` holds `n` aligned elements of `T` (alignment is checked at binding).
+unsafe fn elems<'a, T>(p: *const u8, n: usize) -> &'a [T] {
+    // SAFETY: the caller's guarantee.
+    unsafe { std::slice::from_raw_parts(p as *const T, n) }
+}
+
+/// Defines a row dot product and a row conversion for a plain dtype.
+macro_rules! plain_row_kernels {
+    ($elem:ty, $dot:ident, $dot4:ident, $to_f32:ident, $simd_dot:path, $simd_dot4:path, $convert:expr) => {
+        /// # Safety
+        /// `p` holds `col.len()` elements.
+        unsafe fn $dot(p: *const u8, col: &[f32]) -> f32 {
+            // SAFETY: the caller's guarantee.
+            $simd_dot(unsafe { elems::<$elem>(p, col.len()) }, col)
+        }
+        /// # Safety
+        /// `p` holds as many elements as the shortest column.
+        unsafe fn $dot4(p: *const u8, cols: [&[f32]; 4]) -> [f32; 4] {
+            let n = cols.iter().map(|c| c.len()).min().unwrap_or(0);
+            // SAFETY: the caller's guarantee.
+            $simd_dot4(unsafe { elems::<$elem>(p, n) }, cols)
+        }
+        /// # Safety
+        /// `p` holds `out.len()` elements.
+        unsafe fn $to_f32(p: *const u8, out: &mut [f32]) {
+            // SAFETY: the caller's guarantee.
+            let row = unsafe { elems::<$elem>(p, out.len()) };
+            $convert(row, out)
+        }
+    };
+}
+
+plain_row_kernels!(
+    f32,
+    dot_f32_row,
+    dot4_f32_row,
+    f32_row_to_f32,
+    simd::dot_f32,
+    simd::dot4_f32,
+    |r: &[f32], o: &mut [f32]| o.copy_from_slice(r)
+);
+plain_row_kernels!(f16, dot_f16_row, dot4_f16_row, f16_row_to_f32, simd::dot_f16, simd::dot4_f16, simd::f16_to_f32);
+plain_row_kernels!(
+    bf16,
+    dot_bf16_row,
+    dot4_bf16_row,
+    bf16_row_to_f32,
+    simd::dot_bf16,
+    simd::dot4_bf16,
+    simd::bf16_to_f32_slice
+);
+
+/// The kernels of a src0 dtype, or `None` when it cannot be multiplied:
+/// the one place where src0 dtypes are told apart.
+fn src0_kernels(dtype: DType) -> Option<Src0Kernels> {
+    Some(match dtype {
+        DType::F32 => Src0Kernels { dot: dot_f32_row, dot4: dot4_f32_row, to_f32: f32_row_to_f32, in_place: true },
+        DType::F16 => Src0Kernels { dot: dot_f16_row, dot4: dot4_f16_row, to_f32: f16_row_to_f32, in_place: false },
+        DType::BF16 => Src0Kernels { dot: dot_bf16_row, dot4: dot4_bf16_row, to_f32: bf16_row_to_f32, in_place: false },
+        _ => return None,
+    })
+}
+
+/// The shapes of one product, from the bound tensors.
+#[derive(Clone, Copy)]
+struct Dims {
+    k: usize,
+    m: usize,
+    n: usize,
+    /// Result batches along dims 2 and 3.
+    ne2: usize,
+    ne3: usize,
+    /// Broadcast ratios of src0's batch.
+    r2: usize,
+    r3: usize,
+}
+
+impl Dims {
+    fn batches(&self) -> usize {
+        self.ne2 * self.ne3
+    }
+
+    /// Result batch `g` as `(i2, i3)` and the src0 batch it reads.
+    fn batch(&self, g: usize) -> ([usize; 2], [usize; 2]) {
+        let (i2, i3) = (g % self.ne2, g / self.ne2);
+        ([i2, i3], [i2 / self.r2, i3 / self.r3])
+    }
+}
+
+pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
+    let a = Bound::src(ctx, src(ctx, t, d, 0)?)?;
+    let b = Bound::src(ctx, src(ctx, t, d, 1)?)?;
+    let dst = Bound::dst(ctx, t)?;
+    let ok = a.ne[0] == b.ne[0]
+        && a.ne[2] > 0
+        && a.ne[3] > 0
+        && b.ne[2] % a.ne[2] == 0
+        && b.ne[3] % a.ne[3] == 0
+        && dst.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
+        && dst.rows_are_dense();
+    if !ok {
+        return Err(shape_err(ctx, t, d, format!("{:?} x {:?} does not give {:?}", a.ne, b.ne, dst.ne)));
+    }
+    let dims = Dims {
+        k: a.ne[0],
+        m: a.ne[1],
+        n: b.ne[1],
+        ne2: b.ne[2],
+        ne3: b.ne[3],
+        r2: b.ne[2] / a.ne[2],
+        r3: b.ne[3] / a.ne[3],
+    };
+    let kernels = src0_kernels(a.dtype).ok_or_else(|| shape_err(ctx, t, d, format!("src0 dtype {}", a.dtype)))?;
+    if dims.n <= DOT_MAX_COLS {
+        mul_mat_dots(&a, kernels, &b, &dst, dims, par);
+    } else {
+        mul_mat_gemm(&a, kernels, &b, &dst, dims, par, shared);
+    }
+    Ok(())
+}
+
+/// Row `i` of src0's batch `ab` dotted with `col` (`k` floats). `a_tmp`
+/// (k floats) holds the row when it is not densely stored.
+///
+/// # Safety
+/// Indices in range; `col.len() == k`.
+#[inline]
+unsafe fn row_dot(a: &Bound, kernels: Src0Kernels, i: usize, ab: [usize; 2], col: &[f32], a_tmp: &mut [f32]) -> f32 {
+    // SAFETY: the row holds k elements of a's dtype from its first one.
+    unsafe {
+        if a.rows_are_dense() {
+            (kernels.dot)(a.row(i, ab[0], ab[1]), col)
+        } else {
+            a.load_row(i, ab[0], ab[1], a_tmp);
+            simd::dot_f32(a_tmp, col)
+        }
+    }
+}
+
+fn mul_mat_dots(a: &Bound, kernels: Src0Kernels, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
+    let Dims { k, m, n, .. } = dims;
+    let b_dense = b.rows_are_dense();
+    let b_tmp = if b_dense { 0 } else { n * k };
+    par.for_each(dims.batches() * m, k * n, b_tmp + k, |range, tmp| {
+        let (cols, a_tmp) = tmp.split_at_mut(b_tmp);
+        let mut loaded = usize::MAX;
+        for g in range {
+            let (batch, i) = (g / m, g % m);
+            let ([i2, i3], ab) = dims.batch(batch);
+            if !b_dense && loaded != batch {
+                for j in 0..n {
+                    // SAFETY: column j of batch (i2, i3) is in range.
+                    unsafe { b.load_row(j, i2, i3, &mut cols[j * k..(j + 1) * k]) };
+                }
+                loaded = batch;
+            }
+            let col = |j: usize| -> &[f32] {
+                if b_dense {
+                    // SAFETY: column j of batch (i2, i3) holds k floats.
+                    unsafe { std::slice::from_raw_parts(b.row(j, i2, i3) as *const f32, k) }
+                } else {
+                    &cols[j * k..(j + 1) * k]
+                }
+            };
+            let mut j = 0;
+            // Four columns at a time read the row once for all four.
+            if a.rows_are_dense() {
+                while j + 4 <= n {
+                    // SAFETY: indices in range; this thread owns row i of every
+                    // result column of this batch.
+                    unsafe {
+                        let out = (kernels.dot4)(a.row(i, ab[0], ab[1]), [col(j), col(j + 1), col(j + 2), col(j + 3)]);
+                        for (jj, v) in out.into_iter().enumerate() {
+                            *(dst.at(i, j + jj, i2, i3) as *mut f32) = v;
+                        }
+                    }
+                    j += 4;
+                }
+            }
+            for j in j..n {
+                // SAFETY: as above.
+                unsafe { *(dst.at(i, j, i2, i3) as *mut f32) = row_dot(a, kernels, i, ab, col(j), a_tmp) };
+            }
+        }
+    });
+}
+
+/// Converts rows `rows` of src0's batch `ab` to F32, packed `k` apart.
+///
+/// # Safety
+/// Indices in range; `out.len() >= rows.len() * k`.
+unsafe fn src0_rows_to_f32(
+    a: &Bound,
+    kernels: Src0Kernels,
+    ab: [usize; 2],
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    let k = a.ne[0];
+    for (o, i) in rows.enumerate() {
+        let out = &mut out[o * k..(o + 1) * k];
+        // SAFETY: the caller's guarantee.
+        unsafe {
+            if a.rows_are_dense() {
+                (kernels.to_f32)(a.row(i, ab[0], ab[1]), out);
+            } else {
+                a.load_row(i, ab[0], ab[1], out);
+            }
+        }
+    }
+}
+
+/// One gemm: `dst[rows, all columns]` of result batch `(i2, i3)` from an
+/// `m x k` left matrix at `lhs` (strides in floats).
+///
+/// # Safety
+/// Every pointer and stride addresses memory valid for the sizes given; the
+/// destination does not overlap the inputs.
+unsafe fn gemm_block(
+    m: usize,
+    dims: Dims,
+    lhs: *const f32,
+    lhs_rs: isize,
+    lhs_cs: isize,
+    b: &Bound,
+    dst_block: *mut f32,
+    dst: &Bound,
+    bi: [usize; 2],
+    parallelism: Parallelism,
+) {
+    let f = size_of::<f32>();
+    // SAFETY: the caller's guarantee; gemm reads lhs (m x k), rhs (k x n) and
+    // writes dst (m x n), each through the strides given.
+    unsafe {
+        gemm::gemm(
+            m,
+            dims.n,
+            dims.k,
+            dst_block,
+            (dst.nb[1] / f) as isize,
+            (dst.nb[0] / f) as isize,
+            false,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            b.row(0, bi[0], bi[1]) as *const f32,
+            (b.nb[1] / f) as isize,
+            (b.nb[0] / f) as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+fn mul_mat_gemm(
+    a: &Bound,
+    kernels: Src0Kernels,
+    b: &Bound,
+    dst: &Bound,
+    dims: Dims,
+    par: &Par<'_>,
+    shared: &mut Vec<f32>,
+) {
+    let Dims { k, m, n, .. } = dims;
+    let per_batch = m * n * k;
+    let f = size_of::<f32>();
+    // F32 src0 goes to gemm as it lies (any strides); other dtypes are converted first.
+    let direct = kernels.in_place;
+    let spread_batches = dims.batches() >= 2 * par.n_threads() || per_batch < GEMM_THREADING_WORK;
+    if par.n_threads() == 1 || (dims.batches() > 1 && spread_batches) {
+        let tmp_len = if direct { 0 } else { m * k };
+        par.for_each(dims.batches(), per_batch, tmp_len, |range, tmp| {
+            for g in range {
+                let (bi, ab) = dims.batch(g);
+                // SAFETY: all indices are in range (checked shapes); this thread
+                // owns result batch g; gemm runs single-threaded here.
+                unsafe {
+                    let (lhs, rs, cs) = if direct {
+                        (a.row(0, ab[0], ab[1]) as *const f32, (a.nb[1] / f) as isize, (a.nb[0] / f) as isize)
+                    } else {
+                        src0_rows_to_f32(a, kernels, ab, 0..m, tmp);
+                        (tmp.as_ptr(), k as isize, 1)
+                    };
+                    let out = dst.row(0, bi[0], bi[1]) as *mut f32;
+                    gemm_block(m, dims, lhs, rs, cs, b, out, dst, bi, Parallelism::None);
+                }
+            }
+        });
+        return;
+    }
+    let threads = Parallelism::Rayon(par.n_threads());
+    let a_batches = a.ne[2] * a.ne[3];
+    for ag in 0..a_batches {
+        let ab = [ag % a.ne[2], ag / a.ne[2]];
+        // The result batches reading this src0 batch.
+        let users = (0..dims.batches()).filter(|&g| dims.batch(g).1 == ab);
+        if direct {
+            for g in users {
+                let bi = dims.batch(g).0;
+                // SAFETY: as above; gemm threads over this backend's pool.
+                par.install(|| unsafe {
+                    let lhs = a.row(0, ab[0], ab[1]) as *const f32;
+                    let (rs, cs) = ((a.nb[1] / f) as isize, (a.nb[0] / f) as isize);
+                    gemm_block(m, dims, lhs, rs, cs, b, dst.row(0, bi[0], bi[1]) as *mut f32, dst, bi, threads);
+                });
+            }
+            continue;
+        }
+        let block = CONVERT_BLOCK_ROWS.min(m);
+        if shared.len() < block * k {
+            shared.resize(block * k, 0.0);
+        }
+        for r0 in (0..m).step_by(block) {
+            let rows = block.min(m - r0);
+            let out = SendPtr(shared.as_mut_ptr());
+            par.for_each(rows, k, 0, |range, _| {
+                // SAFETY: disjoint row ranges of the shared scratch per call;
+                // rows r0 + range are in range of src0.
+                unsafe {
+                    let part = std::slice::from_raw_parts_mut(out.get().add(range.start * k), range.len() * k);
+                    src0_rows_to_f32(a, kernels, ab, r0 + range.start..r0 + range.end, part);
+                }
+            });
+            for g in users.clone() {
+                let bi = dims.batch(g).0;
+                let lhs = SendPtr(shared.as_mut_ptr());
+                // SAFETY: the converted block is `rows x k` floats; the result
+                // rows r0.. of batch bi are in range.
+                par.install(|| unsafe {
+                    let out = dst.at(r0, 0, bi[0], bi[1]) as *mut f32;
+                    gemm_block(rows, dims, lhs.get() as *const f32, k as isize, 1, b, out, dst, bi, threads);
+                });
+            }
+        }
+    }
+}

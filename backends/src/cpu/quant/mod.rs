@@ -1,0 +1,151 @@
+//! Quantized kernels of the CPU backend: activation quantizers, integer dot
+//! products of every weight type with its dot partner, the quantized
+//! matrix product driver, and row conversions for GET_ROWS / CPY / SET_ROWS.
+//!
+//! Every kernel has a portable scalar path and, on x86-64, an AVX2 path
+//! (AVX2 + FMA + F16C) chosen at run time. There is no AVX-512 path: it
+//! could not be run or measured on the machines this was written on, and an
+//! untested kernel is worse than none. [`Isa::available`] lists what this CPU
+//! can run; tests run every entry against the scalar path.
+//!
+//! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
+//! Q4_1, Q5_1; Q8_K for the K-quants.
+
+mod activation;
+#[cfg(target_arch = "x86_64")]
+mod dot_avx2;
+mod dot_scalar;
+mod float_matvec;
+mod mul_mat;
+mod rows;
+#[cfg(target_arch = "x86_64")]
+mod tile_avx2;
+mod unpack;
+mod weight;
+
+#[cfg(test)]
+mod tests;
+
+pub use activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
+pub use float_matvec::{f16_mat_vec, f32_mat_vec};
+pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
+pub use rows::{dequantize_rows, quantize_rows_ref};
+
+use gantry_engine::DType;
+use gantry_engine::quant::{
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
+    BlockQ8K,
+};
+
+/// An instruction-set path of the quantized kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Portable Rust, no SIMD intrinsics.
+    Scalar,
+    /// x86-64 AVX2 with FMA and F16C. Constructed only by [`Isa::available`]
+    /// and [`Isa::best`], which check the CPU first.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Isa {
+    /// Every path this CPU can run, slowest first (the scalar path is always there).
+    pub fn available() -> impl Iterator<Item = Isa> {
+        let avx2 = Self::has_avx2();
+        std::iter::once(Isa::Scalar).chain(Self::avx2_if(avx2))
+    }
+
+    /// The fastest path this CPU can run.
+    pub fn best() -> Isa {
+        Self::available().last().unwrap_or(Isa::Scalar)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn has_avx2() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn has_avx2() -> bool {
+        false
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_if(ok: bool) -> Option<Isa> {
+        ok.then_some(Isa::Avx2)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn avx2_if(_ok: bool) -> Option<Isa> {
+        None
+    }
+}
+
+/// Defines `vec_dot_<type>_<partner>(n, x, y)` (best path) and
+/// `vec_dot_<type>_<partner>_on(isa, n, x, y)` (a chosen path).
+macro_rules! vec_dots {
+    ($($name:ident, $on:ident, $x:ty, $y:ty, $bs:expr;)*) => {$(
+        #[doc = concat!("Dot product of the first `n` values of `", stringify!($x), "` weights and `",
+            stringify!($y), "` activations on the fastest path. `n` is rounded down to whole blocks and \
+            capped by the blocks both slices hold.")]
+        pub fn $name(n: usize, x: &[$x], y: &[$y]) -> f32 {
+            $on(Isa::best(), n, x, y)
+        }
+
+        #[doc = concat!("[`", stringify!($name), "`] on the path `isa`.")]
+        pub fn $on(isa: Isa, n: usize, x: &[$x], y: &[$y]) -> f32 {
+            let nb = (n / $bs).min(x.len()).min(y.len());
+            let (x, y) = (&x[..nb], &y[..nb]);
+            match isa {
+                Isa::Scalar => dot_scalar::$name(x, y),
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `Isa::Avx2` is only handed out after checking AVX2, FMA and F16C.
+                Isa::Avx2 => unsafe { dot_avx2::$name(x, y) },
+            }
+        }
+    )*};
+}
+
+vec_dots! {
+    vec_dot_q4_0_q8_0, vec_dot_q4_0_q8_0_on, BlockQ4_0, BlockQ8_0, 32;
+    vec_dot_q4_1_q8_1, vec_dot_q4_1_q8_1_on, BlockQ4_1, BlockQ8_1, 32;
+    vec_dot_q5_0_q8_0, vec_dot_q5_0_q8_0_on, BlockQ5_0, BlockQ8_0, 32;
+    vec_dot_q5_1_q8_1, vec_dot_q5_1_q8_1_on, BlockQ5_1, BlockQ8_1, 32;
+    vec_dot_q8_0_q8_0, vec_dot_q8_0_q8_0_on, BlockQ8_0, BlockQ8_0, 32;
+    vec_dot_q2_k_q8_k, vec_dot_q2_k_q8_k_on, BlockQ2K, BlockQ8K, 256;
+    vec_dot_q3_k_q8_k, vec_dot_q3_k_q8_k_on, BlockQ3K, BlockQ8K, 256;
+    vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_on, BlockQ4K, BlockQ8K, 256;
+    vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_on, BlockQ5K, BlockQ8K, 256;
+    vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_on, BlockQ6K, BlockQ8K, 256;
+}
+
+/// The dot partner of a quantized weight type (ggml's `vec_dot_type`), or
+/// `None` for types that are not weights of a quantized mul_mat here.
+pub fn dot_partner(weights: DType) -> Option<DType> {
+    Some(match weights {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => DType::Q8_0,
+        DType::Q4_1 | DType::Q5_1 => DType::Q8_1,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => DType::Q8_K,
+        _ => return None,
+    })
+}
+
+/// A deterministic test signal (xorshift), with a zero run and an outlier
+/// every 97 values.
+#[cfg(test)]
+pub(crate) fn test_signal(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(12345);
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let v = (s as f32 / u32::MAX as f32 - 0.5) * 2.0;
+            match i % 97 {
+                40..=47 => 0.0,
+                90 => v * 20.0,
+                _ => v,
+            }
+        })
+        .collect()
+}

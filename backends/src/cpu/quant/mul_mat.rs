@@ -1,0 +1,451 @@
+//! The quantized matrix product driver: `dst[n][m] = row m of the weights ·
+//! row n of src1`, weights in a quantized type, src1 and dst in f32.
+//!
+//! The activations are quantized once to the weights' dot partner, into the
+//! caller's scratch. Then:
+//! - few columns (token generation, `N < TILE_MIN_N`): rows of the weights
+//!   are split over the threads in small chunks and each (row, column) is one
+//!   integer dot product — the weights stream through once, which is what
+//!   bounds a matrix-vector product;
+//! - more columns (prompt batches): the weights are cut into tiles of
+//!   `TILE_ROWS` rows, each unpacked once into signed bytes and f32 group
+//!   scales (in the thread's part of the scratch), then multiplied against the
+//!   columns by a register-tiled micro-kernel (2 rows × 4 columns), so the
+//!   format decoding is paid once per tile rather than once per column.
+//!
+//! Threads take tasks from a shared counter, one scratch slice per worker,
+//! so no task ever allocates.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gantry_engine::quant::QuantBlock;
+use gantry_engine::{DType, Error, Result};
+use rayon::prelude::*;
+
+use super::Isa;
+use super::weight::{ActBlock, TileRow, WeightType, with_weight_type};
+
+/// Columns from which the tiled path is used (on AVX2).
+const TILE_MIN_N: usize = 8;
+/// Weight rows per tile of the tiled path.
+const TILE_ROWS: usize = 16;
+/// Weight rows per task of the dot-product path.
+const DOT_ROWS: usize = 16;
+/// Alignment of every scratch region.
+const ALIGN: usize = 64;
+
+/// A quantized weight matrix of `m` rows of `k` values; row `r` starts at
+/// byte `r · row_stride` of `data`.
+#[derive(Debug, Clone, Copy)]
+pub struct QuantMatrix<'a> {
+    /// The weights' type (Q4_0 … Q6_K).
+    pub dtype: DType,
+    /// The weights' bytes.
+    pub data: &'a [u8],
+    /// Bytes from one row to the next (at least the row size).
+    pub row_stride: usize,
+    /// Values per row (a multiple of the block size).
+    pub k: usize,
+    /// Rows.
+    pub m: usize,
+}
+
+fn round_up(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+/// Byte sizes of the scratch regions for `W`.
+struct Layout {
+    /// One quantized activation row.
+    act_row: usize,
+    /// One column's chunk scales and group sums (tiled path).
+    col_extra: usize,
+    /// One worker's unpacked weight tile (tiled path).
+    tile: usize,
+}
+
+impl Layout {
+    fn new<W: WeightType>(k: usize) -> Layout {
+        let act_row = round_up(k / <W::Act as QuantBlock>::ELEMS * size_of::<W::Act>());
+        let row = TileRow::new::<W>(k);
+        let col_extra = round_up((k / 32 + row.n_mins) * 4);
+        let tile = TILE_ROWS * row.bytes;
+        Layout { act_row, col_extra, tile }
+    }
+
+    fn size(&self, n: usize, threads: usize) -> usize {
+        ALIGN + n * (self.act_row + self.col_extra) + threads * self.tile
+    }
+}
+
+/// Scratch bytes [`quant_mul_mat`] needs for `n` columns of `k` values of
+/// `dtype` weights on a pool of `threads` threads.
+pub fn quant_mul_mat_scratch_size(dtype: DType, k: usize, n: usize, threads: usize) -> Result<usize> {
+    fn size<W: WeightType>(k: usize, n: usize, threads: usize) -> usize {
+        Layout::new::<W>(k).size(n, threads)
+    }
+    with_weight_type!(dtype, size(k, n, threads))
+        .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype })
+}
+
+/// `dst[j·dst_stride + i] = Σ_t w[i][t] · src1[j·src1_stride + t]` for rows `i < w.m`
+/// and columns `j < n`, on the fastest path, split over `pool`'s threads.
+///
+/// `scratch` must hold [`quant_mul_mat_scratch_size`]`(w.dtype, w.k, n,
+/// pool.current_num_threads())` bytes; nothing is allocated.
+pub fn quant_mul_mat(
+    w: &QuantMatrix<'_>,
+    src1: &[f32],
+    src1_stride: usize,
+    n: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+    scratch: &mut [u8],
+    pool: &rayon::ThreadPool,
+) -> Result<()> {
+    quant_mul_mat_on(Isa::best(), w, src1, src1_stride, n, dst, dst_stride, scratch, pool)
+}
+
+/// [`quant_mul_mat`] on the path `isa`.
+pub fn quant_mul_mat_on(
+    isa: Isa,
+    w: &QuantMatrix<'_>,
+    src1: &[f32],
+    src1_stride: usize,
+    n: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+    scratch: &mut [u8],
+    pool: &rayon::ThreadPool,
+) -> Result<()> {
+    let args = Args { isa, w, src1, src1_stride, n, dst_stride, pool };
+    with_weight_type!(w.dtype, run(&args, dst, scratch))
+        .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: w.dtype })?
+}
+
+struct Args<'a, 'b> {
+    isa: Isa,
+    w: &'a QuantMatrix<'b>,
+    src1: &'a [f32],
+    src1_stride: usize,
+    n: usize,
+    dst_stride: usize,
+    pool: &'a rayon::ThreadPool,
+}
+
+fn err(reason: String) -> Error {
+    Error::InvalidOp { op: "MUL_MAT", reason }
+}
+
+/// Bytes a strided 2-d region needs: `rows − 1` strides plus one row.
+fn span(rows: usize, stride: usize, row: usize) -> Option<usize> {
+    if rows == 0 { Some(0) } else { (rows - 1).checked_mul(stride)?.checked_add(row) }
+}
+
+fn check(args: &Args<'_, '_>, dst_len: usize, scratch_len: usize, layout: &Layout, bs: usize) -> Result<()> {
+    let w = args.w;
+    let row_bytes = w.dtype.row_size(w.k).filter(|_| w.k.is_multiple_of(bs)).ok_or_else(|| {
+        err(format!("weights of {} values per row are not a whole number of {} blocks", w.k, w.dtype))
+    })?;
+    if w.row_stride < row_bytes || span(w.m, w.row_stride, row_bytes).is_none_or(|s| s > w.data.len()) {
+        return Err(err(format!(
+            "{} weights: {} rows of {row_bytes} bytes with stride {} do not fit in {} bytes",
+            w.dtype,
+            w.m,
+            w.row_stride,
+            w.data.len()
+        )));
+    }
+    if args.src1_stride < w.k || span(args.n, args.src1_stride, w.k).is_none_or(|s| s > args.src1.len()) {
+        return Err(err(format!(
+            "src1: {} rows of {} values with stride {} do not fit in {} values",
+            args.n,
+            w.k,
+            args.src1_stride,
+            args.src1.len()
+        )));
+    }
+    if args.dst_stride < w.m || span(args.n, args.dst_stride, w.m).is_none_or(|s| s > dst_len) {
+        return Err(err(format!(
+            "dst: {} rows of {} values with stride {} do not fit in {dst_len} values",
+            args.n, w.m, args.dst_stride
+        )));
+    }
+    let need = layout.size(args.n, args.pool.current_num_threads());
+    if scratch_len < need {
+        return Err(err(format!("scratch holds {scratch_len} bytes, {need} are needed")));
+    }
+    Ok(())
+}
+
+/// A pointer that tasks share to write disjoint parts of `dst`.
+#[derive(Clone, Copy)]
+struct DstPtr(*mut f32);
+// SAFETY: every task writes a set of (row, column) elements no other task writes.
+unsafe impl Send for DstPtr {}
+// SAFETY: as above.
+unsafe impl Sync for DstPtr {}
+
+impl DstPtr {
+    /// Writes element `i`.
+    ///
+    /// # Safety
+    /// `i` is inside dst and no other thread writes it.
+    unsafe fn write(self, i: usize, v: f32) {
+        // SAFETY: the caller's contract.
+        unsafe { *self.0.add(i) = v };
+    }
+}
+
+fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) -> Result<()> {
+    let layout = Layout::new::<W>(args.w.k);
+    check(args, dst.len(), scratch.len(), &layout, <W::Block as QuantBlock>::ELEMS)?;
+    let (w, n, k) = (args.w, args.n, args.w.k);
+    if w.m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // Empty dot products.
+        for j in 0..n {
+            dst[j * args.dst_stride..j * args.dst_stride + w.m].fill(0.0);
+        }
+        return Ok(());
+    }
+    let threads = args.pool.current_num_threads();
+    let skip = scratch.as_ptr().align_offset(ALIGN).min(ALIGN);
+    let scratch = &mut scratch[skip..];
+    let (acts, rest) = scratch.split_at_mut(n * layout.act_row);
+    let (extras, tiles) = rest.split_at_mut(n * layout.col_extra);
+    let tiles = &mut tiles[..threads * layout.tile];
+    let act_blocks = k / <W::Act as QuantBlock>::ELEMS;
+    let row_bytes = w.dtype.row_size(k).unwrap_or(0);
+    let tiled = n >= TILE_MIN_N && args.isa != Isa::Scalar;
+
+    args.pool.install(|| {
+        // 1. Quantize every column of src1 once (and, for the tiled path, its chunk scales and group sums).
+        acts.par_chunks_mut(layout.act_row).zip(extras.par_chunks_mut(layout.col_extra)).enumerate().for_each(
+            |(j, (act, extra))| {
+                let x = &args.src1[j * args.src1_stride..j * args.src1_stride + k];
+                let blocks: &mut [W::Act] = bytemuck::cast_slice_mut(&mut act[..act_blocks * size_of::<W::Act>()]);
+                W::Act::quantize_on(args.isa, x, blocks);
+                if tiled {
+                    let extra: &mut [f32] = bytemuck::cast_slice_mut(extra);
+                    let (scales, sums) = extra.split_at_mut(k / 32);
+                    for (c, s) in scales.iter_mut().enumerate() {
+                        *s = W::Act::chunk_scale(blocks, c);
+                    }
+                    let groups = k.checked_div(W::MIN_GROUP).unwrap_or(0);
+                    for (g, s) in sums[..groups].iter_mut().enumerate() {
+                        *s = W::Act::group_sum(blocks, g * W::MIN_GROUP, W::MIN_GROUP);
+                    }
+                }
+            },
+        );
+    });
+
+    let acts: &[u8] = acts;
+    let extras: &[u8] = extras;
+    let weights =
+        |r: usize| -> &[W::Block] { bytemuck::cast_slice(&w.data[r * w.row_stride..r * w.row_stride + row_bytes]) };
+    let act_row = |j: usize| -> &[W::Act] {
+        bytemuck::cast_slice(&acts[j * layout.act_row..j * layout.act_row + act_blocks * size_of::<W::Act>()])
+    };
+    let out = DstPtr(dst.as_mut_ptr());
+    let next = AtomicUsize::new(0);
+
+    if !tiled {
+        let tasks = w.m.div_ceil(DOT_ROWS);
+        args.pool.install(|| {
+            (0..threads).into_par_iter().for_each(|_| {
+                loop {
+                    let t = next.fetch_add(1, Ordering::Relaxed);
+                    if t >= tasks {
+                        break;
+                    }
+                    for r in t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m) {
+                        let x = weights(r);
+                        for j in 0..n {
+                            let v = W::dot(args.isa, x, act_row(j));
+                            // SAFETY: (r, j) is inside dst (checked) and belongs to this task only.
+                            unsafe { out.write(j * args.dst_stride + r, v) };
+                        }
+                    }
+                }
+            });
+        });
+        return Ok(());
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    {
+        let row_tiles = w.m.div_ceil(TILE_ROWS);
+        // Split columns too when there are few row tiles for the threads.
+        let col_tiles = (4 * threads).div_ceil(row_tiles).clamp(1, n.div_ceil(4));
+        let cols_per_tile = n.div_ceil(col_tiles).div_ceil(4) * 4;
+        let col_tiles = n.div_ceil(cols_per_tile);
+        let tasks = row_tiles * col_tiles;
+        let extra_col =
+            |j: usize| -> &[f32] { bytemuck::cast_slice(&extras[j * layout.col_extra..(j + 1) * layout.col_extra]) };
+        let ctx = TileCtx { k, dst_stride: args.dst_stride };
+        args.pool.install(|| {
+            tiles.par_chunks_mut(layout.tile).for_each(|tile| {
+                loop {
+                    let t = next.fetch_add(1, Ordering::Relaxed);
+                    if t >= tasks {
+                        break;
+                    }
+                    let (rt, ct) = (t / col_tiles, t % col_tiles);
+                    let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
+                    let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);
+                    // SAFETY: `Isa::Avx2` (tiled implies not scalar) was checked at
+                    // detection; the task's (rows, cols) of dst are its own.
+                    unsafe { tile_task::<W>(&ctx, tile, rows, cols, &weights, &act_row, &extra_col, out) };
+                }
+            });
+        });
+    }
+    Ok(())
+}
+
+#[cfg(target_arch = "x86_64")]
+struct TileCtx {
+    k: usize,
+    dst_stride: usize,
+}
+
+/// Unpacks weight rows `rows` into `tile` and multiplies them with columns `cols`.
+///
+/// # Safety
+/// AVX2/FMA/F16C are available, and no other task writes dst at (`rows`, `cols`).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_task<'w, 'a, W: WeightType>(
+    ctx: &TileCtx,
+    tile: &mut [u8],
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    weights: &dyn Fn(usize) -> &'w [W::Block],
+    act_row: &dyn Fn(usize) -> &'a [W::Act],
+    extra_col: &dyn Fn(usize) -> &'a [f32],
+    out: DstPtr,
+) {
+    use super::tile_avx2::{ARow, KRow, WRow, micro, micro_k};
+
+    let k = ctx.k;
+    let layout = TileRow::new::<W>(k);
+    let nr = rows.len();
+    let bs = <W::Block as QuantBlock>::ELEMS;
+    let per_block_mins = bs.checked_div(W::MIN_GROUP).unwrap_or(0);
+    // Unpack each row into its slot: quants, then scales, super-block scales, mins.
+    for (i, r) in rows.clone().enumerate() {
+        let slot = &mut tile[i * layout.bytes..(i + 1) * layout.bytes];
+        let (q, rest) = slot.split_at_mut(layout.scales);
+        let (sc, rest) = rest.split_at_mut(layout.ds - layout.scales);
+        let (ds, mins) = rest.split_at_mut(layout.mins - layout.ds);
+        let mins: &mut [f32] = bytemuck::cast_slice_mut(&mut mins[..4 * layout.n_mins]);
+        if W::INT_K {
+            let sc: &mut [i16] = bytemuck::cast_slice_mut(sc);
+            let ds: &mut [f32] = bytemuck::cast_slice_mut(&mut ds[..4 * (k / 256)]);
+            for (b, blk) in weights(r).iter().enumerate() {
+                ds[b] = W::unpack_k(
+                    blk,
+                    &mut q[256 * b..256 * (b + 1)],
+                    &mut sc[128 * b..128 * (b + 1)],
+                    &mut mins[16 * b..16 * (b + 1)],
+                );
+            }
+        } else {
+            let q: &mut [i8] = bytemuck::cast_slice_mut(q);
+            let sc: &mut [f32] = bytemuck::cast_slice_mut(&mut sc[..4 * (k / 16)]);
+            for (b, blk) in weights(r).iter().enumerate() {
+                W::unpack(
+                    blk,
+                    &mut q[b * bs..(b + 1) * bs],
+                    &mut sc[b * bs / 16..(b + 1) * bs / 16],
+                    &mut mins[b * per_block_mins..(b + 1) * per_block_mins],
+                );
+            }
+        }
+    }
+    let tile: &[u8] = tile;
+    let slot = |i: usize| &tile[i * layout.bytes..(i + 1) * layout.bytes];
+    let wrow = |i: usize| WRow { q: slot(i).as_ptr().cast(), scale16: slot(i)[layout.scales..].as_ptr().cast() };
+    let krow = |i: usize| KRow {
+        q: slot(i).as_ptr(),
+        sc: slot(i)[layout.scales..].as_ptr().cast(),
+        d: slot(i)[layout.ds..].as_ptr().cast(),
+    };
+    let arow = |j: usize| ARow { blocks: act_row(j).as_ptr().cast(), scale32: extra_col(j).as_ptr() };
+    let kcol = |j: usize| act_row(j).as_ptr().cast::<gantry_engine::quant::BlockQ8K>();
+    let write = |i: usize, j: usize, v: f32| {
+        let r = rows.start + i;
+        let mut v = v;
+        if layout.n_mins > 0 {
+            let mins: &[f32] = bytemuck::cast_slice(&slot(i)[layout.mins..layout.mins + 4 * layout.n_mins]);
+            v += dot_f32(mins, &extra_col(j)[k / 32..k / 32 + layout.n_mins]);
+        }
+        // SAFETY: (r, j) lies inside dst (checked by the driver) and in this task's tile.
+        unsafe { out.write(j * ctx.dst_stride + r, v) };
+    };
+
+    let mut j = cols.start;
+    while j < cols.end {
+        let cn = (cols.end - j).min(4);
+        let mut i = 0;
+        while i < nr {
+            let rn = (nr - i).min(2);
+            // SAFETY: rows i.. and columns j.. are unpacked / quantized above for
+            // all k values; the CPU has AVX2 (caller's contract); the K form's
+            // quants are ≤ 63 and its scales within ±128 (every K-quant's are).
+            unsafe {
+                macro_rules! go {
+                    ($r:literal, $c:literal) => {{
+                        let res = if W::INT_K {
+                            micro_k::<$r, $c>(
+                                k / 256,
+                                &std::array::from_fn(|x| krow(i + x)),
+                                &std::array::from_fn(|y| kcol(j + y)),
+                            )
+                        } else {
+                            micro::<W::Act, $r, $c>(
+                                k / 32,
+                                &std::array::from_fn(|x| wrow(i + x)),
+                                &std::array::from_fn(|y| arow(j + y)),
+                            )
+                        };
+                        for x in 0..$r {
+                            for y in 0..$c {
+                                write(i + x, j + y, res[x][y]);
+                            }
+                        }
+                    }};
+                }
+                match (rn, cn) {
+                    (2, 4) => go!(2, 4),
+                    (2, 3) => go!(2, 3),
+                    (2, 2) => go!(2, 2),
+                    (2, _) => go!(2, 1),
+                    (_, 4) => go!(1, 4),
+                    (_, 3) => go!(1, 3),
+                    (_, 2) => go!(1, 2),
+                    _ => go!(1, 1),
+                }
+            }
+            i += rn;
+        }
+        j += cn;
+    }
+}
+
+/// Σ a·b in 8 independent lanes (so it vectorizes), then summed.
+fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ac.zip(bc) {
+        for l in 0..8 {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}

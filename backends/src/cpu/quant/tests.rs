@@ -1,0 +1,312 @@
+//! Every available path against the scalar one and against f64 arithmetic on
+//! the dequantized values (the engine's dequantizers, themselves checked bit
+//! for bit against ggml).
+
+use gantry_engine::DType;
+use gantry_engine::quant::{
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
+    BlockQ8K, QuantBlock, dequantize_blocks, dequantize_row, quantize_blocks, quantize_row,
+};
+
+use bytemuck::Zeroable;
+
+use super::*;
+
+fn quantized<B: QuantBlock>(x: &[f32]) -> Vec<B> {
+    let mut b = vec![B::zeroed(); x.len() / B::ELEMS];
+    quantize_blocks(x, &mut b);
+    b
+}
+
+fn dequantized<B: QuantBlock>(b: &[B]) -> Vec<f32> {
+    let mut y = vec![0f32; b.len() * B::ELEMS];
+    dequantize_blocks(b, &mut y);
+    y
+}
+
+fn dot_f64(a: &[f32], b: &[f32]) -> (f64, f64) {
+    let exact = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let magnitude = a.iter().zip(b).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum();
+    (exact, magnitude)
+}
+
+#[test]
+fn activation_quantizers_agree_with_the_reference() {
+    let x = test_signal(4096, 21);
+    let want0: Vec<BlockQ8_0> = quantized(&x);
+    let want1: Vec<BlockQ8_1> = quantized(&x);
+    let wantk: Vec<BlockQ8K> = quantized(&x);
+    for isa in Isa::available() {
+        let mut got0 = vec![BlockQ8_0::zeroed(); want0.len()];
+        quantize_row_q8_0(isa, &x, &mut got0);
+        let mut got1 = vec![BlockQ8_1::zeroed(); want1.len()];
+        quantize_row_q8_1(isa, &x, &mut got1);
+        let mut gotk = vec![BlockQ8K::zeroed(); wantk.len()];
+        quantize_row_q8_k(isa, &x, &mut gotk);
+        let mut differing = 0;
+        for (i, ((g0, w0), (g1, w1))) in got0.iter().zip(&want0).zip(got1.iter().zip(&want1)).enumerate() {
+            assert_eq!(g0.d, w0.d, "{isa:?} Q8_0 block {i}");
+            assert_eq!(g1.d, w1.d, "{isa:?} Q8_1 block {i}");
+            let d_exact = x_absmax(&x[32 * i..32 * i + 32]) / 127.0;
+            for j in 0..32 {
+                // Ties may round differently (even vs away from zero), by one step at most.
+                let v = x[32 * i + j] * (1.0 / d_exact);
+                for (g, w) in [(g0.qs[j], w0.qs[j]), (g1.qs[j], w1.qs[j])] {
+                    if g != w {
+                        assert!((g as i32 - w as i32).abs() == 1, "{isa:?} block {i} value {j}: {g} vs {w}");
+                        assert!((v.abs().fract() - 0.5).abs() < 1e-3, "{isa:?}: {g} vs {w} is not a tie ({v})");
+                        differing += 1;
+                    }
+                }
+            }
+            let sum: i32 = g1.qs.iter().map(|&q| q as i32).sum();
+            assert_eq!(
+                g1.s,
+                gantry_engine::quant::F16Bits::from_f32(sum as f32 * (x_absmax(&x[32 * i..32 * i + 32]) / 127.0))
+            );
+        }
+        assert!(differing <= 8, "{isa:?}: {differing} quants differ from the reference");
+        for (i, (g, w)) in gotk.iter().zip(&wantk).enumerate() {
+            assert_eq!(g.d.abs(), w.d.abs(), "{isa:?} Q8_K block {i}");
+            let flip = if g.d == w.d { 1 } else { -1 };
+            for j in 0..256 {
+                assert_eq!(g.qs[j] as i32, flip * w.qs[j] as i32, "{isa:?} Q8_K block {i} value {j}");
+            }
+            for s in 0..16 {
+                assert_eq!(g.bsums[s] as i32, flip * w.bsums[s] as i32);
+            }
+        }
+    }
+}
+
+fn x_absmax(x: &[f32]) -> f32 {
+    x.iter().fold(0f32, |a, v| a.max(v.abs()))
+}
+
+/// Checks `dot_on` on every path against f64 on the dequantized blocks and
+/// against the scalar path. `rounding(x, y)` bounds what the format itself
+/// rounds beyond the dequantized values (Q8_1's f16 block sum `s`).
+fn check_dot<X: QuantBlock, Y: QuantBlock>(dot_on: fn(Isa, usize, &[X], &[Y]) -> f32, rounding: fn(&[X], &[Y]) -> f64) {
+    for (n, seed) in [(X::ELEMS.max(Y::ELEMS), 1), (4096, 2), (1024, 3)] {
+        let x: Vec<X> = quantized(&test_signal(n, seed));
+        let y: Vec<Y> = quantized(&test_signal(n, seed + 100));
+        let (exact, magnitude) = dot_f64(&dequantized(&x), &dequantized(&y));
+        let scalar = dot_on(Isa::Scalar, n, &x, &y);
+        for isa in Isa::available() {
+            let got = dot_on(isa, n, &x, &y);
+            // Integer sums are exact; only the f32 scale products and the
+            // accumulation round, well under 1e-5 of the magnitude.
+            let tol = 1e-5 * magnitude + 1e-6 + rounding(&x, &y);
+            assert!(
+                (got as f64 - exact).abs() <= tol,
+                "{}·{} n={n} {isa:?}: {got} vs f64 {exact} (magnitude {magnitude})",
+                X::DTYPE,
+                Y::DTYPE
+            );
+            assert!((got - scalar).abs() as f64 <= tol, "{} {isa:?}: {got} vs scalar {scalar}", X::DTYPE);
+        }
+    }
+}
+
+#[test]
+fn dot_products_match_f64_on_every_path() {
+    fn exact<X, Y>(_: &[X], _: &[Y]) -> f64 {
+        0.0
+    }
+    // m·s stands for m·d·Σq with s rounded to f16: half an f16 step, 2^-11 relative.
+    fn q4_1_sums(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f64 {
+        x.iter().zip(y).map(|(a, b)| (a.m.to_f32() * b.s.to_f32()).abs() as f64 / 2048.0).sum()
+    }
+    fn q5_1_sums(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f64 {
+        x.iter().zip(y).map(|(a, b)| (a.m.to_f32() * b.s.to_f32()).abs() as f64 / 2048.0).sum()
+    }
+    check_dot::<BlockQ4_0, BlockQ8_0>(vec_dot_q4_0_q8_0_on, exact);
+    check_dot::<BlockQ4_1, BlockQ8_1>(vec_dot_q4_1_q8_1_on, q4_1_sums);
+    check_dot::<BlockQ5_0, BlockQ8_0>(vec_dot_q5_0_q8_0_on, exact);
+    check_dot::<BlockQ5_1, BlockQ8_1>(vec_dot_q5_1_q8_1_on, q5_1_sums);
+    check_dot::<BlockQ8_0, BlockQ8_0>(vec_dot_q8_0_q8_0_on, exact);
+    check_dot::<BlockQ2K, BlockQ8K>(vec_dot_q2_k_q8_k_on, exact);
+    check_dot::<BlockQ3K, BlockQ8K>(vec_dot_q3_k_q8_k_on, exact);
+    check_dot::<BlockQ4K, BlockQ8K>(vec_dot_q4_k_q8_k_on, exact);
+    check_dot::<BlockQ5K, BlockQ8K>(vec_dot_q5_k_q8_k_on, exact);
+    check_dot::<BlockQ6K, BlockQ8K>(vec_dot_q6_k_q8_k_on, exact);
+}
+
+#[test]
+fn dot_products_stop_at_whole_blocks_and_the_shorter_slice() {
+    let x: Vec<BlockQ4_0> = quantized(&test_signal(128, 4));
+    let y: Vec<BlockQ8_0> = quantized(&test_signal(128, 5));
+    let two = vec_dot_q4_0_q8_0(64, &x, &y);
+    assert_eq!(vec_dot_q4_0_q8_0(64 + 31, &x, &y), two);
+    assert_eq!(vec_dot_q4_0_q8_0(128, &x[..2], &y), two);
+    assert_eq!(vec_dot_q4_0_q8_0(0, &x, &y), 0.0);
+}
+
+const WEIGHT_TYPES: [DType; 10] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+}
+
+/// A weight matrix of `m` rows of `k` values, rows `stride` bytes apart, and
+/// its dequantized values.
+fn weights(dtype: DType, k: usize, m: usize, pad: usize, seed: u32) -> (Vec<u8>, usize, Vec<f32>) {
+    let row = dtype.row_size(k).unwrap();
+    let stride = row + pad;
+    let mut data = vec![0xAAu8; stride * m];
+    let mut deq = vec![0f32; k * m];
+    for r in 0..m {
+        let x = test_signal(k, seed + r as u32);
+        quantize_row(dtype, &x, &mut data[r * stride..r * stride + row]).unwrap();
+        dequantize_row(dtype, &data[r * stride..r * stride + row], &mut deq[r * k..(r + 1) * k]).unwrap();
+    }
+    (data, stride, deq)
+}
+
+#[test]
+fn mul_mat_matches_the_f64_product_of_the_dequantized_weights() {
+    let (k, m) = (512, 37);
+    let p = pool(2);
+    for dtype in WEIGHT_TYPES {
+        let (data, stride, deq) = weights(dtype, k, m, 3, 17);
+        let w = QuantMatrix { dtype, data: &data, row_stride: stride, k, m };
+        for n in [1, 3, 8, 9] {
+            let (s1, sd) = (k + 5, m + 2);
+            let src1: Vec<f32> = (0..n)
+                .flat_map(|j| {
+                    let mut row = test_signal(k, 900 + j as u32);
+                    row.extend([7.0; 5]); // padding the stride skips
+                    row
+                })
+                .collect();
+            for isa in Isa::available() {
+                let mut dst = vec![f32::NAN; n * sd];
+                let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
+                quant_mul_mat_on(isa, &w, &src1, s1, n, &mut dst, sd, &mut scratch, &p).unwrap();
+                let (mut err, mut norm) = (0f64, 0f64);
+                for j in 0..n {
+                    for r in 0..m {
+                        let (want, _) = dot_f64(&deq[r * k..(r + 1) * k], &src1[j * s1..j * s1 + k]);
+                        let got = dst[j * sd + r] as f64;
+                        assert!(got.is_finite(), "{dtype} {isa:?} n={n}: dst[{j}][{r}] not written");
+                        err += (got - want) * (got - want);
+                        norm += want * want;
+                    }
+                    for r in m..sd {
+                        assert!(dst[j * sd + r].is_nan(), "{dtype} {isa:?}: wrote past row {m} of dst row {j}");
+                    }
+                }
+                let nmse = err / norm;
+                assert!(nmse <= 5e-4, "{dtype} {isa:?} n={n}: NMSE {nmse:e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tiled_and_dot_paths_agree_with_the_scalar_dots() {
+    // The tiled path (n ≥ 8, AVX2) and the per-row dots must give the same
+    // numbers as the scalar dot of each row with the quantized activations.
+    let (k, m, n) = (1024, 21, 10);
+    let p = pool(2);
+    for dtype in WEIGHT_TYPES {
+        let (data, stride, _) = weights(dtype, k, m, 0, 3);
+        let w = QuantMatrix { dtype, data: &data, row_stride: stride, k, m };
+        let src1: Vec<f32> = (0..n).flat_map(|j| test_signal(k, 50 + j as u32)).collect();
+        let mut dst = vec![0f32; n * m];
+        let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
+        quant_mul_mat(&w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
+        let partner = dot_partner(dtype).unwrap();
+        for j in 0..n {
+            let mut act = vec![0u8; partner.row_size(k).unwrap()];
+            quantize_row(partner, &src1[j * k..(j + 1) * k], &mut act).unwrap();
+            let mut act_deq = vec![0f32; k];
+            dequantize_row(partner, &act, &mut act_deq).unwrap();
+            for r in 0..m {
+                let mut wd = vec![0f32; k];
+                dequantize_row(dtype, &data[r * stride..r * stride + dtype.row_size(k).unwrap()], &mut wd).unwrap();
+                let (want, magnitude) = dot_f64(&wd, &act_deq);
+                let got = dst[j * m + r] as f64;
+                // The AVX2 activation quantizer may round a tie the other way: one step of one value.
+                let act_step = x_absmax(&src1[j * k..(j + 1) * k]) as f64 / 127.0;
+                let tol = 2e-5 * magnitude + 2.0 * x_absmax(&wd) as f64 * act_step;
+                assert!((got - want).abs() <= tol, "{dtype} [{j}][{r}]: {got} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn mul_mat_rejects_bad_shapes_and_short_buffers() {
+    let p = pool(1);
+    let (data, stride, _) = weights(DType::Q4_0, 64, 4, 0, 1);
+    let src1 = vec![0.5f32; 64 * 2];
+    let mut dst = vec![0f32; 8];
+    let size = quant_mul_mat_scratch_size(DType::Q4_0, 64, 2, 1).unwrap();
+    let mut scratch = vec![0u8; size];
+    let w = QuantMatrix { dtype: DType::Q4_0, data: &data, row_stride: stride, k: 64, m: 4 };
+    assert!(quant_mul_mat(&w, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_ok());
+    // K not a whole number of blocks.
+    let bad_k = QuantMatrix { k: 48, ..w };
+    assert!(quant_mul_mat(&bad_k, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    // Truncated weights.
+    let short = QuantMatrix { data: &data[..data.len() - 1], ..w };
+    assert!(quant_mul_mat(&short, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    // src1, dst and scratch too short.
+    assert!(quant_mul_mat(&w, &src1[..100], 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    assert!(quant_mul_mat(&w, &src1, 64, 2, &mut dst[..7], 4, &mut scratch, &p).is_err());
+    assert!(quant_mul_mat(&w, &src1, 64, 2, &mut dst, 4, &mut scratch[..size - 1], &p).is_err());
+    // Not a quantized weight type.
+    let f32w = QuantMatrix { dtype: DType::F32, ..w };
+    assert!(quant_mul_mat(&f32w, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    assert!(quant_mul_mat_scratch_size(DType::F16, 64, 1, 1).is_err());
+    // K = 0: empty dot products, zeros.
+    let empty = QuantMatrix { data: &[], row_stride: 0, k: 0, ..w };
+    let mut scratch0 = vec![0u8; quant_mul_mat_scratch_size(DType::Q4_0, 0, 2, 1).unwrap()];
+    dst.fill(1.0);
+    quant_mul_mat(&empty, &[], 0, 2, &mut dst, 4, &mut scratch0, &p).unwrap();
+    assert!(dst.iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn get_rows_dequantizes_exactly_and_set_rows_writes_reference_bytes() {
+    for dtype in WEIGHT_TYPES {
+        let k = 512;
+        let (data, stride, deq) = weights(dtype, k, 5, 2, 40);
+        let mut out = vec![0f32; 3 * k];
+        dequantize_rows(dtype, &data, stride, k, [4, 0, 4], &mut out, k).unwrap();
+        for (i, r) in [4usize, 0, 4].into_iter().enumerate() {
+            assert_eq!(&out[i * k..(i + 1) * k], &deq[r * k..(r + 1) * k], "{dtype} row {r}");
+        }
+        assert!(dequantize_rows(dtype, &data, stride, k, [5], &mut out, k).is_err(), "{dtype}: row past the end");
+        assert!(dequantize_rows(dtype, &data, stride, k + 1, [0], &mut out, k).is_err());
+        assert!(dequantize_rows(dtype, &data, stride, k, [0, 1, 2, 3], &mut out, k).is_err(), "dst too short");
+    }
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+        let k = 64;
+        let row = dtype.row_size(k).unwrap();
+        let src: Vec<f32> = test_signal(2 * k, 77);
+        let mut dst = vec![0u8; 4 * row];
+        quantize_rows_ref(dtype, &src, k, k, [3, 1], &mut dst, row).unwrap();
+        let mut want = vec![0u8; row];
+        quantize_row(dtype, &src[..k], &mut want).unwrap();
+        assert_eq!(&dst[3 * row..4 * row], &want[..], "{dtype}");
+        quantize_row(dtype, &src[k..], &mut want).unwrap();
+        assert_eq!(&dst[row..2 * row], &want[..], "{dtype}");
+        assert!(dst[..row].iter().all(|&b| b == 0), "{dtype}: untouched rows stay");
+        assert!(quantize_rows_ref(dtype, &src, k, k, [4], &mut dst, row).is_err());
+        assert!(quantize_rows_ref(dtype, &src, k, k - 1, [0], &mut dst, row).is_err());
+        assert!(quantize_rows_ref(DType::F32, &src, k, k, [0], &mut dst, row).is_err());
+    }
+}

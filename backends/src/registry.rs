@@ -1,0 +1,28 @@
+//! The default registry: every platform compiled in and found on this machine.
+
+use std::sync::Arc;
+
+use gantry_engine::{Registry, Result};
+
+use crate::cpu::CpuPlatform;
+
+/// A registry with the CPU platform and, when compiled in and present, the
+/// GPU platforms. The CPU is registered first; the scheduler's priority
+/// order (`Registry::devices_by_priority`) still puts it last.
+pub fn default_registry() -> Result<Registry> {
+    let mut registry = Registry::new();
+    registry.register_platform(Arc::new(CpuPlatform::new()))?;
+    register_gpu_platforms(&mut registry)?;
+    Ok(registry)
+}
+
+/// Hook for the GPU platforms behind cargo features: the wgpu platform
+/// registers here (feature `wgpu`), and later CUDA. A platform that finds no
+/// device should register nothing rather than fail.
+fn register_gpu_platforms(registry: &mut Registry) -> Result<()> {
+    // One device per GPU wgpu finds (none on a machine without an adapter).
+    #[cfg(feature = "wgpu")]
+    registry.register_platform(crate::wgpu::platform())?;
+    let _ = registry;
+    Ok(())
+}

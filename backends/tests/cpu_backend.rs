@@ -1,0 +1,251 @@
+//! The CPU backend through the engine's traits: registry, device, platform
+//! extensions, events, buffers over caller memory, and errors (never panics).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gantry_backends::cpu::{self, CpuBackend, CpuDevice, CpuPlatform};
+use gantry_backends::default_registry;
+use gantry_engine::{
+    AbortCallback, Backend, Buffer, BufferType, BufferUsage, ComputeStatus, Context, DType, Device, DeviceType, Error,
+    GraphArena, HostMemory, Platform, Result, SetAbortCallback, SetThreadCount, TensorId, platform_extension,
+};
+
+fn alloc(ctx: &mut Context, ts: &[TensorId]) {
+    ctx.alloc_tensors(ts, &cpu::buffer_type(), BufferUsage::Any).unwrap();
+}
+
+fn compute(backend: &dyn Backend, ctx: &Context, out: TensorId) -> ComputeStatus {
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[out]).unwrap();
+    backend.graph_compute(ctx, graph)
+}
+
+fn failure(status: ComputeStatus) -> String {
+    match status {
+        ComputeStatus::Failed(e) => e.to_string(),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn registry_finds_and_starts_the_cpu() {
+    let registry = default_registry().unwrap();
+    let id = registry.find_device("cpu").expect("case-insensitive lookup");
+    let device = registry.device(id).unwrap();
+    assert_eq!((device.name(), device.device_type()), ("CPU", DeviceType::Cpu));
+    assert!(!device.description().is_empty());
+    let props = device.props();
+    assert!(props.caps.buffer_from_host_ptr && props.caps.events && !props.caps.async_compute);
+    if cfg!(target_os = "linux") {
+        assert!(props.memory.total > 0 && props.memory.free <= props.memory.total);
+    }
+    assert_eq!(registry.init_best().unwrap().name(), "CPU");
+    assert_eq!(registry.init_by_name("CPU", Some("threads=3")).unwrap().name(), "CPU");
+    let err = registry.init_by_name("CPU", Some("turbo")).err().unwrap().to_string();
+    assert!(err.contains("threads=N"), "{err}");
+    let err = registry.init_by_name("Vulkan7", None).err().unwrap().to_string();
+    assert!(err.contains("Vulkan7") && err.contains("CPU"), "{err}");
+    assert!(device.supports_buft(cpu::buffer_type().as_ref()));
+    assert!(device.supports_buft(cpu::mapped_buffer_type().as_ref()));
+}
+
+/// A buffer type that is not host memory.
+struct Remote;
+impl BufferType for Remote {
+    fn name(&self) -> &str {
+        "Remote"
+    }
+    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
+        let _ = size;
+        Err(Error::Unsupported("remote".into()))
+    }
+    fn alignment(&self) -> usize {
+        256
+    }
+    fn is_host(&self) -> bool {
+        false
+    }
+    fn device_name(&self) -> &str {
+        "Remote"
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[test]
+fn the_cpu_uses_only_host_buffer_types() {
+    assert!(!CpuDevice::new().supports_buft(&Remote));
+}
+
+#[test]
+fn thread_count_extension() {
+    let platform = CpuPlatform::new();
+    let set = platform_extension::<SetThreadCount>(&platform).expect("the CPU platform sets thread counts");
+    let backend = platform.device().init_backend(None).unwrap();
+    (set.0)(backend.as_ref(), 3).unwrap();
+    let cpu = backend.as_any().downcast_ref::<CpuBackend>().unwrap();
+    assert_eq!(cpu.n_threads(), 3);
+    assert!((set.0)(backend.as_ref(), 0).is_err());
+    assert!(platform.extension(std::any::TypeId::of::<String>()).is_none());
+}
+
+#[test]
+fn abort_callback_stops_between_nodes() {
+    let platform = CpuPlatform::new();
+    let set = platform_extension::<SetAbortCallback>(&platform).unwrap();
+    let backend = platform.device().init_backend(Some("threads=2")).unwrap();
+    let mut ctx = Context::new();
+    let x = ctx.tensor(DType::F32, [4]).unwrap();
+    let a = ctx.scale(x, 2.0, 0.0).unwrap();
+    let b = ctx.scale(a, 2.0, 0.0).unwrap();
+    let c = ctx.scale(b, 2.0, 0.0).unwrap();
+    alloc(&mut ctx, &[x, a, b, c]);
+    ctx.set_f32(x, &[1.0; 4]).unwrap();
+    ctx.fill_tensor_bytes(c, 0, 16, 0).unwrap();
+    // Let two nodes run, then ask to stop.
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    let callback: AbortCallback = Arc::new(move || p.fetch_add(1, Ordering::SeqCst) >= 2);
+    (set.0)(backend.as_ref(), Some(callback)).unwrap();
+    assert!(matches!(compute(backend.as_ref(), &ctx, c), ComputeStatus::Aborted));
+    assert_eq!(ctx.read_f32(b).unwrap(), vec![4.0; 4], "nodes before the abort ran");
+    assert_eq!(ctx.read_f32(c).unwrap(), vec![0.0; 4], "the node after it did not");
+    (set.0)(backend.as_ref(), None).unwrap();
+    assert!(compute(backend.as_ref(), &ctx, c).is_success());
+    assert_eq!(ctx.read_f32(c).unwrap(), vec![8.0; 4]);
+}
+
+#[test]
+fn events_have_state_and_stale_ids_are_errors() {
+    let device = CpuDevice::new();
+    let backend = device.backend(1).unwrap();
+    let e = device.event_new().unwrap();
+    device.event_synchronize(e).unwrap();
+    backend.event_record(e).unwrap();
+    backend.event_wait(e).unwrap();
+    device.event_free(e).unwrap();
+    for err in [
+        backend.event_record(e).unwrap_err(),
+        backend.event_wait(e).unwrap_err(),
+        device.event_synchronize(e).unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::StaleHandle { kind: "event", .. }), "{err}");
+    }
+    // Events belong to their device: another device's table does not know them.
+    let other = CpuDevice::new();
+    let e2 = device.event_new().unwrap();
+    assert!(other.event_synchronize(e2).is_err());
+}
+
+#[test]
+fn weights_in_caller_memory_are_read_in_place_and_never_written() {
+    let device = CpuDevice::new();
+    let backend = device.backend(2).unwrap();
+    // "Mapped file": 3 rows of 4 floats.
+    let weights: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let owner = Arc::new(bytemuck_bytes(&weights));
+    let buffer = device.buffer_from_host_memory(HostMemory::read_only(owner.clone()), 48).unwrap();
+    let mut ctx = Context::new();
+    let id = ctx.add_buffer(buffer, cpu::mapped_buffer_type(), BufferUsage::Weights);
+    let w = ctx.tensor(DType::F32, [4, 3]).unwrap();
+    ctx.set_name(w, "w").unwrap();
+    ctx.place(w, id, 0).unwrap();
+    let x = ctx.tensor(DType::F32, [4]).unwrap();
+    let y = ctx.mul_mat(w, x).unwrap();
+    alloc(&mut ctx, &[x, y]);
+    ctx.set_f32(x, &[1.0, 0.0, 0.0, 1.0]).unwrap();
+    assert!(compute(&backend, &ctx, y).is_success());
+    assert_eq!(ctx.read_f32(y).unwrap(), vec![3.0, 11.0, 19.0]);
+    // A result placed in the read-only memory is an error, not a write.
+    let z = ctx.scale_inplace(w, 2.0, 0.0).unwrap();
+    let err = failure(compute(&backend, &ctx, z));
+    assert!(err.contains("read-only") && err.contains("'w'"), "{err}");
+    assert_eq!(ctx.read_f32(w).unwrap(), weights);
+}
+
+fn bytemuck_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|f| f.to_le_bytes()).collect()
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_op_or_tensor() {
+    let backend = CpuBackend::with_threads(2).unwrap();
+    let mut ctx = Context::new();
+
+    // Unallocated source.
+    let x = ctx.tensor(DType::F32, [8]).unwrap();
+    ctx.set_name(x, "x").unwrap();
+    let y = ctx.silu(x).unwrap();
+    alloc(&mut ctx, &[y]);
+    let err = failure(compute(&backend, &ctx, y));
+    assert!(err.contains("'x'") && err.contains("not allocated"), "{err}");
+
+    // An op the CPU does not support (quantized weights, for now).
+    let q = ctx.tensor(DType::Q4_0, [32, 2]).unwrap();
+    let v = ctx.tensor(DType::F32, [32]).unwrap();
+    let m = ctx.mul_mat(q, v).unwrap();
+    alloc(&mut ctx, &[q, v, m]);
+    assert!(!cpu::supports_op(&ctx, m) && cpu::supports_op(&ctx, y));
+    let err = failure(compute(&backend, &ctx, m));
+    assert!(err.contains("MUL_MAT") && err.contains("q4_0"), "{err}");
+
+    // An index outside the table.
+    let table = ctx.tensor(DType::F32, [4, 3]).unwrap();
+    let idx = ctx.tensor(DType::I32, [2]).unwrap();
+    ctx.set_name(idx, "token_ids").unwrap();
+    let rows = ctx.get_rows(table, idx).unwrap();
+    alloc(&mut ctx, &[table, idx, rows]);
+    ctx.set_i32(idx, &[1, 3]).unwrap();
+    let err = failure(compute(&backend, &ctx, rows));
+    assert!(err.contains("token_ids") && err.contains("index 3"), "{err}");
+
+    // A description mutated behind the builders' back: the kernel checks shapes.
+    let a = ctx.tensor(DType::F32, [6]).unwrap();
+    let b = ctx.neg(a).unwrap();
+    alloc(&mut ctx, &[a, b]);
+    ctx.desc_mut(b).unwrap().ne = [3, 1, 1, 1];
+    let err = failure(compute(&backend, &ctx, b));
+    assert!(err.starts_with("NEG"), "{err}");
+    // ... and never reads past a buffer.
+    ctx.desc_mut(a).unwrap().ne = [600, 1, 1, 1];
+    ctx.desc_mut(b).unwrap().ne = [600, 1, 1, 1];
+    let err = failure(compute(&backend, &ctx, b));
+    assert!(err.contains("out of bounds") || err.contains("do not fit"), "{err}");
+}
+
+#[test]
+fn empty_tensors_compute_nothing_and_succeed() {
+    let backend = CpuBackend::with_threads(2).unwrap();
+    let mut ctx = Context::new();
+    let a = ctx.tensor(DType::F32, [0, 3]).unwrap();
+    let b = ctx.exp(a).unwrap();
+    alloc(&mut ctx, &[a, b]);
+    assert!(compute(&backend, &ctx, b).is_success());
+}
+
+#[test]
+fn threads_split_large_ops_with_the_same_result() {
+    let mut ctx = Context::new();
+    let a = ctx.tensor(DType::F16, [512, 300]).unwrap();
+    let b = ctx.tensor(DType::F32, [512, 40]).unwrap();
+    let c = ctx.mul_mat(a, b).unwrap();
+    let d = ctx.soft_max(c).unwrap();
+    alloc(&mut ctx, &[a, b, c, d]);
+    let va: Vec<f32> = (0..512 * 300).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+    let vb: Vec<f32> = (0..512 * 40).map(|i| ((i * 104_729) % 997) as f32 / 997.0 - 0.5).collect();
+    ctx.set_f32(a, &va).unwrap();
+    ctx.set_f32(b, &vb).unwrap();
+    let mut results = Vec::new();
+    for threads in [1, 2, 4] {
+        let backend = CpuBackend::with_threads(threads).unwrap();
+        assert!(compute(&backend, &ctx, d).is_success());
+        results.push(ctx.read_f32(d).unwrap());
+    }
+    for r in &results[1..] {
+        let max_diff = r.iter().zip(&results[0]).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        assert!(max_diff < 1e-6, "{max_diff}");
+    }
+}

@@ -1,0 +1,3 @@
+//! The subcommands of the `gantry` command line.
+
+pub mod test_ops;
