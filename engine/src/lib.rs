@@ -18,10 +18,10 @@ mod op;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
-#[doc(hidden)]
-pub mod testing;
 #[cfg(test)]
 mod test_buffer;
+#[doc(hidden)]
+pub mod testing;
 
 pub use alloc::{GraphAllocator, PlanSizes, PlannedTensor};
 pub use backend::*;
