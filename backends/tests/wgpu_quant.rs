@@ -123,3 +123,78 @@ fn wgpu_quantizing_copies_write_ggml_blocks() {
         assert!(set[row..3 * row].iter().all(|&b| b == 0xEE), "{dtype}: SET_ROWS wrote other rows");
     }
 }
+
+/// Random weights quantized by the engine's quantizer, multiplied on the
+/// device and by f64 over the engine's dequantization: odd row counts, both
+/// kernels, a broadcast batch, and GET_ROWS of the same blocks.
+#[test]
+fn wgpu_quantized_products_match_the_engine_quantizers() {
+    use gantry_engine::quant::{dequantize_row, quantize_row};
+    let dev = device_or_skip!();
+    for dtype in TYPES {
+        let k = if dtype.block_size() == 256 { 512 } else { 96 };
+        let (m, batches) = (37, 2);
+        let w = values(k * m * batches, 200 + dtype as u64, -2.0, 2.0);
+        let row = dtype.row_size(k).unwrap();
+        let mut blocks = vec![0u8; row * m * batches];
+        let mut deq = vec![0f32; k * m * batches];
+        for r in 0..m * batches {
+            quantize_row(dtype, &w[r * k..(r + 1) * k], &mut blocks[r * row..(r + 1) * row]).unwrap();
+            dequantize_row(dtype, &blocks[r * row..(r + 1) * row], &mut deq[r * k..(r + 1) * k]).unwrap();
+        }
+        for n in [1usize, 6, 13] {
+            let xv = values(k * n * 4, 300 + n as u64, -1.0, 1.0);
+            let mut h = Harness::new(dev);
+            let a = h.input_bytes(dtype, &[k, m, batches], blocks.clone());
+            let x = h.input(DType::F32, &[k, n, 4], &xv);
+            let y = h.ctx.mul_mat(a, x).unwrap();
+            let idx = h.input_i32(&[3, batches], &[36, 0, 17, 5, 5, 1]);
+            let g = h.ctx.get_rows(a, idx).unwrap();
+            h.compute(&[y, g]);
+            let mut want = Vec::new();
+            for b in 0..4 {
+                for col in 0..n {
+                    for r in 0..m {
+                        let wr = &deq[((b / 2) * m + r) * k..][..k];
+                        let xr = &xv[(b * n + col) * k..][..k];
+                        want.push(wr.iter().zip(xr).map(|(&p, &q)| p as f64 * q as f64).sum::<f64>() as f32);
+                    }
+                }
+            }
+            assert_close(&format!("MUL_MAT {dtype} n={n}"), &h.read(y), &want, 1e-3, 1e-4);
+            let mut rows = Vec::new();
+            for (b, picks) in [[36, 0, 17], [5, 5, 1]].iter().enumerate() {
+                for &r in picks {
+                    rows.extend_from_slice(&deq[(b * m + r) * k..][..k]);
+                }
+            }
+            assert_close(&format!("GET_ROWS {dtype}"), &h.read(g), &rows, 1e-6, 1e-6);
+        }
+    }
+}
+
+/// The device's quantizing copy writes the engine quantizer's bytes.
+#[test]
+fn wgpu_quantizing_copy_matches_the_engine_quantizer() {
+    use gantry_engine::quant::quantize_row;
+    let dev = device_or_skip!();
+    for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
+        let (k, rows) = (160, 7);
+        let x = values(k * rows, 400 + dtype as u64, -3.0, 3.0);
+        let row = dtype.row_size(k).unwrap();
+        let mut want = vec![0u8; row * rows];
+        for r in 0..rows {
+            quantize_row(dtype, &x[r * k..(r + 1) * k], &mut want[r * row..(r + 1) * row]).unwrap();
+        }
+        let mut h = Harness::new(dev);
+        let a = h.input(DType::F32, &[k, rows], &x);
+        let q = h.input_bytes(dtype, &[k, rows], vec![0; row * rows]);
+        let y = h.ctx.cpy(a, q).unwrap();
+        h.compute(&[y]);
+        let got = h.ctx.get_bytes(q).unwrap();
+        let size = dtype.bytes_per_block();
+        let differing =
+            (0..got.len() / size).filter(|&b| got[b * size..(b + 1) * size] != want[b * size..(b + 1) * size]).count();
+        assert_eq!(differing, 0, "{dtype}: {differing} of {} blocks differ from the engine's", got.len() / size);
+    }
+}
