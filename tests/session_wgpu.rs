@@ -56,7 +56,7 @@ fn session_on_wgpu_and_cpu_matches_the_cpu() {
         return;
     };
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
-    let want = logits_on(&[cpu.clone()]);
+    let want = logits_on(std::slice::from_ref(&cpu));
     let got = logits_on(&[dev.init_backend(None).unwrap(), cpu]);
     assert_eq!(got.len(), want.len());
     let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);

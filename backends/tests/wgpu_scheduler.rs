@@ -82,7 +82,7 @@ fn wgpu_and_cpu_splits_agree_with_the_cpu() {
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
     let gpu = dev.init_backend(None).unwrap();
     let inputs: Vec<Vec<f32>> = (0..3).map(|i| values(64 * 3, 50 + i, -1.0, 1.0)).collect();
-    let (want, _) = run(&[cpu.clone()], false, 1, &inputs);
+    let (want, _) = run(std::slice::from_ref(&cpu), false, 1, &inputs);
     let (all_gpu, splits) = run(&[gpu.clone(), cpu.clone()], false, 1, &inputs);
     assert_eq!(splits, 1, "every node runs on wgpu");
     for (g, w) in all_gpu.iter().zip(&want) {
