@@ -67,17 +67,16 @@ fn run_model(
     describe: bool,
 ) -> Result<RunResult, Error> {
     let mut ctx = Context::new();
-    let weights = LlamaWeights::create(&mut ctx, hp, dtype, DType::Q8_0)?;
+    // Quantized models keep their embeddings in Q8_0 (as SmolLM2's GGUF does).
+    let embd_dtype = if dtype.is_quantized() { DType::Q8_0 } else { dtype };
+    let weights = LlamaWeights::create(&mut ctx, hp, dtype, embd_dtype)?;
     // Fill the weights in host memory, then place them on the first backend.
     let host = cpu::buffer_type();
     let staging = ctx.alloc_tensors(&weights.all(), &host, BufferUsage::Weights)?;
     weights.fill_random(&mut ctx, 0x5eed)?;
     let first = &backends[0];
-    let weights = if first.device().buffer_type().is_host() {
-        weights
-    } else {
-        move_weights(&mut ctx, &weights, first)?
-    };
+    let weights =
+        if first.device().buffer_type().is_host() { weights } else { move_weights(&mut ctx, &weights, first)? };
     if !first.device().buffer_type().is_host() {
         ctx.free_tensor_buffers(&staging)?;
     }
@@ -104,7 +103,12 @@ fn run_model(
             .zip(sched.buffer_sizes())
             .map(|(b, n)| format!("{} {}", b.name(), bytes(n)))
             .collect();
-        println!("compute buffers: {}; KV cache {} on {}", sizes.join(", "), bytes(session.kv_bytes(&ctx)), first.name());
+        println!(
+            "compute buffers: {}; KV cache {} on {}",
+            sizes.join(", "),
+            bytes(session.kv_bytes(&ctx)),
+            first.name()
+        );
     }
     let vocab = hp.n_vocab;
     let last = &prompt_logits[(prompt.len() - 1) * vocab..];
@@ -181,12 +185,19 @@ fn run_inner(args: &DemoArgs) -> Result<bool, Error> {
     println!("devices:");
     for (_, d) in registry.devices() {
         let m = d.memory();
-        println!("  {:<12} {:<5} {} ({} free of {})", d.name(), d.device_type().name(), d.description(), bytes(m.free), bytes(m.total));
+        println!(
+            "  {:<12} {:<5} {} ({} free of {})",
+            d.name(),
+            d.device_type().name(),
+            d.description(),
+            bytes(m.free),
+            bytes(m.total)
+        );
     }
     let dtype = DType::from_name(&args.dtype).ok_or_else(|| Error::Model(format!("unknown dtype {:?}", args.dtype)))?;
     let hp = demo_hparams(args.layers);
     println!(
-        "\nmodel: {} layers, width {}, {} heads ({} KV), FFN {}, vocab {}, {} matrices, q8_0 embeddings",
+        "\nmodel: {} layers, width {}, {} heads ({} KV), FFN {}, vocab {}, {} weights",
         hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab, dtype
     );
     let names: Vec<&str> = all.iter().map(|b| b.name()).collect();
@@ -206,9 +217,11 @@ fn run_inner(args: &DemoArgs) -> Result<bool, Error> {
     );
 
     // The same model and tokens on the CPU alone.
-    let cpu_only: Vec<Arc<dyn Backend>> = all.iter().filter(|b| b.device().device_type() == gantry::DeviceType::Cpu).take(1).cloned().collect();
+    let cpu_only: Vec<Arc<dyn Backend>> =
+        all.iter().filter(|b| b.device().device_type() == gantry::DeviceType::Cpu).take(1).cloned().collect();
     let reference = run_model(&hp, dtype, &cpu_only, &prompt, n_predict, false)?;
-    let max_diff = multi.prompt_logits.iter().zip(&reference.prompt_logits).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    let max_diff =
+        multi.prompt_logits.iter().zip(&reference.prompt_logits).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
     let scale = reference.prompt_logits.iter().map(|v| v.abs()).fold(0.0, f32::max).max(1e-6);
     let same_tokens = multi.generated.iter().zip(&reference.generated).take_while(|(a, b)| a == b).count();
     let ok = max_diff <= 1e-2 * scale && multi.prompt_logits.iter().all(|v| v.is_finite());

@@ -41,9 +41,12 @@ impl Sampler {
     /// ```
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let argmax = || {
-            logits.iter().enumerate().fold((0u32, f32::NEG_INFINITY), |best, (i, &v)| {
-                if v > best.1 { (i as u32, v) } else { best }
-            })
+            logits.iter().enumerate().fold(
+                (0u32, f32::NEG_INFINITY),
+                |best, (i, &v)| {
+                    if v > best.1 { (i as u32, v) } else { best }
+                },
+            )
         };
         if self.params.temperature <= 0.0 || logits.len() < 2 {
             return argmax().0;
@@ -53,7 +56,8 @@ impl Sampler {
         if self.candidates.is_empty() {
             return argmax().0;
         }
-        let k = if self.params.top_k == 0 { self.candidates.len() } else { self.params.top_k.min(self.candidates.len()) };
+        let k =
+            if self.params.top_k == 0 { self.candidates.len() } else { self.params.top_k.min(self.candidates.len()) };
         if k < self.candidates.len() {
             self.candidates.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
             self.candidates.truncate(k);

@@ -148,6 +148,10 @@ impl Device for WgpuDevice {
         device_type_of(self.inner.gpu.facts.kind)
     }
 
+    fn is_software(&self) -> bool {
+        self.facts().kind == AdapterKind::Cpu
+    }
+
     fn caps(&self) -> DeviceCaps {
         DeviceCaps { async_compute: true, host_buffer: false, buffer_from_host_ptr: false, events: true }
     }
