@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 /// The test GPU platform lives in the backends crate.
+#[allow(unused_imports)]
 pub use gantry::backends::testing as test_gpu;
 
 use gantry::{Context, TensorId};
