@@ -51,7 +51,7 @@ impl ProgressBar {
 
     /// Draws `done` of `total`.
     pub fn update(&mut self, done: usize, total: usize) {
-        let pct = if total == 0 { 100 } else { done * 100 / total };
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
         if pct == self.last {
             return;
         }
