@@ -118,6 +118,11 @@ impl<'a> Par<'a> {
         f(tmp)
     }
 
+    /// The pool itself, for drivers that split their own work over it.
+    pub fn pool(&self) -> &'a ThreadPool {
+        self.pool
+    }
+
     /// Runs `f` inside the pool, so that libraries parallelizing with rayon
     /// (gemm) use this backend's threads.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {

@@ -9,6 +9,7 @@ mod elementwise;
 mod layout;
 mod matmul;
 mod norm;
+mod quant;
 mod reduce;
 mod rope;
 
@@ -26,6 +27,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(rope::cases());
     cases.extend(matmul::cases());
     cases.extend(attention::cases());
+    cases.extend(quant::cases());
     cases
 }
 

@@ -29,8 +29,10 @@ pub fn get_rows(a: &Array, idx: &Array, ne: [usize; 4]) -> Result<Array, String>
 }
 
 /// `dst` with row `idx[i, j % idx.ne1, k % idx.ne2]` of each `[.., j, k]`
-/// replaced by row `i` of `rows`, in order (a later duplicate wins).
-pub fn set_rows(mut dst: Array, rows: &Array, idx: &Array) -> Result<Array, String> {
+/// replaced by row `i` of `rows`, in order (a later duplicate wins), and
+/// which rows of `dst` (counted in logical order) were written.
+pub fn set_rows(mut dst: Array, rows: &Array, idx: &Array) -> Result<(Array, Vec<bool>), String> {
+    let mut written = vec![false; dst.ne[1] * dst.ne[2] * dst.ne[3]];
     for k in 0..rows.ne[3] {
         for j in 0..rows.ne[2] {
             for i in 0..rows.ne[1] {
@@ -38,10 +40,11 @@ pub fn set_rows(mut dst: Array, rows: &Array, idx: &Array) -> Result<Array, Stri
                 for c in 0..rows.ne[0] {
                     dst.set([c, r, j, k], rows.at([c, i, j, k]));
                 }
+                written[r + dst.ne[1] * (j + dst.ne[2] * k)] = true;
             }
         }
     }
-    Ok(dst)
+    Ok((dst, written))
 }
 
 /// `a` then `b` along `dim`.

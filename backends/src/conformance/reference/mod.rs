@@ -8,6 +8,13 @@
 //! the context holds; computed roots start as NaN, so an element the graph
 //! never writes shows up. Values written to a tensor are rounded to its
 //! dtype (f32, f16, bf16, or truncated i32), as storing them on a device would.
+//!
+//! Quantized tensors hold one cell per value too: a quantized leaf starts as
+//! its blocks dequantized by the engine's `dequantize_row` (ggml's values,
+//! bit for bit), and a row written into a quantized tensor is rounded as a
+//! whole: quantized by the engine's reference quantizer (ggml's bytes) and
+//! dequantized again. A MUL_MAT over quantized weights is thus the f64
+//! product of the dequantized weights and the activations.
 
 mod attention;
 mod elementwise;
@@ -19,6 +26,7 @@ mod rope;
 
 use std::collections::HashMap;
 
+use gantry_engine::quant::{dequantize_row, quantize_row};
 use gantry_engine::{Context, DType, Error, Graph, Op, Result, TensorId};
 use half::{bf16, f16};
 
@@ -99,19 +107,23 @@ impl Memory<'_> {
         Ok(d.view_src.map_or((t, 0), |r| (r, d.view_offset)))
     }
 
-    /// The cells of `root`, created on first use.
+    /// The cells of `root`, created on first use: one per value, block `b`
+    /// of a quantized root holding cells `b · block_size ..`.
     fn cells(&mut self, root: TensorId) -> Result<&mut Vec<f64>> {
         if !self.cells.contains_key(&root) {
             let d = *self.ctx.desc(root)?;
-            if d.dtype.is_quantized() {
-                return Err(self.unsupported(root, "quantized dtypes"));
-            }
             let size = d.dtype.bytes_per_block();
-            let init = if d.op == Op::None {
+            let n_cells = d.nbytes() / size * d.dtype.block_size();
+            let init = if d.op != Op::None {
+                vec![f64::NAN; n_cells]
+            } else if d.dtype.is_quantized() {
+                let bytes = self.ctx.get_bytes(root)?;
+                let mut values = vec![0f32; n_cells];
+                dequantize_row(d.dtype, &bytes, &mut values)?;
+                values.into_iter().map(f64::from).collect()
+            } else {
                 let bytes = self.ctx.get_bytes(root)?;
                 bytes.chunks_exact(size).map(|c| decode(d.dtype, c)).collect()
-            } else {
-                vec![f64::NAN; d.nbytes() / size]
             };
             self.cells.insert(root, init);
         }
@@ -122,11 +134,15 @@ impl Memory<'_> {
     fn cell_indices(&self, t: TensorId) -> Result<Vec<usize>> {
         let d = *self.ctx.desc(t)?;
         let (_, offset) = self.root(t)?;
-        let size = d.dtype.bytes_per_block();
+        let (size, bs) = (d.dtype.bytes_per_block(), d.dtype.block_size());
         Array::indices(d.ne)
             .map(|i| {
-                let byte = offset + (0..4).map(|k| i[k] * d.nb[k]).sum::<usize>();
-                if byte % size == 0 { Ok(byte / size) } else { Err(self.unsupported(t, "misaligned element")) }
+                let byte = offset + (i[0] / bs) * d.nb[0] + (1..4).map(|k| i[k] * d.nb[k]).sum::<usize>();
+                if byte % size == 0 {
+                    Ok(byte / size * bs + i[0] % bs)
+                } else {
+                    Err(self.unsupported(t, "misaligned element"))
+                }
             })
             .collect()
     }
@@ -141,19 +157,52 @@ impl Memory<'_> {
         Ok(Array { ne, data })
     }
 
-    /// Stores `values` (logical order) into `t`, rounded to its dtype.
-    fn write(&mut self, t: TensorId, values: &Array) -> Result<()> {
+    /// Stores `values` (logical order) into `t`: every row, or the rows
+    /// marked in `only` (rows counted in logical order). Values are rounded
+    /// to `t`'s dtype unless they already are its values (`stored`: a copy
+    /// within one dtype, which moves quantized blocks as they are — rounding
+    /// them again would not give them back).
+    fn write(&mut self, t: TensorId, values: &Array, only: Option<&[bool]>, stored: bool) -> Result<()> {
         let dtype = self.ctx.desc(t)?.dtype;
         let idx = self.cell_indices(t)?;
         let (root, _) = self.root(t)?;
+        let n0 = values.ne[0].max(1);
+        let requantize = dtype.is_quantized() && !stored;
+        let rounded = if requantize { round_rows_quantized(dtype, values)? } else { Vec::new() };
         let cells = self.cells(root)?;
-        for (&c, &v) in idx.iter().zip(&values.data) {
+        for (i, (&c, &v)) in idx.iter().zip(&values.data).enumerate() {
+            if only.is_some_and(|rows| !rows.get(i / n0).copied().unwrap_or(false)) {
+                continue;
+            }
             if let Some(cell) = cells.get_mut(c) {
-                *cell = round_to(dtype, v);
+                *cell = if stored {
+                    v
+                } else if requantize {
+                    rounded[i]
+                } else {
+                    round_to(dtype, v)
+                };
             }
         }
         Ok(())
     }
+}
+
+/// `values` rounded row by row to what a `dtype` tensor stores: each row
+/// quantized with the engine's reference quantizer, then dequantized.
+fn round_rows_quantized(dtype: DType, values: &Array) -> Result<Vec<f64>> {
+    let n0 = values.ne[0];
+    let mut bytes = vec![0u8; dtype.row_size(n0).unwrap_or(0)];
+    let (mut row, mut out) = (vec![0f32; n0], Vec::with_capacity(values.data.len()));
+    for chunk in values.data.chunks(n0.max(1)) {
+        for (r, &v) in row.iter_mut().zip(chunk) {
+            *r = v as f32;
+        }
+        quantize_row(dtype, &row, &mut bytes)?;
+        dequantize_row(dtype, &bytes, &mut row)?;
+        out.extend(row.iter().map(|&v| f64::from(v)));
+    }
+    Ok(out)
 }
 
 /// Evaluates `graph` in f64 and returns `output`'s values in logical order.
@@ -169,10 +218,15 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
         for s in d.sources() {
             srcs.push(mem.read(s)?);
         }
+        // SET_ROWS leaves the other rows of its destination as they are.
+        let mut written_rows = None;
         let out = match d.op {
             Op::Cpy | Op::Cont | Op::Dup => layout::copy(&srcs[0], d.ne),
             Op::GetRows => layout::get_rows(&srcs[0], &srcs[1], d.ne),
-            Op::SetRows => layout::set_rows(mem.read(t)?, &srcs[0], &srcs[1]),
+            Op::SetRows => layout::set_rows(mem.read(t)?, &srcs[0], &srcs[1]).map(|(out, written)| {
+                written_rows = Some(written);
+                out
+            }),
             Op::Concat { dim } => layout::concat(&srcs[0], &srcs[1], dim as usize),
             Op::Repeat => layout::repeat(&srcs[0], d.ne),
             Op::Binary(op) => elementwise::binary(op, &srcs[0], &srcs[1]),
@@ -205,7 +259,9 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
         if out.ne != d.ne {
             return Err(mem.unsupported(t, &format!("computed shape {:?} differs", out.ne)));
         }
-        mem.write(t, &out)?;
+        let same_dtype_copy = matches!(d.op, Op::Cpy | Op::Cont | Op::Dup)
+            && d.srcs[0].and_then(|s| ctx.get(s)).map(|s| s.dtype) == Some(d.dtype);
+        mem.write(t, &out, written_rows.as_deref(), same_dtype_copy)?;
     }
     Ok(mem.read(output)?.data)
 }

@@ -102,14 +102,15 @@ impl Bound {
         self.ne[0] <= 1 || self.nb[0] == self.elem_size()
     }
 
-    /// Whether the tensor is densely packed in logical order.
+    /// Whether the tensor is densely packed in logical order (for quantized
+    /// dtypes: blocks one after the other).
     pub fn is_contiguous(&self) -> bool {
         let mut expect = self.elem_size();
         for i in 0..4 {
             if self.ne[i] != 1 && self.nb[i] != expect {
                 return false;
             }
-            expect *= self.ne[i];
+            expect *= if i == 0 { self.ne[0].div_ceil(self.dtype.block_size()) } else { self.ne[i] };
         }
         true
     }

@@ -2,10 +2,17 @@
 //! the result (another layout, shape or dtype among F32, F16, BF16, I32).
 //! Element `k` of the source (counting dim 0 fastest) becomes element `k`
 //! of the destination, as in ggml's `dup`.
+//!
+//! Quantized results: F32 rows are quantized into Q4_0, Q4_1, Q5_0, Q5_1 or
+//! Q8_0 rows of the same length with ggml's reference quantizer (exactly
+//! ggml's bytes); a quantized tensor is copied into one of its own dtype
+//! block by block (rows of equal length, or both tensors packed).
 
+use gantry_engine::quant::quantize_row;
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
+use super::rows::{FirstError, QUANT_TARGETS, dense_blocks, quant_row_bytes};
 use super::{shape_err, src, src_desc};
 use crate::cpu::parallel::Par;
 
@@ -14,7 +21,16 @@ fn copyable(t: DType) -> bool {
 }
 
 pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
-    src_desc(ctx, d, 0).is_some_and(|s| copyable(s.dtype) && copyable(d.dtype))
+    let Some(s) = src_desc(ctx, d, 0) else { return false };
+    if copyable(s.dtype) && copyable(d.dtype) {
+        return true;
+    }
+    let quantizing = s.dtype == DType::F32 && QUANT_TARGETS.contains(&d.dtype) && s.ne[0] == d.ne[0];
+    let same_blocks = s.dtype == d.dtype
+        && s.dtype.is_quantized()
+        && dense_blocks(s)
+        && (s.ne[0] == d.ne[0] || (s.is_contiguous() && d.is_contiguous()));
+    (quantizing || same_blocks) && dense_blocks(d)
 }
 
 /// `b`'s memory seen with `a`'s shape, when `b` is densely packed.
@@ -34,6 +50,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
     let dst = Bound::dst(ctx, t)?;
     if s.nelements() != dst.nelements() {
         return Err(shape_err(ctx, t, d, format!("{} elements cannot become {}", s.nelements(), dst.nelements())));
+    }
+    if dst.dtype.is_quantized() {
+        return copy_into_blocks(ctx, t, d, &s, &dst, par);
     }
     // Line the two up row for row: equal row lengths map row r to row r;
     // otherwise view the packed one with the other's shape.
@@ -106,4 +125,50 @@ fn copy_elementwise(s: &Bound, dst: &Bound, par: &Par<'_>) -> Result<()> {
         }
     });
     Ok(())
+}
+
+/// Copies into a quantized destination: F32 rows quantized, or blocks of the
+/// same dtype moved as they are. Rows line up one to one (equal lengths),
+/// except for a packed-to-packed block copy, which moves every byte at once.
+fn copy_into_blocks(ctx: &Context, t: TensorId, d: &TensorDesc, s: &Bound, dst: &Bound, par: &Par<'_>) -> Result<()> {
+    let bytes = quant_row_bytes(ctx, t, d, dst)?;
+    if s.dtype == dst.dtype && s.ne[0] != dst.ne[0] {
+        let total = quant_row_bytes(ctx, t, d, s)? * s.nrows();
+        if !(s.is_contiguous() && dst.is_contiguous()) {
+            return Err(shape_err(ctx, t, d, "a block copy between different row lengths needs packed tensors"));
+        }
+        // SAFETY: both tensors are packed and hold `total` bytes (equal element
+        // counts, same dtype); `copy` allows overlap.
+        unsafe { std::ptr::copy(s.base, dst.base, total) };
+        return Ok(());
+    }
+    if s.ne[0] != dst.ne[0] || !(s.dtype == dst.dtype || s.dtype == DType::F32) {
+        return Err(shape_err(
+            ctx,
+            t,
+            d,
+            format!("cannot copy {} rows of {} into {} rows of {}", s.dtype, s.ne[0], dst.dtype, dst.ne[0]),
+        ));
+    }
+    let n0 = s.ne[0];
+    let failed = FirstError::default();
+    par.for_each(s.nrows(), n0, n0, |rows, tmp| {
+        for r in rows {
+            let [i1, i2, i3] = s.row_index(r);
+            let [j1, j2, j3] = dst.row_index(r);
+            // SAFETY: both row indices are in range (equal row counts); this
+            // thread owns row r of the destination, whose rows are dense
+            // blocks of `bytes` bytes (checked by `supports`).
+            unsafe {
+                let out = std::slice::from_raw_parts_mut(dst.row(j1, j2, j3), bytes);
+                if s.dtype == dst.dtype {
+                    std::ptr::copy(s.row(i1, i2, i3), out.as_mut_ptr(), bytes);
+                } else {
+                    s.load_row(i1, i2, i3, tmp);
+                    failed.note(quantize_row(dst.dtype, tmp, out));
+                }
+            }
+        }
+    });
+    failed.check(ctx, t, d, "quantizing rows")
 }

@@ -8,6 +8,7 @@ mod copy;
 mod flash_attn;
 mod glu;
 mod mul_mat;
+mod mul_mat_quant;
 mod norm;
 mod reduce;
 mod rope;

@@ -1,7 +1,9 @@
 //! MUL_MAT: `dst[i, j] = dot(row i of src0, row j of src1)`, batched over
 //! dims 2 and 3 with src0's batch broadcast (ggml's `r2 = ne12 / ne02`).
 //!
-//! Two paths:
+//! Three paths:
+//! - **quantized** src0 (Q4_0 … Q6_K) goes to the quantized driver (see
+//!   [`super::mul_mat_quant`]): activations quantized once, integer dots.
 //! - **dots** for few columns (`n <= DOT_MAX_COLS`, the matrix-vector case
 //!   of token generation): each src0 row is read once and dotted with every
 //!   column while it is in L1; F16 and BF16 rows are converted in registers.
@@ -11,17 +13,17 @@
 //!   blocks of rows. Many small batches run one gemm per thread; few large
 //!   ones run one after the other with gemm's own threading on this pool.
 //!
-//! Every src0 dtype goes through one dispatch point, [`src0_kernels`]: its
-//! dot product against F32 columns (dots path) and its row conversion to
-//! F32 (gemm path). A quantized type plugs in by adding its `vec_dot` and
-//! dequantizer there; `supports` follows automatically.
+//! Every src0 dtype goes through one dispatch point, [`src0_path`]: the
+//! quantized driver, or a plain dtype's dot product against F32 columns
+//! (dots path) and row conversion to F32 (gemm path); `supports` follows
+//! from it.
 
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 use gemm::Parallelism;
 use half::{bf16, f16};
 
 use super::bound::Bound;
-use super::{shape_err, src, src_desc};
+use super::{mul_mat_quant, shape_err, src, src_desc};
 use crate::cpu::parallel::{Par, SendPtr};
 use crate::cpu::simd;
 
@@ -35,7 +37,31 @@ const GEMM_THREADING_WORK: usize = 48 * 48 * 256;
 
 pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else { return false };
-    src0_kernels(a.dtype).is_some() && b.dtype == DType::F32 && d.dtype == DType::F32
+    let weights_ok = match src0_path(a.dtype) {
+        Some(Src0Path::Plain(_)) => true,
+        // The driver reads whole blocks of dense rows.
+        Some(Src0Path::Quantized) => a.ne[0] <= a.dtype.block_size() || a.nb[0] == a.dtype.bytes_per_block(),
+        None => false,
+    };
+    weights_ok && b.dtype == DType::F32 && d.dtype == DType::F32
+}
+
+/// How a src0 dtype is multiplied.
+#[derive(Clone, Copy)]
+enum Src0Path {
+    /// Row by row against the F32 columns, or converted for gemm.
+    Plain(Src0Kernels),
+    /// Through the quantized driver (activations quantized to the dot partner).
+    Quantized,
+}
+
+/// The path of a src0 dtype, or `None` when it cannot be multiplied: the one
+/// place where src0 dtypes are told apart.
+fn src0_path(dtype: DType) -> Option<Src0Path> {
+    match src0_kernels(dtype) {
+        Some(kernels) => Some(Src0Path::Plain(kernels)),
+        None => mul_mat_quant::supports_weights(dtype).then_some(Src0Path::Quantized),
+    }
 }
 
 /// What the product needs from a src0 dtype.
@@ -108,8 +134,7 @@ plain_row_kernels!(
     simd::bf16_to_f32_slice
 );
 
-/// The kernels of a src0 dtype, or `None` when it cannot be multiplied:
-/// the one place where src0 dtypes are told apart.
+/// The kernels of a plain src0 dtype, or `None` when it has none.
 fn src0_kernels(dtype: DType) -> Option<Src0Kernels> {
     Some(match dtype {
         DType::F32 => Src0Kernels { dot: dot_f32_row, dot4: dot4_f32_row, to_f32: f32_row_to_f32, in_place: true },
@@ -121,20 +146,24 @@ fn src0_kernels(dtype: DType) -> Option<Src0Kernels> {
 
 /// The shapes of one product, from the bound tensors.
 #[derive(Clone, Copy)]
-struct Dims {
-    k: usize,
-    m: usize,
-    n: usize,
+pub(super) struct Dims {
+    /// Values per row of src0 and src1.
+    pub k: usize,
+    /// Rows of src0 (result rows).
+    pub m: usize,
+    /// Rows of src1 per batch (result columns).
+    pub n: usize,
     /// Result batches along dims 2 and 3.
-    ne2: usize,
-    ne3: usize,
+    pub ne2: usize,
+    pub ne3: usize,
     /// Broadcast ratios of src0's batch.
-    r2: usize,
-    r3: usize,
+    pub r2: usize,
+    pub r3: usize,
 }
 
 impl Dims {
-    fn batches(&self) -> usize {
+    /// Result batches.
+    pub fn batches(&self) -> usize {
         self.ne2 * self.ne3
     }
 
@@ -168,7 +197,11 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
         r2: b.ne[2] / a.ne[2],
         r3: b.ne[3] / a.ne[3],
     };
-    let kernels = src0_kernels(a.dtype).ok_or_else(|| shape_err(ctx, t, d, format!("src0 dtype {}", a.dtype)))?;
+    let kernels = match src0_path(a.dtype) {
+        Some(Src0Path::Plain(kernels)) => kernels,
+        Some(Src0Path::Quantized) => return mul_mat_quant::compute(ctx, t, d, (&a, &b, &dst), dims, par, shared),
+        None => return Err(shape_err(ctx, t, d, format!("src0 dtype {}", a.dtype))),
+    };
     if dims.n <= DOT_MAX_COLS {
         mul_mat_dots(&a, kernels, &b, &dst, dims, par);
     } else {

@@ -2,12 +2,28 @@
 //! (scatter F32 rows into a tensor by I32 index: the KV-cache store).
 //! Indices are checked before any row moves: one out of range is an error
 //! naming the index tensor.
+//!
+//! Quantized rows: GET_ROWS dequantizes rows of every quantized type
+//! (exactly ggml's values); SET_ROWS quantizes into Q4_0, Q4_1, Q5_0, Q5_1
+//! and Q8_0 with ggml's reference quantizer (exactly ggml's bytes).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gantry_engine::quant::{dequantize_row, quantize_row};
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
 use super::{shape_err, src, src_desc};
 use crate::cpu::parallel::Par;
+
+/// Quantized dtypes SET_ROWS and CPY write from F32 (the op builders' list).
+pub const QUANT_TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+
+/// Whether a tensor's rows are whole blocks, densely stored (always so for
+/// plain dtypes with a unit element stride).
+pub fn dense_blocks(d: &TensorDesc) -> bool {
+    d.ne[0] <= d.dtype.block_size() || d.nb[0] == d.dtype.bytes_per_block()
+}
 
 pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(a), Some(idx)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else { return false };
@@ -15,11 +31,61 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     match d.op {
         Op::GetRows => {
             let out = if a.dtype == DType::I32 { DType::I32 } else { DType::F32 };
-            plain(a.dtype) && idx.dtype == DType::I32 && d.dtype == out
+            let rows_ok = plain(a.dtype) || (a.dtype.is_quantized() && dense_blocks(a));
+            rows_ok && idx.dtype == DType::I32 && d.dtype == out
         }
         _ => {
-            a.dtype == DType::F32 && idx.dtype == DType::I32 && matches!(d.dtype, DType::F32 | DType::F16 | DType::BF16)
+            let to_ok = matches!(d.dtype, DType::F32 | DType::F16 | DType::BF16)
+                || (QUANT_TARGETS.contains(&d.dtype) && dense_blocks(d));
+            a.dtype == DType::F32 && idx.dtype == DType::I32 && to_ok
         }
+    }
+}
+
+/// The bytes of row `[i1, i2, i3]` of a quantized tensor with dense rows.
+///
+/// # Safety
+/// The indices are within `t`'s shape, its rows are dense, `bytes` is its
+/// row size, and nothing writes the row while the slice lives.
+unsafe fn quant_row<'a>(t: &Bound, [i1, i2, i3]: [usize; 3], bytes: usize) -> &'a [u8] {
+    // SAFETY: the caller's guarantee; the row lies inside the bound memory.
+    unsafe { std::slice::from_raw_parts(t.row(i1, i2, i3), bytes) }
+}
+
+/// The bytes of row `[i1, i2, i3]` of a quantized tensor with dense rows, to write.
+///
+/// # Safety
+/// As [`quant_row`], and no other access to the row while the slice lives.
+unsafe fn quant_row_mut<'a>(t: &Bound, [i1, i2, i3]: [usize; 3], bytes: usize) -> &'a mut [u8] {
+    // SAFETY: the caller's guarantee.
+    unsafe { std::slice::from_raw_parts_mut(t.row(i1, i2, i3), bytes) }
+}
+
+/// The row size of a quantized tensor, as an error naming the node when its
+/// rows are not whole blocks.
+pub fn quant_row_bytes(ctx: &Context, t: TensorId, d: &TensorDesc, q: &Bound) -> Result<usize> {
+    q.dtype
+        .row_size(q.ne[0])
+        .filter(|_| q.ne[0].is_multiple_of(q.dtype.block_size()))
+        .ok_or_else(|| shape_err(ctx, t, d, format!("{} rows of {} values are not whole blocks", q.dtype, q.ne[0])))
+}
+
+/// Records the first failure of a parallel loop (the kernels below cannot
+/// fail once sizes are checked, but an error must never be dropped).
+#[derive(Default)]
+pub struct FirstError(AtomicBool);
+
+impl FirstError {
+    /// Notes a failed result.
+    pub fn note<T>(&self, r: Result<T>) {
+        if r.is_err() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// An error naming the node when any failure was noted.
+    pub fn check(&self, ctx: &Context, t: TensorId, d: &TensorDesc, what: &str) -> Result<()> {
+        if self.0.load(Ordering::Relaxed) { Err(shape_err(ctx, t, d, format!("{what} failed"))) } else { Ok(()) }
     }
 }
 
@@ -77,6 +143,28 @@ fn get_rows(
     }
     check_indices(ctx, idx, idx_id, a.ne[1])?;
     let n0 = a.ne[0];
+    if a.dtype.is_quantized() {
+        let bytes = quant_row_bytes(ctx, t, d, a)?;
+        let failed = FirstError::default();
+        par.for_each(dst.nrows(), n0, n0, |range, tmp| {
+            for r in range {
+                let [i10, i11, i12] = dst.row_index(r);
+                // SAFETY: the index was checked above; rows are in range; this
+                // thread owns row r of dst, which does not alias the source.
+                unsafe {
+                    let src = quant_row(a, [index(idx, i10, i11, i12) as usize, i11, i12], bytes);
+                    if dst.rows_are_dense() {
+                        let out = std::slice::from_raw_parts_mut(dst.row(i10, i11, i12) as *mut f32, n0);
+                        failed.note(dequantize_row(a.dtype, src, out));
+                    } else {
+                        failed.note(dequantize_row(a.dtype, src, tmp));
+                        dst.store_row(i10, i11, i12, tmp);
+                    }
+                }
+            }
+        });
+        return failed.check(ctx, t, d, "dequantizing rows");
+    }
     let same = a.dtype == dst.dtype && a.rows_are_dense() && dst.rows_are_dense();
     par.for_each(dst.nrows(), n0, n0, |range, tmp| {
         for r in range {
@@ -125,6 +213,8 @@ fn set_rows(
     }
     check_indices(ctx, idx, idx_id, dst.ne[1])?;
     let n0 = b.ne[0];
+    let quant_bytes = if dst.dtype.is_quantized() { Some(quant_row_bytes(ctx, t, d, dst)?) } else { None };
+    let failed = FirstError::default();
     // One thread, in order: two rows with the same index then land as they
     // would sequentially (the later one wins), with no race between threads.
     par.inline(n0, |tmp| {
@@ -135,11 +225,16 @@ fn set_rows(
                     unsafe {
                         let i1 = index(idx, i, i02 % idx.ne[1], i03 % idx.ne[2]) as usize;
                         b.load_row(i, i02, i03, tmp);
-                        dst.store_row(i1, i02, i03, tmp);
+                        match quant_bytes {
+                            Some(bytes) => {
+                                failed.note(quantize_row(dst.dtype, tmp, quant_row_mut(dst, [i1, i02, i03], bytes)))
+                            }
+                            None => dst.store_row(i1, i02, i03, tmp),
+                        }
                     }
                 }
             }
         }
     });
-    Ok(())
+    failed.check(ctx, t, d, "quantizing rows")
 }

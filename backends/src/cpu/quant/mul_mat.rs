@@ -14,7 +14,9 @@
 //!   format decoding is paid once per tile rather than once per column.
 //!
 //! Threads take tasks from a shared counter, one scratch slice per worker,
-//! so no task ever allocates.
+//! so no task ever allocates. A product too small to pay for waking the
+//! pool's threads runs on the calling thread alone; otherwise the whole call
+//! is one hand-over to the pool.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -33,6 +35,13 @@ const TILE_ROWS: usize = 16;
 const DOT_ROWS: usize = 16;
 /// Alignment of every scratch region.
 const ALIGN: usize = 64;
+/// Multiply-adds each thread must get for waking another one to pay: the
+/// integer kernels do roughly 10^4 multiply-adds per microsecond and a pool
+/// wake-up costs a few microseconds, so smaller products (the small
+/// mat-vecs of a small model) run on the calling thread alone.
+const MIN_MACS_PER_THREAD: usize = 192 * 1024;
+/// Activation values from which columns are quantized in parallel.
+const MIN_PARALLEL_QUANT: usize = 16 * 1024;
 
 /// A quantized weight matrix of `m` rows of `k` values; row `r` starts at
 /// byte `r · row_stride` of `data`.
@@ -197,6 +206,19 @@ impl DstPtr {
     }
 }
 
+/// How many of `max` threads a product of `k × m` weights by `n` columns is
+/// worth (at least one: the calling thread).
+fn worth_threads(k: usize, m: usize, n: usize, max: usize) -> usize {
+    let macs = k.saturating_mul(m).saturating_mul(n);
+    (macs / MIN_MACS_PER_THREAD).clamp(1, max.max(1))
+}
+
+/// Runs `f` inside `pool` when several threads work, on the calling thread
+/// otherwise (no wake-up, no hand-over for a product that is too small).
+fn on_pool<R: Send>(pool: &rayon::ThreadPool, threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    if threads > 1 { pool.install(f) } else { f() }
+}
+
 fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) -> Result<()> {
     let layout = Layout::new::<W>(args.w.k);
     check(args, dst.len(), scratch.len(), &layout, <W::Block as QuantBlock>::ELEMS)?;
@@ -211,7 +233,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
         }
         return Ok(());
     }
-    let threads = args.pool.current_num_threads();
+    let threads = worth_threads(k, w.m, n, args.pool.current_num_threads());
     let skip = scratch.as_ptr().align_offset(ALIGN).min(ALIGN);
     let scratch = &mut scratch[skip..];
     let (acts, rest) = scratch.split_at_mut(n * layout.act_row);
@@ -221,89 +243,103 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
     let row_bytes = w.dtype.row_size(k).unwrap_or(0);
     let tiled = n >= TILE_MIN_N && args.isa != Isa::Scalar;
 
-    args.pool.install(|| {
+    // One hand-over to the pool for both steps (none when one thread is worth it).
+    on_pool(args.pool, threads, || {
         // 1. Quantize every column of src1 once (and, for the tiled path, its chunk scales and group sums).
-        acts.par_chunks_mut(layout.act_row).zip(extras.par_chunks_mut(layout.col_extra)).enumerate().for_each(
-            |(j, (act, extra))| {
-                let x = &args.src1[j * args.src1_stride..j * args.src1_stride + k];
-                let blocks: &mut [W::Act] = bytemuck::cast_slice_mut(&mut act[..act_blocks * size_of::<W::Act>()]);
-                W::Act::quantize_on(args.isa, x, blocks);
-                if tiled {
-                    let extra: &mut [f32] = bytemuck::cast_slice_mut(extra);
-                    let (scales, sums) = extra.split_at_mut(k / 32);
-                    for (c, s) in scales.iter_mut().enumerate() {
-                        *s = W::Act::chunk_scale(blocks, c);
-                    }
-                    let groups = k.checked_div(W::MIN_GROUP).unwrap_or(0);
-                    for (g, s) in sums[..groups].iter_mut().enumerate() {
-                        *s = W::Act::group_sum(blocks, g * W::MIN_GROUP, W::MIN_GROUP);
+        let quantize_column = |(j, (act, extra)): (usize, (&mut [u8], &mut [u8]))| {
+            let x = &args.src1[j * args.src1_stride..j * args.src1_stride + k];
+            let blocks: &mut [W::Act] = bytemuck::cast_slice_mut(&mut act[..act_blocks * size_of::<W::Act>()]);
+            W::Act::quantize_on(args.isa, x, blocks);
+            if tiled {
+                let extra: &mut [f32] = bytemuck::cast_slice_mut(extra);
+                let (scales, sums) = extra.split_at_mut(k / 32);
+                for (c, s) in scales.iter_mut().enumerate() {
+                    *s = W::Act::chunk_scale(blocks, c);
+                }
+                let groups = k.checked_div(W::MIN_GROUP).unwrap_or(0);
+                for (g, s) in sums[..groups].iter_mut().enumerate() {
+                    *s = W::Act::group_sum(blocks, g * W::MIN_GROUP, W::MIN_GROUP);
+                }
+            }
+        };
+        if threads > 1 && n * k >= MIN_PARALLEL_QUANT {
+            acts.par_chunks_mut(layout.act_row)
+                .zip(extras.par_chunks_mut(layout.col_extra))
+                .enumerate()
+                .for_each(quantize_column);
+        } else {
+            acts.chunks_mut(layout.act_row)
+                .zip(extras.chunks_mut(layout.col_extra))
+                .enumerate()
+                .for_each(quantize_column);
+        }
+
+        // 2. The products.
+        let acts: &[u8] = acts;
+        let extras: &[u8] = extras;
+        let weights =
+            |r: usize| -> &[W::Block] { bytemuck::cast_slice(&w.data[r * w.row_stride..r * w.row_stride + row_bytes]) };
+        let act_row = |j: usize| -> &[W::Act] {
+            bytemuck::cast_slice(&acts[j * layout.act_row..j * layout.act_row + act_blocks * size_of::<W::Act>()])
+        };
+        let out = DstPtr(dst.as_mut_ptr());
+        let next = AtomicUsize::new(0);
+
+        if !tiled {
+            let tasks = w.m.div_ceil(DOT_ROWS);
+            let worker = |_| loop {
+                let t = next.fetch_add(1, Ordering::Relaxed);
+                if t >= tasks {
+                    break;
+                }
+                for r in t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m) {
+                    let x = weights(r);
+                    for j in 0..n {
+                        let v = W::dot(args.isa, x, act_row(j));
+                        // SAFETY: (r, j) is inside dst (checked) and belongs to this task only.
+                        unsafe { out.write(j * args.dst_stride + r, v) };
                     }
                 }
-            },
-        );
+            };
+            if threads > 1 {
+                (0..threads).into_par_iter().for_each(worker);
+            } else {
+                worker(0);
+            }
+            return;
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        {
+            let row_tiles = w.m.div_ceil(TILE_ROWS);
+            // Split columns too when there are few row tiles for the threads.
+            let col_tiles = (4 * threads).div_ceil(row_tiles).clamp(1, n.div_ceil(4));
+            let cols_per_tile = n.div_ceil(col_tiles).div_ceil(4) * 4;
+            let col_tiles = n.div_ceil(cols_per_tile);
+            let tasks = row_tiles * col_tiles;
+            let extra_col = |j: usize| -> &[f32] {
+                bytemuck::cast_slice(&extras[j * layout.col_extra..(j + 1) * layout.col_extra])
+            };
+            let ctx = TileCtx { k, dst_stride: args.dst_stride };
+            let worker = |tile: &mut [u8]| loop {
+                let t = next.fetch_add(1, Ordering::Relaxed);
+                if t >= tasks {
+                    break;
+                }
+                let (rt, ct) = (t / col_tiles, t % col_tiles);
+                let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
+                let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);
+                // SAFETY: `Isa::Avx2` (tiled implies not scalar) was checked at
+                // detection; the task's (rows, cols) of dst are its own.
+                unsafe { tile_task::<W>(&ctx, tile, rows, cols, &weights, &act_row, &extra_col, out) };
+            };
+            if threads > 1 {
+                tiles.par_chunks_mut(layout.tile).for_each(worker);
+            } else {
+                worker(tiles);
+            }
+        }
     });
-
-    let acts: &[u8] = acts;
-    let extras: &[u8] = extras;
-    let weights =
-        |r: usize| -> &[W::Block] { bytemuck::cast_slice(&w.data[r * w.row_stride..r * w.row_stride + row_bytes]) };
-    let act_row = |j: usize| -> &[W::Act] {
-        bytemuck::cast_slice(&acts[j * layout.act_row..j * layout.act_row + act_blocks * size_of::<W::Act>()])
-    };
-    let out = DstPtr(dst.as_mut_ptr());
-    let next = AtomicUsize::new(0);
-
-    if !tiled {
-        let tasks = w.m.div_ceil(DOT_ROWS);
-        args.pool.install(|| {
-            (0..threads).into_par_iter().for_each(|_| {
-                loop {
-                    let t = next.fetch_add(1, Ordering::Relaxed);
-                    if t >= tasks {
-                        break;
-                    }
-                    for r in t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m) {
-                        let x = weights(r);
-                        for j in 0..n {
-                            let v = W::dot(args.isa, x, act_row(j));
-                            // SAFETY: (r, j) is inside dst (checked) and belongs to this task only.
-                            unsafe { out.write(j * args.dst_stride + r, v) };
-                        }
-                    }
-                }
-            });
-        });
-        return Ok(());
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    {
-        let row_tiles = w.m.div_ceil(TILE_ROWS);
-        // Split columns too when there are few row tiles for the threads.
-        let col_tiles = (4 * threads).div_ceil(row_tiles).clamp(1, n.div_ceil(4));
-        let cols_per_tile = n.div_ceil(col_tiles).div_ceil(4) * 4;
-        let col_tiles = n.div_ceil(cols_per_tile);
-        let tasks = row_tiles * col_tiles;
-        let extra_col =
-            |j: usize| -> &[f32] { bytemuck::cast_slice(&extras[j * layout.col_extra..(j + 1) * layout.col_extra]) };
-        let ctx = TileCtx { k, dst_stride: args.dst_stride };
-        args.pool.install(|| {
-            tiles.par_chunks_mut(layout.tile).for_each(|tile| {
-                loop {
-                    let t = next.fetch_add(1, Ordering::Relaxed);
-                    if t >= tasks {
-                        break;
-                    }
-                    let (rt, ct) = (t / col_tiles, t % col_tiles);
-                    let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
-                    let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);
-                    // SAFETY: `Isa::Avx2` (tiled implies not scalar) was checked at
-                    // detection; the task's (rows, cols) of dst are its own.
-                    unsafe { tile_task::<W>(&ctx, tile, rows, cols, &weights, &act_row, &extra_col, out) };
-                }
-            });
-        });
-    }
     Ok(())
 }
 

@@ -1,0 +1,206 @@
+//! MUL_MAT with quantized src0 (Q4_0 … Q6_K weights) and F32 src1, through
+//! the quantized driver [`quant_mul_mat`]: the activations are quantized
+//! once per compute to the weights' dot partner and multiplied with integer
+//! dot products.
+//!
+//! The driver multiplies one weight matrix by columns that lie at a constant
+//! stride. The result batches that read the same src0 batch (ggml's
+//! broadcast) are handed over together whenever their columns continue one
+//! another in src1 and in dst, so the common case (one weight matrix, any
+//! number of tokens and batches) is a single call. src1 whose rows are not
+//! dense, or whose batches do not continue one another, is first copied into
+//! a packed F32 block of the backend's retained scratch, which also holds the
+//! driver's scratch: a steady-state compute allocates nothing.
+
+use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
+
+use super::bound::Bound;
+use super::mul_mat::Dims;
+use super::shape_err;
+use crate::cpu::parallel::{Par, SendPtr};
+use crate::cpu::quant::{QuantMatrix, dot_partner, quant_mul_mat, quant_mul_mat_scratch_size};
+
+/// Whether the driver multiplies weights of this dtype.
+pub fn supports_weights(dtype: DType) -> bool {
+    dot_partner(dtype).is_some()
+}
+
+/// A run of result columns handed to the driver in one call: `cols` columns
+/// of one src0 batch, starting at column 0 of result batch `first`.
+#[derive(Clone, Copy)]
+struct Run {
+    a_batch: [usize; 2],
+    first: [usize; 2],
+    cols: usize,
+}
+
+/// Where src1's columns are read from: in place, or packed in scratch.
+#[derive(Clone, Copy)]
+enum Columns {
+    /// Rows of src1 as they lie, `stride` floats apart within a batch.
+    InPlace { stride: usize },
+    /// Packed: column `j` of result batch `g` at `(g · n + j) · k` floats.
+    Packed,
+}
+
+/// Whether a tensor's batches continue one another: batch `(i2, i3)` starts
+/// where `i2 + ne2 · i3` whole batches of `ne1` rows would.
+fn batches_continue(t: &Bound) -> bool {
+    (t.ne[2] <= 1 || t.nb[2] == t.ne[1] * t.nb[1]) && (t.ne[3] <= 1 || t.nb[3] == t.ne[2] * t.nb[2])
+}
+
+pub fn compute(
+    ctx: &Context,
+    t: TensorId,
+    d: &TensorDesc,
+    (a, b, dst): (&Bound, &Bound, &Bound),
+    dims: Dims,
+    par: &Par<'_>,
+    shared: &mut Vec<f32>,
+) -> Result<()> {
+    let Dims { k, m, n, .. } = dims;
+    let f = size_of::<f32>();
+    if k == 0 {
+        // Empty dot products.
+        for g in 0..dims.batches() {
+            for j in 0..n {
+                // SAFETY: the indices are within dst's shape; its rows are dense.
+                unsafe {
+                    std::slice::from_raw_parts_mut(dst.row(j, g % dims.ne2, g / dims.ne2) as *mut f32, m).fill(0.0)
+                };
+            }
+        }
+        return Ok(());
+    }
+    let row_bytes = a.dtype.row_size(k).filter(|_| k.is_multiple_of(a.dtype.block_size()));
+    let Some(row_bytes) = row_bytes.filter(|_| a.rows_are_dense()) else {
+        return Err(shape_err(ctx, t, d, format!("{} weights need dense rows of whole blocks", a.dtype)));
+    };
+    let columns = if b.rows_are_dense() && batches_continue(b) {
+        Columns::InPlace { stride: b.nb[1] / f }
+    } else {
+        Columns::Packed
+    };
+    let dst_stride = dst.nb[1] / f;
+    let total_cols = n * dims.batches();
+    let packed_len = if matches!(columns, Columns::Packed) { total_cols * k } else { 0 };
+    let threads = par.n_threads();
+    let scratch_bytes = quant_mul_mat_scratch_size(a.dtype, k, total_cols, threads)?;
+    // The packed columns first (f32), then the driver's scratch (bytes).
+    let need = packed_len + scratch_bytes.div_ceil(f);
+    if shared.len() < need {
+        shared.resize(need, 0.0);
+    }
+    let (packed, driver_scratch) = shared.split_at_mut(packed_len);
+    let driver_scratch: &mut [u8] = bytemuck::cast_slice_mut(driver_scratch);
+    if let Columns::Packed = columns {
+        pack_columns(b, dims, packed, par);
+    }
+
+    // The address (in floats) of column 0 of result batch `g` in src1 and dst.
+    let src1_col0 = |bi: [usize; 2]| -> *const f32 {
+        match columns {
+            // SAFETY: the batch indices are within src1's shape.
+            Columns::InPlace { .. } => unsafe { b.row(0, bi[0], bi[1]) as *const f32 },
+            Columns::Packed => packed[(bi[0] + dims.ne2 * bi[1]) * n * k..].as_ptr(),
+        }
+    };
+    let src1_stride = match columns {
+        Columns::InPlace { stride } => stride,
+        Columns::Packed => k,
+    };
+    let dst_col0 = |bi: [usize; 2]| {
+        // SAFETY: the batch indices are within dst's shape (dst has src1's batches).
+        unsafe { dst.row(0, bi[0], bi[1]) as *mut f32 }
+    };
+
+    let mut run: Option<Run> = None;
+    for a3 in 0..a.ne[3] {
+        for a2 in 0..a.ne[2] {
+            for i3 in a3 * dims.r3..(a3 + 1) * dims.r3 {
+                for i2 in a2 * dims.r2..(a2 + 1) * dims.r2 {
+                    let bi = [i2, i3];
+                    if let Some(r) = run.as_mut() {
+                        // The next batch extends the run when its columns follow the run's in src1 and in dst.
+                        let follows = r.a_batch == [a2, a3]
+                            && src1_col0(bi) == src1_col0(r.first).wrapping_add(r.cols * src1_stride)
+                            && dst_col0(bi) == dst_col0(r.first).wrapping_add(r.cols * dst_stride);
+                        if follows {
+                            r.cols += n;
+                            continue;
+                        }
+                        multiply(
+                            a,
+                            row_bytes,
+                            *r,
+                            dims,
+                            (src1_col0(r.first), src1_stride),
+                            (dst_col0(r.first), dst_stride),
+                            driver_scratch,
+                            par,
+                        )?;
+                    }
+                    run = Some(Run { a_batch: [a2, a3], first: bi, cols: n });
+                }
+            }
+        }
+    }
+    if let Some(r) = run {
+        multiply(
+            a,
+            row_bytes,
+            r,
+            dims,
+            (src1_col0(r.first), src1_stride),
+            (dst_col0(r.first), dst_stride),
+            driver_scratch,
+            par,
+        )?;
+    }
+    Ok(())
+}
+
+/// One driver call: src0 batch `run.a_batch` times `run.cols` columns.
+fn multiply(
+    a: &Bound,
+    row_bytes: usize,
+    run: Run,
+    dims: Dims,
+    (src1, src1_stride): (*const f32, usize),
+    (dst, dst_stride): (*mut f32, usize),
+    scratch: &mut [u8],
+    par: &Par<'_>,
+) -> Result<()> {
+    let Dims { k, m, .. } = dims;
+    let span = |rows: usize, stride: usize, row: usize| (rows - 1) * stride + row;
+    // SAFETY: the weights of one src0 batch, m rows of `row_bytes` bytes
+    // `nb[1]` apart, lie inside src0's memory (checked at binding); the run's
+    // columns lie inside src1 (or the packed scratch) and dst, `stride` floats
+    // apart, because they continue one another batch after batch (checked by
+    // the caller); dst is a different tensor than the sources.
+    let (weights, src1, dst) = unsafe {
+        (
+            std::slice::from_raw_parts(a.row(0, run.a_batch[0], run.a_batch[1]), span(m, a.nb[1], row_bytes)),
+            std::slice::from_raw_parts(src1, span(run.cols, src1_stride, k)),
+            std::slice::from_raw_parts_mut(dst, span(run.cols, dst_stride, m)),
+        )
+    };
+    let w = QuantMatrix { dtype: a.dtype, data: weights, row_stride: a.nb[1], k, m };
+    quant_mul_mat(&w, src1, src1_stride, run.cols, dst, dst_stride, scratch, par.pool())
+}
+
+/// Copies src1 into `out` as packed F32 columns, batch after batch.
+fn pack_columns(b: &Bound, dims: Dims, out: &mut [f32], par: &Par<'_>) {
+    let Dims { k, n, .. } = dims;
+    let out = SendPtr(out.as_mut_ptr());
+    par.for_each(n * dims.batches(), k, 0, |cols, _| {
+        for c in cols {
+            let (j, g) = (c % n, c / n);
+            let (i2, i3) = (g % dims.ne2, g / dims.ne2);
+            // SAFETY: column c of the packed block is `k` floats inside `out`
+            // (sized for every column), written by this thread only; the
+            // source row is within src1's shape.
+            unsafe { b.load_row(j, i2, i3, std::slice::from_raw_parts_mut(out.get().add(c * k), k)) };
+        }
+    });
+}
