@@ -362,3 +362,104 @@ impl Prealloc {
         }
     }
 }
+
+/// What the placement passes read about a tensor, gathered once per run
+/// (bits of [`Fact::flags`]).
+pub mod fact {
+    /// A view op (VIEW, RESHAPE, PERMUTE, TRANSPOSE): it computes nothing.
+    pub const VIEW_OP: u8 = 1;
+    /// Computes nothing (a leaf, or a view op).
+    pub const EMPTY: u8 = 2;
+    /// A graph input.
+    pub const INPUT: u8 = 4;
+    /// ROPE or FLASH_ATTN_EXT: small side tensors (frequency factors, masks)
+    /// must not decide where it runs.
+    pub const SMALL_SIDE_SOURCES: u8 = 8;
+}
+
+/// One tensor's facts: its view source, sources and [`fact`] flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fact {
+    generation: u32,
+    /// [`fact`] bits.
+    pub flags: u8,
+    /// The tensor owning its memory, for a view.
+    pub view_src: Option<TensorId>,
+    /// Its sources, as the user's graph has them (before any rewrite to copies).
+    pub srcs: [Option<TensorId>; crate::MAX_SRC],
+}
+
+impl Fact {
+    /// Whether it is a view op.
+    #[inline]
+    pub fn is_view_op(&self) -> bool {
+        self.flags & fact::VIEW_OP != 0
+    }
+
+    /// Whether it computes nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.flags & fact::EMPTY != 0
+    }
+
+    /// Its sources that are set.
+    #[inline]
+    pub fn sources(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.srcs.iter().flatten().copied()
+    }
+}
+
+/// The facts of every leaf and node of the graph, read from their
+/// descriptions once per run into a dense per-slot column: the passes look
+/// at each tensor many times, and a 48-byte record stays in cache where a
+/// full description does not.
+#[derive(Debug, Default)]
+pub struct Facts {
+    generation: u32,
+    slots: Vec<Fact>,
+}
+
+impl Facts {
+    /// Gathers the facts of every leaf and node of `graph`.
+    pub fn fill(&mut self, ctx: &crate::Context, graph: crate::Graph<'_>) -> crate::Result<()> {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.slots.iter_mut().for_each(|s| s.generation = 0);
+            self.generation = 1;
+        }
+        let capacity = ctx.slot_capacity() + 1;
+        if self.slots.len() < capacity {
+            self.slots.resize(capacity, Fact::default());
+        }
+        for &t in graph.leafs().iter().chain(graph.nodes()) {
+            let d = ctx.desc(t)?;
+            let view_op = super::backend_set::is_view_op(&d.op);
+            let mut flags = 0;
+            if view_op {
+                flags |= fact::VIEW_OP;
+            }
+            if d.op.is_empty() {
+                flags |= fact::EMPTY;
+            }
+            if d.flags.contains(crate::TensorFlags::INPUT) {
+                flags |= fact::INPUT;
+            }
+            if matches!(d.op, crate::Op::Rope(_) | crate::Op::FlashAttnExt { .. }) {
+                flags |= fact::SMALL_SIDE_SOURCES;
+            }
+            let i = slot_index(t);
+            if i >= self.slots.len() {
+                self.slots.resize(i + 1, Fact::default());
+            }
+            self.slots[i] = Fact { generation: self.generation, flags, view_src: d.view_src, srcs: d.srcs };
+        }
+        Ok(())
+    }
+
+    /// The facts of `t`, when it is a leaf or node of this run's graph
+    /// (copies the split pass made are not).
+    #[inline]
+    pub fn get(&self, t: TensorId) -> Option<&Fact> {
+        self.slots.get(slot_index(t)).filter(|f| f.generation == self.generation)
+    }
+}
