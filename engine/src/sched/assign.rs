@@ -5,8 +5,8 @@ use gantry_arenas::TensorId;
 use slotmap::SecondaryMap;
 
 use super::backend_set::BackendSet;
-use super::tables::{Assignments, Cause, Facts, Prealloc, fact};
-use crate::{BufferUsage, Context, Error, Graph, Result};
+use super::tables::{Assignments, Cause, Prealloc};
+use crate::{BufferUsage, Context, Error, Graph, Op, Result, TensorFlags};
 
 /// Assigns every leaf and node that pass 1 can decide:
 /// user pins first (never overwritten); then a pre-allocated tensor (or a view
@@ -19,7 +19,6 @@ pub fn assign_preallocated(
     ctx: &Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
     pins: &SecondaryMap<TensorId, u8>,
     op_offload: bool,
@@ -34,7 +33,7 @@ pub fn assign_preallocated(
             out.set(t, b, Cause::User);
             continue;
         }
-        if let Some((b, cause)) = backend_from_current(ctx, t, set, facts, pre, op_offload)? {
+        if let Some((b, cause)) = backend_from_current(ctx, t, set, pre, op_offload)? {
             out.set(t, b, cause);
         }
     }
@@ -81,27 +80,25 @@ fn backend_from_buffer(
     t: TensorId,
     op_tensor: TensorId,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
 ) -> Option<u8> {
     let buffer = pre.get(t)?;
-    (0..set.len() as u8).find(|&b| buffer.readable_by(b) && set.supports_op_in(b, ctx, facts, op_tensor))
+    (0..set.len() as u8).find(|&b| buffer.readable_by(b) && set.supports_op(b, ctx, op_tensor))
 }
 
 fn backend_from_current(
     ctx: &Context,
     t: TensorId,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
     op_offload: bool,
 ) -> Result<Option<(u8, Cause)>> {
-    let f = *facts.get(t).ok_or_else(|| Error::Scheduler(format!("{} is not in the graph", ctx.describe(t))))?;
-    if let Some(b) = backend_from_buffer(ctx, t, t, set, facts, pre) {
+    let desc = ctx.desc(t)?;
+    if let Some(b) = backend_from_buffer(ctx, t, t, set, pre) {
         return Ok(Some((b, Cause::Buffer)));
     }
-    if let Some(v) = f.view_src
-        && let Some(b) = backend_from_buffer(ctx, v, t, set, facts, pre)
+    if let Some(v) = desc.view_src
+        && let Some(b) = backend_from_buffer(ctx, v, t, set, pre)
     {
         return Ok(Some((b, Cause::ViewBuffer)));
     }
@@ -110,28 +107,28 @@ fn backend_from_current(
         return Err(Error::Scheduler(format!(
             "pre-allocated tensor {} in a {buft} buffer cannot run op {} on any backend",
             ctx.describe(t),
-            ctx.desc(t)?.op.name()
+            desc.op.name()
         )));
     }
-    if f.flags & fact::INPUT != 0 {
+    if desc.flags.contains(TensorFlags::INPUT) {
         return Ok(Some((set.cpu(), Cause::Input)));
     }
     // Rope's frequency factors and attention's small side tensors are too
     // small to decide where the op runs.
-    if f.flags & fact::SMALL_SIDE_SOURCES != 0 {
+    if matches!(desc.op, Op::Rope(_) | Op::FlashAttnExt { .. }) {
         return Ok(None);
     }
-    for src in f.sources() {
+    for src in desc.sources() {
         let Some(buffer) = pre.get(src) else { continue };
         if buffer.usage != BufferUsage::Weights {
             continue;
         }
-        let Some(src_backend) = backend_from_buffer(ctx, src, t, set, facts, pre) else {
+        let Some(src_backend) = backend_from_buffer(ctx, src, t, set, pre) else {
             return Ok(None);
         };
         if op_offload && src_backend == set.cpu() && buffer.is_host {
             for b in 0..src_backend {
-                if set.supports_op_in(b, ctx, facts, t) && set.offload_op(b, ctx, t) {
+                if set.supports_op(b, ctx, t) && set.offload_op(b, ctx, t) {
                     return Ok(Some((b, Cause::Offload)));
                 }
             }

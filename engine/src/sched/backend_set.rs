@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use gantry_arenas::{BufferId, TensorId};
 
-use super::tables::Facts;
 use crate::{Backend, BufferEntry, BufferType, Context, DeviceType, Error, Op, Result, same_buffer_type};
 
 /// Backends in priority order (index 0 first; the last is the CPU), each
@@ -113,17 +112,6 @@ impl BackendSet {
             Some(d) if is_view_op(&d.op) || d.op == Op::None => true,
             Some(_) => self.backends[b as usize].device().supports_op(ctx, t),
             None => false,
-        }
-    }
-
-    /// [`BackendSet::supports_op`] with `t`'s facts gathered this run (no
-    /// look at its description unless the device needs one).
-    #[inline]
-    pub fn supports_op_in(&self, b: u8, ctx: &Context, facts: &Facts, t: TensorId) -> bool {
-        match facts.get(t) {
-            Some(f) if f.is_empty() => true,
-            Some(_) => self.backends[b as usize].device().supports_op(ctx, t),
-            None => self.supports_op(b, ctx, t),
         }
     }
 

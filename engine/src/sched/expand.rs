@@ -3,9 +3,9 @@
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::BackendSet;
+use super::backend_set::{BackendSet, is_view_op};
 use super::in_place::can_use;
-use super::tables::{Assignments, Cause, Facts, Prealloc};
+use super::tables::{Assignments, Cause, Prealloc};
 use crate::{Context, Error, Graph, Result};
 
 /// Spreads pass 1's assignments:
@@ -24,40 +24,36 @@ pub fn expand_assignments(
     ctx: &Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
     out: &mut Assignments,
 ) -> Result<()> {
     let nodes = graph.nodes();
-    let fact = |t: TensorId| {
-        facts.get(t).copied().ok_or_else(|| Error::Scheduler(format!("{} is not in the graph", ctx.describe(t))))
-    };
     let cpu = set.cpu();
     // Pass 2: GPU spread down and up, then everything down and up.
-    spread(ctx, nodes.iter().copied(), set, facts, out, Some(cpu), Cause::ExpandGpu);
-    spread(ctx, nodes.iter().rev().copied(), set, facts, out, Some(cpu), Cause::ExpandGpu);
-    spread(ctx, nodes.iter().copied(), set, facts, out, None, Cause::Expand);
-    spread(ctx, nodes.iter().rev().copied(), set, facts, out, None, Cause::Expand);
+    spread(ctx, nodes.iter().copied(), set, out, Some(cpu), Cause::ExpandGpu)?;
+    spread(ctx, nodes.iter().rev().copied(), set, out, Some(cpu), Cause::ExpandGpu)?;
+    spread(ctx, nodes.iter().copied(), set, out, None, Cause::Expand)?;
+    spread(ctx, nodes.iter().rev().copied(), set, out, None, Cause::Expand)?;
 
     // Pass 3: upgrades and unassigned nodes.
     for &node in nodes {
-        let desc = fact(node)?;
-        if desc.is_view_op() {
+        let desc = ctx.desc(node)?;
+        if is_view_op(&desc.op) {
             continue;
         }
         match out.get(node) {
             None => {
                 let mut best: Option<(usize, u8)> = None;
                 for b in 0..set.len() as u8 {
-                    if !set.supports_op_in(b, ctx, facts, node) {
+                    if !set.supports_op(b, ctx, node) {
                         continue;
                     }
                     let n = desc
                         .sources()
                         .filter(|&s| {
                             let assigned = out.get(s).is_some()
-                                || view_src_of(ctx, facts, s).is_some_and(|v| out.get(v).is_some());
-                            assigned && buffer_supported(ctx, s, b, set, facts, pre, out)
+                                || ctx.get(s).and_then(|d| d.view_src).is_some_and(|v| out.get(v).is_some());
+                            assigned && buffer_supported(ctx, s, b, set, pre, out)
                         })
                         .count();
                     if best.is_none_or(|(bn, _)| n > bn) {
@@ -73,8 +69,8 @@ pub fn expand_assignments(
             Some(cur) => {
                 for b in 0..cur {
                     if set.buft_slot(b) == set.buft_slot(cur)
-                        && set.supports_op_in(b, ctx, facts, node)
-                        && desc.sources().all(|s| buffer_supported(ctx, s, b, set, facts, pre, out))
+                        && set.supports_op(b, ctx, node)
+                        && desc.sources().all(|s| buffer_supported(ctx, s, b, set, pre, out))
                     {
                         out.set(node, b, Cause::Upgrade);
                         break;
@@ -86,7 +82,7 @@ pub fn expand_assignments(
 
     // Pass 4: views follow their source, sources their consumer.
     for &node in nodes {
-        let desc = fact(node)?;
+        let desc = ctx.desc(node)?;
         if out.get(node).is_none()
             && let Some(v) = desc.view_src
             && let Some(b) = out.get(v)
@@ -94,12 +90,12 @@ pub fn expand_assignments(
             out.set(node, b, Cause::ViewSource);
         }
         if out.get(node).is_none() {
-            if let Some(b) = (0..set.len() as u8).find(|&b| set.supports_op_in(b, ctx, facts, node)) {
+            if let Some(b) = (0..set.len() as u8).find(|&b| set.supports_op(b, ctx, node)) {
                 out.set(node, b, Cause::Fallback);
             } else {
                 return Err(Error::Scheduler(format!(
                     "no backend supports op {} for tensor {} (backends: {})",
-                    ctx.desc(node)?.op.name(),
+                    desc.op.name(),
                     ctx.describe(node),
                     set.backends().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
                 )));
@@ -116,7 +112,7 @@ pub fn expand_assignments(
             if out.get(src).is_some() {
                 continue;
             }
-            let src_view = view_src_of(ctx, facts, src);
+            let src_view = ctx.get(src).and_then(|d| d.view_src);
             match src_view.and_then(|v| out.get(v)) {
                 Some(b) => out.set(src, b, Cause::ViewSource),
                 None => out.set(src, cur, Cause::Consumer),
@@ -138,57 +134,45 @@ fn spread(
     ctx: &Context,
     order: impl Iterator<Item = TensorId>,
     set: &BackendSet,
-    facts: &Facts,
     out: &mut Assignments,
     skip: Option<u8>,
     cause: Cause,
-) {
+) -> Result<()> {
     let mut cur: Option<u8> = None;
     for node in order {
-        if facts.get(node).is_none_or(|f| f.is_view_op()) {
+        if is_view_op(&ctx.desc(node)?.op) {
             continue;
         }
         match out.get(node) {
             Some(b) => cur = if Some(b) == skip { None } else { Some(b) },
             None => {
                 if let Some(b) = cur
-                    && set.supports_op_in(b, ctx, facts, node)
+                    && set.supports_op(b, ctx, node)
                 {
                     out.set(node, b, cause);
                 }
             }
         }
     }
-}
-
-/// The view source of `t`: from this run's facts, or its description for a
-/// tensor outside the graph (a copy the split pass made).
-#[inline]
-pub fn view_src_of(ctx: &Context, facts: &Facts, t: TensorId) -> Option<TensorId> {
-    match facts.get(t) {
-        Some(f) => f.view_src,
-        None => ctx.get(t).and_then(|d| d.view_src),
-    }
+    Ok(())
 }
 
 /// Whether backend `b` can read `t` where it lives: its own buffer when
 /// pre-allocated, else the buffer type of the backend its memory belongs to
 /// (its view source's for a view: a view, even one computed in place, has no
 /// memory of its own).
-#[inline]
 pub fn buffer_supported(
     ctx: &Context,
     t: TensorId,
     b: u8,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
     out: &Assignments,
 ) -> bool {
     if let Some(buffer) = pre.get(t) {
         return buffer.readable_by(b);
     }
-    let memory = match view_src_of(ctx, facts, t) {
+    let memory = match ctx.get(t).and_then(|d| d.view_src) {
         Some(v) => out.get(v),
         None => out.get(t),
     };

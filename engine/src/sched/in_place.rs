@@ -22,8 +22,8 @@
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::BackendSet;
-use super::tables::{Assignments, Cause, Facts, Prealloc};
+use super::backend_set::{BackendSet, is_view_op};
+use super::tables::{Assignments, Cause, Prealloc};
 use crate::{Context, Error, Graph, Result};
 
 /// Whether backend `b` can use memory of backend `mem`'s buffer type.
@@ -34,8 +34,8 @@ pub fn can_use(set: &BackendSet, b: u8, mem: u8) -> bool {
 
 /// Whether `t` computes something (not a leaf, not a pure view).
 #[inline]
-fn computes(facts: &Facts, t: TensorId) -> bool {
-    facts.get(t).is_some_and(|f| !f.is_empty())
+fn computes(ctx: &Context, t: TensorId) -> bool {
+    ctx.get(t).is_some_and(|d| !d.op.is_empty())
 }
 
 /// Moves in-place nodes (and, when needed, their view source's memory) so
@@ -44,19 +44,18 @@ pub fn place_in_place_nodes(
     ctx: &Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
     out: &mut Assignments,
 ) -> Result<()> {
     for &node in graph.nodes() {
-        let Some(f) = facts.get(node) else { continue };
-        let Some(root) = f.view_src else { continue };
-        if f.is_empty() || pre.get(root).is_some() {
+        let d = ctx.desc(node)?;
+        let Some(root) = d.view_src else { continue };
+        if d.op.is_empty() || pre.get(root).is_some() {
             continue;
         }
         let (Some(b), Some(mem)) = (out.get(node), out.get(root)) else { continue };
         if !can_use(set, b, mem) {
-            place_root(ctx, graph, set, facts, root, out)?;
+            place_root(ctx, graph, set, root, out)?;
         }
     }
     Ok(())
@@ -65,7 +64,7 @@ pub fn place_in_place_nodes(
 /// Where an in-place node of memory `mem` can run: its own backend when it
 /// can use `mem`; pinned elsewhere, nowhere; else `mem`'s backend, then the
 /// first by priority that can use `mem` and supports the op.
-fn home_of(ctx: &Context, set: &BackendSet, facts: &Facts, node: TensorId, mem: u8, out: &Assignments) -> Option<u8> {
+fn home_of(ctx: &Context, set: &BackendSet, node: TensorId, mem: u8, out: &Assignments) -> Option<u8> {
     let cur = out.get(node)?;
     if can_use(set, cur, mem) {
         return Some(cur);
@@ -73,34 +72,24 @@ fn home_of(ctx: &Context, set: &BackendSet, facts: &Facts, node: TensorId, mem: 
     if out.cause(node) == Cause::User {
         return None;
     }
-    std::iter::once(mem)
-        .chain(0..set.len() as u8)
-        .find(|&b| can_use(set, b, mem) && set.supports_op_in(b, ctx, facts, node))
+    std::iter::once(mem).chain(0..set.len() as u8).find(|&b| can_use(set, b, mem) && set.supports_op(b, ctx, node))
 }
 
 /// Finds memory for `root` where every in-place node over it can run, and
 /// moves them there.
-fn place_root(
-    ctx: &Context,
-    graph: Graph<'_>,
-    set: &BackendSet,
-    facts: &Facts,
-    root: TensorId,
-    out: &mut Assignments,
-) -> Result<()> {
+fn place_root(ctx: &Context, graph: Graph<'_>, set: &BackendSet, root: TensorId, out: &mut Assignments) -> Result<()> {
     let in_place =
-        || graph.nodes().iter().copied().filter(move |&n| facts.get(n).is_some_and(|f| f.view_src == Some(root)));
+        || graph.nodes().iter().copied().filter(move |&n| ctx.get(n).is_some_and(|d| d.view_src == Some(root)));
     let current = out.get(root).unwrap_or(set.cpu());
     let pinned = out.cause(root) == Cause::User;
     let fits = |mem: u8| {
-        (!computes(facts, root) || set.supports_op_in(mem, ctx, facts, root))
-            && in_place().filter(|&n| computes(facts, n)).all(|n| home_of(ctx, set, facts, n, mem, out).is_some())
+        (!computes(ctx, root) || set.supports_op(mem, ctx, root))
+            && in_place().filter(|&n| computes(ctx, n)).all(|n| home_of(ctx, set, n, mem, out).is_some())
     };
     let candidates = std::iter::once(current).chain((0..set.len() as u8).filter(|_| !pinned));
     let Some(mem) = candidates.clone().find(|&m| fits(m)) else {
-        let node = in_place()
-            .find(|&n| computes(facts, n) && home_of(ctx, set, facts, n, current, out).is_none())
-            .unwrap_or(root);
+        let node =
+            in_place().find(|&n| computes(ctx, n) && home_of(ctx, set, n, current, out).is_none()).unwrap_or(root);
         return Err(Error::Scheduler(format!(
             "{} computes {} in place over {}, but no backend that can use {}'s memory ({}{}) runs it",
             ctx.describe(node),
@@ -116,15 +105,15 @@ fn place_root(
     }
     let nodes: smallvec::SmallVec<[TensorId; 8]> = in_place().collect();
     for n in nodes {
-        if !computes(facts, n) {
+        if !computes(ctx, n) {
             // A pure view has no backend of its own: it is where its memory is.
-            let is_view = facts.get(n).is_some_and(|f| f.is_view_op());
+            let is_view = ctx.get(n).is_some_and(|d| is_view_op(&d.op));
             if is_view && out.cause(n) != Cause::User {
                 out.set(n, mem, Cause::ViewSource);
             }
             continue;
         }
-        match home_of(ctx, set, facts, n, mem, out) {
+        match home_of(ctx, set, n, mem, out) {
             Some(b) if Some(b) != out.get(n) => out.set(n, b, Cause::InPlace),
             _ => {}
         }

@@ -8,14 +8,12 @@ use super::backend_set::BackendSet;
 use super::expand::expand_assignments;
 use super::in_place::place_in_place_nodes;
 use super::split::{SplitParams, SplitTables, split_graph};
-use super::tables::{Assignments, CopyTable, Facts, Prealloc};
+use super::tables::{Assignments, CopyTable, Prealloc};
 use crate::{Context, Graph, Result};
 
 /// The per-run component tables the placement systems fill.
 #[derive(Debug, Default)]
 pub struct RunTables {
-    /// What the passes read about each leaf and node, gathered once.
-    pub facts: Facts,
     /// Backend per tensor, and why.
     pub assigned: Assignments,
     /// Copies per (tensor, backend, pipeline copy).
@@ -41,11 +39,9 @@ pub fn place_graph(
     let capacity = ctx.slot_capacity();
     run.assigned.begin(capacity);
     run.copies.begin(capacity, set.len(), params.n_copies);
-    run.facts.fill(ctx, graph)?;
     run.prealloc.fill(ctx, graph, own, set)?;
-    let (facts, pre) = (&run.facts, &run.prealloc);
-    assign_preallocated(ctx, graph, set, facts, pre, pins, op_offload, &mut run.assigned)?;
-    expand_assignments(ctx, graph, set, facts, pre, &mut run.assigned)?;
-    place_in_place_nodes(ctx, graph, set, facts, pre, &mut run.assigned)?;
-    split_graph(ctx, graph, set, facts, pre, &run.assigned, &mut run.copies, params, &mut run.split)
+    assign_preallocated(ctx, graph, set, &run.prealloc, pins, op_offload, &mut run.assigned)?;
+    expand_assignments(ctx, graph, set, &run.prealloc, &mut run.assigned)?;
+    place_in_place_nodes(ctx, graph, set, &run.prealloc, &mut run.assigned)?;
+    split_graph(ctx, graph, set, &run.prealloc, &run.assigned, &mut run.copies, params, &mut run.split)
 }

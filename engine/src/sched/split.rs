@@ -6,10 +6,10 @@ use std::ops::Range;
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::BackendSet;
-use super::expand::{buffer_supported, view_src_of};
-use super::tables::{Assignments, CopyTable, Facts, Prealloc, fact};
-use crate::{BufferUsage, Context, Error, Graph, Name, Op, Result, TensorDesc, TensorFlags};
+use super::backend_set::{BackendSet, is_view_op};
+use super::expand::buffer_supported;
+use super::tables::{Assignments, CopyTable, Prealloc};
+use crate::{BufferUsage, Context, Graph, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// A run of consecutive nodes computed by one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +131,6 @@ pub fn split_graph(
     ctx: &mut Context,
     graph: Graph<'_>,
     set: &BackendSet,
-    facts: &Facts,
     pre: &Prealloc,
     assigned: &Assignments,
     copies: &mut CopyTable,
@@ -141,16 +140,14 @@ pub fn split_graph(
     let nodes = graph.nodes();
     let first_backend = nodes
         .iter()
-        .find(|&&n| facts.get(n).is_some_and(|f| !f.is_view_op()))
+        .find(|&&n| ctx.get(n).is_some_and(|d| !is_view_op(&d.op)))
         .and_then(|&n| assigned.get(n))
         .unwrap_or(set.cpu());
     let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
     for (i, &node) in nodes.iter().enumerate() {
         let (srcs, view_op, writes_into) = {
-            let f = facts
-                .get(node)
-                .ok_or_else(|| Error::Scheduler(format!("{} is not in the graph", ctx.describe(node))))?;
-            (f.srcs, f.is_view_op(), f.view_src.filter(|_| !f.is_empty()))
+            let d = ctx.desc(node)?;
+            (d.srcs, is_view_op(&d.op), d.view_src.filter(|_| !d.op.is_empty()))
         };
         if view_op {
             continue;
@@ -172,8 +169,8 @@ pub fn split_graph(
                 }
                 let already = srcs[..j].contains(&Some(src));
                 if !already
-                    && !buffer_supported(ctx, src, split.backend, set, facts, pre, assigned)
-                    && copies.get_current(src, memory_owner(ctx, facts, src), split.backend, 0).is_none()
+                    && needs_copy(ctx, src, split.backend, set, pre, assigned)
+                    && copies.get_current(src, memory_owner(ctx, src), split.backend, 0).is_none()
                 {
                     needed += 1;
                 }
@@ -193,7 +190,7 @@ pub fn split_graph(
             let Some(src) = *src else { continue };
             let src_backend = assigned.get(src).unwrap_or(set.cpu());
             if params.n_copies > 1
-                && facts.get(src).is_some_and(|f| f.flags & fact::INPUT != 0 && f.view_src.is_none())
+                && ctx.desc(src).is_ok_and(|d| d.flags.contains(TensorFlags::INPUT) && d.view_src.is_none())
                 && copies.get(src, src_backend, 0).is_none()
             {
                 for c in 0..params.n_copies {
@@ -211,10 +208,10 @@ pub fn split_graph(
             }
             // Memory decides, not assignment: a view (even one computed in place)
             // lives where its view source does.
-            if !buffer_supported(ctx, src, cur, set, facts, pre, assigned) {
+            if !buffer_supported(ctx, src, cur, set, pre, assigned) {
                 // One copy per (tensor, backend), shared by later splits on
                 // that backend until the tensor's memory is written again.
-                let owner = memory_owner(ctx, facts, src);
+                let owner = memory_owner(ctx, src);
                 let copy = match copies.get_current(src, owner, cur, 0) {
                     Some(copy) => copy,
                     None => {
@@ -249,8 +246,19 @@ pub fn split_graph(
 
 /// The tensor owning `t`'s memory: its view source, or itself.
 #[inline]
-fn memory_owner(ctx: &Context, facts: &Facts, t: TensorId) -> TensorId {
-    view_src_of(ctx, facts, t).unwrap_or(t)
+fn memory_owner(ctx: &Context, t: TensorId) -> TensorId {
+    ctx.get(t).and_then(|d| d.view_src).unwrap_or(t)
+}
+
+fn needs_copy(
+    ctx: &Context,
+    src: TensorId,
+    backend: u8,
+    set: &BackendSet,
+    pre: &Prealloc,
+    assigned: &Assignments,
+) -> bool {
+    !buffer_supported(ctx, src, backend, set, pre, assigned)
 }
 
 /// A tensor with `src`'s dtype, shape and strides, computed by nothing.
