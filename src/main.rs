@@ -1,21 +1,34 @@
 //! The `gantry` command line: a thin dispatcher to one module per subcommand.
+//! With no subcommand it runs the built-in default workload.
 
 mod cli;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 /// Run one tensor compute graph across every device a machine has.
+///
+/// With no subcommand: the default workload, a llama-shaped model with
+/// seeded random weights run over every device found and checked against a
+/// CPU-only run.
 #[derive(Parser)]
-#[command(name = "gantry", version, about)]
+#[command(name = "gantry", version, about, args_conflicts_with_subcommands = true)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    demo: cli::demo::DemoArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// List the platforms and devices found, with their properties.
+    Devices(cli::devices::DevicesArgs),
+    /// Generate text with a GGUF model; prints prompt and decode speed.
+    Run(cli::run::RunArgs),
+    /// Write every prompt position's logits to a file (little-endian f32).
+    Logits(cli::logits::LogitsArgs),
     /// Check (or time) every op of a backend against a reference.
     TestOps(cli::test_ops::TestOpsArgs),
 }
@@ -23,10 +36,10 @@ enum Command {
 fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
+        Some(Command::Devices(a)) => cli::devices::run(&a),
+        Some(Command::Run(a)) => cli::run::run(&a),
+        Some(Command::Logits(a)) => cli::logits::run(&a),
         Some(Command::TestOps(a)) => cli::test_ops::run(&a),
-        None => {
-            let _ = Args::command().print_help();
-            ExitCode::SUCCESS
-        }
+        None => cli::demo::run(&args.demo),
     }
 }

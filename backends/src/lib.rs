@@ -6,5 +6,7 @@ pub mod cpu;
 mod registry;
 #[doc(hidden)]
 pub mod testing;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use registry::default_registry;

@@ -20,10 +20,9 @@ pub fn default_registry() -> Result<Registry> {
 /// registers here (feature `wgpu`), and later CUDA. A platform that finds no
 /// device should register nothing rather than fail.
 fn register_gpu_platforms(registry: &mut Registry) -> Result<()> {
+    // One device per GPU wgpu finds (none on a machine without an adapter).
     #[cfg(feature = "wgpu")]
-    {
-        // The wgpu helper registers `crate::wgpu::WgpuPlatform` here.
-    }
+    registry.register_platform(crate::wgpu::platform())?;
     let _ = registry;
     Ok(())
 }

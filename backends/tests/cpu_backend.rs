@@ -183,14 +183,14 @@ fn bad_input_is_an_error_naming_the_op_or_tensor() {
     let err = failure(compute(&backend, &ctx, y));
     assert!(err.contains("'x'") && err.contains("not allocated"), "{err}");
 
-    // An op the CPU does not support (quantized weights, for now).
-    let q = ctx.tensor(DType::Q4_0, [32, 2]).unwrap();
+    // An op the CPU does not support (Q8_1 is an activation format, never weights).
+    let q = ctx.tensor(DType::Q8_1, [32, 2]).unwrap();
     let v = ctx.tensor(DType::F32, [32]).unwrap();
     let m = ctx.mul_mat(q, v).unwrap();
     alloc(&mut ctx, &[q, v, m]);
     assert!(!cpu::supports_op(&ctx, m) && cpu::supports_op(&ctx, y));
     let err = failure(compute(&backend, &ctx, m));
-    assert!(err.contains("MUL_MAT") && err.contains("q4_0"), "{err}");
+    assert!(err.contains("MUL_MAT") && err.contains("q8_1"), "{err}");
 
     // An index outside the table.
     let table = ctx.tensor(DType::F32, [4, 3]).unwrap();

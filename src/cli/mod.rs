@@ -1,3 +1,8 @@
-//! The subcommands of the `gantry` command line.
+//! One module per subcommand of the `gantry` CLI.
 
+pub mod common;
+pub mod demo;
+pub mod devices;
+pub mod logits;
+pub mod run;
 pub mod test_ops;

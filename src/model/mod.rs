@@ -6,6 +6,7 @@ pub mod fetch;
 pub mod gguf;
 pub mod llama;
 mod load;
+pub mod sampler;
 pub mod tokenizer;
 
 pub use gguf::Gguf;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 /// The test GPU platform lives in the backends crate.
+#[allow(unused_imports)]
 pub use gantry::backends::testing as test_gpu;
 
 use gantry::{Context, TensorId};
@@ -18,4 +19,13 @@ pub fn fill(ctx: &mut Context, t: TensorId, seed: u64, scale: f32) {
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// The shared reference folder (`../shared/reference` beside the repository,
+/// as in CI), or `None` when absent.
+pub fn reference_dir() -> Option<std::path::PathBuf> {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    [here.join("../shared/reference"), std::path::PathBuf::from("/work/shared/reference")]
+        .into_iter()
+        .find(|p| p.join("README.md").exists())
 }

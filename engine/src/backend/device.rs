@@ -86,6 +86,14 @@ pub trait Device: Send + Sync + 'static {
     /// Capabilities.
     fn caps(&self) -> DeviceCaps;
 
+    /// Whether the device is a software implementation of a GPU (lavapipe,
+    /// WARP): usable when named, but slower than the CPU backend, so never
+    /// chosen by default ([`crate::Registry::backends_by_priority`],
+    /// [`crate::Registry::init_best`]).
+    fn is_software(&self) -> bool {
+        false
+    }
+
     /// Name, description, memory, type and capabilities together.
     fn props(&self) -> DeviceProps {
         DeviceProps {

@@ -131,17 +131,18 @@ impl Registry {
     }
 
     /// Starts a backend on the best device: the first GPU, else the first
-    /// integrated GPU, else the CPU.
+    /// integrated GPU, else the CPU (software GPUs are passed over).
     pub fn init_best(&self) -> Result<Arc<dyn Backend>> {
         [DeviceType::Gpu, DeviceType::IGpu, DeviceType::Cpu]
             .into_iter()
-            .find_map(|t| self.find_by_type(t))
+            .find_map(|t| self.devices().find(|(_, d)| d.device_type() == t && !d.is_software()).map(|(id, _)| id))
             .ok_or_else(|| Error::NotFound("any device: the registry is empty".into()))
             .and_then(|id| self.device(id)?.init_backend(None))
     }
 
     /// The devices in scheduler priority order: GPUs, then integrated GPUs,
-    /// then accelerators, then the CPU last.
+    /// then accelerators, then the CPU last. Software GPUs (slower than the
+    /// CPU backend) are left out; name them to use them.
     pub fn devices_by_priority(&self) -> Vec<DeviceId> {
         let rank = |t: DeviceType| match t {
             DeviceType::Gpu => 0,
@@ -149,7 +150,8 @@ impl Registry {
             DeviceType::Accel => 2,
             DeviceType::Cpu => 3,
         };
-        let mut ids: Vec<DeviceId> = self.order.clone();
+        let mut ids: Vec<DeviceId> =
+            self.order.iter().copied().filter(|&id| !self.devices[id].device.is_software()).collect();
         ids.sort_by_key(|&id| rank(self.devices[id].device.device_type()));
         ids
     }
@@ -159,9 +161,35 @@ impl Registry {
         self.devices_by_priority().into_iter().map(|id| self.device(id)?.init_backend(None)).collect()
     }
 
-    /// Backends on the named devices, in the given order (`--backends LIST`).
+    /// Backends for `names`, in the given order (`--backends LIST`): a device
+    /// name starts that device; a platform name (`wgpu`, `cpu`) starts every
+    /// device of that platform. Matching is case-insensitive.
     pub fn backends_by_names(&self, names: &[&str]) -> Result<Vec<Arc<dyn Backend>>> {
-        names.iter().map(|n| self.init_by_name(n.trim(), None)).collect()
+        let mut out = Vec::new();
+        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+            if let Some(id) = self.find_device(name) {
+                out.push(self.device(id)?.init_backend(None)?);
+                continue;
+            }
+            let platform =
+                self.platforms.iter().position(|p| p.name().eq_ignore_ascii_case(name)).ok_or_else(|| {
+                    let platforms: Vec<&str> = self.platforms.iter().map(|p| p.name()).collect();
+                    Error::NotFound(format!(
+                        "backend {name:?} (devices: {}; platforms: {})",
+                        self.known_names(),
+                        platforms.join(", ")
+                    ))
+                })?;
+            let devices: Vec<DeviceId> =
+                self.order.iter().copied().filter(|&id| self.devices[id].platform == platform).collect();
+            if devices.is_empty() {
+                return Err(Error::NotFound(format!("platform {name} found no device on this machine")));
+            }
+            for id in devices {
+                out.push(self.devices[id].device.init_backend(None)?);
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -4,11 +4,13 @@
 mod graph;
 mod hparams;
 mod kv_cache;
+mod model;
 mod session;
 mod weights;
 
 pub use graph::{LlamaGraph, LogitsFor, batch_inputs, build_llama_graph};
 pub use hparams::LlamaHparams;
 pub use kv_cache::KvCache;
+pub use model::LlamaModel;
 pub use session::{KV_BUCKET, Session, SessionParams};
 pub use weights::{LayerWeights, LlamaWeights, SplitMix64};

@@ -161,6 +161,10 @@ impl Session {
         }
         let n_kv = end.next_multiple_of(KV_BUCKET).min(self.kv.n_ctx);
         let g = self.graph_for(ctx, n, n_kv, logits_for)?;
+        // Undo the last placement before walking the graph: its sources still
+        // read the scheduler's input copies, which alloc_graph's own reset
+        // would remove from under the node lists built here.
+        self.sched.reset(ctx);
         self.arena.reset();
         let graph = ctx.build_graph(&self.arena, &[g.logits])?;
         self.sched.alloc_graph(ctx, graph)?;

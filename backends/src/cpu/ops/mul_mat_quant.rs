@@ -109,8 +109,10 @@ pub fn compute(
         Columns::InPlace { stride } => stride,
         Columns::Packed => k,
     };
-    // SAFETY (both closures): the batch indices are within the shapes.
-    let dst_col0 = |bi: [usize; 2]| unsafe { dst.row(0, bi[0], bi[1]) as *mut f32 };
+    let dst_col0 = |bi: [usize; 2]| {
+        // SAFETY: the batch indices are within dst's shape (dst has src1's batches).
+        unsafe { dst.row(0, bi[0], bi[1]) as *mut f32 }
+    };
 
     let mut run: Option<Run> = None;
     for a3 in 0..a.ne[3] {

@@ -1,0 +1,132 @@
+//! The wgpu backend (a stream): computes a graph as one submission.
+
+use std::any::Any;
+use std::sync::Mutex;
+
+use gantry_arenas::{EventId, TensorId};
+use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, Result};
+
+use super::buffer::WgpuBuffer;
+use super::device::WgpuDevice;
+use super::gpu::{GpuBuffer, Recorder, STORAGE_SLOTS};
+use super::kernels::{self, Launch};
+
+/// A stream on a [`WgpuDevice`]. `graph_compute` plans every node, records
+/// all dispatches into one command encoder with their parameters in one
+/// uniform buffer, submits once and waits; `graph_compute_async` does not
+/// wait, and [`Backend::synchronize`] does.
+pub struct WgpuBackend {
+    device: WgpuDevice,
+    recorder: Mutex<Recorder>,
+}
+
+impl WgpuBackend {
+    pub(crate) fn new(device: WgpuDevice) -> Self {
+        let recorder = Mutex::new(Recorder::new(device.gpu()));
+        Self { device, recorder }
+    }
+
+    fn unsupported(&self, ctx: &Context, node: TensorId, reason: &str) -> Error {
+        let op = ctx.get(node).map_or("?", |d| d.op.name());
+        Error::Unsupported(format!("{}: {op} {}: {reason}", self.device.name(), ctx.describe(node)))
+    }
+
+    /// The device buffer holding `t`, and `t`'s offset in it.
+    fn locate<'c>(&self, ctx: &'c Context, t: TensorId) -> Result<(&'c GpuBuffer, usize)> {
+        let (entry, placement) = ctx.tensor_buffer(t)?;
+        let buffer = entry.buffer.as_any().downcast_ref::<WgpuBuffer>().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{}: tensor {} is in {} memory; a wgpu backend reads only its own buffers",
+                self.device.name(),
+                ctx.describe(t),
+                entry.buffer_type.name()
+            ))
+        })?;
+        if !std::sync::Arc::ptr_eq(buffer.mem().gpu(), self.device.gpu()) {
+            return Err(Error::Unsupported(format!(
+                "{}: tensor {} is on {}",
+                self.device.name(),
+                ctx.describe(t),
+                buffer.mem().gpu().name
+            )));
+        }
+        Ok((buffer.mem(), placement.offset))
+    }
+
+    fn record(&self, recorder: &mut Recorder, ctx: &Context, node: TensorId, launch: &Launch) -> Result<()> {
+        let pipeline = self.device.kernels().pipeline(&launch.key)?;
+        let mut params = launch.params;
+        let mut buffers: [Option<&GpuBuffer>; STORAGE_SLOTS] = [None; STORAGE_SLOTS];
+        for slot in 0..STORAGE_SLOTS {
+            let Some(t) = launch.slots[slot] else { continue };
+            let (buffer, offset) = self.locate(ctx, t)?;
+            let unit = launch.key.stores[slot].unit();
+            if !offset.is_multiple_of(unit) {
+                return Err(self.unsupported(ctx, node, &format!("tensor offset {offset} is not {unit}-byte aligned")));
+            }
+            params.offs[slot] =
+                u32::try_from(offset / unit).map_err(|_| self.unsupported(ctx, node, "offset does not fit 32 bits"))?;
+            buffers[slot] = Some(buffer);
+        }
+        // Unused slots still need a buffer bound: repeat the destination's.
+        let Some(dst) = buffers[0] else { return Err(self.unsupported(ctx, node, "no destination")) };
+        let slots = buffers.map(|b| b.unwrap_or(dst));
+        recorder.push(&pipeline, bytemuck::bytes_of(&params), slots, launch.groups)
+    }
+
+    fn compute(&self, ctx: &Context, graph: Graph<'_>, wait: bool) -> Result<()> {
+        let mut recorder = self.recorder.lock().map_err(|_| self.device.gpu().error("recorder poisoned"))?;
+        recorder.begin(graph.n_nodes())?;
+        let caps = self.device.kernel_caps();
+        for &node in graph.nodes() {
+            match kernels::plan(ctx, node, caps) {
+                Ok(Some(launch)) => self.record(&mut recorder, ctx, node, &launch)?,
+                Ok(None) => {}
+                Err(reason) => return Err(self.unsupported(ctx, node, &reason)),
+            }
+        }
+        recorder.submit(wait)
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> &str {
+        self.device.name()
+    }
+
+    fn device(&self) -> &dyn Device {
+        &self.device
+    }
+
+    fn graph_compute(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
+        match self.compute(ctx, graph, true) {
+            Ok(()) => ComputeStatus::Success,
+            Err(e) => ComputeStatus::Failed(e),
+        }
+    }
+
+    fn graph_compute_async(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
+        match self.compute(ctx, graph, false) {
+            Ok(()) => ComputeStatus::Success,
+            Err(e) => ComputeStatus::Failed(e),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.device.gpu().wait_idle()
+    }
+
+    fn event_record(&self, event: EventId) -> Result<()> {
+        self.device.record_event(event)
+    }
+
+    /// Work submitted later runs after the event's point anyway: the device
+    /// has one queue, which runs submissions in order.
+    fn event_wait(&self, event: EventId) -> Result<()> {
+        self.device.check_event(event)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,61 @@
+//! `gantry devices`: the platforms and devices found, with their props.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use gantry::backends::default_registry;
+
+use super::common::bytes;
+
+/// Options of `gantry devices` (none).
+#[derive(Args, Debug)]
+pub struct DevicesArgs {}
+
+/// Prints every platform and its devices.
+pub fn run(_: &DevicesArgs) -> ExitCode {
+    let registry = match default_registry() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("gantry devices: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for platform in registry.platforms() {
+        println!("platform {}", platform.name());
+        let mut any = false;
+        for (id, device) in registry.devices() {
+            if !registry.platform_of(id).is_ok_and(|p| p.name() == platform.name()) {
+                continue;
+            }
+            any = true;
+            let p = device.props();
+            let mut caps = Vec::new();
+            if p.caps.async_compute {
+                caps.push("async");
+            }
+            if p.caps.host_buffer {
+                caps.push("host buffer");
+            }
+            if p.caps.buffer_from_host_ptr {
+                caps.push("buffer from host pointer");
+            }
+            if p.caps.events {
+                caps.push("events");
+            }
+            let buft = device.buffer_type();
+            println!("  {} ({}): {}", p.name, p.device_type.name(), p.description);
+            println!("    memory: {} free of {}", bytes(p.memory.free), bytes(p.memory.total));
+            println!(
+                "    buffer type: {} (alignment {}, max buffer {})",
+                buft.name(),
+                buft.alignment(),
+                if buft.max_size() == usize::MAX { "unlimited".into() } else { bytes(buft.max_size()) }
+            );
+            println!("    caps: {}", if caps.is_empty() { "none".into() } else { caps.join(", ") });
+        }
+        if !any {
+            println!("  (no device found)");
+        }
+    }
+    ExitCode::SUCCESS
+}

