@@ -301,12 +301,11 @@ fn print_table(times: &Timings) {
         s[s.len() / 2]
     };
     println!(
-        "\n{:<44} {:>12} {:>9} {:>10}  {}",
+        "\n{:<44} {:>12} {:>9} {:>10}  speed-up over baseline",
         format!("{THREADS} threads"),
         "median",
         "GB/s",
-        "GFLOP/s",
-        "speed-up over baseline"
+        "GFLOP/s"
     );
     for (id, t) in times {
         let m = median(t);

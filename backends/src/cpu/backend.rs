@@ -80,6 +80,8 @@ impl CpuBackend {
 
     /// Installs (or removes) a callback polled before each node; when it
     /// returns `true` the compute stops with [`ComputeStatus::Aborted`].
+    /// It is called on the thread that runs the nodes: one of the backend's
+    /// pool threads for a graph of several nodes on several threads.
     pub fn set_abort_callback(&self, callback: Option<AbortCallback>) {
         *lock(&self.abort) = callback;
     }
