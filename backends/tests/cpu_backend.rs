@@ -283,9 +283,8 @@ fn quantized_graphs_on_the_pool_match_one_thread() {
         let x = ctx.tensor(DType::F32, [576, n]).unwrap();
         let mut all = vec![x];
         let mut cur = x;
-        for (i, (k, m, dtype)) in [(576, 1536, DType::Q4_1), (1536, 576, DType::Q4_K), (576, 576, DType::Q8_0)]
-            .into_iter()
-            .enumerate()
+        for (i, (k, m, dtype)) in
+            [(576, 1536, DType::Q4_1), (1536, 576, DType::Q4_K), (576, 576, DType::Q8_0)].into_iter().enumerate()
         {
             let w = ctx.tensor(dtype, [k, m]).unwrap();
             let y = ctx.mul_mat(w, cur).unwrap();
