@@ -30,6 +30,10 @@ impl ComputeState {
             .thread_name(|i| format!("gantry-cpu-{i}"))
             .build()
             .map_err(|e| Error::Backend { backend: "CPU".into(), reason: format!("thread pool: {e}") })?;
+        // Every thread runs a job once now, so that threads still starting
+        // (their names, stacks, queues: heap allocations) are done before the
+        // first compute, and steady-state computes allocate nothing from the start.
+        pool.broadcast(|_| ());
         Ok(Self { pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() })
     }
 }
