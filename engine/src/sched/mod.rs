@@ -15,6 +15,7 @@ pub mod dot;
 pub mod expand;
 pub mod graph_copy;
 pub mod passes;
+pub mod pipeline;
 mod scheduler;
 pub mod split;
 pub mod tables;
