@@ -28,8 +28,8 @@ enum Work {
     CopyIn { slot: usize, run: usize },
     /// Everything before this is done: complete the record.
     Record { event: EventId, ticket: u64 },
-    /// Wait for an event before going on.
-    Wait(EventId),
+    /// Wait for record `ticket` of an event before going on.
+    Wait { event: EventId, ticket: u64 },
     /// End the stream thread.
     Stop,
 }
@@ -66,19 +66,28 @@ struct ModelStream {
     changed: Condvar,
     events: EventTable,
     slots: Slots,
-    /// Test-only fault: the host does not wait for events (a backend whose
-    /// `event_synchronize` returns early). Loom must catch it.
-    host_wait_is_broken: bool,
+    /// A fault to inject (loom must catch each).
+    fault: Fault,
+}
+
+/// Deliberate protocol faults, to show the model catches them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// None: the real protocol.
+    None,
+    /// The host does not wait for events (a backend whose
+    /// `event_synchronize` returns early): a data race on a slot.
+    HostWaitReturnsEarly,
 }
 
 impl ModelStream {
-    fn new(n_copies: usize, host_wait_is_broken: bool) -> Self {
+    fn new(n_copies: usize, fault: Fault) -> Self {
         Self {
             queue: Mutex::new(Queue { work: VecDeque::new(), submitted: 0, done: 0 }),
             changed: Condvar::new(),
             events: EventTable::default(),
             slots: Slots((0..n_copies).map(|_| UnsafeCell::new(0)).collect()),
-            host_wait_is_broken,
+            fault,
         }
     }
 
@@ -108,7 +117,7 @@ impl ModelStream {
                 }
                 Work::CopyIn { slot, run } => self.slots.write(slot, run),
                 Work::Record { event, ticket } => self.events.complete(event, ticket).unwrap(),
-                Work::Wait(event) => self.events.wait(event).unwrap(),
+                Work::Wait { event, ticket } => self.events.wait_for(event, ticket).unwrap(),
                 Work::Stop => return,
             }
             lock(&self.queue).done += 1;
@@ -119,8 +128,11 @@ impl ModelStream {
 
 impl PipelineStream for ModelStream {
     fn stream_wait(&self, event: EventId) -> Result<()> {
-        self.events.state(event)?;
-        self.submit(Work::Wait(event));
+        // The record to wait for is the latest one now, not when the stream
+        // gets there: by then this run has recorded the event again behind
+        // the wait (loom found that deadlock in a first version).
+        let ticket = self.events.latest(event)?;
+        self.submit(Work::Wait { event, ticket });
         Ok(())
     }
     fn stream_record(&self, event: EventId) -> Result<()> {
@@ -129,7 +141,11 @@ impl PipelineStream for ModelStream {
         Ok(())
     }
     fn host_wait(&self, event: EventId) -> Result<()> {
-        if self.host_wait_is_broken { self.events.state(event).map(drop) } else { self.events.wait(event) }
+        if self.fault == Fault::HostWaitReturnsEarly {
+            self.events.state(event).map(drop)
+        } else {
+            self.events.wait(event)
+        }
     }
     fn host_synchronize(&self) -> Result<()> {
         let mut q = lock(&self.queue);
@@ -155,8 +171,8 @@ enum InputPath {
 /// `runs` computes of a one-split graph on one backend with `n_copies`
 /// pipeline copies, as `Scheduler::graph_compute_async` does them without
 /// synchronizing in between; `use_events = false` is a device without events.
-fn pipeline(n_copies: usize, runs: usize, path: InputPath, use_events: bool, host_wait_is_broken: bool) {
-    let stream = Arc::new(ModelStream::new(n_copies, host_wait_is_broken));
+fn pipeline(n_copies: usize, runs: usize, path: InputPath, use_events: bool, fault: Fault) {
+    let stream = Arc::new(ModelStream::new(n_copies, fault));
     let events: Vec<Option<EventId>> = (0..n_copies).map(|_| use_events.then(|| stream.events.create())).collect();
     let device = {
         let stream = stream.clone();
@@ -192,33 +208,44 @@ fn pipeline(n_copies: usize, runs: usize, path: InputPath, use_events: bool, hos
     device.join().unwrap();
 }
 
+/// Explores the interleavings of `f`, with at most 3 preemptions per
+/// execution unless `LOOM_MAX_PREEMPTIONS` says otherwise (unbounded, the
+/// pipeline models run for hours; the fault below is found within 2).
+fn check(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(f);
+}
+
 /// Two copies, three runs: the third overwrites slot 0 while the stream may
 /// still be computing run 1 from it, unless the event holds the host back.
 #[test]
 fn host_written_inputs_wait_for_the_slot_event() {
-    loom::model(|| pipeline(2, 3, InputPath::User, true, false));
+    check(|| pipeline(2, 3, InputPath::User, true, Fault::None));
 }
 
 #[test]
 fn stream_copied_inputs_are_ordered_on_the_stream() {
-    loom::model(|| pipeline(2, 3, InputPath::StreamCopy, true, false));
+    check(|| pipeline(2, 3, InputPath::StreamCopy, true, Fault::None));
 }
 
 #[test]
 fn host_fallback_copies_wait_for_the_slot_event() {
-    loom::model(|| pipeline(2, 3, InputPath::HostFallback, true, false));
+    check(|| pipeline(2, 3, InputPath::HostFallback, true, Fault::None));
 }
 
 /// Without events the protocol synchronizes the whole stream instead.
 #[test]
 fn devices_without_events_synchronize_instead() {
-    loom::model(|| pipeline(2, 3, InputPath::User, false, false));
+    check(|| pipeline(2, 3, InputPath::User, false, Fault::None));
 }
 
 /// A single copy: every run reuses slot 0 and waits for the previous one.
 #[test]
 fn one_copy_waits_every_run() {
-    loom::model(|| pipeline(1, 2, InputPath::User, true, false));
+    check(|| pipeline(1, 2, InputPath::User, true, Fault::None));
 }
 
 /// The model can fail: with a host wait that does not wait, loom finds the
@@ -226,7 +253,7 @@ fn one_copy_waits_every_run() {
 #[test]
 #[should_panic]
 fn a_host_wait_that_returns_early_is_caught() {
-    loom::model(|| pipeline(2, 3, InputPath::User, true, true));
+    check(|| pipeline(2, 3, InputPath::User, true, Fault::HostWaitReturnsEarly));
 }
 
 /// A host waiting on an event is released only by the latest record: the
@@ -234,7 +261,7 @@ fn a_host_wait_that_returns_early_is_caught() {
 /// must be visible once the wait returns.
 #[test]
 fn wait_returns_only_after_the_latest_record() {
-    loom::model(|| {
+    check(|| {
         let table = Arc::new(EventTable::default());
         let between = Arc::new(AtomicBool::new(false));
         let e = table.create();
@@ -260,7 +287,7 @@ fn wait_returns_only_after_the_latest_record() {
 /// see the stale id.
 #[test]
 fn free_while_waiting_is_an_error_not_a_hang() {
-    loom::model(|| {
+    check(|| {
         let table = Arc::new(EventTable::default());
         let e = table.create();
         table.record_pending(e).unwrap();

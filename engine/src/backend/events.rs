@@ -5,7 +5,10 @@
 //! a stream that runs behind the host records with
 //! [`EventTable::record_pending`] and calls [`EventTable::complete`] with the
 //! returned ticket when it gets there. [`EventTable::wait`] blocks the caller
-//! until the latest record has completed.
+//! until the record that was the latest when it was called has completed
+//! (as `cudaEventSynchronize` does); a stream told to wait takes that ticket
+//! when the wait is submitted ([`EventTable::latest`]) and waits for it
+//! ([`EventTable::wait_for`]), as `cudaStreamWaitEvent` does.
 //!
 //! A freed or unknown id is an error, as on a GPU. The table is built from
 //! [`crate::sync`], so the loom tests check it in every interleaving.
@@ -112,14 +115,29 @@ impl EventTable {
         self.lock().get(event).map(|r| r.state()).ok_or_else(|| Self::stale(event))
     }
 
-    /// Blocks until the latest record of `event` has completed (at once for
-    /// an event never recorded, or recorded by a synchronous stream).
+    /// The ticket of the latest record of `event` (0 when never recorded):
+    /// what a stream told now to wait for `event` must wait for, however
+    /// often the event is recorded again before the stream gets there.
+    pub fn latest(&self, event: EventId) -> Result<u64> {
+        self.lock().get(event).map(|r| r.recorded).ok_or_else(|| Self::stale(event))
+    }
+
+    /// Blocks until the record of `event` that was the latest when this was
+    /// called has completed (at once for an event never recorded, or
+    /// recorded by a synchronous stream). Records made while waiting do not
+    /// extend the wait.
     pub fn wait(&self, event: EventId) -> Result<()> {
+        let ticket = self.latest(event)?;
+        self.wait_for(event, ticket)
+    }
+
+    /// Blocks until record `ticket` of `event` (see [`EventTable::latest`]) has completed.
+    pub fn wait_for(&self, event: EventId, ticket: u64) -> Result<()> {
         let mut events = self.lock();
         loop {
-            match events.get(event).map(|r| r.state()) {
+            match events.get(event) {
                 None => return Err(Self::stale(event)),
-                Some(EventState::Pending) => events = wait(&self.changed, events),
+                Some(r) if r.completed < ticket => events = wait(&self.changed, events),
                 Some(_) => return Ok(()),
             }
         }
@@ -158,6 +176,11 @@ mod tests {
         table.complete(e, second).unwrap();
         assert_eq!(table.state(e).unwrap(), EventState::Complete);
         table.wait(e).unwrap();
+        // A wait taken before a new record is not extended by it.
+        let before = table.latest(e).unwrap();
+        table.record_pending(e).unwrap();
+        table.wait_for(e, before).unwrap();
+        assert_eq!(table.state(e).unwrap(), EventState::Pending);
     }
 
     #[test]
