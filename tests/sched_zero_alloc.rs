@@ -1,49 +1,19 @@
 //! The same graph again: reset + split + alloc + compute make no heap
-//! allocation and do not re-plan memory.
+//! allocation on any thread (this file holds one test) and do not re-plan memory.
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::Arc;
 
 use common::fill;
 use common::test_gpu::TestGpuDevice;
 use gantry::backends::cpu::CpuBackend;
+use gantry::engine::testing::CountingAllocator;
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::{Backend, BufferUsage, Context, DType, GraphArena, TensorDesc};
 
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; the counter
-// is a const-initialized thread-local, which never allocates.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
 
 #[test]
 fn steady_state_runs_allocate_nothing() {
@@ -70,13 +40,14 @@ fn steady_state_runs_allocate_nothing() {
         let mut first = Vec::new();
         let mut plans = 0;
         for round in 0..6 {
-            let before = allocations();
-            sched.reset(&mut ctx);
-            sched.alloc_graph(&mut ctx, graph).unwrap();
-            ctx.write_tensor_bytes(x, 0, &input).unwrap();
-            sched.graph_compute(&mut ctx, graph).unwrap();
-            ctx.read_tensor_bytes(y, 0, &mut out).unwrap();
-            let made = allocations() - before;
+            // Counted on every thread: the backends' pools and streams included.
+            let ((), made) = CountingAllocator::count_every_thread(|| {
+                sched.reset(&mut ctx);
+                sched.alloc_graph(&mut ctx, graph).unwrap();
+                ctx.write_tensor_bytes(x, 0, &input).unwrap();
+                sched.graph_compute(&mut ctx, graph).unwrap();
+                ctx.read_tensor_bytes(y, 0, &mut out).unwrap();
+            });
             if round == 0 {
                 first = out.clone();
             } else {

@@ -1,11 +1,25 @@
-//! Quantized MUL_MAT on 2 threads: Gantry's integer kernels against the
-//! dequantize-then-F32-GEMM path (the `gemm` crate), and F16/F32 baselines.
+//! Quantized MUL_MAT on 2 threads, as a user gets it: one MUL_MAT node
+//! computed by the CPU backend (`graph_compute`), against the
+//! dequantize-then-F32-GEMM path (the `gemm` crate) and F16/F32 weights.
 //!
-//! Shapes (K values per row, M rows, N columns): 4096 × 14336 with N = 1
-//! (token generation), 32 and 512 (prompt batches). `GANTRY_BENCH_GGML_SHAPE=1`
-//! swaps to K = 14336, M = 4096, the shape of ggml's `test-backend-ops perf -o
-//! MUL_MAT` (same bytes, same FLOPs). After criterion's own report a table
-//! gives each case's median time, GB/s (weight bytes / time) and GFLOP/s.
+//! Groups (K values per row, M rows, N columns):
+//! - `k4096_m14336/n{1,32,512}`: the goals, for Q4_0, Q4_1, Q8_0,
+//!   Q4_K, Q6_K, F16 and F32: `backend/<type>` is the CPU backend,
+//!   `dequant+gemm/<type>` the baseline (plain `gemm` for F32), and for N = 1
+//!   `matvec/f16|f32` the standalone F16/F32 mat-vec kernels of `cpu::quant`.
+//!   `GANTRY_BENCH_GGML_SHAPE=1` swaps to K = 14336, M = 4096, the shape of
+//!   ggml's `test-backend-ops perf -o MUL_MAT` (same bytes, same FLOPs).
+//! - `smollm2/<shape>/n{1,64}`: the products of SmolLM2-135M (Q4_1 weights,
+//!   Q8_0 output matrix) for one token and a 64-token prompt, where the
+//!   per-call cost matters: `backend/<type>` against `dequant+gemm/<type>`.
+//!
+//! - `smollm2/layers_q4_1/n{1,64}`: SmolLM2's 30 layers of products, 210
+//!   MUL_MAT nodes, as one graph against one compute per node (see
+//!   `bench_layers`): the cost of a graph of small nodes.
+//!
+//! After criterion's own report a table gives each case's median time,
+//! GB/s (weight bytes / time), GFLOP/s, and its speed-up over its baseline
+//! (the baseline's median over its own) measured in the same run.
 //!
 //! Run: `cargo bench -p gantry-backends --bench quant_mul_mat -- --warm-up-time 1 --measurement-time 3 [filter]`
 
@@ -13,19 +27,27 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput};
-use gantry_backends::cpu::quant::{
-    QuantMatrix, dequantize_rows, f16_mat_vec, f32_mat_vec, quant_mul_mat, quant_mul_mat_scratch_size,
-};
-use gantry_engine::DType;
+use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
+use gantry_backends::cpu::quant::{dequantize_rows, f16_mat_vec, f32_mat_vec};
+use gantry_backends::cpu::{self, CpuBackend};
 use gantry_engine::quant::quantize_row;
+use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};
 use half::f16;
 use rayon::prelude::*;
 
 const THREADS: usize = 2;
 
-/// Per case: seconds per iteration of each sample, weight bytes, FLOPs.
-type Timings = BTreeMap<String, (Vec<f64>, usize, f64)>;
+/// One case's samples (seconds per iteration), weight bytes, FLOPs, and the
+/// case (full id) it is compared with in the table.
+struct Timing {
+    samples: Vec<f64>,
+    bytes: usize,
+    flops: f64,
+    baseline: Option<String>,
+}
+
+/// Every case timed, by full id (`<prefix>/<id>`).
+type Timings = BTreeMap<String, Timing>;
 
 /// Deterministic values in [−1, 1).
 fn signal(n: usize, seed: u64) -> Vec<f32> {
@@ -40,7 +62,7 @@ fn signal(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Weights of `dtype` (row-major bytes), generated once per type.
+/// Weights of `dtype` (row-major bytes), generated in parallel.
 fn weight_bytes(dtype: DType, k: usize, m: usize, pool: &rayon::ThreadPool) -> Vec<u8> {
     let row = dtype.row_size(k).expect("whole blocks");
     let mut data = vec![0u8; row * m];
@@ -60,6 +82,31 @@ fn weight_bytes(dtype: DType, k: usize, m: usize, pool: &rayon::ThreadPool) -> V
     data
 }
 
+/// One MUL_MAT node on the CPU backend, allocated and filled once.
+struct BackendProduct {
+    ctx: Context,
+    arena: GraphArena,
+    y: TensorId,
+}
+
+impl BackendProduct {
+    fn new(dtype: DType, (k, m, n): (usize, usize, usize), weights: &[u8], x: &[f32]) -> Self {
+        let mut ctx = Context::new();
+        let w = ctx.tensor(dtype, [k, m]).expect("weights");
+        let xt = ctx.tensor(DType::F32, [k, n]).expect("activations");
+        let y = ctx.mul_mat(w, xt).expect("mul_mat");
+        ctx.alloc_tensors(&[w, xt, y], &cpu::buffer_type(), BufferUsage::Any).expect("alloc");
+        ctx.set_bytes(w, weights).expect("weights");
+        ctx.set_f32(xt, x).expect("activations");
+        Self { ctx, arena: GraphArena::new(), y }
+    }
+
+    fn compute(&self, backend: &CpuBackend) {
+        let graph = self.ctx.build_graph(&self.arena, &[self.y]).expect("graph");
+        backend.graph_compute(&self.ctx, graph).into_result().expect("compute");
+    }
+}
+
 /// The dequantize-then-GEMM baseline: all weights to f32 (in parallel), then one F32 GEMM.
 fn dequant_gemm(
     dtype: DType,
@@ -71,6 +118,7 @@ fn dequant_gemm(
     pool: &rayon::ThreadPool,
 ) {
     let row = dtype.row_size(k).unwrap_or(0);
+    let wf = &mut wf[..k * m];
     pool.install(|| {
         wf.par_chunks_mut(k * 64).zip(w.par_chunks(row * 64)).for_each(|(out, src)| match dtype {
             DType::F32 => out.copy_from_slice(bytemuck::cast_slice(src)),
@@ -117,6 +165,94 @@ fn f32_gemm((k, m, n): (usize, usize, usize), w: &[f32], x: &[f32], dst: &mut [f
     }
 }
 
+/// Times `f` as case `id` of `group`, keeping every sample for the table,
+/// where it is compared with case `baseline` (an id of the same group).
+#[allow(clippy::too_many_arguments)]
+fn timed(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    times: &RefCell<Timings>,
+    prefix: &str,
+    id: &str,
+    baseline: Option<&str>,
+    (bytes, flops): (usize, f64),
+    mut f: impl FnMut(),
+) {
+    let full = format!("{prefix}/{id}");
+    let baseline = baseline.map(|b| format!("{prefix}/{b}"));
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            let e = t.elapsed();
+            let mut times = times.borrow_mut();
+            let entry = times.entry(full.clone()).or_insert_with(|| Timing {
+                samples: Vec::new(),
+                bytes,
+                flops,
+                baseline: baseline.clone(),
+            });
+            entry.samples.push(e.as_secs_f64() / iters as f64);
+            e
+        })
+    });
+}
+
+/// Benchmarks one shape for `dtypes`: the backend, the dequantize-then-GEMM
+/// baseline, and (for N = 1) the standalone F16/F32 mat-vecs.
+fn bench_shape(
+    c: &mut Criterion,
+    times: &RefCell<Timings>,
+    (group_name, prefix): (&str, &str),
+    (k, m, n): (usize, usize, usize),
+    dtypes: &[DType],
+    (backend, pool): (&CpuBackend, &rayon::ThreadPool),
+) {
+    let mut group = c.benchmark_group(group_name);
+    let x = signal(k * n, 777);
+    let mut dst = vec![0f32; m * n];
+    let mut wf = Vec::new();
+    let flops = 2.0 * (k * m * n) as f64;
+    for &dtype in dtypes {
+        let name = dtype.name().to_lowercase();
+        let bytes = dtype.row_size(k).unwrap_or(0) * m;
+        group.throughput(Throughput::Bytes(bytes as u64));
+        // Generated only when a case of this type passes the filter.
+        let weights: RefCell<Option<Vec<u8>>> = RefCell::default();
+        let w = || -> std::cell::Ref<'_, Vec<u8>> {
+            if weights.borrow().is_none() {
+                *weights.borrow_mut() = Some(weight_bytes(dtype, k, m, pool));
+            }
+            std::cell::Ref::map(weights.borrow(), |w| w.as_ref().expect("generated above"))
+        };
+        // F32 weights need no dequantization: the baseline is plain GEMM.
+        let baseline = format!("{}/{name}", if dtype == DType::F32 { "gemm" } else { "dequant+gemm" });
+        let mut product: Option<BackendProduct> = None;
+        timed(&mut group, times, prefix, &format!("backend/{name}"), Some(&baseline), (bytes, flops), || {
+            product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x)).compute(backend)
+        });
+        drop(product);
+        if n == 1 && matches!(dtype, DType::F16 | DType::F32) {
+            timed(&mut group, times, prefix, &format!("matvec/{name}"), Some(&baseline), (bytes, flops), || {
+                let w = w();
+                match dtype {
+                    DType::F16 => f16_mat_vec(bytemuck::cast_slice(&w), k, m, k, &x, &mut dst, pool),
+                    _ => f32_mat_vec(bytemuck::cast_slice(&w), k, m, k, &x, &mut dst, pool),
+                }
+                .expect("mat_vec");
+            });
+        }
+        timed(&mut group, times, prefix, &baseline, None, (bytes, flops), || {
+            if wf.len() < k * m {
+                wf.resize(k * m, 0.0);
+            }
+            dequant_gemm(dtype, &w(), (k, m, n), &x, &mut wf, &mut dst, pool);
+        });
+    }
+    group.finish();
+}
+
 fn main() {
     let mut c = Criterion::default()
         .sample_size(10)
@@ -124,85 +260,123 @@ fn main() {
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     let pool = &rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("thread pool");
-    let (k, m) = if std::env::var_os("GANTRY_BENCH_GGML_SHAPE").is_some() { (14336, 4096) } else { (4096, 14336) };
-    let weights: RefCell<BTreeMap<DType, Vec<u8>>> = RefCell::default();
+    let backend = &CpuBackend::with_threads(THREADS).expect("CPU backend");
     let times: RefCell<Timings> = RefCell::default();
-    let mut wf = vec![0f32; k * m];
 
+    let (k, m) = if std::env::var_os("GANTRY_BENCH_GGML_SHAPE").is_some() { (14336, 4096) } else { (4096, 14336) };
+    let goal_types = [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::F32];
     for n in [1usize, 32, 512] {
-        let x = signal(k * n, 777);
-        let mut dst = vec![0f32; m * n];
-        let flops = 2.0 * (k * m * n) as f64;
-        let mut group = c.benchmark_group(format!("quant_mul_mat/k{k}_m{m}/n{n}"));
-        for dtype in [DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::F32] {
-            let bytes = dtype.row_size(k).unwrap_or(0) * m;
-            group.throughput(Throughput::Bytes(bytes as u64));
-            let get_w = || weights.borrow_mut().entry(dtype).or_insert_with(|| weight_bytes(dtype, k, m, pool)).clone();
-            let get_w = &get_w;
-            let mut timed = |id: String, mut f: Box<dyn FnMut() + '_>| {
-                let full = format!("n{n}/{id}");
-                group.bench_function(&id, |b| {
-                    b.iter_custom(|iters| {
-                        let t = Instant::now();
-                        for _ in 0..iters {
-                            f();
-                        }
-                        let e = t.elapsed();
-                        let mut times = times.borrow_mut();
-                        let entry = times.entry(full.clone()).or_insert((Vec::new(), bytes, flops));
-                        entry.0.push(e.as_secs_f64() / iters as f64);
-                        e
-                    })
-                });
-            };
-            let name = dtype.name().to_lowercase();
-            if dtype.is_quantized() {
-                let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, THREADS).expect("scratch")];
-                let mut w_cache: Option<Vec<u8>> = None;
-                let (x, dst) = (&x, &mut dst);
-                timed(
-                    format!("gantry/{name}"),
-                    Box::new(move || {
-                        let w = w_cache.get_or_insert_with(get_w);
-                        let qm = QuantMatrix { dtype, data: w, row_stride: dtype.row_size(k).unwrap_or(0), k, m };
-                        quant_mul_mat(&qm, x, k, n, dst, m, &mut scratch, pool).expect("quant_mul_mat");
-                    }),
-                );
-            } else if n == 1 {
-                let mut w_cache: Option<Vec<u8>> = None;
-                let (x, dst) = (&x, &mut dst);
-                timed(
-                    format!("gantry/{name}"),
-                    Box::new(move || {
-                        let w = w_cache.get_or_insert_with(get_w);
-                        match dtype {
-                            DType::F16 => f16_mat_vec(bytemuck::cast_slice(w), k, m, k, x, dst, pool),
-                            _ => f32_mat_vec(bytemuck::cast_slice(w), k, m, k, x, dst, pool),
-                        }
-                        .expect("mat_vec");
-                    }),
-                );
-            }
-            // F32 weights need no dequantization: this is plain GEMM.
-            let label = if dtype == DType::F32 { "gemm" } else { "dequant+gemm" };
-            let mut w_cache: Option<Vec<u8>> = None;
-            let (x, dst, wf) = (&x, &mut dst, &mut wf);
-            timed(
-                format!("{label}/{name}"),
-                Box::new(move || {
-                    let w = w_cache.get_or_insert_with(get_w);
-                    dequant_gemm(dtype, w, (k, m, n), x, wf, dst, pool);
-                }),
-            );
+        let group = format!("quant_mul_mat/k{k}_m{m}/n{n}");
+        bench_shape(&mut c, &times, (&group, &format!("n{n}")), (k, m, n), &goal_types, (backend, pool));
+    }
+
+    // SmolLM2-135M: (name, weights, K, M).
+    let smollm2 = [
+        ("attn_q", DType::Q4_1, 576, 576),
+        ("attn_kv", DType::Q4_1, 576, 192),
+        ("ffn_up", DType::Q4_1, 576, 1536),
+        ("ffn_down", DType::Q4_1, 1536, 576),
+        ("output", DType::Q8_0, 576, 49152),
+    ];
+    for (name, dtype, k, m) in smollm2 {
+        for n in [1usize, 64] {
+            let group = format!("smollm2/{name}_k{k}_m{m}/n{n}");
+            let prefix = format!("smollm2 {name} n{n}");
+            bench_shape(&mut c, &times, (&group, &prefix), (k, m, n), &[dtype], (backend, pool));
         }
-        group.finish();
+    }
+    for n in [1usize, 64] {
+        bench_layers(&mut c, &times, n, backend, pool);
     }
     c.final_summary();
+    print_table(&times.borrow());
+}
 
-    println!("\n{:<34} {:>12} {:>9} {:>10}", format!("k{k} m{m}, {THREADS} threads"), "median", "GB/s", "GFLOP/s");
-    for (id, (samples, bytes, flops)) in times.borrow_mut().iter_mut() {
-        samples.sort_by(f64::total_cmp);
-        let t = samples[samples.len() / 2];
-        println!("{id:<34} {:>9.3} ms {:>9.2} {:>10.2}", t * 1e3, *bytes as f64 / t / 1e9, *flops / t / 1e9);
+/// The median and best sample of each case, GB/s and GFLOP/s (of the
+/// median), and how many times faster than its baseline it is: baseline
+/// median / median, and best / best (which other processes on a shared
+/// machine disturb less).
+fn print_table(times: &Timings) {
+    let sorted = |t: &Timing| {
+        let mut s = t.samples.clone();
+        s.sort_by(f64::total_cmp);
+        (s[s.len() / 2], s[0])
+    };
+    println!(
+        "\n{:<44} {:>12} {:>12} {:>9} {:>10}  speed-up over baseline (median, best)",
+        format!("{THREADS} threads"),
+        "median",
+        "best",
+        "GB/s",
+        "GFLOP/s"
+    );
+    for (id, t) in times {
+        let (m, best) = sorted(t);
+        let ratio = match t.baseline.as_ref().and_then(|b| times.get(b).map(|bt| (b, sorted(bt)))) {
+            Some((b, (bm, bbest))) => format!(
+                "{:>6.2}x {:>6.2}x  vs {}",
+                bm / m,
+                bbest / best,
+                b.split_once('/').map_or(b.as_str(), |(_, id)| id)
+            ),
+            None => String::new(),
+        };
+        println!(
+            "{id:<44} {:>9.3} ms {:>9.3} ms {:>9.2} {:>10.2}  {ratio}",
+            m * 1e3,
+            best * 1e3,
+            t.bytes as f64 / m / 1e9,
+            t.flops / m / 1e9
+        );
     }
+}
+
+/// SmolLM2-135M's 30 layers of products (Q4_1: attention Q, K, V, output,
+/// FFN gate, up, down) on `n` columns, 210 independent MUL_MAT nodes: one
+/// graph of all of them (`graph`: the backend runs it on a pool thread,
+/// which joins every kernel) against one compute per node (`node_by_node`:
+/// each kernel that splits hands its work over to the pool and waits).
+fn bench_layers(c: &mut Criterion, times: &RefCell<Timings>, n: usize, backend: &CpuBackend, pool: &rayon::ThreadPool) {
+    const LAYERS: usize = 30;
+    let shapes = [(576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576)];
+    let mut ctx = Context::new();
+    let x576 = ctx.tensor(DType::F32, [576, n]).expect("activations");
+    let x1536 = ctx.tensor(DType::F32, [1536, n]).expect("activations");
+    let mut weights = Vec::new();
+    let mut outputs = Vec::new();
+    for _ in 0..LAYERS {
+        for (k, m) in shapes {
+            let w = ctx.tensor(DType::Q4_1, [k, m]).expect("weights");
+            let y = ctx.mul_mat(w, if k == 576 { x576 } else { x1536 }).expect("mul_mat");
+            weights.push((w, k, m));
+            outputs.push(y);
+        }
+    }
+    let mut all: Vec<TensorId> = vec![x576, x1536];
+    all.extend(weights.iter().map(|w| w.0));
+    all.extend(&outputs);
+    ctx.alloc_tensors(&all, &cpu::buffer_type(), BufferUsage::Any).expect("alloc");
+    ctx.set_f32(x576, &signal(576 * n, 5)).expect("activations");
+    ctx.set_f32(x1536, &signal(1536 * n, 6)).expect("activations");
+    for &(w, k, m) in &weights {
+        ctx.set_bytes(w, &weight_bytes(DType::Q4_1, k, m, pool)).expect("weights");
+    }
+    let arena = GraphArena::new();
+    let whole = ctx.build_graph(&arena, &outputs).expect("graph");
+    let single: Vec<_> = outputs.iter().map(|&y| ctx.build_graph(&arena, &[y]).expect("graph")).collect();
+    let bytes: usize = weights.iter().map(|&(_, k, m)| DType::Q4_1.row_size(k).unwrap_or(0) * m).sum();
+    let flops: f64 = weights.iter().map(|&(_, k, m)| 2.0 * (k * m * n) as f64).sum();
+
+    let mut group = c.benchmark_group(format!("smollm2/layers_q4_1/n{n}"));
+    group.throughput(Throughput::Bytes(bytes as u64));
+    let prefix = format!("smollm2 30 layers n{n}");
+    timed(&mut group, times, &prefix, "graph", Some("node_by_node"), (bytes, flops), || {
+        backend.graph_compute(&ctx, whole).into_result().expect("compute");
+    });
+    timed(&mut group, times, &prefix, "node_by_node", None, (bytes, flops), || {
+        for &g in &single {
+            backend.graph_compute(&ctx, g).into_result().expect("compute");
+        }
+    });
+    group.finish();
 }

@@ -249,3 +249,67 @@ fn threads_split_large_ops_with_the_same_result() {
         assert!(max_diff < 1e-6, "{max_diff}");
     }
 }
+
+/// A graph of several nodes on several threads runs on a pool thread: a node
+/// failing there still ends the compute with an error naming it, and the
+/// backend computes the next graph normally.
+#[test]
+fn a_failing_node_in_a_graph_on_the_pool_is_an_error() {
+    let backend = CpuBackend::with_threads(2).unwrap();
+    let mut ctx = Context::new();
+    let table = ctx.tensor(DType::F32, [4, 3]).unwrap();
+    let scaled = ctx.scale(table, 2.0, 0.0).unwrap();
+    let idx = ctx.tensor(DType::I32, [2]).unwrap();
+    ctx.set_name(idx, "token_ids").unwrap();
+    let rows = ctx.get_rows(scaled, idx).unwrap();
+    let out = ctx.neg(rows).unwrap();
+    alloc(&mut ctx, &[table, scaled, idx, rows, out]);
+    ctx.set_f32(table, &(0..12).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+    ctx.set_i32(idx, &[1, 3]).unwrap();
+    let err = failure(compute(&backend, &ctx, out));
+    assert!(err.contains("token_ids") && err.contains("index 3"), "{err}");
+    ctx.set_i32(idx, &[2, 0]).unwrap();
+    assert!(compute(&backend, &ctx, out).is_success());
+    assert_eq!(ctx.read_f32(out).unwrap(), vec![-16.0, -18.0, -20.0, -22.0, -0.0, -2.0, -4.0, -6.0]);
+}
+
+/// Chains of quantized products (one token and a 64-token batch) give the
+/// same result on 1, 2 and 4 threads, where the graph runs on a pool thread
+/// that joins every kernel and reuses the per-thread scratch.
+#[test]
+fn quantized_graphs_on_the_pool_match_one_thread() {
+    for n in [1, 64] {
+        let mut ctx = Context::new();
+        let x = ctx.tensor(DType::F32, [576, n]).unwrap();
+        let mut all = vec![x];
+        let mut cur = x;
+        for (i, (k, m, dtype)) in
+            [(576, 1536, DType::Q4_1), (1536, 576, DType::Q4_K), (576, 576, DType::Q8_0)].into_iter().enumerate()
+        {
+            let w = ctx.tensor(dtype, [k, m]).unwrap();
+            let y = ctx.mul_mat(w, cur).unwrap();
+            cur = ctx.scale(y, 1.0 / (k as f32).sqrt(), 0.0).unwrap();
+            alloc(&mut ctx, &[w]);
+            let v: Vec<f32> = (0..k * m).map(|j| ((j * 7919 + i) % 1000) as f32 / 1000.0 - 0.5).collect();
+            ctx.set_f32(w, &v).unwrap();
+            all.extend([y, cur]);
+        }
+        alloc(&mut ctx, &all);
+        let vx: Vec<f32> = (0..576 * n).map(|j| ((j * 104_729) % 997) as f32 / 997.0 - 0.5).collect();
+        ctx.set_f32(x, &vx).unwrap();
+        let mut results = Vec::new();
+        for threads in [1, 2, 4] {
+            let backend = CpuBackend::with_threads(threads).unwrap();
+            for _ in 0..2 {
+                assert!(compute(&backend, &ctx, cur).is_success());
+                results.push(ctx.read_f32(cur).unwrap());
+            }
+        }
+        let scale = results[0].iter().fold(0f32, |a, v| a.max(v.abs()));
+        assert!(scale > 0.0);
+        for r in &results[1..] {
+            let max_diff = r.iter().zip(&results[0]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(max_diff <= 1e-5 * scale, "n = {n}: {max_diff} (scale {scale})");
+        }
+    }
+}

@@ -2,39 +2,9 @@
 //! backend. Allocations are counted on every thread (the pool's included),
 //! so this file holds one test, which nothing else runs beside.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
 use gantry_backends::cpu::{self, CpuBackend};
+use gantry_engine::testing::CountingAllocator;
 use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, RopeMode, RopeParams, TensorId};
-
-struct CountingAllocator;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; counting is
-// two atomic operations, which never allocate.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -89,12 +59,9 @@ fn computing_a_graph_again_allocates_nothing() {
     let first = ctx.read_i32(out).unwrap();
 
     for _ in 0..3 {
-        ALLOCATIONS.store(0, Ordering::SeqCst);
-        COUNTING.store(true, Ordering::SeqCst);
-        let status = backend.graph_compute(&ctx, graph);
-        COUNTING.store(false, Ordering::SeqCst);
+        let (status, allocations) = CountingAllocator::count_every_thread(|| backend.graph_compute(&ctx, graph));
         assert!(status.is_success());
-        assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0, "heap allocations in a steady-state compute");
+        assert_eq!(allocations, 0, "heap allocations in a steady-state compute");
     }
     assert_eq!(ctx.read_i32(out).unwrap(), first);
 }

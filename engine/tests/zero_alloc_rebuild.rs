@@ -1,43 +1,14 @@
 //! Rebuilding the same graph after a reset makes zero heap allocations.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use gantry_arenas::GraphArena;
+use gantry_engine::testing::CountingAllocator;
 use gantry_engine::{Context, DType, RopeMode, RopeParams, TensorId};
-
-/// Counts allocations made by the current thread (the test harness runs
-/// other threads whose allocations must not count).
-struct CountingAllocator;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; the counter is
-// a const-initialized thread-local, which never allocates.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
 fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
+    CountingAllocator::this_thread()
 }
 
 /// One attention + FFN block, enough ops and views to exercise every table.

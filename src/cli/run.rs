@@ -42,6 +42,14 @@ pub struct RunArgs {
     /// Print the placement and timings only, not the text (for benchmarks).
     #[arg(long)]
     pub quiet: bool,
+    /// Keep generating past end-of-generation tokens (for benchmarks: always `-n` tokens).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Before timing, run the prompt and one decode step once and clear the KV cache, so
+    /// that the timings leave out building the graphs and planning memory (as llama.cpp's
+    /// warm-up does).
+    #[arg(long)]
+    pub warmup: bool,
 }
 
 /// Runs the model on the prompt and streams the continuation.
@@ -70,6 +78,11 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     let mut sampler = Sampler::new(SamplerParams { temperature: args.temp, top_k: args.top_k, seed: args.seed });
 
+    if args.warmup {
+        session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
+        session.eval(&mut ctx, &tokens[..1], LogitsFor::Last)?;
+        session.clear(&ctx)?;
+    }
     let t0 = Instant::now();
     let logits = session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
     let mut next = sampler.sample(logits);
@@ -91,7 +104,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     }
     let t1 = Instant::now();
     let mut generated = 0;
-    while generated < args.n_predict && !model.tokenizer.is_eog(next) {
+    while generated < args.n_predict && (args.ignore_eos || !model.tokenizer.is_eog(next)) {
         if !args.quiet {
             let piece = decoder.push(next)?;
             let _ = write!(out, "{piece}");

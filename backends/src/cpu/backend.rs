@@ -81,6 +81,8 @@ impl CpuBackend {
 
     /// Installs (or removes) a callback polled before each node; when it
     /// returns `true` the compute stops with [`ComputeStatus::Aborted`].
+    /// It is called on the thread that runs the nodes: one of the backend's
+    /// pool threads for a graph of several nodes on several threads.
     pub fn set_abort_callback(&self, callback: Option<AbortCallback>) {
         self.abort.set(callback);
     }
@@ -97,26 +99,47 @@ impl CpuBackend {
         let mut state = lock(&self.state);
         let ComputeState { pool, n_threads, per_thread, shared } = &mut *state;
         let par = Par::new(pool, *n_threads, per_thread);
-        run_nodes(graph.nodes(), abort.as_ref(), |node| {
-            let outcome = catch_unwind(AssertUnwindSafe(|| ops::compute_node(ctx, node, &par, shared)));
-            match outcome {
-                Ok(Ok(())) => ComputeStatus::Success,
-                Ok(Err(e)) => ComputeStatus::Failed(e),
-                Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    let op = ctx.get(node).map_or("?", |d| d.op.name());
-                    ComputeStatus::Failed(Error::Backend {
-                        backend: "CPU".into(),
-                        reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
-                    })
-                }
-            }
-        })
+        // A graph of several nodes runs on a pool thread, which then takes
+        // part in every parallel kernel: a kernel splitting its work starts
+        // at once and only wakes the other threads, instead of handing its
+        // work over to the pool and sleeping until it is done (two thread
+        // wake-ups per node, which the small mat-vecs of a small model cannot
+        // afford). One node alone is handed over only if its kernel splits.
+        if *n_threads == 1 || graph.nodes().len() < 2 {
+            return compute_nodes(ctx, graph, &par, shared, abort.as_ref());
+        }
+        pool.install(|| compute_nodes(ctx, graph, &par, shared, abort.as_ref()))
     }
+}
+
+/// Computes the nodes of `graph` in order (see [`CpuBackend::compute_graph`]),
+/// polling `abort` before each ([`run_nodes`]).
+fn compute_nodes(
+    ctx: &Context,
+    graph: Graph<'_>,
+    par: &Par<'_>,
+    shared: &mut Vec<f32>,
+    abort: Option<&AbortCallback>,
+) -> ComputeStatus {
+    run_nodes(graph.nodes(), abort, |node| {
+        let outcome = catch_unwind(AssertUnwindSafe(|| ops::compute_node(ctx, node, par, shared)));
+        match outcome {
+            Ok(Ok(())) => ComputeStatus::Success,
+            Ok(Err(e)) => ComputeStatus::Failed(e),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let op = ctx.get(node).map_or("?", |d| d.op.name());
+                ComputeStatus::Failed(Error::Backend {
+                    backend: "CPU".into(),
+                    reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
+                })
+            }
+        }
+    })
 }
 
 impl std::fmt::Debug for CpuBackend {

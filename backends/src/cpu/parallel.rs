@@ -16,8 +16,8 @@ pub const MIN_WORK_PER_THREAD: usize = 64 * 1024;
 struct Slot(UnsafeCell<Vec<f32>>);
 
 /// Scratch vectors, one per pool thread. Slot `i` is only ever used by the
-/// pool thread with index `i` (or, when a kernel runs inline on the calling
-/// thread while the pool is idle, slot 0).
+/// pool thread with index `i` (or, when a kernel runs on one thread while
+/// no other kernel work runs, slot 0).
 pub struct PerThreadScratch {
     slots: Box<[Slot]>,
 }
@@ -87,7 +87,8 @@ impl<'a> Par<'a> {
         }
         let threads = self.threads_for(n.saturating_mul(work_per_item.max(1))).min(n);
         if threads <= 1 {
-            // SAFETY: the pool is idle (kernels run one at a time and this one
+            // SAFETY: no other kernel work runs (kernels run one at a time, each
+            // joins its parallel work before returning, and this one
             // dispatches nothing), so slot 0 is not in use.
             let tmp = unsafe { self.scratch.slot(0, tmp_len) };
             f(0..n, tmp);
@@ -112,8 +113,9 @@ impl<'a> Par<'a> {
     /// Runs `f` on the calling thread with thread 0's scratch of `tmp_len`
     /// floats (for kernels that stay on one thread).
     pub fn inline<R>(&self, tmp_len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-        // SAFETY: the pool is idle (kernels run one at a time and this one
-        // dispatches nothing while `f` runs), so slot 0 is not in use.
+        // SAFETY: no other kernel work runs (kernels run one at a time, each
+        // joins its parallel work before returning, and this one dispatches
+        // nothing while `f` runs), so slot 0 is not in use.
         let tmp = unsafe { self.scratch.slot(0, tmp_len) };
         f(tmp)
     }

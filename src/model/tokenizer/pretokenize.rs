@@ -227,6 +227,20 @@ impl Piece<'_> {
         self.prev_end = end;
         len
     }
+
+    /// The last alternatives of every expression, `\s+(?!\S)|\s+|.`, for
+    /// `spaces` white-space code points at `pos`: a run of spaces leaves its
+    /// last one to the next word unless the piece ends there; no space takes
+    /// one code point. Returns where the word ends.
+    fn end_spaces(&mut self, pos: usize, spaces: usize) -> usize {
+        let end = match spaces {
+            0 | 1 => pos + 1,
+            _ if self.get(pos + spaces).is_some() => pos + spaces - 1,
+            _ => pos + spaces,
+        };
+        self.add(end);
+        end
+    }
 }
 
 /// `'s|'t|'re|'ve|'m|'ll|'d`, optionally ignoring case: its length at `pos`.
@@ -281,19 +295,7 @@ fn split_gpt2(cpts: &[char], pieces: &[usize]) -> Vec<usize> {
                 continue;
             }
             let spaces = (0..).take_while(|&k| p.class(pos + k).whitespace).count();
-            // `\s+(?!\S)`: leave the last space to the next word.
-            if spaces > 1 && p.get(pos + spaces).is_some() {
-                pos += spaces - 1;
-                p.add(pos);
-                continue;
-            }
-            if spaces > 0 {
-                pos += spaces;
-                p.add(pos);
-                continue;
-            }
-            pos += 1;
-            p.add(pos);
+            pos = p.end_spaces(pos, spaces);
         }
         start += len;
     }
@@ -370,19 +372,7 @@ fn split_llama3(cpts: &[char], pieces: &[usize], max_digits: usize, marks: bool)
                 p.add(pos);
                 continue;
             }
-            // `\s+(?!\S)`
-            if spaces > 1 && p.get(pos + spaces).is_some() {
-                pos += spaces - 1;
-                p.add(pos);
-                continue;
-            }
-            if spaces > 0 {
-                pos += spaces;
-                p.add(pos);
-                continue;
-            }
-            pos += 1;
-            p.add(pos);
+            pos = p.end_spaces(pos, spaces);
         }
         start += len;
     }

@@ -81,6 +81,12 @@ pub fn cases() -> Vec<Case> {
         cases.push(mul_mat_case(type_a, 4096, 512, 4096, [1, 1], [1, 1], c, c).perf_only());
         cases.push(mul_mat_case(type_a, 4096, 8, 4096, [1, 1], [1, 1], c, c).perf_only());
     }
+    // SmolLM2-135M's products with F16 weights (the quantized ones are in `quant`).
+    for (m, k) in super::quant::SMOLLM2_SHAPES {
+        for n in [1, 64] {
+            cases.push(mul_mat_case(DType::F16, m, n, k, [1, 1], [1, 1], c, c).perf_only());
+        }
+    }
     // Attention-shaped: K^T Q per head, 32 heads over 8 KV heads.
     cases.push(mul_mat_case(DType::F16, 1024, 64, 128, [8, 1], [4, 1], c, c).perf_only());
     cases

@@ -316,20 +316,21 @@ fn copy_cases() -> Vec<Case> {
     cases
 }
 
+/// SmolLM2-135M's products as (rows M, values per row K): attention Q and
+/// output, attention K and V (3 KV heads of 64), FFN gate and up, FFN down,
+/// and the output (the tied token embedding).
+pub(super) const SMOLLM2_SHAPES: [(usize, usize); 5] = [(576, 576), (192, 576), (1536, 576), (576, 1536), (49152, 576)];
+
 fn perf_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     let (qc, c, one) = (QLayout::Contiguous, Layout::Contiguous, [1, 1]);
-    // SmolLM2-135M: (weights, rows M, values per row K) of its products.
-    let smollm2 = [
-        (DType::Q4_1, 576, 576),   // attention Q and output
-        (DType::Q4_1, 192, 576),   // attention K and V (3 KV heads of 64)
-        (DType::Q4_1, 1536, 576),  // FFN gate and up
-        (DType::Q4_1, 576, 1536),  // FFN down
-        (DType::Q8_0, 49152, 576), // output (the tied token embedding)
-    ];
-    for (dtype, m, k) in smollm2 {
-        for n in [1, 64] {
-            cases.push(mul_mat_case(dtype, (m, n, k), one, one, qc, c).perf_only());
+    // SmolLM2-135M's products (rows M, values per row K), in its weights'
+    // type (Q4_1) and its output's (Q8_0) alike; F16 ones are in `matmul`.
+    for dtype in [DType::Q4_1, DType::Q8_0] {
+        for (m, k) in SMOLLM2_SHAPES {
+            for n in [1, 64] {
+                cases.push(mul_mat_case(dtype, (m, n, k), one, one, qc, c).perf_only());
+            }
         }
     }
     for n in [1, 64] {

@@ -36,10 +36,11 @@ const DOT_ROWS: usize = 16;
 /// Alignment of every scratch region.
 const ALIGN: usize = 64;
 /// Multiply-adds each thread must get for waking another one to pay: the
-/// integer kernels do roughly 10^4 multiply-adds per microsecond and a pool
-/// wake-up costs a few microseconds, so smaller products (the small
-/// mat-vecs of a small model) run on the calling thread alone.
-const MIN_MACS_PER_THREAD: usize = 192 * 1024;
+/// integer kernels do roughly 10^4 multiply-adds per microsecond, so this is
+/// a few microseconds of work, about what a wake-up costs. (A thread that
+/// wakes late costs the others little: tasks come from a shared counter.)
+/// Smaller products run on the calling thread alone.
+const MIN_MACS_PER_THREAD: usize = 64 * 1024;
 /// Activation values from which columns are quantized in parallel.
 const MIN_PARALLEL_QUANT: usize = 16 * 1024;
 
@@ -77,7 +78,8 @@ impl Layout {
     fn new<W: WeightType>(k: usize) -> Layout {
         let act_row = round_up(k / <W::Act as QuantBlock>::ELEMS * size_of::<W::Act>());
         let row = TileRow::new::<W>(k);
-        let col_extra = round_up((k / 32 + row.n_mins) * 4);
+        // Group sums padded with zeros to whole vectors of 8 (see `mins_dot`).
+        let col_extra = round_up((k / 32 + row.mins_padded) * 4);
         let tile = TILE_ROWS * row.bytes;
         Layout { act_row, col_extra, tile }
     }
@@ -260,6 +262,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
                 for (g, s) in sums[..groups].iter_mut().enumerate() {
                     *s = W::Act::group_sum(blocks, g * W::MIN_GROUP, W::MIN_GROUP);
                 }
+                sums[groups..groups.next_multiple_of(8)].fill(0.0);
             }
         };
         if threads > 1 && n * k >= MIN_PARALLEL_QUANT {
@@ -365,7 +368,7 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
     extra_col: &dyn Fn(usize) -> &'a [f32],
     out: DstPtr,
 ) {
-    use super::tile_avx2::{ARow, KRow, WRow, micro, micro_k};
+    use super::tile_avx2::{ARow, KRow, WRow, micro, micro_k, mins_dot};
 
     let k = ctx.k;
     let layout = TileRow::new::<W>(k);
@@ -378,7 +381,9 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
         let (q, rest) = slot.split_at_mut(layout.scales);
         let (sc, rest) = rest.split_at_mut(layout.ds - layout.scales);
         let (ds, mins) = rest.split_at_mut(layout.mins - layout.ds);
-        let mins: &mut [f32] = bytemuck::cast_slice_mut(&mut mins[..4 * layout.n_mins]);
+        let mins: &mut [f32] = bytemuck::cast_slice_mut(&mut mins[..4 * layout.mins_padded]);
+        let (mins, pad) = mins.split_at_mut(layout.n_mins);
+        pad.fill(0.0);
         if W::INT_K {
             let sc: &mut [i16] = bytemuck::cast_slice_mut(sc);
             let ds: &mut [f32] = bytemuck::cast_slice_mut(&mut ds[..4 * (k / 256)]);
@@ -413,15 +418,11 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
     };
     let arow = |j: usize| ARow { blocks: act_row(j).as_ptr().cast(), scale32: extra_col(j).as_ptr() };
     let kcol = |j: usize| act_row(j).as_ptr().cast::<gantry_engine::quant::BlockQ8K>();
+    let row_mins = |i: usize| slot(i)[layout.mins..].as_ptr().cast::<f32>();
+    let col_sums = |j: usize| extra_col(j)[k / 32..].as_ptr();
     let write = |i: usize, j: usize, v: f32| {
-        let r = rows.start + i;
-        let mut v = v;
-        if layout.n_mins > 0 {
-            let mins: &[f32] = bytemuck::cast_slice(&slot(i)[layout.mins..layout.mins + 4 * layout.n_mins]);
-            v += dot_f32(mins, &extra_col(j)[k / 32..k / 32 + layout.n_mins]);
-        }
         // SAFETY: (r, j) lies inside dst (checked by the driver) and in this task's tile.
-        unsafe { out.write(j * ctx.dst_stride + r, v) };
+        unsafe { out.write(j * ctx.dst_stride + rows.start + i, v) };
     };
 
     let mut j = cols.start;
@@ -431,12 +432,13 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
         while i < nr {
             let rn = (nr - i).min(2);
             // SAFETY: rows i.. and columns j.. are unpacked / quantized above for
-            // all k values; the CPU has AVX2 (caller's contract); the K form's
+            // all k values, mins and group sums padded with zeros to whole
+            // vectors; the CPU has AVX2 (caller's contract); the K form's
             // quants are ≤ 63 and its scales within ±128 (every K-quant's are).
             unsafe {
                 macro_rules! go {
                     ($r:literal, $c:literal) => {{
-                        let res = if W::INT_K {
+                        let mut res = if W::INT_K {
                             micro_k::<$r, $c>(
                                 k / 256,
                                 &std::array::from_fn(|x| krow(i + x)),
@@ -449,6 +451,18 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
                                 &std::array::from_fn(|y| arow(j + y)),
                             )
                         };
+                        if layout.n_mins > 0 {
+                            let m = mins_dot::<$r, $c>(
+                                layout.mins_padded,
+                                &std::array::from_fn(|x| row_mins(i + x)),
+                                &std::array::from_fn(|y| col_sums(j + y)),
+                            );
+                            for x in 0..$r {
+                                for y in 0..$c {
+                                    res[x][y] += m[x][y];
+                                }
+                            }
+                        }
                         for x in 0..$r {
                             for y in 0..$c {
                                 write(i + x, j + y, res[x][y]);
@@ -471,17 +485,4 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
         }
         j += cn;
     }
-}
-
-/// Σ a·b in 8 independent lanes (so it vectorizes), then summed.
-fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ac.zip(bc) {
-        for l in 0..8 {
-            lanes[l] += x[l] * y[l];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
 }

@@ -150,3 +150,37 @@ pub(crate) unsafe fn micro_k<const R: usize, const C: usize>(
     }
     out
 }
+
+/// Computes `out[r][c] = Σ_g mins_r[g] · sums_c[g]` over `n` values (a
+/// multiple of 8): the correction of the types with mins (`x = d·q + m`),
+/// whose weights' mins meet the activations' group sums.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `n` is a multiple of 8 and every pointer
+/// addresses `n` floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn mins_dot<const R: usize, const C: usize>(
+    n: usize,
+    mins: &[*const f32; R],
+    sums: &[*const f32; C],
+) -> [[f32; C]; R] {
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    for g in (0..n).step_by(8) {
+        // SAFETY: g + 8 ≤ n, within every row's and column's n floats.
+        let mv: [__m256; R] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(mins[r].add(g)) });
+        for c in 0..C {
+            // SAFETY: as above.
+            let sv = unsafe { _mm256_loadu_ps(sums[c].add(g)) };
+            for r in 0..R {
+                acc[r][c] = _mm256_fmadd_ps(mv[r], sv, acc[r][c]);
+            }
+        }
+    }
+    let mut out = [[0f32; C]; R];
+    for r in 0..R {
+        for c in 0..C {
+            out[r][c] = hsum_ps(acc[r][c]);
+        }
+    }
+    out
+}

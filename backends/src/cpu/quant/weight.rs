@@ -213,6 +213,8 @@ pub(crate) struct TileRow {
     pub mins: usize,
     /// Mins per row.
     pub n_mins: usize,
+    /// Mins per row rounded up to whole vectors of 8 (padded with zeros).
+    pub mins_padded: usize,
 }
 
 impl TileRow {
@@ -224,6 +226,7 @@ impl TileRow {
         let ds = align(scales + scale_bytes);
         let ds_bytes = if W::INT_K { 4 * (k / 256) } else { 0 };
         let mins = align(ds + ds_bytes);
-        TileRow { bytes: align(mins + 4 * n_mins), scales, ds, mins, n_mins }
+        let mins_padded = n_mins.next_multiple_of(8);
+        TileRow { bytes: align(mins + 4 * mins_padded), scales, ds, mins, n_mins, mins_padded }
     }
 }
