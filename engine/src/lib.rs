@@ -17,6 +17,7 @@ mod graph;
 mod op;
 pub mod ops;
 pub mod quant;
+pub mod sync;
 pub mod tensor;
 #[cfg(test)]
 mod test_buffer;

@@ -8,6 +8,7 @@ use gantry_engine::{AbortCallback, Backend, ComputeStatus, Context, Device, Erro
 use rayon::ThreadPool;
 
 use super::CpuDevice;
+use super::abort::{AbortSlot, run_nodes};
 use super::ops;
 use super::parallel::{Par, PerThreadScratch};
 
@@ -43,7 +44,7 @@ impl ComputeState {
 pub struct CpuBackend {
     device: CpuDevice,
     state: Mutex<ComputeState>,
-    abort: Mutex<Option<AbortCallback>>,
+    abort: AbortSlot,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -65,7 +66,7 @@ impl CpuBackend {
 
     /// A backend on `device` with `n_threads` threads.
     pub fn with_device(device: CpuDevice, n_threads: usize) -> Result<Self> {
-        Ok(Self { device, state: Mutex::new(ComputeState::new(n_threads)?), abort: Mutex::new(None) })
+        Ok(Self { device, state: Mutex::new(ComputeState::new(n_threads)?), abort: AbortSlot::default() })
     }
 
     /// The number of threads kernels split work over.
@@ -87,7 +88,7 @@ impl CpuBackend {
     /// It is called on the thread that runs the nodes: one of the backend's
     /// pool threads for a graph of several nodes on several threads.
     pub fn set_abort_callback(&self, callback: Option<AbortCallback>) {
-        *lock(&self.abort) = callback;
+        self.abort.set(callback);
     }
 
     /// Computes every node of `graph` in order. Views and leafs compute
@@ -98,7 +99,7 @@ impl CpuBackend {
     /// This is the entry point for code that reuses the CPU kernels over
     /// other host-addressable buffers.
     pub fn compute_graph(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
-        let abort = lock(&self.abort).clone();
+        let abort = self.abort.current();
         let mut state = lock(&self.state);
         let ComputeState { pool, n_threads, per_thread, shared } = &mut *state;
         let par = Par::new(pool, *n_threads, per_thread);
@@ -115,7 +116,8 @@ impl CpuBackend {
     }
 }
 
-/// Computes the nodes of `graph` in order (see [`CpuBackend::compute_graph`]).
+/// Computes the nodes of `graph` in order (see [`CpuBackend::compute_graph`]),
+/// polling `abort` before each ([`run_nodes`]).
 fn compute_nodes(
     ctx: &Context,
     graph: Graph<'_>,
@@ -123,14 +125,11 @@ fn compute_nodes(
     shared: &mut Vec<f32>,
     abort: Option<&AbortCallback>,
 ) -> ComputeStatus {
-    for &node in graph.nodes() {
-        if abort.is_some_and(|stop| stop()) {
-            return ComputeStatus::Aborted;
-        }
+    run_nodes(graph.nodes(), abort, |node| {
         let outcome = catch_unwind(AssertUnwindSafe(|| ops::compute_node(ctx, node, par, shared)));
         match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return ComputeStatus::Failed(e),
+            Ok(Ok(())) => ComputeStatus::Success,
+            Ok(Err(e)) => ComputeStatus::Failed(e),
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<&str>()
@@ -138,14 +137,13 @@ fn compute_nodes(
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
                 let op = ctx.get(node).map_or("?", |d| d.op.name());
-                return ComputeStatus::Failed(Error::Backend {
+                ComputeStatus::Failed(Error::Backend {
                     backend: "CPU".into(),
                     reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
-                });
+                })
             }
         }
-    }
-    ComputeStatus::Success
+    })
 }
 
 impl std::fmt::Debug for CpuBackend {

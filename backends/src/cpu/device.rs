@@ -4,12 +4,11 @@ use std::any::Any;
 use std::sync::Arc;
 
 use gantry_engine::{
-    Backend, Buffer, BufferType, Context, Device, DeviceCaps, DeviceType, Error, EventId, HostMemory, MemoryInfo,
-    Result, TensorId,
+    Backend, Buffer, BufferType, Context, Device, DeviceCaps, DeviceType, Error, EventId, EventTable, HostMemory,
+    MemoryInfo, Result, TensorId,
 };
 
 use super::buffer::HostMemoryBuffer;
-use super::events::EventTable;
 use super::{CpuBackend, sysinfo};
 
 struct DeviceInner {

@@ -21,11 +21,11 @@
 //! # Ok::<(), gantry_engine::Error>(())
 //! ```
 
+mod abort;
 mod aligned;
 mod backend;
 mod buffer;
 mod device;
-mod events;
 pub(crate) mod ops;
 pub(crate) mod parallel;
 mod platform;
@@ -35,11 +35,12 @@ mod sysinfo;
 
 use gantry_engine::{Context, TensorId};
 
+pub use abort::{AbortSlot, run_nodes};
 pub use aligned::CPU_ALIGNMENT;
 pub use backend::CpuBackend;
 pub use buffer::{CpuBuffer, CpuBufferType, HostMemoryBuffer, MAPPED_ALIGNMENT, buffer_type, mapped_buffer_type};
 pub use device::CpuDevice;
-pub use events::{EventState, EventTable};
+pub use gantry_engine::{EventState, EventTable};
 pub use platform::CpuPlatform;
 
 /// Whether the CPU kernels can compute `tensor`: its op with its source

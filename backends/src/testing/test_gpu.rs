@@ -4,9 +4,9 @@
 //! for real on machines without a GPU, and every node it computes is checked
 //! to read only memory it can access.
 
+use gantry_engine::sync::atomic::{AtomicUsize, Ordering};
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gantry_engine::{
     Backend, Buffer, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Error, EventId, Graph,

@@ -7,6 +7,7 @@
 mod buffer;
 mod buffer_type;
 mod device;
+mod events;
 mod extension;
 mod host_memory;
 mod platform;
@@ -16,6 +17,7 @@ mod stream;
 pub use buffer::{Buffer, BufferUsage, check_range};
 pub use buffer_type::{BufferType, same_buffer_type};
 pub use device::{Device, DeviceCaps, DeviceProps, DeviceType, MemoryInfo};
+pub use events::{EventState, EventTable};
 pub use extension::{AbortCallback, SetAbortCallback, SetThreadCount};
 pub use host_memory::HostMemory;
 pub use platform::{Platform, platform_extension};

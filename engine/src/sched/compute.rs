@@ -4,6 +4,7 @@
 use gantry_arenas::{EventId, TensorId};
 
 use super::backend_set::BackendSet;
+use super::pipeline::{SlotGuard, event_index};
 use super::split::SplitTables;
 use super::tables::{Assignments, CopyTable};
 use crate::{Context, Error, Graph, Result, TensorFlags};
@@ -34,14 +35,7 @@ pub struct ComputeInputs<'a> {
 
 impl ComputeInputs<'_> {
     fn event(&self, backend: u8) -> Option<EventId> {
-        self.events.get(backend as usize * self.n_copies + self.cur_copy).copied().flatten()
-    }
-
-    fn wait_host(&self, backend: u8) -> Result<()> {
-        match self.event(backend) {
-            Some(ev) => self.set.backend(backend).device().event_synchronize(ev),
-            None => self.set.backend(backend).synchronize(),
-        }
+        self.events.get(event_index(backend, self.cur_copy, self.n_copies)).copied().flatten()
     }
 }
 
@@ -57,6 +51,7 @@ pub fn compute_splits(
     let set = inputs.set;
     for (s, split) in inputs.tables.splits.iter().enumerate() {
         let backend = set.backend(split.backend);
+        let slot = SlotGuard { stream: backend.as_ref(), event: inputs.event(split.backend) };
         for k in split.inputs.clone() {
             let input = inputs.tables.inputs[k];
             let copy = *inputs
@@ -65,23 +60,13 @@ pub fn compute_splits(
                 .get(k * inputs.n_copies)
                 .ok_or_else(|| Error::Scheduler(format!("split {s} lost the copy of {}", ctx.describe(input))))?;
             let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
-            if user_input {
-                // Copy now: the user may overwrite the input as soon as compute returns.
-                inputs.wait_host(split.backend)?;
-                ctx.copy_tensor(input, copy)?;
-            } else {
-                // The split's backend must be done with this copy slot before it is overwritten.
-                match inputs.event(split.backend) {
-                    Some(ev) => backend.event_wait(ev)?,
-                    None => backend.synchronize()?,
-                }
-                let input_backend = set.backend(inputs.assigned.get(input).unwrap_or(set.cpu()));
-                if !backend.cpy_tensor_async(input_backend.as_ref(), ctx, input, copy)? {
-                    input_backend.synchronize()?;
-                    inputs.wait_host(split.backend)?;
-                    ctx.copy_tensor(input, copy)?;
-                }
-            }
+            let input_backend = set.backend(inputs.assigned.get(input).unwrap_or(set.cpu()));
+            slot.copy_input(
+                user_input,
+                || backend.cpy_tensor_async(input_backend.as_ref(), ctx, input, copy),
+                || input_backend.synchronize(),
+                || ctx.copy_tensor(input, copy),
+            )?;
         }
         let nodes = &graph.nodes()[split.nodes.clone()];
         let fail = |e: Error| Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") };
@@ -109,11 +94,7 @@ pub fn compute_splits(
                 }
             }
         }
-        if !split.inputs.is_empty()
-            && let Some(ev) = inputs.event(split.backend)
-        {
-            backend.event_record(ev)?;
-        }
+        slot.computed(!split.inputs.is_empty())?;
     }
     Ok(())
 }

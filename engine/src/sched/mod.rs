@@ -17,6 +17,7 @@ pub mod expand;
 pub mod graph_copy;
 pub mod in_place;
 pub mod passes;
+pub mod pipeline;
 mod scheduler;
 pub mod split;
 pub mod tables;

@@ -10,6 +10,7 @@ use super::compute::{ComputeInputs, EvalCallback, compute_splits};
 use super::debug::{debug_level_from_env, describe_splits};
 use super::dot::to_dot;
 use super::passes::{RunTables, place_graph};
+use super::pipeline::next_copy;
 use super::split::{Split, SplitParams};
 use crate::alloc::GraphAllocator;
 use crate::{Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
@@ -317,7 +318,7 @@ impl Scheduler {
         let result = compute_splits(ctx, graph, &inputs, self.eval_callback.as_mut());
         // Backends have taken what they need from the graph: restore the user's sources.
         self.run.split.unapply(ctx);
-        self.cur_copy = (self.cur_copy + 1) % self.params.n_copies;
+        self.cur_copy = next_copy(self.cur_copy, self.params.n_copies);
         result
     }
 
