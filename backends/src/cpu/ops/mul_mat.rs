@@ -320,23 +320,28 @@ unsafe fn gemm_block(
     parallelism: Parallelism,
 ) {
     let f = size_of::<f32>();
-    // SAFETY: the caller's guarantee; gemm reads lhs (m x k), rhs (k x n) and
-    // writes dst (m x n), each through the strides given.
+    // gemm computes the transposed product, dst^T (n x m) = b^T (n x k) *
+    // lhs^T (k x m), over the same memory: with ggml's layouts (rows of k
+    // contiguous on both sides) that makes gemm's left matrix row-major and
+    // its result row-major, which its kernels run about 1.4x faster than the
+    // direct form (measured at 1024^3 on one AVX2 core: 73 vs 53 GFLOP/s).
+    // SAFETY: the caller's guarantee; gemm reads b^T (n x k), lhs^T (k x m)
+    // and writes dst^T (n x m), each through the strides given.
     unsafe {
         gemm::gemm(
-            m,
             dims.n,
+            m,
             dims.k,
             dst_block,
-            (dst.nb[1] / f) as isize,
             (dst.nb[0] / f) as isize,
+            (dst.nb[1] / f) as isize,
             false,
-            lhs,
-            lhs_cs,
-            lhs_rs,
             b.row(0, bi[0], bi[1]) as *const f32,
-            (b.nb[1] / f) as isize,
             (b.nb[0] / f) as isize,
+            (b.nb[1] / f) as isize,
+            lhs,
+            lhs_rs,
+            lhs_cs,
             0.0f32,
             1.0f32,
             false,
