@@ -26,18 +26,7 @@ fn golden(dtype: DType) -> Option<(Vec<u8>, Vec<f32>)> {
     Some((blocks, floats))
 }
 
-const TYPES: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+const TYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 #[test]
 fn wgpu_get_rows_dequantizes_like_ggml() {

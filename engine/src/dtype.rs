@@ -70,6 +70,24 @@ const fn quant(name: &'static str, block_size: usize, bytes_per_block: usize) ->
 pub const QK_K: usize = 256;
 
 impl DType {
+    /// The block-quantized types weights come in: every quantized type but
+    /// the activation formats Q8_1 and Q8_K.
+    pub const QUANTIZED_WEIGHTS: [DType; 10] = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+
+    /// The quantized types CPY and SET_ROWS write from F32 (ggml's set).
+    pub const QUANTIZE_TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+
     /// Every dtype, in declaration order.
     pub const ALL: [DType; 16] = [
         DType::F32,

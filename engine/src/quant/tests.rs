@@ -34,18 +34,7 @@ fn read_f32(name: &str) -> Vec<f32> {
 const ROWS: usize = 4;
 const ROW_LEN: usize = 512;
 
-const REFERENCE_TYPES: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+const REFERENCE_TYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 #[test]
 fn reference_quantizers_write_ggmls_bytes() {

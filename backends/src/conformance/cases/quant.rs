@@ -22,18 +22,7 @@ use crate::conformance::{Built, Case, Init, Tolerance};
 const MUL_MAT_NMSE: f64 = 5e-4;
 
 /// Weight types of the quantized MUL_MAT.
-const WEIGHTS: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+const WEIGHTS: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 /// Every quantized dtype (GET_ROWS reads them all).
 const ALL_QUANTIZED: [DType; 12] = [
@@ -52,7 +41,7 @@ const ALL_QUANTIZED: [DType; 12] = [
 ];
 
 /// Quantized dtypes CPY and SET_ROWS write from F32.
-const TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+const TARGETS: [DType; 5] = DType::QUANTIZE_TARGETS;
 
 pub fn cases() -> Vec<Case> {
     let mut cases = mul_mat_cases();

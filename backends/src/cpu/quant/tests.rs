@@ -142,18 +142,7 @@ fn dot_products_stop_at_whole_blocks_and_the_shorter_slice() {
     assert_eq!(vec_dot_q4_0_q8_0(0, &x, &y), 0.0);
 }
 
-const WEIGHT_TYPES: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+const WEIGHT_TYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()

@@ -209,21 +209,10 @@ fn write_store(dtype: DType, caps: &Caps) -> Option<Store> {
 
 /// The quantized dtypes CPY and SET_ROWS write from F32, in `QTYPE` order
 /// of `quantize.wgsl` (the engine's set).
-pub const QUANT_TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+pub const QUANT_TARGETS: [DType; 5] = DType::QUANTIZE_TARGETS;
 
 /// The quantized dtypes with a WGSL dequantizer (MUL_MAT and GET_ROWS).
-pub const QUANTIZED: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+pub const QUANTIZED: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 impl<'a> Builder<'a> {
     fn src(&self, i: usize) -> std::result::Result<(TensorId, &'a TensorDesc), Refusal> {
