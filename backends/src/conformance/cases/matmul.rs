@@ -2,7 +2,7 @@
 //! products; odd sizes; batches with broadcast; permuted, transposed and
 //! padded operands.
 
-use gantry_engine::DType;
+use gantry_engine::{Context, DType, Result, TensorId};
 
 use super::{Layout, input};
 use crate::conformance::{Built, Case, Tolerance};
@@ -20,16 +20,32 @@ fn mul_mat_case(
     la: Layout,
     lb: Layout,
 ) -> Case {
+    let a_tag = la.tag();
+    mul_mat_case_with(type_a, (m, n, k), bs, nr, &a_tag, lb, move |ctx, ne| input(ctx, type_a, ne, la))
+}
+
+/// A MUL_MAT case of `m x k` src0 batches `bs` (built by `src0` from its
+/// shape, described by `a_tag`) and F32 src1 with layout `lb`, broadcast `nr`
+/// times; shared with the quantized cases, which lay out src0 their own way.
+pub(super) fn mul_mat_case_with(
+    type_a: DType,
+    (m, n, k): (usize, usize, usize),
+    bs: [usize; 2],
+    nr: [usize; 2],
+    a_tag: &str,
+    lb: Layout,
+    src0: impl Fn(&mut Context, [usize; 4]) -> Result<(TensorId, TensorId)> + Send + Sync + 'static,
+) -> Case {
     let a_ne = [k, m, bs[0], bs[1]];
     let b_ne = [k, n, bs[0] * nr[0], bs[1] * nr[1]];
     let name = format!(
         "MUL_MAT(type_a={type_a},type_b=f32,m={m},n={n},k={k},bs={bs:?},nr={nr:?}{}{})",
-        la.tag().replace(',', ",a:"),
+        a_tag.replace(',', ",a:"),
         lb.tag().replace(',', ",b:")
     );
     let flops = 2.0 * (m * n * k) as f64 * (b_ne[2] * b_ne[3]) as f64;
     Case::new("MUL_MAT", name, move |ctx| {
-        let (_, a) = input(ctx, type_a, a_ne, la)?;
+        let (_, a) = src0(ctx, a_ne)?;
         let (_, b) = input(ctx, DType::F32, b_ne, lb)?;
         Ok(Built::output(ctx.mul_mat(a, b)?))
     })

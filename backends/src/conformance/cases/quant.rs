@@ -15,30 +15,17 @@
 
 use gantry_engine::{Context, DType, Result, TensorId};
 
+use super::matmul::mul_mat_case_with;
 use super::{Layout, input, shape};
 use crate::conformance::{Built, Case, Init, Tolerance};
-
-/// ggml's tolerance for MUL_MAT.
-const MUL_MAT_NMSE: f64 = 5e-4;
 
 /// Weight types of the quantized MUL_MAT.
 const WEIGHTS: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 /// Every quantized dtype (GET_ROWS reads them all).
-const ALL_QUANTIZED: [DType; 12] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q8_1,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::Q8_K,
-];
+fn all_quantized() -> impl Iterator<Item = DType> {
+    DType::ALL.into_iter().filter(|d| d.is_quantized())
+}
 
 /// Quantized dtypes CPY and SET_ROWS write from F32.
 const TARGETS: [DType; 5] = DType::QUANTIZE_TARGETS;
@@ -95,27 +82,13 @@ fn ks(dtype: DType) -> [usize; 2] {
 
 fn mul_mat_case(
     type_a: DType,
-    (m, n, k): (usize, usize, usize),
+    mnk: (usize, usize, usize),
     bs: [usize; 2],
     nr: [usize; 2],
     la: QLayout,
     lb: Layout,
 ) -> Case {
-    let a_ne = [k, m, bs[0], bs[1]];
-    let b_ne = [k, n, bs[0] * nr[0], bs[1] * nr[1]];
-    let name = format!(
-        "MUL_MAT(type_a={type_a},type_b=f32,m={m},n={n},k={k},bs={bs:?},nr={nr:?}{}{})",
-        la.tag().replace(',', ",a:"),
-        lb.tag().replace(',', ",b:")
-    );
-    let flops = 2.0 * (m * n * k) as f64 * (b_ne[2] * b_ne[3]) as f64;
-    Case::new("MUL_MAT", name, move |ctx| {
-        let (_, a) = quant_input(ctx, type_a, a_ne, la)?;
-        let (_, b) = input(ctx, DType::F32, b_ne, lb)?;
-        Ok(Built::output(ctx.mul_mat(a, b)?))
-    })
-    .tolerance(Tolerance::Nmse(MUL_MAT_NMSE))
-    .flops(flops)
+    mul_mat_case_with(type_a, mnk, bs, nr, la.tag(), lb, move |ctx, ne| quant_input(ctx, type_a, ne, la))
 }
 
 fn mul_mat_cases() -> Vec<Case> {
@@ -162,7 +135,7 @@ fn row_len(dtype: DType) -> usize {
 
 fn rows_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for dtype in ALL_QUANTIZED {
+    for dtype in all_quantized() {
         let k = row_len(dtype);
         for (ne, idx_ne) in [([k, 5, 3, 2], [7, 3, 2, 1]), ([k, 100, 1, 1], [9, 1, 1, 1])] {
             for layout in [QLayout::Contiguous, QLayout::Padded] {
@@ -250,7 +223,7 @@ fn copy_cases() -> Vec<Case> {
         }
     }
     // Block copies of every quantized type into its own type.
-    for dtype in ALL_QUANTIZED {
+    for dtype in all_quantized() {
         let k = row_len(dtype);
         let ne = [k, 4, 3, 1];
         for (ls, ld) in [

@@ -42,19 +42,11 @@ pub fn f32_mat_vec(
 ) -> Result<()> {
     check("F32", w.len(), k, m, row_stride, x.len(), y.len())?;
     let isa = Isa::best();
-    pool.install(|| {
-        y[..m].par_chunks_mut(ROWS).enumerate().for_each(|(t, out)| {
-            for (i, o) in out.iter_mut().enumerate() {
-                let r = t * ROWS + i;
-                let row = &w[r * row_stride..r * row_stride + k];
-                *o = match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-                    Isa::Avx2 => unsafe { avx2::dot_f32(row, &x[..k]) },
-                    _ => row.iter().zip(x).map(|(a, b)| a * b).sum(),
-                };
-            }
-        });
+    mat_vec_rows(w, k, m, row_stride, y, pool, |row| match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
+        Isa::Avx2 => unsafe { avx2::dot_f32(row, &x[..k]) },
+        _ => row.iter().zip(x).map(|(a, b)| a * b).sum(),
     });
     Ok(())
 }
@@ -72,21 +64,33 @@ pub fn f16_mat_vec(
 ) -> Result<()> {
     check("F16", w.len(), k, m, row_stride, x.len(), y.len())?;
     let isa = Isa::best();
+    mat_vec_rows(w, k, m, row_stride, y, pool, |row| match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
+        Isa::Avx2 => unsafe { avx2::dot_f16(row, &x[..k]) },
+        _ => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
+    });
+    Ok(())
+}
+
+/// `y[r] = dot(row r of w)` for `r < m`, `ROWS` results per parallel task.
+fn mat_vec_rows<T: Sync>(
+    w: &[T],
+    k: usize,
+    m: usize,
+    row_stride: usize,
+    y: &mut [f32],
+    pool: &rayon::ThreadPool,
+    dot: impl Fn(&[T]) -> f32 + Sync,
+) {
     pool.install(|| {
         y[..m].par_chunks_mut(ROWS).enumerate().for_each(|(t, out)| {
             for (i, o) in out.iter_mut().enumerate() {
                 let r = t * ROWS + i;
-                let row = &w[r * row_stride..r * row_stride + k];
-                *o = match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-                    Isa::Avx2 => unsafe { avx2::dot_f16(row, &x[..k]) },
-                    _ => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
-                };
+                *o = dot(&w[r * row_stride..r * row_stride + k]);
             }
         });
     });
-    Ok(())
 }
 
 #[cfg(target_arch = "x86_64")]
