@@ -20,8 +20,7 @@ fn mul_mat_case(
     la: Layout,
     lb: Layout,
 ) -> Case {
-    let a_tag = la.tag();
-    mul_mat_case_with(type_a, (m, n, k), bs, nr, &a_tag, lb, move |ctx, ne| input(ctx, type_a, ne, la))
+    mul_mat_case_with(type_a, (m, n, k), bs, nr, la.tag(), lb, move |ctx, ne| input(ctx, type_a, ne, la))
 }
 
 /// A MUL_MAT case of `m x k` src0 batches `bs` (built by `src0` from its
