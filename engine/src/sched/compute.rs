@@ -6,7 +6,7 @@ use gantry_arenas::{EventId, TensorId};
 use super::backend_set::BackendSet;
 use super::pipeline::{SlotGuard, event_index};
 use super::split::SplitTables;
-use super::tables::{Assignments, CopyTable};
+use super::tables::Assignments;
 use crate::{Context, Error, Graph, Result, TensorFlags};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
@@ -21,8 +21,6 @@ pub struct ComputeInputs<'a> {
     pub set: &'a BackendSet,
     /// Backend per tensor.
     pub assigned: &'a Assignments,
-    /// Copies per (tensor, backend, copy).
-    pub copies: &'a CopyTable,
     /// The splits.
     pub tables: &'a SplitTables,
     /// Pipeline copy of this run.

@@ -309,7 +309,6 @@ impl Scheduler {
         let inputs = ComputeInputs {
             set: &self.set,
             assigned: &self.run.assigned,
-            copies: &self.run.copies,
             tables: &self.run.split,
             cur_copy: self.cur_copy,
             n_copies: self.params.n_copies,
