@@ -142,6 +142,50 @@ fn pins_are_honoured() {
 }
 
 #[test]
+fn the_same_graph_keeps_its_placement_until_the_context_changes() {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    for seed in [1, 2, 3] {
+        sched.reset(&mut ctx);
+        assert_eq!(run(&mut sched, &mut ctx, &net, seed), reference(seed), "seed {seed}");
+    }
+    assert_eq!((sched.placements_computed(), sched.plans_computed()), (1, 1), "placed and planned once");
+    let splits = sched.splits().to_vec();
+
+    // Any change to the context places the graph again (same result, same plan).
+    ctx.set_name(net.softmax, "softmax").unwrap();
+    assert_eq!(run(&mut sched, &mut ctx, &net, 4), reference(4));
+    assert_eq!((sched.placements_computed(), sched.plans_computed()), (2, 1));
+    assert_eq!(sched.splits(), splits);
+
+    // A pin: the softmax cannot run on the GPU, so pin the SiLU after it to the CPU.
+    let silu = ctx.desc(net.out).unwrap().srcs[0].and_then(|o| ctx.desc(o).unwrap().srcs[1]).unwrap();
+    assert_eq!(ctx.desc(silu).unwrap().op.name(), "SILU");
+    sched.set_tensor_backend(silu, &cpu_backend_of(&sched)).unwrap();
+    assert_eq!(run(&mut sched, &mut ctx, &net, 5), reference(5));
+    assert_eq!(sched.placements_computed(), 3);
+    assert_eq!(sched.tensor_backend(silu).unwrap().name(), "CPU");
+
+    // Weights moved to host memory: the nodes reading them move to the CPU.
+    let cpu_buft = cpu::buffer_type();
+    net.weights.iter().for_each(|&w| ctx.unplace(w));
+    let moved = ctx.alloc_tensors(&net.weights, &cpu_buft, BufferUsage::Weights).unwrap();
+    for (i, &w) in net.weights.iter().enumerate() {
+        fill(&mut ctx, w, 100 + i as u64, 0.5);
+    }
+    assert_eq!(run(&mut sched, &mut ctx, &net, 6), reference(6));
+    assert_eq!(sched.placements_computed(), 4);
+    assert_eq!(sched.n_splits(), 1, "everything on the CPU now");
+    ctx.free_tensor_buffers(&moved).unwrap();
+}
+
+fn cpu_backend_of(sched: &Scheduler) -> Arc<dyn Backend> {
+    sched.backends().last().unwrap().clone()
+}
+
+#[test]
 fn four_pipeline_copies_over_several_iterations() {
     let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
     let gpu = gpu_dev.backend();

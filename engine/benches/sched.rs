@@ -3,6 +3,11 @@
 //! virtual memory) and the CPU, with the graph allocator's bind alone (the
 //! floor any scheduler pays) side by side.
 //!
+//! `reset_split_alloc` places the graph from scratch on every iteration (the
+//! context is touched in between, as when a model changes anything);
+//! `reset_alloc_same_graph` allocates the same graph in an untouched context,
+//! which keeps its placement (what a decode loop over one graph does).
+//!
 //! ggml's `ggml_backend_sched_reset` + `ggml_backend_sched_alloc_graph` take
 //! about 200 ns per node on this machine (608 nodes: 117–150 µs; 2432 nodes:
 //! 490 µs); the goal is under 70 ns per node with zero allocations.
@@ -40,12 +45,27 @@ fn bench_sched(c: &mut Criterion) {
             sched.reserve(&mut ctx, graph).unwrap();
             sched.alloc_graph(&mut ctx, graph).unwrap();
             eprintln!("{label}/{name}: {n_nodes} nodes, {} splits", sched.n_splits());
+            // Placed from scratch every time: a rename bumps the context's
+            // revision, so assign, expand, split and the allocator's gather,
+            // compare and bind all run (the plan itself is reused).
+            let first = graph.nodes()[0];
+            let name_of_first = ctx.name(first).to_owned();
             group.bench_function(format!("reset_split_alloc/{name}"), |b| {
+                b.iter(|| {
+                    ctx.set_name(first, &name_of_first).unwrap();
+                    sched.reset(&mut ctx);
+                    sched.alloc_graph(&mut ctx, graph).unwrap();
+                })
+            });
+            // The same graph in an untouched context: the placement is kept.
+            let placed_before = sched.placements_computed();
+            group.bench_function(format!("reset_alloc_same_graph/{name}"), |b| {
                 b.iter(|| {
                     sched.reset(&mut ctx);
                     sched.alloc_graph(&mut ctx, graph).unwrap();
                 })
             });
+            assert_eq!(sched.placements_computed(), placed_before, "the placement was kept");
             sched.release(&mut ctx).unwrap();
         }
         // The floor: binding the same graph with the allocator alone.

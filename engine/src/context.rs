@@ -51,6 +51,7 @@ pub struct Context {
     placements: SecondaryMap<TensorId, Placement>,
     buffers: SlotMap<BufferId, BufferEntry>,
     created: Vec<TensorId>,
+    revision: u64,
 }
 
 impl Context {
@@ -91,7 +92,36 @@ impl Context {
     /// The description of `t`, mutably. Changing the shape of a tensor that
     /// other tensors read is the caller's responsibility.
     pub fn desc_mut(&mut self, t: TensorId) -> Result<&mut TensorDesc> {
+        self.revision += 1;
         self.tensors.get_mut(t).ok_or_else(|| stale_tensor(t))
+    }
+
+    /// The description of `t`, mutably, without counting a revision: for a
+    /// change its maker undoes before it returns (the scheduler pointing
+    /// sources at its copies while it computes), which nobody else sees.
+    pub(crate) fn desc_mut_untracked(&mut self, t: TensorId) -> Result<&mut TensorDesc> {
+        self.tensors.get_mut(t).ok_or_else(|| stale_tensor(t))
+    }
+
+    /// A counter that changes with every change to what tensors are, where
+    /// they live, or which buffers exist: a description changed
+    /// ([`Context::desc_mut`], names and flags included), a tensor removed, a
+    /// placement made or undone, a buffer added, freed, or given another
+    /// usage. Writing tensor data and creating tensors do not change it. The
+    /// scheduler compares it to skip placing a graph that nothing touched.
+    ///
+    /// ```
+    /// use gantry_engine::{Context, DType};
+    /// let mut ctx = Context::new();
+    /// let x = ctx.tensor(DType::F32, [4])?;
+    /// let before = ctx.revision();
+    /// ctx.set_input(x)?;
+    /// assert_ne!(ctx.revision(), before);
+    /// # Ok::<(), gantry_engine::Error>(())
+    /// ```
+    #[inline]
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// The description of `t`, or `None` for a stale id.
@@ -175,6 +205,9 @@ impl Context {
     /// tensors, before building it again). Their slots are reused by the next
     /// tensors, so a rebuild of the same graph allocates nothing.
     pub fn rewind(&mut self, mark: Mark) {
+        if self.created.len() > mark.0 {
+            self.revision += 1;
+        }
         while self.created.len() > mark.0 {
             if let Some(t) = self.created.pop() {
                 self.tensors.remove(t);
@@ -185,6 +218,7 @@ impl Context {
 
     /// Removes one tensor. Tensors that read it keep a stale id.
     pub fn remove(&mut self, t: TensorId) -> Result<TensorDesc> {
+        self.revision += 1;
         if self.created.last() == Some(&t) {
             self.created.pop();
         }
@@ -262,6 +296,7 @@ impl Context {
         buffer_type: Arc<dyn BufferType>,
         usage: BufferUsage,
     ) -> BufferId {
+        self.revision += 1;
         self.buffers.insert(BufferEntry { buffer, buffer_type, usage })
     }
 
@@ -273,6 +308,7 @@ impl Context {
 
     /// Sets what a buffer holds.
     pub fn set_buffer_usage(&mut self, id: BufferId, usage: BufferUsage) -> Result<()> {
+        self.revision += 1;
         self.buffers
             .get_mut(id)
             .ok_or_else(|| Error::StaleHandle { kind: "buffer", handle: format!("{id:?}") })?
@@ -282,6 +318,7 @@ impl Context {
 
     /// Frees a buffer. Tensors placed in it become unallocated.
     pub fn free_buffer(&mut self, id: BufferId) -> Result<()> {
+        self.revision += 1;
         self.buffers
             .remove(id)
             .map(drop)
@@ -320,11 +357,13 @@ impl Context {
         check_range(entry.buffer_type.name(), entry.buffer.size(), offset, size)
             .map_err(|e| Error::InvalidTensor { tensor: self.describe(t), reason: e.to_string() })?;
         self.placements.insert(t, Placement { buffer, offset });
+        self.revision += 1;
         Ok(())
     }
 
     /// Forgets where `t` was placed.
     pub fn unplace(&mut self, t: TensorId) {
+        self.revision += 1;
         self.placements.remove(t);
     }
 

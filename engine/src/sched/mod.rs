@@ -7,6 +7,9 @@
 //! 3. [`split`] — cut into per-backend splits with input copies;
 //! 4. alloc — plan memory over every backend's buffer type;
 //! 5. [`compute`] — copy inputs, run each split, record events.
+//!
+//! The same graph placed again in a context nothing changed since keeps its
+//! placement ([`reuse`]): steps 1 to 4 run once per graph, not once per compute.
 
 pub mod assign;
 pub mod backend_set;
@@ -18,6 +21,7 @@ pub mod graph_copy;
 pub mod in_place;
 pub mod passes;
 pub mod pipeline;
+pub mod reuse;
 mod scheduler;
 pub mod split;
 pub mod tables;

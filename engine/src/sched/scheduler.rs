@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use gantry_arenas::{BufferId, EventId, TensorId};
-use slotmap::{Key as _, SecondaryMap};
+use slotmap::SecondaryMap;
 
 use super::backend_set::BackendSet;
 use super::compute::{ComputeInputs, EvalCallback, compute_splits};
@@ -11,6 +11,7 @@ use super::debug::{debug_level_from_env, describe_splits};
 use super::dot::to_dot;
 use super::passes::{RunTables, place_graph};
 use super::pipeline::next_copy;
+use super::reuse::PlacedGraph;
 use super::split::{Split, SplitParams};
 use crate::alloc::GraphAllocator;
 use crate::{Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
@@ -82,7 +83,13 @@ pub struct Scheduler {
     events: Vec<Option<EventId>>,
     eval_callback: Option<EvalCallback>,
     state: State,
-    graph_key: u64,
+    /// The graph the tables in `run` were made for.
+    placed: PlacedGraph,
+    /// The pipeline copy whose memory copy 0 now sits in (see
+    /// [`Scheduler::rotate_pipeline_copies`]).
+    rotated_to: usize,
+    /// Graphs placed from scratch so far.
+    placements: u64,
     debug: u8,
 }
 
@@ -111,7 +118,9 @@ impl Scheduler {
             events: Vec::new(),
             eval_callback: None,
             state: State::Reset,
-            graph_key: 0,
+            placed: PlacedGraph::default(),
+            rotated_to: 0,
+            placements: 0,
             debug: debug_level_from_env(),
         };
         sched.make_events()?;
@@ -160,7 +169,7 @@ impl Scheduler {
     /// graphs that fit never re-allocate.
     pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<Vec<usize>> {
         self.synchronize()?;
-        self.reset(ctx);
+        self.discard_placement(ctx);
         let params = self.split_params();
         let placed = place_graph(
             ctx,
@@ -178,7 +187,7 @@ impl Scheduler {
             self.allocator.reserve(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft)
         });
         self.refresh_own_buffers();
-        self.reset(ctx);
+        self.discard_placement(ctx);
         reserved?;
         Ok(self.buffer_sizes())
     }
@@ -203,11 +212,25 @@ impl Scheduler {
     /// Places, splits and allocates `graph`: every node gets a backend, every
     /// tensor memory. Re-plans memory only when a node moved to another
     /// buffer type or the plan no longer fits (after synchronizing).
+    ///
+    /// The graph placed last time, in a context where nothing was changed
+    /// since ([`Context::revision`]), keeps its placement, splits and memory:
+    /// only the pipeline copies rotate.
     pub fn alloc_graph(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
-        if self.state != State::Reset {
-            self.reset(ctx);
+        self.reset(ctx);
+        if self.placed.holds_for(ctx, graph) {
+            if let Err(e) = self.rotate_pipeline_copies(ctx) {
+                self.discard_placement(ctx);
+                return Err(e);
+            }
+            self.placed.stamp(ctx);
+            self.state = State::Allocated;
+            return Ok(());
         }
+        self.discard_placement(ctx);
         let params = self.split_params();
+        self.placed.record(graph);
+        self.placements += 1;
         let placed = place_graph(
             ctx,
             graph,
@@ -219,7 +242,7 @@ impl Scheduler {
             &mut self.run,
         );
         if let Err(e) = placed {
-            self.reset(ctx);
+            self.discard_placement(ctx);
             return Err(e);
         }
         let t = &self.run.split;
@@ -229,30 +252,53 @@ impl Scheduler {
         let synchronize_all = || backends.iter().try_for_each(|b| b.synchronize());
         let bound = self.allocator.alloc_graph_with(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft, synchronize_all);
         if let Err(e) = bound {
-            self.reset(ctx);
+            self.discard_placement(ctx);
             return Err(e);
         }
         self.refresh_own_buffers();
+        // Binding put every tensor at its planned place, pipeline copies included.
+        self.rotated_to = 0;
         if let Err(e) = self.rotate_pipeline_copies(ctx) {
-            self.reset(ctx);
+            self.discard_placement(ctx);
             return Err(e);
         }
         self.state = State::Allocated;
-        self.graph_key = graph_key(graph);
         if self.debug > 0 {
             eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
         }
         // Between calls the user's graph reads its own sources again.
         self.run.split.unapply(ctx);
+        self.placed.stamp(ctx);
         Ok(())
+    }
+
+    /// Removes the current placement's copies from `ctx` and forgets it.
+    fn discard_placement(&mut self, ctx: &mut Context) {
+        self.run.split.undo(ctx);
+        self.placed.forget();
+        self.rotated_to = 0;
+        self.state = State::Reset;
     }
 
     /// With pipeline copies, the graph always reads copy 0 of each input, and
     /// the plan always puts copy 0 in slot 0, so the plan never changes between
     /// runs; this moves copy 0 into slot `cur_copy`'s memory (and that slot's
     /// placeholder into slot 0's), so consecutive runs use different memory.
+    /// Swapping is its own inverse: the previous run's swap is undone first.
     fn rotate_pipeline_copies(&mut self, ctx: &mut Context) -> Result<()> {
-        let c = self.cur_copy;
+        if self.rotated_to == self.cur_copy {
+            return Ok(());
+        }
+        let undo = self.rotated_to;
+        self.swap_pipeline_copy(ctx, undo)?;
+        self.rotated_to = 0;
+        self.swap_pipeline_copy(ctx, self.cur_copy)?;
+        self.rotated_to = self.cur_copy;
+        Ok(())
+    }
+
+    /// Swaps the memory of every copy 0 with that of its copy `c`.
+    fn swap_pipeline_copy(&self, ctx: &mut Context, c: usize) -> Result<()> {
         if self.params.n_copies < 2 || c == 0 {
             return Ok(());
         }
@@ -294,13 +340,13 @@ impl Scheduler {
         // into that placement). A graph computed before is reused as is, except
         // with pipeline copies: then every run re-splits so that sources read
         // this run's copies.
-        let same = self.graph_key == graph_key(graph);
-        let reuse = same
-            && match self.state {
-                State::Allocated => true,
-                State::Computed => self.params.n_copies == 1,
-                State::Reset => false,
-            };
+        let reuse = match self.state {
+            // Computed as placed, even if the user touched the context since
+            // (writing inputs was what the placement was for).
+            State::Allocated => self.placed.is_same_graph(graph),
+            State::Computed => self.params.n_copies == 1 && self.placed.holds_for(ctx, graph),
+            State::Reset => false,
+        };
         if !reuse {
             self.alloc_graph(ctx, graph)?;
         }
@@ -334,10 +380,13 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Forgets the current placement: sources read their originals again and
-    /// the copies are removed. Pins stay.
+    /// Ends the current placement: sources read their originals again, and
+    /// the graph must be allocated before it is computed again. The copies
+    /// stay in `ctx` so that allocating the same graph again (with nothing
+    /// changed in `ctx` since) reuses them; allocating another graph, or
+    /// [`Scheduler::release`], removes them. Pins stay.
     pub fn reset(&mut self, ctx: &mut Context) {
-        self.run.split.undo(ctx);
+        self.run.split.unapply(ctx);
         self.state = State::Reset;
     }
 
@@ -347,7 +396,7 @@ impl Scheduler {
     /// memory back; tensors it placed become unallocated.
     pub fn release(&mut self, ctx: &mut Context) -> Result<()> {
         self.synchronize()?;
-        self.reset(ctx);
+        self.discard_placement(ctx);
         self.allocator.release(ctx);
         self.own_buffers.clear();
         Ok(())
@@ -358,7 +407,7 @@ impl Scheduler {
         let b = self.index_of(backend)?;
         self.pins.insert(t, b);
         // The next compute must place the graph again.
-        self.graph_key = 0;
+        self.placed.forget();
         Ok(())
     }
 
@@ -375,7 +424,7 @@ impl Scheduler {
     /// Removes every pin.
     pub fn clear_pins(&mut self) {
         self.pins.clear();
-        self.graph_key = 0;
+        self.placed.forget();
     }
 
     /// Installs (or removes) the eval callback (see [`EvalCallback`]).
@@ -389,7 +438,7 @@ impl Scheduler {
             return Err(Error::Scheduler(format!("n_copies must be 1 to {MAX_COPIES}, not {n_copies}")));
         }
         self.synchronize()?;
-        self.reset(ctx);
+        self.discard_placement(ctx);
         self.free_events();
         self.params.n_copies = n_copies;
         self.cur_copy = 0;
@@ -415,6 +464,13 @@ impl Scheduler {
     /// the same shapes and placement does not add to it).
     pub fn plans_computed(&self) -> u64 {
         self.allocator.plans_computed()
+    }
+
+    /// How many times a graph was placed from scratch (assign, expand,
+    /// split): the same graph allocated again in a context nothing changed
+    /// since keeps its placement and does not add to it.
+    pub fn placements_computed(&self) -> u64 {
+        self.placements
     }
 
     /// Pipeline copies.
@@ -444,13 +500,4 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         self.free_events();
     }
-}
-
-/// A cheap identity of a graph's node and leaf lists (FNV-style mixing).
-fn graph_key(graph: Graph<'_>) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ graph.n_nodes() as u64;
-    for &t in graph.nodes().iter().chain(graph.leafs()) {
-        h = (h ^ t.data().as_ffi()).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }

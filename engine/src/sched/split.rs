@@ -70,7 +70,7 @@ impl SplitTables {
     pub fn apply(&mut self, ctx: &mut Context) {
         if !self.applied {
             for r in &self.rewrites {
-                if let Ok(d) = ctx.desc_mut(r.node) {
+                if let Ok(d) = ctx.desc_mut_untracked(r.node) {
                     d.srcs[r.slot as usize] = Some(r.copy);
                 }
             }
@@ -82,7 +82,7 @@ impl SplitTables {
     pub fn unapply(&mut self, ctx: &mut Context) {
         if self.applied {
             for r in self.rewrites.iter().rev() {
-                if let Ok(d) = ctx.desc_mut(r.node) {
+                if let Ok(d) = ctx.desc_mut_untracked(r.node) {
                     d.srcs[r.slot as usize] = Some(r.original);
                 }
             }
@@ -91,6 +91,8 @@ impl SplitTables {
     }
 
     /// Undoes this run's rewrites and removes its copies from `ctx`.
+    /// (Pointing sources at copies and back is not counted as a change of
+    /// the context: it is always undone before the scheduler returns.)
     pub fn undo(&mut self, ctx: &mut Context) {
         self.unapply(ctx);
         self.rewrites.clear();
@@ -225,7 +227,7 @@ pub fn split_graph(
                         out.input_copies[out.input_copies.len() - params.n_copies]
                     }
                 };
-                ctx.desc_mut(node)?.srcs[j] = Some(copy);
+                ctx.desc_mut_untracked(node)?.srcs[j] = Some(copy);
                 out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src, copy });
                 out.applied = true;
             }
