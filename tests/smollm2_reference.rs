@@ -103,6 +103,10 @@ fn run(
         next = argmax(session.eval(&mut ctx, &[next], LogitsFor::Last).unwrap());
         generated.push(next);
     }
+    // The prompt's graph and one decode graph per KV bucket crossed: each
+    // decode step of one graph keeps the placement of the step before.
+    let placed = session.scheduler().placements_computed();
+    assert!(placed <= 3, "{placed} placements for {n_greedy} evaluations");
     let text = model.tokenizer.decode_string(&generated, false, false).unwrap();
     (ids, logits, text)
 }
