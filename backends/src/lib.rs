@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod cpu;
+pub mod device_state;
 mod registry;
 #[doc(hidden)]
 pub mod testing;

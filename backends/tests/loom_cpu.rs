@@ -1,17 +1,19 @@
 //! Model checks (loom) of the backends' shared state: the CPU backend's abort
 //! callback slot and node loop (`gantry_backends::cpu::{AbortSlot,
-//! run_nodes}`, what `CpuBackend::compute_graph` runs), and the events of
-//! the CPU and test GPU devices used from several threads.
+//! run_nodes}`, what `CpuBackend::compute_graph` runs), its compute state
+//! lock (`gantry_backends::cpu::SharedComputeState`, over a stand-in pool:
+//! rayon cannot run under loom), and the events of the CPU and test GPU
+//! devices used from several threads.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p gantry-backends --test loom_cpu`.
 #![cfg(loom)]
 
-use gantry_backends::cpu::{AbortSlot, CpuDevice, run_nodes};
+use gantry_backends::cpu::{AbortSlot, CpuDevice, SharedComputeState, WorkerPool, run_nodes};
 use gantry_backends::testing::TestGpuDevice;
 use gantry_engine::sync::atomic::{AtomicBool, Ordering};
 use gantry_engine::sync::{Arc, thread};
-use gantry_engine::{AbortCallback, ComputeStatus, Device, Error};
+use gantry_engine::{AbortCallback, ComputeStatus, Device, Error, Result};
 
 const NODES: [usize; 3] = [0, 1, 2];
 
@@ -187,4 +189,71 @@ fn test_gpu_events_and_counter_across_threads() {
         device.event_free(a).unwrap();
         device.event_free(b).unwrap();
     });
+}
+
+/// A stand-in for rayon's pool: only its size (what a compute must agree
+/// with the scratch and the thread count on).
+struct FakePool(usize);
+
+impl WorkerPool for FakePool {
+    fn build(n_threads: usize) -> Result<Self> {
+        Ok(FakePool(n_threads))
+    }
+
+    fn n_threads(&self) -> usize {
+        self.0
+    }
+}
+
+/// What a compute runs with: the thread count it splits work by, the pool's
+/// threads, and the per-thread scratch slots.
+type Seen = (usize, usize, usize);
+
+/// How a compute reaches the state.
+type Compute = fn(&SharedComputeState<FakePool>) -> Seen;
+
+/// The backend's way (`CpuBackend::compute_graph`): everything under one lock.
+fn one_lock_compute(state: &SharedComputeState<FakePool>) -> Seen {
+    state.with(|s| (s.n_threads(), s.pool().n_threads(), s.scratch_slots()))
+}
+
+/// A wrong way for the model to catch: the thread count is asked first (a
+/// lock of its own), then the pool and scratch are locked.
+fn two_lock_compute(state: &SharedComputeState<FakePool>) -> Seen {
+    let n = state.n_threads();
+    state.with(|s| (n, s.pool().n_threads(), s.scratch_slots()))
+}
+
+/// A compute racing `set_n_threads(3)` and a failing `set_n_threads(0)` on
+/// a state of 2 threads: it runs wholly on the old state or wholly on the
+/// new one; the failed change leaves the new state; a compute after the
+/// setter is joined runs on 3 threads.
+fn compute_vs_set_n_threads(compute: Compute) {
+    loom::model(move || {
+        let state = Arc::new(SharedComputeState::<FakePool>::new(2).unwrap());
+        let setter = {
+            let state = state.clone();
+            thread::spawn(move || {
+                state.set_n_threads(3).unwrap();
+                assert!(state.set_n_threads(0).is_err(), "no threads is an error");
+            })
+        };
+        let seen = compute(&state);
+        assert!(seen == (2, 2, 2) || seen == (3, 3, 3), "a compute ran on a half-changed state: {seen:?}");
+        setter.join().unwrap();
+        assert_eq!(compute(&state), (3, 3, 3), "the failed change kept the last good state");
+    });
+}
+
+#[test]
+fn compute_runs_on_a_whole_state() {
+    compute_vs_set_n_threads(one_lock_compute);
+}
+
+/// The model can fail: a compute that takes the thread count and the pool
+/// under two locks is caught.
+#[test]
+#[should_panic(expected = "a compute ran on a half-changed state")]
+fn a_compute_locking_twice_is_caught() {
+    compute_vs_set_n_threads(two_lock_compute);
 }

@@ -2,55 +2,22 @@
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, MutexGuard};
 
 use gantry_engine::{AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, Result};
 use rayon::ThreadPool;
 
 use super::CpuDevice;
 use super::abort::{AbortSlot, run_nodes};
+use super::compute_state::SharedComputeState;
 use super::ops;
-use super::parallel::{Par, PerThreadScratch};
-
-/// What one compute needs and keeps between computes: the pool and the
-/// scratch memory (so steady-state computes allocate nothing).
-struct ComputeState {
-    pool: ThreadPool,
-    n_threads: usize,
-    per_thread: PerThreadScratch,
-    shared: Vec<f32>,
-}
-
-impl ComputeState {
-    fn new(n_threads: usize) -> Result<Self> {
-        if n_threads == 0 {
-            return Err(Error::Unsupported("a CPU backend needs at least one thread".into()));
-        }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(n_threads)
-            .thread_name(|i| format!("gantry-cpu-{i}"))
-            .build()
-            .map_err(|e| Error::Backend { backend: "CPU".into(), reason: format!("thread pool: {e}") })?;
-        // Every thread runs a job once now, so that threads still starting
-        // (their names, stacks, queues: heap allocations) are done before the
-        // first compute, and steady-state computes allocate nothing from the start.
-        pool.broadcast(|_| ());
-        Ok(Self { pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() })
-    }
-}
+use super::parallel::Par;
 
 /// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
 /// concurrent computes on one backend run one after the other.
 pub struct CpuBackend {
     device: CpuDevice,
-    state: Mutex<ComputeState>,
+    state: SharedComputeState<ThreadPool>,
     abort: AbortSlot,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Kernel panics are caught before they unwind through a held lock's
-    // owner, and the state stays valid even if one got through.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl CpuBackend {
@@ -66,21 +33,17 @@ impl CpuBackend {
 
     /// A backend on `device` with `n_threads` threads.
     pub fn with_device(device: CpuDevice, n_threads: usize) -> Result<Self> {
-        Ok(Self { device, state: Mutex::new(ComputeState::new(n_threads)?), abort: AbortSlot::default() })
+        Ok(Self { device, state: SharedComputeState::new(n_threads)?, abort: AbortSlot::default() })
     }
 
     /// The number of threads kernels split work over.
     pub fn n_threads(&self) -> usize {
-        lock(&self.state).n_threads
+        self.state.n_threads()
     }
 
     /// Sets the number of threads (a new pool; the scratch starts over).
     pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
-        let mut state = lock(&self.state);
-        if state.n_threads != n_threads {
-            *state = ComputeState::new(n_threads)?;
-        }
-        Ok(())
+        self.state.set_n_threads(n_threads)
     }
 
     /// Installs (or removes) a callback polled before each node; when it
@@ -100,19 +63,20 @@ impl CpuBackend {
     /// other host-addressable buffers.
     pub fn compute_graph(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
         let abort = self.abort.current();
-        let mut state = lock(&self.state);
-        let ComputeState { pool, n_threads, per_thread, shared } = &mut *state;
-        let par = Par::new(pool, *n_threads, per_thread);
-        // A graph of several nodes runs on a pool thread, which then takes
-        // part in every parallel kernel: a kernel splitting its work starts
-        // at once and only wakes the other threads, instead of handing its
-        // work over to the pool and sleeping until it is done (two thread
-        // wake-ups per node, which the small mat-vecs of a small model cannot
-        // afford). One node alone is handed over only if its kernel splits.
-        if *n_threads == 1 || graph.nodes().len() < 2 {
-            return compute_nodes(ctx, graph, &par, shared, abort.as_ref());
-        }
-        pool.install(|| compute_nodes(ctx, graph, &par, shared, abort.as_ref()))
+        self.state.with(|state| {
+            let (pool, n_threads, per_thread, shared) = state.parts();
+            let par = Par::new(pool, n_threads, per_thread);
+            // A graph of several nodes runs on a pool thread, which then takes
+            // part in every parallel kernel: a kernel splitting its work starts
+            // at once and only wakes the other threads, instead of handing its
+            // work over to the pool and sleeping until it is done (two thread
+            // wake-ups per node, which the small mat-vecs of a small model cannot
+            // afford). One node alone is handed over only if its kernel splits.
+            if n_threads == 1 || graph.nodes().len() < 2 {
+                return compute_nodes(ctx, graph, &par, shared, abort.as_ref());
+            }
+            pool.install(|| compute_nodes(ctx, graph, &par, shared, abort.as_ref()))
+        })
     }
 }
 

@@ -25,13 +25,16 @@ mod abort;
 mod aligned;
 mod backend;
 mod buffer;
+mod compute_state;
 mod device;
+mod first_error;
 pub(crate) mod ops;
 pub(crate) mod parallel;
 mod platform;
 pub mod quant;
 pub(crate) mod simd;
 mod sysinfo;
+mod tasks;
 
 use gantry_engine::{Context, TensorId};
 
@@ -39,9 +42,12 @@ pub use abort::{AbortSlot, run_nodes};
 pub use aligned::CPU_ALIGNMENT;
 pub use backend::CpuBackend;
 pub use buffer::{CpuBuffer, CpuBufferType, HostMemoryBuffer, MAPPED_ALIGNMENT, buffer_type, mapped_buffer_type};
+pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};
 pub use device::CpuDevice;
+pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
 pub use platform::CpuPlatform;
+pub use tasks::TaskCounter;
 
 /// Whether the CPU kernels can compute `tensor`: its op with its source
 /// dtypes. Exactly what [`CpuBackend::compute_graph`] accepts, so other

@@ -31,6 +31,11 @@ impl PerThreadScratch {
         Self { slots: (0..n_threads.max(1)).map(|_| Slot(UnsafeCell::new(Vec::new()))).collect() }
     }
 
+    /// The number of slots (threads).
+    pub fn threads(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Thread `tid`'s scratch, at least `len` floats long (grown once, then reused).
     ///
     /// # Safety

@@ -3,9 +3,6 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use std::sync::{Mutex, MutexGuard};
-
-use gantry_arenas::slotmap::SlotMap;
 use gantry_arenas::{EventId, TensorId};
 use gantry_engine::{Backend, BufferType, Context, Device, DeviceCaps, DeviceType, Error, MemoryInfo, Result};
 
@@ -13,6 +10,7 @@ use super::backend::WgpuBackend;
 use super::buffer::WgpuBufferType;
 use super::gpu::{AdapterFacts, AdapterKind, Gpu, Submission};
 use super::kernels::{self, Caps, Kernels};
+use crate::device_state::QueueEvents;
 
 struct DeviceInner {
     gpu: Arc<Gpu>,
@@ -23,7 +21,7 @@ struct DeviceInner {
     /// Events: the queue point each was last recorded at (`None`: never
     /// recorded, so waiting returns at once). The device has one in-order
     /// queue, so an event is complete once the queue has passed its point.
-    events: Mutex<SlotMap<EventId, Option<Submission>>>,
+    events: QueueEvents<Submission>,
 }
 
 /// A GPU reached through wgpu (Vulkan, Metal, DX12 or GL). Cheap to clone;
@@ -57,7 +55,7 @@ impl WgpuDevice {
             kernels: Kernels::new(&gpu),
             description,
             caps,
-            events: Mutex::new(SlotMap::with_key()),
+            events: QueueEvents::default(),
             gpu,
         };
         Self { inner: Arc::new(inner) }
@@ -100,11 +98,6 @@ impl WgpuDevice {
         &self.inner.caps
     }
 
-    fn events(&self) -> MutexGuard<'_, SlotMap<EventId, Option<Submission>>> {
-        // Updates are single assignments: a poisoned table is still consistent.
-        self.inner.events.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn stale_event(&self, event: EventId) -> Error {
         Error::StaleHandle { kind: "event", handle: format!("{event:?} ({})", self.name()) }
     }
@@ -112,15 +105,12 @@ impl WgpuDevice {
     /// Records `event` at the current end of the queue.
     pub(crate) fn record_event(&self, event: EventId) -> Result<()> {
         let point = self.inner.gpu.mark()?;
-        let mut events = self.events();
-        let slot = events.get_mut(event).ok_or_else(|| self.stale_event(event))?;
-        *slot = Some(point);
-        Ok(())
+        if self.inner.events.record(event, point) { Ok(()) } else { Err(self.stale_event(event)) }
     }
 
     /// Checks that `event` is one of this device's.
     pub(crate) fn check_event(&self, event: EventId) -> Result<()> {
-        if self.events().contains_key(event) { Ok(()) } else { Err(self.stale_event(event)) }
+        if self.inner.events.contains(event) { Ok(()) } else { Err(self.stale_event(event)) }
     }
 }
 
@@ -185,15 +175,15 @@ impl Device for WgpuDevice {
     }
 
     fn event_new(&self) -> Result<EventId> {
-        Ok(self.events().insert(None))
+        Ok(self.inner.events.create())
     }
 
     fn event_free(&self, event: EventId) -> Result<()> {
-        self.events().remove(event).map(drop).ok_or_else(|| self.stale_event(event))
+        if self.inner.events.free(event) { Ok(()) } else { Err(self.stale_event(event)) }
     }
 
     fn event_synchronize(&self, event: EventId) -> Result<()> {
-        let point = self.events().get(event).cloned().ok_or_else(|| self.stale_event(event))?;
+        let point = self.inner.events.point(event).ok_or_else(|| self.stale_event(event))?;
         match point {
             Some(point) => self.inner.gpu.wait_until(&point),
             None => Ok(()),

@@ -12,8 +12,9 @@ use gantry_engine::quant::quantize_row;
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
-use super::rows::{FirstError, QUANT_TARGETS, dense_blocks, quant_row_bytes};
+use super::rows::{QUANT_TARGETS, check_failures, dense_blocks, quant_row_bytes};
 use super::{shape_err, src, src_desc};
+use crate::cpu::FirstError;
 use crate::cpu::parallel::Par;
 
 fn copyable(t: DType) -> bool {
@@ -170,5 +171,5 @@ fn copy_into_blocks(ctx: &Context, t: TensorId, d: &TensorDesc, s: &Bound, dst: 
             }
         }
     });
-    failed.check(ctx, t, d, "quantizing rows")
+    check_failures(ctx, t, d, &failed, "quantizing rows")
 }

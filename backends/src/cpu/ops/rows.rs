@@ -7,13 +7,12 @@
 //! (exactly ggml's values); SET_ROWS quantizes into Q4_0, Q4_1, Q5_0, Q5_1
 //! and Q8_0 with ggml's reference quantizer (exactly ggml's bytes).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use gantry_engine::quant::{dequantize_row, quantize_row};
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
 use super::{shape_err, src, src_desc};
+use crate::cpu::FirstError;
 use crate::cpu::parallel::Par;
 
 /// Quantized dtypes SET_ROWS and CPY write from F32 (the op builders' list).
@@ -70,22 +69,12 @@ pub fn quant_row_bytes(ctx: &Context, t: TensorId, d: &TensorDesc, q: &Bound) ->
         .ok_or_else(|| shape_err(ctx, t, d, format!("{} rows of {} values are not whole blocks", q.dtype, q.ne[0])))
 }
 
-/// Records the first failure of a parallel loop (the kernels below cannot
-/// fail once sizes are checked, but an error must never be dropped).
-#[derive(Default)]
-pub struct FirstError(AtomicBool);
-
-impl FirstError {
-    /// Notes a failed result.
-    pub fn note<T>(&self, r: Result<T>) {
-        if r.is_err() {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// An error naming the node when any failure was noted.
-    pub fn check(&self, ctx: &Context, t: TensorId, d: &TensorDesc, what: &str) -> Result<()> {
-        if self.0.load(Ordering::Relaxed) { Err(shape_err(ctx, t, d, format!("{what} failed"))) } else { Ok(()) }
+/// `Ok`, or an error naming the node when an item of its parallel loop
+/// failed: `what` failed on how many items, and the first error.
+pub fn check_failures(ctx: &Context, t: TensorId, d: &TensorDesc, failed: &FirstError, what: &str) -> Result<()> {
+    match failed.take() {
+        None => Ok(()),
+        Some((n, first)) => Err(shape_err(ctx, t, d, format!("{what} failed on {n} rows, first: {first}"))),
     }
 }
 
@@ -163,7 +152,7 @@ fn get_rows(
                 }
             }
         });
-        return failed.check(ctx, t, d, "dequantizing rows");
+        return check_failures(ctx, t, d, &failed, "dequantizing rows");
     }
     let same = a.dtype == dst.dtype && a.rows_are_dense() && dst.rows_are_dense();
     par.for_each(dst.nrows(), n0, n0, |range, tmp| {
@@ -236,5 +225,5 @@ fn set_rows(
             }
         }
     });
-    failed.check(ctx, t, d, "quantizing rows")
+    check_failures(ctx, t, d, &failed, "quantizing rows")
 }

@@ -18,14 +18,13 @@
 //! pool's threads runs on the calling thread alone; otherwise the whole call
 //! is one hand-over to the pool.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use gantry_engine::quant::QuantBlock;
 use gantry_engine::{DType, Error, Result};
 use rayon::prelude::*;
 
 use super::Isa;
 use super::weight::{ActBlock, TileRow, WeightType, with_weight_type};
+use crate::cpu::TaskCounter;
 
 /// Columns from which the tiled path is used (on AVX2).
 const TILE_MIN_N: usize = 8;
@@ -286,21 +285,18 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             bytemuck::cast_slice(&acts[j * layout.act_row..j * layout.act_row + act_blocks * size_of::<W::Act>()])
         };
         let out = DstPtr(dst.as_mut_ptr());
-        let next = AtomicUsize::new(0);
 
         if !tiled {
-            let tasks = w.m.div_ceil(DOT_ROWS);
-            let worker = |_| loop {
-                let t = next.fetch_add(1, Ordering::Relaxed);
-                if t >= tasks {
-                    break;
-                }
-                for r in t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m) {
-                    let x = weights(r);
-                    for j in 0..n {
-                        let v = W::dot(args.isa, x, act_row(j));
-                        // SAFETY: (r, j) is inside dst (checked) and belongs to this task only.
-                        unsafe { out.write(j * args.dst_stride + r, v) };
+            let tasks = TaskCounter::new(w.m.div_ceil(DOT_ROWS));
+            let worker = |_| {
+                while let Some(t) = tasks.take() {
+                    for r in t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m) {
+                        let x = weights(r);
+                        for j in 0..n {
+                            let v = W::dot(args.isa, x, act_row(j));
+                            // SAFETY: (r, j) is inside dst (checked) and belongs to this task only.
+                            unsafe { out.write(j * args.dst_stride + r, v) };
+                        }
                     }
                 }
             };
@@ -319,22 +315,20 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             let col_tiles = (4 * threads).div_ceil(row_tiles).clamp(1, n.div_ceil(4));
             let cols_per_tile = n.div_ceil(col_tiles).div_ceil(4) * 4;
             let col_tiles = n.div_ceil(cols_per_tile);
-            let tasks = row_tiles * col_tiles;
+            let tasks = TaskCounter::new(row_tiles * col_tiles);
             let extra_col = |j: usize| -> &[f32] {
                 bytemuck::cast_slice(&extras[j * layout.col_extra..(j + 1) * layout.col_extra])
             };
             let ctx = TileCtx { k, dst_stride: args.dst_stride };
-            let worker = |tile: &mut [u8]| loop {
-                let t = next.fetch_add(1, Ordering::Relaxed);
-                if t >= tasks {
-                    break;
+            let worker = |tile: &mut [u8]| {
+                while let Some(t) = tasks.take() {
+                    let (rt, ct) = (t / col_tiles, t % col_tiles);
+                    let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
+                    let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);
+                    // SAFETY: `Isa::Avx2` (tiled implies not scalar) was checked at
+                    // detection; the task's (rows, cols) of dst are its own.
+                    unsafe { tile_task::<W>(&ctx, tile, rows, cols, &weights, &act_row, &extra_col, out) };
                 }
-                let (rt, ct) = (t / col_tiles, t % col_tiles);
-                let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
-                let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);
-                // SAFETY: `Isa::Avx2` (tiled implies not scalar) was checked at
-                // detection; the task's (rows, cols) of dst are its own.
-                unsafe { tile_task::<W>(&ctx, tile, rows, cols, &weights, &act_row, &extra_col, out) };
             };
             if threads > 1 {
                 tiles.par_chunks_mut(layout.tile).for_each(worker);

@@ -8,13 +8,12 @@
 //! offsets travel in the parameters, so a bind group depends only on which
 //! buffers fill the slots, and a graph computed again reuses them all.
 
-use std::collections::HashMap;
 use std::num::NonZeroU64;
-use std::sync::Mutex;
 
 use ::wgpu;
 
 use super::memory::GpuBuffer;
+use crate::device_state::LazyCache;
 
 /// Bytes of one kernel's parameter block (`Params` in the WGSL prelude).
 pub const PARAMS_SIZE: u64 = 256;
@@ -31,7 +30,7 @@ pub struct Bindings {
     /// Bytes between parameter blocks: `PARAMS_SIZE` rounded up to the
     /// device's uniform offset alignment.
     pub params_stride: u64,
-    cache: Mutex<HashMap<BindKey, wgpu::BindGroup>>,
+    cache: LazyCache<BindKey, wgpu::BindGroup>,
 }
 
 impl Bindings {
@@ -72,7 +71,7 @@ impl Bindings {
             group_layout,
             pipeline_layout,
             params_stride: PARAMS_SIZE.div_ceil(align) * align,
-            cache: Mutex::new(HashMap::new()),
+            cache: LazyCache::default(),
         }
     }
 
@@ -84,39 +83,34 @@ impl Bindings {
         slots: [&GpuBuffer; STORAGE_SLOTS],
     ) -> wgpu::BindGroup {
         let key: BindKey = [params.id(), slots[0].id(), slots[1].id(), slots[2].id(), slots[3].id(), slots[4].id()];
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .entry(key)
-            .or_insert_with(|| {
-                let mut entries = Vec::with_capacity(1 + STORAGE_SLOTS);
-                entries.push(wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: params.raw(),
-                        offset: 0,
-                        size: NonZeroU64::new(PARAMS_SIZE),
-                    }),
-                });
-                for (i, b) in slots.iter().enumerate() {
-                    entries.push(wgpu::BindGroupEntry { binding: 1 + i as u32, resource: b.raw().as_entire_binding() });
-                }
-                device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &self.group_layout,
-                    entries: &entries,
-                })
+        self.cache.get_or_insert_with(&key, || {
+            let mut entries = Vec::with_capacity(1 + STORAGE_SLOTS);
+            entries.push(wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: params.raw(),
+                    offset: 0,
+                    size: NonZeroU64::new(PARAMS_SIZE),
+                }),
+            });
+            for (i, b) in slots.iter().enumerate() {
+                entries.push(wgpu::BindGroupEntry { binding: 1 + i as u32, resource: b.raw().as_entire_binding() });
+            }
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &self.group_layout,
+                entries: &entries,
             })
-            .clone()
+        })
     }
 
     /// Drops every bind group that holds buffer `id` (the buffer is going away).
     pub(super) fn forget_buffer(&self, id: u64) {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache.retain(|k, _| !k.contains(&id));
+        self.cache.retain(|k, _| !k.contains(&id));
     }
 
     /// Number of cached bind groups (for tests).
     pub fn cached_groups(&self) -> usize {
-        self.cache.lock().map_or(0, |c| c.len())
+        self.cache.len()
     }
 }

@@ -1,7 +1,6 @@
 //! An opened GPU: the wgpu device and queue, how its errors become
 //! Gantry errors, and submission.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ::wgpu;
@@ -9,6 +8,7 @@ use gantry_engine::{Error, Result};
 
 use super::adapter::{AdapterFacts, FoundAdapter};
 use super::bindings::Bindings;
+use crate::device_state::{ByteCounter, IdCounter};
 
 /// A point in a GPU's queue: once it is reached, everything submitted
 /// before it has run.
@@ -31,9 +31,9 @@ pub struct Gpu {
     pub(super) bindings: Bindings,
     /// The read-back buffer, reused across reads (grown on demand).
     pub(super) readback: Mutex<Option<wgpu::Buffer>>,
-    next_buffer_id: AtomicU64,
+    buffer_ids: IdCounter,
     /// Bytes currently allocated in device buffers by Gantry.
-    pub(super) allocated: AtomicU64,
+    pub(super) allocated: ByteCounter,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -77,8 +77,8 @@ impl Gpu {
             uncaptured,
             bindings,
             readback: Mutex::new(None),
-            next_buffer_id: AtomicU64::new(1),
-            allocated: AtomicU64::new(0),
+            buffer_ids: IdCounter::new(1),
+            allocated: ByteCounter::default(),
         }))
     }
 
@@ -110,7 +110,7 @@ impl Gpu {
     }
 
     pub(super) fn next_id(&self) -> u64 {
-        self.next_buffer_id.fetch_add(1, Ordering::Relaxed)
+        self.buffer_ids.next()
     }
 
     /// Submits `commands` and waits until the GPU has run them.
@@ -158,7 +158,7 @@ impl Gpu {
 
     /// Bytes Gantry has allocated on this device.
     pub fn allocated_bytes(&self) -> u64 {
-        self.allocated.load(Ordering::Relaxed)
+        self.allocated.get()
     }
 
     pub(super) fn encoder(&self, label: &str) -> wgpu::CommandEncoder {

@@ -5,7 +5,6 @@
 //! and reads fetch the enclosing words.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use ::wgpu;
 use gantry_engine::{Result, check_range};
@@ -59,7 +58,7 @@ impl GpuBuffer {
                 mapped_at_creation: false,
             })
         })?;
-        gpu.allocated.fetch_add(padded, Ordering::Relaxed);
+        gpu.allocated.add(padded);
         Ok(GpuBuffer { id: gpu.next_id(), raw, size: padded, gpu: gpu.clone() })
     }
 
@@ -74,7 +73,7 @@ impl GpuBuffer {
                 mapped_at_creation: false,
             })
         })?;
-        gpu.allocated.fetch_add(padded, Ordering::Relaxed);
+        gpu.allocated.add(padded);
         Ok(GpuBuffer { id: gpu.next_id(), raw, size: padded, gpu: gpu.clone() })
     }
 
@@ -241,7 +240,7 @@ impl GpuBuffer {
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
         self.gpu.bindings.forget_buffer(self.id);
-        self.gpu.allocated.fetch_sub(self.size, Ordering::Relaxed);
+        self.gpu.allocated.sub(self.size);
         // Dropping the handle (not `destroy`) lets wgpu free the memory once
         // submitted work that reads it has finished.
     }

@@ -16,14 +16,14 @@ mod rope;
 mod rows;
 pub mod shader;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use gantry_arenas::TensorId;
 use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, TensorDesc, UnaryOp};
 
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
+use crate::device_state::LazyCache;
 use crate::wgpu::gpu::{Gpu, Pipeline};
 
 /// What the kernels need to know about the device.
@@ -456,30 +456,26 @@ pub fn source(key: &KernelKey) -> String {
 /// Compiled kernels of one device, each compiled on first use.
 pub struct Kernels {
     gpu: Arc<Gpu>,
-    cache: Mutex<HashMap<KernelKey, Pipeline>>,
+    cache: LazyCache<KernelKey, Pipeline>,
 }
 
 impl Kernels {
     /// An empty cache for `gpu`.
     pub fn new(gpu: &Arc<Gpu>) -> Self {
-        Self { gpu: gpu.clone(), cache: Mutex::new(HashMap::new()) }
+        Self { gpu: gpu.clone(), cache: LazyCache::default() }
     }
 
     /// The pipeline for `key`, compiled now if it is new.
     pub fn pipeline(&self, key: &KernelKey) -> Result<Pipeline> {
-        let mut cache = self.cache.lock().map_err(|_| self.gpu.error("kernel cache poisoned"))?;
-        if let Some(p) = cache.get(key) {
-            return Ok(p.clone());
-        }
-        let label = format!("{:?} {:?} {}", key.kernel, key.stores, key.dtype);
-        let pipeline = self.gpu.compile(&label, &source(key))?;
-        cache.insert(*key, pipeline.clone());
-        Ok(pipeline)
+        self.cache.get_or_try_insert_with(key, || {
+            let label = format!("{:?} {:?} {}", key.kernel, key.stores, key.dtype);
+            self.gpu.compile(&label, &source(key))
+        })
     }
 
     /// Number of compiled kernels.
     pub fn compiled(&self) -> usize {
-        self.cache.lock().map_or(0, |c| c.len())
+        self.cache.len()
     }
 }
 

@@ -1,0 +1,114 @@
+//! The CPU backend's compute state (thread pool, per-thread scratch, shared
+//! scratch) and the lock it lives behind: a compute holds the lock from its
+//! first node to its last, and changing the thread count replaces the whole
+//! state under the same lock, so no compute ever sees a pool of one size and
+//! scratch of another. Generic over the pool and built from
+//! [`gantry_engine::sync`], so `tests/loom_cpu.rs` checks the locking in
+//! every interleaving with a stand-in pool (rayon's threads cannot run under
+//! loom).
+
+use gantry_engine::sync::{Mutex, lock};
+use gantry_engine::{Error, Result};
+use rayon::ThreadPool;
+
+use super::parallel::PerThreadScratch;
+
+/// The worker threads a compute state owns.
+pub trait WorkerPool: Sized {
+    /// A pool of `n_threads` threads (at least one).
+    fn build(n_threads: usize) -> Result<Self>;
+
+    /// Its number of threads.
+    fn n_threads(&self) -> usize;
+}
+
+impl WorkerPool for ThreadPool {
+    fn build(n_threads: usize) -> Result<Self> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n_threads)
+            .thread_name(|i| format!("gantry-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::Backend { backend: "CPU".into(), reason: format!("thread pool: {e}") })?;
+        // Every thread runs a job once now, so that threads still starting
+        // (their names, stacks, queues: heap allocations) are done before the
+        // first compute, and steady-state computes allocate nothing from the start.
+        pool.broadcast(|_| ());
+        Ok(pool)
+    }
+
+    fn n_threads(&self) -> usize {
+        self.current_num_threads()
+    }
+}
+
+/// What one compute needs and keeps between computes: the pool and the
+/// scratch memory (so steady-state computes allocate nothing).
+pub struct ComputeState<P> {
+    pool: P,
+    n_threads: usize,
+    per_thread: PerThreadScratch,
+    shared: Vec<f32>,
+}
+
+impl<P: WorkerPool> ComputeState<P> {
+    fn new(n_threads: usize) -> Result<Self> {
+        if n_threads == 0 {
+            return Err(Error::Unsupported("a CPU backend needs at least one thread".into()));
+        }
+        let pool = P::build(n_threads)?;
+        Ok(Self { pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &P {
+        &self.pool
+    }
+
+    /// The number of threads kernels split work over.
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+
+    /// The number of per-thread scratch slots.
+    pub fn scratch_slots(&self) -> usize {
+        self.per_thread.threads()
+    }
+
+    /// Everything a compute uses, borrowed at once.
+    pub(crate) fn parts(&mut self) -> (&P, usize, &PerThreadScratch, &mut Vec<f32>) {
+        (&self.pool, self.n_threads, &self.per_thread, &mut self.shared)
+    }
+}
+
+/// A [`ComputeState`] behind its lock.
+pub struct SharedComputeState<P>(Mutex<ComputeState<P>>);
+
+impl<P: WorkerPool> SharedComputeState<P> {
+    /// A state with `n_threads` threads (`Err` for none, or when the pool
+    /// cannot be built).
+    pub fn new(n_threads: usize) -> Result<Self> {
+        Ok(Self(Mutex::new(ComputeState::new(n_threads)?)))
+    }
+
+    /// The number of threads kernels split work over now.
+    pub fn n_threads(&self) -> usize {
+        lock(&self.0).n_threads
+    }
+
+    /// Sets the number of threads: a new pool and new scratch, built while
+    /// the lock is held, so a compute runs wholly on the old state or wholly
+    /// on the new one. On `Err` the old state stays.
+    pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
+        let mut state = lock(&self.0);
+        if state.n_threads != n_threads {
+            *state = ComputeState::new(n_threads)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `compute` with the state locked throughout: computes run one
+    /// after the other, and the thread count cannot change under one.
+    pub fn with<R>(&self, compute: impl FnOnce(&mut ComputeState<P>) -> R) -> R {
+        compute(&mut lock(&self.0))
+    }
+}
