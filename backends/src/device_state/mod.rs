@@ -1,14 +1,24 @@
 //! The shared state of a device reached from many threads, as small generic
 //! types: event points on an in-order queue, caches filled on first use, id
-//! and byte counters. The wgpu backend keeps its state in these; they are
+//! and byte counters, the error log, the read-back staging buffer and the
+//! command recorder. The wgpu backend keeps its state in these; they are
 //! built from [`gantry_engine::sync`] and compiled without any device API, so
-//! `tests/loom_device_state.rs` checks them in every interleaving with a
-//! stand-in for the device's submissions and objects.
+//! `tests/loom_device_state.rs` and `tests/loom_gpu_locks.rs` check them in
+//! every interleaving with stand-ins for the device's submissions and
+//! objects.
 
+mod batch_recorder;
 mod counters;
+mod error_log;
 mod lazy_cache;
+mod poisoned;
 mod queue_events;
+mod staging_slot;
 
+pub use batch_recorder::{Batch, BatchRecorder, CommandBatch};
 pub use counters::{ByteCounter, IdCounter};
+pub use error_log::ErrorLog;
 pub use lazy_cache::LazyCache;
+pub use poisoned::Poisoned;
 pub use queue_events::QueueEvents;
+pub use staging_slot::{Staging, StagingSlot};

@@ -1,7 +1,6 @@
 //! The wgpu backend (a stream): computes a graph as one submission.
 
 use std::any::Any;
-use std::sync::Mutex;
 
 use gantry_arenas::{EventId, TensorId};
 use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, Result};
@@ -10,6 +9,7 @@ use super::buffer::WgpuBuffer;
 use super::device::WgpuDevice;
 use super::gpu::{GpuBuffer, Recorder, STORAGE_SLOTS};
 use super::kernels::{self, Launch};
+use crate::device_state::BatchRecorder;
 
 /// A stream on a [`WgpuDevice`]. `graph_compute` plans every node, records
 /// all dispatches into one command encoder with their parameters in one
@@ -17,12 +17,12 @@ use super::kernels::{self, Launch};
 /// wait, and [`Backend::synchronize`] does.
 pub struct WgpuBackend {
     device: WgpuDevice,
-    recorder: Mutex<Recorder>,
+    recorder: BatchRecorder<Recorder>,
 }
 
 impl WgpuBackend {
     pub(crate) fn new(device: WgpuDevice) -> Self {
-        let recorder = Mutex::new(Recorder::new(device.gpu()));
+        let recorder = BatchRecorder::new(Recorder::new(device.gpu()));
         Self { device, recorder }
     }
 
@@ -75,17 +75,18 @@ impl WgpuBackend {
     }
 
     fn compute(&self, ctx: &Context, graph: Graph<'_>, wait: bool) -> Result<()> {
-        let mut recorder = self.recorder.lock().map_err(|_| self.device.gpu().error("recorder poisoned"))?;
-        recorder.begin(graph.n_nodes())?;
+        let batch = self.recorder.lock().map_err(|_| self.device.gpu().error("recorder poisoned"))?;
         let caps = self.device.kernel_caps();
-        for &node in graph.nodes() {
-            match kernels::plan(ctx, node, caps) {
-                Ok(Some(launch)) => self.record(&mut recorder, ctx, node, &launch)?,
-                Ok(None) => {}
-                Err(reason) => return Err(self.unsupported(ctx, node, &reason)),
+        batch.record(graph.n_nodes(), wait, |recorder| {
+            for &node in graph.nodes() {
+                match kernels::plan(ctx, node, caps) {
+                    Ok(Some(launch)) => self.record(recorder, ctx, node, &launch)?,
+                    Ok(None) => {}
+                    Err(reason) => return Err(self.unsupported(ctx, node, &reason)),
+                }
             }
-        }
-        recorder.submit(wait)
+            Ok(())
+        })
     }
 }
 

@@ -1,14 +1,14 @@
 //! An opened GPU: the wgpu device and queue, how its errors become
 //! Gantry errors, and submission.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ::wgpu;
 use gantry_engine::{Error, Result};
 
 use super::adapter::{AdapterFacts, FoundAdapter};
 use super::bindings::Bindings;
-use crate::device_state::{ByteCounter, IdCounter};
+use crate::device_state::{ByteCounter, ErrorLog, IdCounter, StagingSlot};
 
 /// A point in a GPU's queue: once it is reached, everything submitted
 /// before it has run.
@@ -27,10 +27,10 @@ pub struct Gpu {
     pub(super) queue: wgpu::Queue,
     /// Errors wgpu reported outside an error scope (validation of commands):
     /// each is a bug in Gantry, turned into an `Err` at the next submit.
-    uncaptured: Arc<Mutex<Vec<String>>>,
+    uncaptured: Arc<ErrorLog>,
     pub(super) bindings: Bindings,
     /// The read-back buffer, reused across reads (grown on demand).
-    pub(super) readback: Mutex<Option<wgpu::Buffer>>,
+    pub(super) readback: StagingSlot<wgpu::Buffer>,
     buffer_ids: IdCounter,
     /// Bytes currently allocated in device buffers by Gantry.
     pub(super) allocated: ByteCounter,
@@ -61,13 +61,9 @@ impl Gpu {
             backend: name.clone(),
             reason: format!("cannot open {} ({}): {e}", facts.name, facts.api),
         })?;
-        let uncaptured: Arc<Mutex<Vec<String>>> = Arc::default();
+        let uncaptured: Arc<ErrorLog> = Arc::default();
         let sink = uncaptured.clone();
-        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            if let Ok(mut v) = sink.lock() {
-                v.push(e.to_string());
-            }
-        }));
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| sink.push(e.to_string())));
         let bindings = Bindings::new(&device, facts.limits.min_uniform_buffer_offset_alignment);
         Ok(Arc::new(Gpu {
             facts,
@@ -76,7 +72,7 @@ impl Gpu {
             queue,
             uncaptured,
             bindings,
-            readback: Mutex::new(None),
+            readback: StagingSlot::default(),
             buffer_ids: IdCounter::new(1),
             allocated: ByteCounter::default(),
         }))
@@ -89,13 +85,11 @@ impl Gpu {
 
     /// Errors wgpu reported since the last call, as one `Err`.
     pub(super) fn check_uncaptured(&self) -> Result<()> {
-        let mut errors = self.uncaptured.lock().map_err(|_| self.error("error sink poisoned"))?;
+        let errors = self.uncaptured.take().map_err(|_| self.error("error sink poisoned"))?;
         if errors.is_empty() {
             return Ok(());
         }
-        let all = errors.join("; ");
-        errors.clear();
-        Err(self.error(format!("wgpu reported: {all}")))
+        Err(self.error(format!("wgpu reported: {}", errors.join("; "))))
     }
 
     /// Runs `make` inside an error scope catching `filter`; a caught error

@@ -159,19 +159,20 @@ impl GpuBuffer {
         while done < total {
             let n = (total - done).min(READBACK_CHUNK);
             let need = round_up(n, COPY_ALIGN);
-            if slot.as_ref().is_none_or(|b| b.size() < need) {
-                let size = need.max(64 << 10).next_power_of_two().min(round_up(READBACK_CHUNK, COPY_ALIGN));
-                let staging = gpu.scoped(wgpu::ErrorFilter::OutOfMemory, "allocating the read-back buffer", || {
-                    gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("gantry read-back"),
-                        size,
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
+            let staging = slot.fitting(
+                |b| b.size() >= need,
+                || {
+                    let size = need.max(64 << 10).next_power_of_two().min(round_up(READBACK_CHUNK, COPY_ALIGN));
+                    gpu.scoped(wgpu::ErrorFilter::OutOfMemory, "allocating the read-back buffer", || {
+                        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                            label: Some("gantry read-back"),
+                            size,
+                            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                            mapped_at_creation: false,
+                        })
                     })
-                })?;
-                *slot = Some(staging);
-            }
-            let Some(staging) = slot.as_ref() else { unreachable!("set above") };
+                },
+            )?;
             let mut encoder = gpu.encoder("gantry read");
             encoder.copy_buffer_to_buffer(&self.raw, offset + done, staging, 0, need);
             gpu.submit_and_wait(encoder.finish())?;

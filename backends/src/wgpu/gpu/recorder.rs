@@ -9,6 +9,7 @@ use super::bindings::{PARAMS_SIZE, STORAGE_SLOTS};
 use super::context::Gpu;
 use super::memory::GpuBuffer;
 use super::pipeline::Pipeline;
+use crate::device_state::CommandBatch;
 
 struct Step {
     pipeline: wgpu::ComputePipeline,
@@ -33,21 +34,6 @@ impl Recorder {
     /// An empty recorder for `gpu`.
     pub fn new(gpu: &Arc<Gpu>) -> Self {
         Self { gpu: gpu.clone(), params: Vec::new(), params_buffer: None, capacity: 0, steps: Vec::new() }
-    }
-
-    /// Starts a compute of at most `max_steps` dispatches.
-    pub fn begin(&mut self, max_steps: usize) -> Result<()> {
-        self.params.clear();
-        self.steps.clear();
-        let stride = self.gpu.bindings.params_stride;
-        if self.params_buffer.is_none() || self.capacity < max_steps {
-            let capacity = max_steps.max(16).next_power_of_two();
-            let size = (capacity as u64 - 1) * stride + PARAMS_SIZE;
-            self.params_buffer = None;
-            self.params_buffer = Some(GpuBuffer::new_uniform(&self.gpu, size)?);
-            self.capacity = capacity;
-        }
-        Ok(())
     }
 
     /// Number of dispatches recorded since `begin`.
@@ -93,10 +79,27 @@ impl Recorder {
         self.steps.push(Step { pipeline: pipeline.raw.clone(), group, params_offset: offset as u32, groups });
         Ok(())
     }
+}
+
+impl CommandBatch for Recorder {
+    /// Starts a compute of at most `max_steps` dispatches.
+    fn begin(&mut self, max_steps: usize) -> Result<()> {
+        self.params.clear();
+        self.steps.clear();
+        let stride = self.gpu.bindings.params_stride;
+        if self.params_buffer.is_none() || self.capacity < max_steps {
+            let capacity = max_steps.max(16).next_power_of_two();
+            let size = (capacity as u64 - 1) * stride + PARAMS_SIZE;
+            self.params_buffer = None;
+            self.params_buffer = Some(GpuBuffer::new_uniform(&self.gpu, size)?);
+            self.capacity = capacity;
+        }
+        Ok(())
+    }
 
     /// Writes the parameters, encodes every step into one compute pass and
     /// submits it; waits for the GPU when `wait`.
-    pub fn submit(&mut self, wait: bool) -> Result<()> {
+    fn submit(&mut self, wait: bool) -> Result<()> {
         if self.steps.is_empty() {
             return Ok(());
         }
