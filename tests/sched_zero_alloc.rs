@@ -1,5 +1,6 @@
 //! The same graph again: reset + split + alloc + compute make no heap
-//! allocation on any thread (this file holds one test) and do not re-plan memory.
+//! allocation on any thread (this file holds one test) and do not re-plan
+//! memory, whether the placement is kept or made again from scratch.
 
 mod common;
 
@@ -19,7 +20,11 @@ fn steady_state_runs_allocate_nothing() {
     let no_softmax = Arc::new(|d: &TensorDesc| d.op.name() != "SOFT_MAX");
     let gpu = TestGpuDevice::new("TestGPU", no_softmax).backend();
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1).unwrap());
-    for n_copies in [1, 3] {
+    // `touch`: rename a tensor before each round, so that the context's
+    // revision changes and every round places the graph from scratch (assign,
+    // expand, split, the allocator's gather and bind); without it the same
+    // graph keeps its placement.
+    for (n_copies, touch) in [(1, false), (3, false), (1, true), (3, true)] {
         let mut ctx = Context::new();
         let x = ctx.tensor(DType::F32, [32, 4]).unwrap();
         ctx.set_input(x).unwrap();
@@ -40,7 +45,11 @@ fn steady_state_runs_allocate_nothing() {
         let mut plans = 0;
         for round in 0..6 {
             // Counted on every thread: the backends' pools and streams included.
+            let placed = sched.placements_computed();
             let ((), made) = CountingAllocator::count_every_thread(|| {
+                if touch {
+                    ctx.set_name(w, "w").unwrap();
+                }
                 sched.reset(&mut ctx);
                 sched.alloc_graph(&mut ctx, graph).unwrap();
                 ctx.write_tensor_bytes(x, 0, &input).unwrap();
@@ -53,8 +62,11 @@ fn steady_state_runs_allocate_nothing() {
                 assert_eq!(out, first, "n_copies {n_copies}, round {round}: same input, same output");
             }
             if round >= 2 {
-                assert_eq!(made, 0, "n_copies {n_copies}, round {round}: {made} heap allocations");
-                assert_eq!(sched.plans_computed(), plans, "n_copies {n_copies}, round {round}: re-planned");
+                let what = format!("n_copies {n_copies}, touch {touch}, round {round}");
+                assert_eq!(made, 0, "{what}: {made} heap allocations");
+                assert_eq!(sched.plans_computed(), plans, "{what}: re-planned");
+                let placed_now = sched.placements_computed() - placed;
+                assert_eq!(placed_now, u64::from(touch), "{what}: placed {placed_now} times");
             }
             plans = sched.plans_computed();
         }
