@@ -71,6 +71,9 @@ impl ActBlock for BlockQ8K {
     }
 }
 
+/// Weight rows per call of [`WeightType::dot_rows`].
+pub(crate) const ROWS: usize = 4;
+
 /// A weight type of the quantized mul_mat.
 pub(crate) trait WeightType: 'static {
     /// The weight block.
@@ -84,6 +87,12 @@ pub(crate) trait WeightType: 'static {
     const INT_K: bool;
     /// The dot product of a row of weights and a row of activations.
     fn dot(isa: Isa, x: &[Self::Block], y: &[Self::Act]) -> f32;
+    /// The dot products of [`ROWS`] rows of weights with one row of
+    /// activations (what a matrix-vector product does), reading the
+    /// activations once for all of them where the path has a kernel for it.
+    fn dot_rows(isa: Isa, x: [&[Self::Block]; ROWS], y: &[Self::Act]) -> [f32; ROWS] {
+        x.map(|row| Self::dot(isa, row, y))
+    }
     /// Float form of one block: `q` (block values, signed), `scale16` (one
     /// scale per 16 values) and `mins` (one per `MIN_GROUP` values, added:
     /// `x = scale·q + min`).
@@ -134,6 +143,15 @@ macro_rules! weight_types {
             #[inline]
             fn dot(isa: Isa, x: &[$block], y: &[$act]) -> f32 {
                 super::$dot(isa, x.len() * <$block as QuantBlock>::ELEMS, x, y)
+            }
+            #[inline]
+            fn dot_rows(isa: Isa, x: [&[$block]; ROWS], y: &[$act]) -> [f32; ROWS] {
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `Isa::Avx2` is only handed out after checking AVX2, FMA and F16C.
+                    Isa::Avx2 => unsafe { super::rows_avx2::dot_rows::<$block, ROWS>(x, y) },
+                    _ => x.map(|row| Self::dot(isa, row, y)),
+                }
             }
             #[inline]
             fn unpack(b: &$block, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
