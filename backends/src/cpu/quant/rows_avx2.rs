@@ -242,10 +242,17 @@ pub(crate) fn dot_rows<B: RowBlock, const R: usize>(x: [&[B]; R], y: &[B::Y]) ->
     let mut acc = [_mm256_setzero_ps(); R];
     let mut mins = [_mm_setzero_ps(); R];
     let lines = (STEP * size_of::<B>()).div_ceil(64);
+    // Rows shorter than a page lie several to a page, and R of them read
+    // side by side do not look like a stream to the hardware prefetcher:
+    // there each row prefetches its counterpart in the next group of R rows
+    // (the caller's next call, on a dense matrix), which the whole call
+    // leaves time to arrive.
+    let row_bytes = nb * size_of::<B>();
+    let distance = if row_bytes < 4096 { R * row_bytes } else { PREFETCH };
     let mut b = 0;
     while b + STEP <= nb {
         for row in &x {
-            let ahead = row.as_ptr().wrapping_add(b).cast::<i8>().wrapping_add(PREFETCH);
+            let ahead = row.as_ptr().wrapping_add(b).cast::<i8>().wrapping_add(distance);
             for l in 0..lines {
                 // A prefetch never faults, whatever the address.
                 _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
