@@ -1,5 +1,11 @@
 //! Zeroed, 64-byte aligned heap memory: the storage of CPU buffers and of
 //! the backend's scratch.
+//!
+//! Large blocks (on Linux) are mapped anonymously on 2 MiB boundaries and
+//! marked for transparent huge pages: streaming a weight matrix through
+//! 4 KiB pages costs a TLB miss every 4 KiB (a nested page walk in a virtual
+//! machine), which measured here as nearly half the read bandwidth of a
+//! 33 MB matrix (9.3 against 16.5 GB/s on one core).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
@@ -20,7 +26,17 @@ struct CacheLine;
 pub struct AlignedBytes {
     ptr: NonNull<u8>,
     len: usize,
+    /// The mapping `ptr` points into, for large blocks; `None` for heap blocks.
+    #[cfg(target_os = "linux")]
+    mapping: Option<memmap2::MmapMut>,
 }
+
+/// Blocks from this size are mapped with huge pages (Linux).
+#[cfg(target_os = "linux")]
+const HUGE_PAGE_MIN: usize = 4 << 20;
+/// The huge page size of x86-64 and most aarch64 kernels.
+#[cfg(target_os = "linux")]
+const HUGE_PAGE: usize = 2 << 20;
 
 // SAFETY: the block is uniquely owned plain memory; `AlignedBytes` hands out
 // only raw pointers and the users synchronize access (as ggml's buffers do).
@@ -31,14 +47,40 @@ unsafe impl Sync for AlignedBytes {}
 impl AlignedBytes {
     /// Allocates `len` zeroed bytes; `what` names the allocation in the error.
     pub fn zeroed(len: usize, what: &str) -> Result<Self> {
-        if len == 0 {
-            return Ok(Self { ptr: NonNull::<CacheLine>::dangling().cast(), len: 0 });
-        }
         let oom = || Error::OutOfMemory { buffer_type: what.to_owned(), size: len };
+        if len == 0 {
+            return Ok(Self::from_heap(NonNull::<CacheLine>::dangling().cast(), 0));
+        }
+        #[cfg(target_os = "linux")]
+        if len >= HUGE_PAGE_MIN {
+            return Self::mapped(len).ok_or_else(oom);
+        }
         let layout = Layout::from_size_align(len, CPU_ALIGNMENT).map_err(|_| oom())?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
-        NonNull::new(ptr).map(|ptr| Self { ptr, len }).ok_or_else(oom)
+        NonNull::new(ptr).map(|ptr| Self::from_heap(ptr, len)).ok_or_else(oom)
+    }
+
+    fn from_heap(ptr: NonNull<u8>, len: usize) -> Self {
+        Self {
+            ptr,
+            len,
+            #[cfg(target_os = "linux")]
+            mapping: None,
+        }
+    }
+
+    /// `len` zeroed bytes of an anonymous mapping, starting on a huge page
+    /// boundary and advised to use huge pages before any page is touched (a
+    /// refused advice leaves ordinary pages, still correct).
+    #[cfg(target_os = "linux")]
+    fn mapped(len: usize) -> Option<Self> {
+        let mut map = memmap2::MmapOptions::new().len(len.checked_add(HUGE_PAGE)?).map_anon().ok()?;
+        let offset = map.as_ptr().align_offset(HUGE_PAGE).min(HUGE_PAGE);
+        let _ = map.advise_range(memmap2::Advice::HugePage, offset, len);
+        // SAFETY: `offset + len` is within the mapping of `len + HUGE_PAGE` bytes.
+        let ptr = unsafe { map.as_mut_ptr().add(offset) };
+        Some(Self { ptr: NonNull::new(ptr)?, len, mapping: Some(map) })
     }
 
     /// The first byte.
@@ -56,6 +98,11 @@ impl AlignedBytes {
 
 impl Drop for AlignedBytes {
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.mapping.is_some() {
+            // The mapping unmaps itself.
+            return;
+        }
         if self.len != 0 {
             // SAFETY: allocated in `zeroed` with exactly this layout, freed once.
             unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.len, CPU_ALIGNMENT)) }
@@ -75,7 +122,7 @@ mod tests {
 
     #[test]
     fn aligned_zeroed_and_empty() {
-        for len in [0, 1, 63, 64, 1000] {
+        for len in [0, 1, 63, 64, 1000, 5 << 20, (8 << 20) + 3] {
             let b = AlignedBytes::zeroed(len, "test").unwrap();
             assert_eq!(b.as_ptr() as usize % CPU_ALIGNMENT, 0, "len {len}");
             assert_eq!(b.len(), len);

@@ -1,9 +1,11 @@
 //! MUL_MAT: `dst[i, j] = dot(row i of src0, row j of src1)`, batched over
 //! dims 2 and 3 with src0's batch broadcast (ggml's `r2 = ne12 / ne02`).
 //!
-//! Three paths:
+//! Four paths:
 //! - **quantized** src0 (Q4_0 … Q6_K) goes to the quantized driver (see
 //!   [`super::mul_mat_quant`]): activations quantized once, integer dots.
+//! - **mat-vec** for one F16 / F32 matrix times one column (token
+//!   generation): the streaming kernels of `cpu::quant::float_matvec`.
 //! - **dots** for few columns (`n <= DOT_MAX_COLS`, the matrix-vector case
 //!   of token generation): each src0 row is read once and dotted with every
 //!   column while it is in L1; F16 and BF16 rows are converted in registers.
@@ -202,12 +204,52 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
         Some(Src0Path::Quantized) => return mul_mat_quant::compute(ctx, t, d, (&a, &b, &dst), dims, par, shared),
         None => return Err(shape_err(ctx, t, d, format!("src0 dtype {}", a.dtype))),
     };
+    if dims.n == 1 && dims.batches() == 1 && mat_vec(&a, &b, &dst, dims, par)? {
+        return Ok(());
+    }
     if dims.n <= DOT_MAX_COLS {
         mul_mat_dots(&a, kernels, &b, &dst, dims, par);
     } else {
         mul_mat_gemm(&a, kernels, &b, &dst, dims, par, shared);
     }
     Ok(())
+}
+
+/// One weight matrix times one column (token generation with F16 / F32
+/// weights) through the streaming mat-vec kernels of `cpu::quant` (several
+/// rows per pass over the column, rows prefetched). Returns `false`, having
+/// done nothing, for what they do not take: other dtypes, rows that are not
+/// dense, strides that are not whole elements.
+fn mat_vec(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) -> Result<bool> {
+    let Dims { k, m, .. } = dims;
+    let elem = a.elem_size();
+    if !matches!(a.dtype, DType::F16 | DType::F32) || !a.rows_are_dense() || !b.rows_are_dense() {
+        return Ok(false);
+    }
+    if m == 0 || k == 0 || !a.nb[1].is_multiple_of(elem) {
+        return Ok(false);
+    }
+    let stride = a.nb[1] / elem;
+    let len = (m - 1) * stride + k;
+    // SAFETY: src0's m rows of k elements, `stride` elements apart, lie in
+    // its memory from its first element (checked at binding; its element
+    // alignment too); the column is k dense floats of src1; dst's first row
+    // holds m floats and is a different tensor.
+    unsafe {
+        let x = std::slice::from_raw_parts(b.row(0, 0, 0) as *const f32, k);
+        let y = std::slice::from_raw_parts_mut(dst.row(0, 0, 0) as *mut f32, m);
+        match a.dtype {
+            DType::F16 => {
+                let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f16, len);
+                crate::cpu::quant::f16_mat_vec(w, k, m, stride, x, y, par.pool())?;
+            }
+            _ => {
+                let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f32, len);
+                crate::cpu::quant::f32_mat_vec(w, k, m, stride, x, y, par.pool())?;
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Row `i` of src0's batch `ab` dotted with `col` (`k` floats). `a_tmp`

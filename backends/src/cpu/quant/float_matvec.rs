@@ -42,12 +42,26 @@ pub fn f32_mat_vec(
 ) -> Result<()> {
     check("F32", w.len(), k, m, row_stride, x.len(), y.len())?;
     let isa = Isa::best();
-    mat_vec_rows(w, k, m, row_stride, y, pool, |row| match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-        Isa::Avx2 => unsafe { avx2::dot_f32(row, &x[..k]) },
-        _ => row.iter().zip(x).map(|(a, b)| a * b).sum(),
-    });
+    mat_vec_rows(
+        w,
+        k,
+        m,
+        row_stride,
+        y,
+        pool,
+        |row| match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 1>([row], &x[..k])[0] },
+            _ => row.iter().zip(x).map(|(a, b)| a * b).sum(),
+        },
+        |rows| match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 4>(rows, &x[..k]) },
+            _ => dot4_portable(rows, x, |a| a),
+        },
+    );
     Ok(())
 }
 
@@ -64,16 +78,32 @@ pub fn f16_mat_vec(
 ) -> Result<()> {
     check("F16", w.len(), k, m, row_stride, x.len(), y.len())?;
     let isa = Isa::best();
-    mat_vec_rows(w, k, m, row_stride, y, pool, |row| match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-        Isa::Avx2 => unsafe { avx2::dot_f16(row, &x[..k]) },
-        _ => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
-    });
+    mat_vec_rows(
+        w,
+        k,
+        m,
+        row_stride,
+        y,
+        pool,
+        |row| match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 1>([row], &x[..k])[0] },
+            _ => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
+        },
+        |rows| match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 4>(rows, &x[..k]) },
+            _ => dot4_portable(rows, x, f16::to_f32),
+        },
+    );
     Ok(())
 }
 
-/// `y[r] = dot(row r of w)` for `r < m`, `ROWS` results per parallel task.
+/// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`: the rows split over
+/// the pool in tasks of `ROWS` rows, each task through `dot4` four rows at a
+/// time (the rest one by one through `dot`).
 fn mat_vec_rows<T: Sync>(
     w: &[T],
     k: usize,
@@ -82,15 +112,32 @@ fn mat_vec_rows<T: Sync>(
     y: &mut [f32],
     pool: &rayon::ThreadPool,
     dot: impl Fn(&[T]) -> f32 + Sync,
+    dot4: impl Fn([&[T]; 4]) -> [f32; 4] + Sync,
 ) {
-    pool.install(|| {
-        y[..m].par_chunks_mut(ROWS).enumerate().for_each(|(t, out)| {
-            for (i, o) in out.iter_mut().enumerate() {
-                let r = t * ROWS + i;
-                *o = dot(&w[r * row_stride..r * row_stride + k]);
-            }
-        });
-    });
+    let row = |r: usize| &w[r * row_stride..r * row_stride + k];
+    let task = |(t, out): (usize, &mut [f32])| {
+        let r0 = t * ROWS;
+        let done = out.len() / 4 * 4;
+        let mut chunks = out.chunks_exact_mut(4);
+        for (c, o) in (&mut chunks).enumerate() {
+            let r = r0 + 4 * c;
+            o.copy_from_slice(&dot4([row(r), row(r + 1), row(r + 2), row(r + 3)]));
+        }
+        for (i, o) in chunks.into_remainder().iter_mut().enumerate() {
+            *o = dot(row(r0 + done + i));
+        }
+    };
+    // A product too small to pay for waking the pool runs here.
+    if k * m < 64 * 1024 || pool.current_num_threads() == 1 {
+        y[..m].chunks_mut(ROWS).enumerate().for_each(task);
+    } else {
+        pool.install(|| y[..m].par_chunks_mut(ROWS).enumerate().for_each(task));
+    }
+}
+
+/// The portable dots of four rows.
+fn dot4_portable<T: Copy>(rows: [&[T]; 4], x: &[f32], f: impl Fn(T) -> f32) -> [f32; 4] {
+    rows.map(|row| row.iter().zip(x).map(|(&a, b)| f(a) * b).sum())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -101,44 +148,81 @@ mod avx2 {
 
     use super::super::dot_avx2::hsum_ps;
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
-        let n = w.len().min(x.len());
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut i = 0;
-        while i + 32 <= n {
-            for (l, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 8l + 8 ≤ n, within both slices.
-                unsafe {
-                    let wv = _mm256_loadu_ps(w.as_ptr().add(i + 8 * l));
-                    let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * l));
-                    *a = _mm256_fmadd_ps(wv, xv, *a);
-                }
-            }
-            i += 32;
-        }
-        let tail: f32 = w[i..n].iter().zip(&x[i..n]).map(|(a, b)| a * b).sum();
-        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + tail
+    /// How far ahead each row is prefetched: the weights stream from memory
+    /// once, and the hardware prefetcher alone does not keep enough of them
+    /// in flight.
+    const PREFETCH: usize = 2048;
+
+    /// A weight element type: 8 of them at a pointer, widened to f32.
+    pub(super) trait Elem: Copy {
+        /// # Safety
+        /// AVX2/F16C available; 8 elements readable at `p`.
+        unsafe fn load8(p: *const Self) -> __m256;
+        fn to_f32(self) -> f32;
     }
 
+    impl Elem for f32 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            // SAFETY: the caller's guarantee.
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        fn to_f32(self) -> f32 {
+            self
+        }
+    }
+
+    impl Elem for f16 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f16) -> __m256 {
+            // SAFETY: the caller's guarantee (F16C is enabled in every caller).
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+        }
+        fn to_f32(self) -> f32 {
+            f16::to_f32(self)
+        }
+    }
+
+    /// The dot products of `R` rows with `x`, `x` loaded once per 8 values
+    /// for all rows; two accumulators per row, rows prefetched.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn dot_f16(w: &[f16], x: &[f32]) -> f32 {
-        let n = w.len().min(x.len());
-        let mut acc = [_mm256_setzero_ps(); 4];
+    pub(super) fn dot_rows<T: Elem, const R: usize>(w: [&[T]; R], x: &[f32]) -> [f32; R] {
+        let n = w.iter().fold(x.len(), |n, r| n.min(r.len()));
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        // Values per step: one cache line of each row (at least 16 values).
+        let step = (64 / size_of::<T>()).max(16);
         let mut i = 0;
-        while i + 32 <= n {
-            for (l, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 8l + 8 ≤ n, within both slices; f16 is two bytes.
-                unsafe {
-                    let wv = _mm256_cvtph_ps(_mm_loadu_si128(w.as_ptr().add(i + 8 * l).cast()));
-                    let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * l));
-                    *a = _mm256_fmadd_ps(wv, xv, *a);
+        while i + step <= n {
+            for row in &w {
+                let ahead = row.as_ptr().wrapping_add(i).cast::<i8>().wrapping_add(PREFETCH);
+                // A prefetch never faults, whatever the address.
+                _mm_prefetch::<_MM_HINT_T0>(ahead);
+            }
+            for u in 0..step / 8 {
+                // SAFETY: i + 8u + 8 ≤ i + step ≤ n, within x.
+                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * u)) };
+                for r in 0..R {
+                    // SAFETY: as above, within every row (n ≤ each row's length).
+                    let wv = unsafe { T::load8(w[r].as_ptr().add(i + 8 * u)) };
+                    acc[r][u % 2] = _mm256_fmadd_ps(wv, xv, acc[r][u % 2]);
                 }
             }
-            i += 32;
+            i += step;
         }
-        let tail: f32 = w[i..n].iter().zip(&x[i..n]).map(|(a, b)| a.to_f32() * b).sum();
-        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + tail
+        while i + 8 <= n {
+            // SAFETY: i + 8 ≤ n.
+            let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
+            for r in 0..R {
+                // SAFETY: as above.
+                let wv = unsafe { T::load8(w[r].as_ptr().add(i)) };
+                acc[r][0] = _mm256_fmadd_ps(wv, xv, acc[r][0]);
+            }
+            i += 8;
+        }
+        std::array::from_fn(|r| {
+            let tail: f32 = w[r][i..n].iter().zip(&x[i..n]).map(|(a, b)| a.to_f32() * b).sum();
+            hsum_ps(_mm256_add_ps(acc[r][0], acc[r][1])) + tail
+        })
     }
 }
 
@@ -149,11 +233,19 @@ mod tests {
 
     #[test]
     fn float_mat_vecs_match_f64() {
-        let (k, m, stride) = (1000, 67, 1003);
+        // Rows left over after the groups of four and after the tasks, a row
+        // length with a tail after whole vectors, one and two threads.
+        for (k, m, stride, threads) in [(1000, 67, 1003, 2), (1000, 67, 1003, 1), (37, 3, 40, 2), (2048, 101, 2048, 2)]
+        {
+            check(k, m, stride, threads);
+        }
+    }
+
+    fn check(k: usize, m: usize, stride: usize, threads: usize) {
         let w = test_signal(stride * m, 8);
         let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
         let x = test_signal(k, 9);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let (mut y32, mut y16) = (vec![0f32; m], vec![0f32; m]);
         f32_mat_vec(&w, k, m, stride, &x, &mut y32, &pool).unwrap();
         f16_mat_vec(&wh, k, m, stride, &x, &mut y16, &pool).unwrap();

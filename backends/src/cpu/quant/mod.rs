@@ -19,6 +19,8 @@ mod float_matvec;
 mod mul_mat;
 mod rows;
 #[cfg(target_arch = "x86_64")]
+mod rows_avx2;
+#[cfg(target_arch = "x86_64")]
 mod tile_avx2;
 mod unpack;
 mod weight;

@@ -23,7 +23,7 @@ use gantry_engine::{DType, Error, Result};
 use rayon::prelude::*;
 
 use super::Isa;
-use super::weight::{ActBlock, TileRow, WeightType, with_weight_type};
+use super::weight::{ActBlock, ROWS, TileRow, WeightType, with_weight_type};
 use crate::cpu::TaskCounter;
 
 /// Columns from which the tiled path is used (on AVX2).
@@ -290,7 +290,19 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             let tasks = TaskCounter::new(w.m.div_ceil(DOT_ROWS));
             let worker = |_| {
                 while let Some(t) = tasks.take() {
-                    for r in t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m) {
+                    let rows = t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m);
+                    // Whole groups of rows through the several-row kernel, the rest one by one.
+                    let grouped = rows.start + rows.len() / ROWS * ROWS;
+                    for r in (rows.start..grouped).step_by(ROWS) {
+                        let x: [&[W::Block]; ROWS] = std::array::from_fn(|i| weights(r + i));
+                        for j in 0..n {
+                            for (i, v) in W::dot_rows(args.isa, x, act_row(j)).into_iter().enumerate() {
+                                // SAFETY: (r + i, j) is inside dst (checked) and belongs to this task only.
+                                unsafe { out.write(j * args.dst_stride + r + i, v) };
+                            }
+                        }
+                    }
+                    for r in grouped..rows.end {
                         let x = weights(r);
                         for j in 0..n {
                             let v = W::dot(args.isa, x, act_row(j));

@@ -236,6 +236,103 @@ fn tiled_and_dot_paths_agree_with_the_scalar_dots() {
     }
 }
 
+/// Every weight type's several-row dot (`WeightType::dot_rows`) on every
+/// path against the scalar single-row dot of each row.
+fn check_dot_rows<W: weight::WeightType>(k: usize) {
+    use weight::ROWS;
+    let dtype = <W::Block as QuantBlock>::DTYPE;
+    let (data, stride, _) = weights(dtype, k, ROWS, 0, 40);
+    let row_bytes = dtype.row_size(k).unwrap();
+    let rows: Vec<&[W::Block]> =
+        (0..ROWS).map(|r| bytemuck::cast_slice(&data[r * stride..r * stride + row_bytes])).collect();
+    let x = test_signal(k, 41);
+    let mut act = vec![W::Act::zeroed(); k / <W::Act as QuantBlock>::ELEMS];
+    quantize_blocks(&x, &mut act);
+    let scalar: Vec<f32> = rows.iter().map(|r| W::dot(Isa::Scalar, r, &act)).collect();
+    for isa in Isa::available() {
+        let got = W::dot_rows(isa, std::array::from_fn(|r| rows[r]), &act);
+        for r in 0..ROWS {
+            let magnitude: f64 = {
+                let mut wd = vec![0f32; k];
+                dequantize_row(dtype, &data[r * stride..r * stride + row_bytes], &mut wd).unwrap();
+                let mut yd = vec![0f32; k];
+                dequantize_blocks(&act, &mut yd);
+                dot_f64(&wd, &yd).1
+            };
+            let tol = 1e-5 * magnitude + 1e-6;
+            assert!(
+                (got[r] - scalar[r]).abs() as f64 <= tol,
+                "{dtype} k={k} {isa:?} row {r}: {} vs {}",
+                got[r],
+                scalar[r]
+            );
+        }
+    }
+}
+
+#[test]
+fn several_row_dots_match_the_scalar_dots() {
+    // 19 and 7 blocks of 32: remainders after the kernel's steps of 4 blocks.
+    for k in [608, 224, 4096] {
+        check_dot_rows::<weight::WQ4_0>(k);
+        check_dot_rows::<weight::WQ4_1>(k);
+        check_dot_rows::<weight::WQ5_0>(k);
+        check_dot_rows::<weight::WQ5_1>(k);
+        check_dot_rows::<weight::WQ8_0>(k);
+    }
+    for k in [256, 768, 4096] {
+        check_dot_rows::<weight::WQ2K>(k);
+        check_dot_rows::<weight::WQ3K>(k);
+        check_dot_rows::<weight::WQ4K>(k);
+        check_dot_rows::<weight::WQ5K>(k);
+        check_dot_rows::<weight::WQ6K>(k);
+    }
+}
+
+#[test]
+fn matrix_vector_products_match_the_scalar_dots() {
+    // The dot path (few columns) for odd row counts, rows left over after the
+    // groups of `weight::ROWS`, K not a multiple of 256 where the type allows,
+    // on one and two threads.
+    for threads in [1, 2] {
+        let p = pool(threads);
+        for dtype in WEIGHT_TYPES {
+            let k = if dtype.block_size() == 256 { 768 } else { 608 };
+            for (m, n) in [(37, 1), (23, 3), (4, 1), (3, 2)] {
+                let (data, stride, _) = weights(dtype, k, m, 5, 60);
+                let w = QuantMatrix { dtype, data: &data, row_stride: stride, k, m };
+                let src1: Vec<f32> = (0..n).flat_map(|j| test_signal(k, 70 + j as u32)).collect();
+                let partner = dot_partner(dtype).unwrap();
+                for isa in Isa::available() {
+                    let mut dst = vec![f32::NAN; n * m];
+                    let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, threads).unwrap()];
+                    quant_mul_mat_on(isa, &w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
+                    for j in 0..n {
+                        let mut act = vec![0u8; partner.row_size(k).unwrap()];
+                        quantize_row(partner, &src1[j * k..(j + 1) * k], &mut act).unwrap();
+                        let mut act_deq = vec![0f32; k];
+                        dequantize_row(partner, &act, &mut act_deq).unwrap();
+                        for r in 0..m {
+                            let mut wd = vec![0f32; k];
+                            let row = &data[r * stride..r * stride + dtype.row_size(k).unwrap()];
+                            dequantize_row(dtype, row, &mut wd).unwrap();
+                            let (want, magnitude) = dot_f64(&wd, &act_deq);
+                            let got = dst[j * m + r] as f64;
+                            // The AVX2 activation quantizer may round a tie the other way: one step of one value.
+                            let act_step = x_absmax(&src1[j * k..(j + 1) * k]) as f64 / 127.0;
+                            let tol = 2e-5 * magnitude + 2.0 * x_absmax(&wd) as f64 * act_step;
+                            assert!(
+                                (got - want).abs() <= tol,
+                                "{dtype} {isa:?} {threads} threads m={m} n={n} [{j}][{r}]: {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn mul_mat_rejects_bad_shapes_and_short_buffers() {
     let p = pool(1);
