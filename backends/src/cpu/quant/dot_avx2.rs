@@ -314,14 +314,15 @@ fn mins_dot_bsums(m: &[i16; 8], bsums: &[i16; 16]) -> i32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
+    let mut acc_m = _mm_setzero_ps();
     let m4 = _mm256_set1_epi8(0xF);
     for (xb, yb) in x.iter().zip(y) {
         prefetch_ahead(xb, K_PREFETCH);
         let d = yb.d * f16_to_f32(xb.d);
         let dmin = yb.d * f16_to_f32(xb.dmin);
-        let (sc, m) = k4_scales_mins(&xb.scales);
-        summs += dmin * mins_dot_bsums(&m, &yb.bsums) as f32;
+        let (scales, mins) = k4_scales_mins_simd(&xb.scales);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot_bsums_simd(mins, &yb.bsums)), acc_m);
+        let scales = _mm256_broadcastsi128_si256(scales);
         let mut sumi = _mm256_setzero_si256();
         for c in 0..4 {
             let bits = load256_u8(&xb.qs[32 * c..]);
@@ -329,13 +330,60 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
             let p_lo = _mm256_maddubs_epi16(lo, load256_u8_i8(&yb.qs[64 * c..]));
             let p_hi = _mm256_maddubs_epi16(hi, load256_u8_i8(&yb.qs[64 * c + 32..]));
-            let p_lo = _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c]));
-            let p_hi = _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1]));
+            let p_lo = _mm256_madd_epi16(p_lo, broadcast_lane16(scales, 2 * c));
+            let p_hi = _mm256_madd_epi16(p_hi, broadcast_lane16(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum_ps(acc) - summs
+    hsum_ps(acc) - hsum_ps128(acc_m)
+}
+
+/// The 8 six-bit scales and 8 six-bit mins of a Q4_K/Q5_K block as i16
+/// lanes (scales, mins), unpacked with whole-word masks instead of per
+/// group: bytes 0..4 hold the low 6 bits of scales 0..4, bytes 4..8 those of
+/// mins 0..4, bytes 8..12 the low 4 bits of scales and mins 4..8 (low and
+/// high nibble), and the top 2 bits of bytes 0..8 complete groups 4..8.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn k4_scales_mins_simd(packed: &[u8; 12]) -> (__m128i, __m128i) {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([packed[4 * i], packed[4 * i + 1], packed[4 * i + 2], packed[4 * i + 3]]);
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    let scales_lo = w0 & LOW6;
+    let scales_hi = (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4);
+    let mins_lo = w1 & LOW6;
+    let mins_hi = ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4);
+    let bytes = _mm_set_epi32(mins_hi as i32, mins_lo as i32, scales_hi as i32, scales_lo as i32);
+    (_mm_cvtepu8_epi16(bytes), _mm_cvtepu8_epi16(_mm_srli_si128::<8>(bytes)))
+}
+
+/// Σ_g mins_g · (bsums[2g] + bsums[2g + 1]), as four i32 partial sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mins_dot_bsums_simd(mins: __m128i, bsums: &[i16; 16]) -> __m128i {
+    // SAFETY: `bsums` is 32 bytes; unaligned loads.
+    let (lo, hi) = unsafe { (_mm_loadu_si128(bsums.as_ptr().cast()), _mm_loadu_si128(bsums.as_ptr().add(8).cast())) };
+    // Pairs of 16-value sums: each at most 2 · 16 · 127 in magnitude, no overflow.
+    _mm_madd_epi16(mins, _mm_hadd_epi16(lo, hi))
+}
+
+/// All sixteen i16 lanes set to lane `lane` (0..8) of the low half of `v`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn broadcast_lane16(v: __m256i, lane: usize) -> __m256i {
+    let b = (2 * lane) as i8;
+    _mm256_shuffle_epi8(v, _mm256_set1_epi16(i16::from_le_bytes([b as u8, b as u8 + 1])))
+}
+
+/// Sum of the four lanes of `v`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn hsum_ps128(v: __m128) -> f32 {
+    let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
 }
 
 /// Q5_K · Q8_K.
