@@ -15,7 +15,7 @@ use std::arch::x86_64::*;
 
 use gantry_engine::quant::{
     BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K, F16Bits, get_scale_min_k4,
+    BlockQ8K, F16Bits,
 };
 
 /// Runs `$step(xb, yb, acc) -> acc` over the block pairs with four
@@ -49,10 +49,7 @@ pub(crate) fn f16_to_f32(h: F16Bits) -> f32 {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn hsum_ps(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
+    hsum_ps128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v)))
 }
 
 /// 32 unaligned bytes.
@@ -74,7 +71,7 @@ fn load256_u8(p: &[u8]) -> __m256i {
 /// 16 bytes of nibbles to 32 bytes: low nibbles first, then high nibbles.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
+pub(crate) fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
     // SAFETY: `qs` is 16 bytes; unaligned load.
     let tmp = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
     let both = _mm256_set_m128i(_mm_srli_epi16::<4>(tmp), tmp);
@@ -84,7 +81,7 @@ fn bytes_from_nibbles_32(qs: &[u8; 16]) -> __m256i {
 /// 32 bits to 32 bytes: 0xFF where bit j of `qh` is set, else 0.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn bytes_from_bits_32(qh: [u8; 4]) -> __m256i {
+pub(crate) fn bytes_from_bits_32(qh: [u8; 4]) -> __m256i {
     let x = _mm256_set1_epi32(u32::from_le_bytes(qh) as i32);
     // Byte j takes source byte j / 8 ...
     let spread = _mm256_setr_epi8(
@@ -291,25 +288,6 @@ pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
     hsum_ps(acc)
 }
 
-/// The 8 scales and 8 mins of a Q4_K/Q5_K block, as i16 per 32-value group.
-#[inline]
-fn k4_scales_mins(scales: &[u8; 12]) -> ([i16; 8], [i16; 8]) {
-    let mut sc = [0i16; 8];
-    let mut m = [0i16; 8];
-    for j in 0..8 {
-        let (s, mm) = get_scale_min_k4(j, scales);
-        sc[j] = s as i16;
-        m[j] = mm as i16;
-    }
-    (sc, m)
-}
-
-/// Σ_g m_g · (bsums[2g] + bsums[2g + 1]).
-#[inline]
-fn mins_dot_bsums(m: &[i16; 8], bsums: &[i16; 16]) -> i32 {
-    (0..8).map(|g| m[g] as i32 * (bsums[2 * g] as i32 + bsums[2 * g + 1] as i32)).sum()
-}
-
 /// Q4_K · Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
@@ -390,15 +368,16 @@ fn hsum_ps128(v: __m128) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut summs = 0f32;
+    let mut acc_m = _mm_setzero_ps();
     let m4 = _mm256_set1_epi8(0xF);
     let one = _mm256_set1_epi8(1);
     for (xb, yb) in x.iter().zip(y) {
         prefetch_ahead(xb, K_PREFETCH);
         let d = yb.d * f16_to_f32(xb.d);
         let dmin = yb.d * f16_to_f32(xb.dmin);
-        let (sc, m) = k4_scales_mins(&xb.scales);
-        summs += dmin * mins_dot_bsums(&m, &yb.bsums) as f32;
+        let (scales, mins) = k4_scales_mins_simd(&xb.scales);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins_dot_bsums_simd(mins, &yb.bsums)), acc_m);
+        let scales = _mm256_broadcastsi128_si256(scales);
         let hbits = load256_u8(&xb.qh);
         let mut sumi = _mm256_setzero_si256();
         for c in 0..4 {
@@ -409,13 +388,13 @@ pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
             let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4), _mm256_slli_epi16::<4>(h_hi));
             let p_lo = _mm256_maddubs_epi16(lo, load256_u8_i8(&yb.qs[64 * c..]));
             let p_hi = _mm256_maddubs_epi16(hi, load256_u8_i8(&yb.qs[64 * c + 32..]));
-            let p_lo = _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c]));
-            let p_hi = _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1]));
+            let p_lo = _mm256_madd_epi16(p_lo, broadcast_lane16(scales, 2 * c));
+            let p_hi = _mm256_madd_epi16(p_hi, broadcast_lane16(scales, 2 * c + 1));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum_ps(acc) - summs
+    hsum_ps(acc) - hsum_ps128(acc_m)
 }
 
 /// Q6_K · Q8_K.

@@ -27,7 +27,7 @@ use std::arch::x86_64::*;
 
 use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Bits};
 
-use super::dot_avx2::hsum_ps;
+use super::dot_avx2::{bytes_from_bits_32, bytes_from_nibbles_32, hsum_ps, load256};
 
 /// How far ahead of the block being multiplied each row is prefetched.
 const PREFETCH: usize = 1024;
@@ -82,36 +82,11 @@ fn f16_one(a: F16Bits) -> __m128 {
     _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(a.bits())))
 }
 
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn load_i8(q: &[i8; 32]) -> __m256i {
-    // SAFETY: `q` is 32 bytes; unaligned load.
-    unsafe { _mm256_loadu_si256(q.as_ptr().cast()) }
-}
-
-/// 16 bytes of nibbles to 32 bytes: low nibbles first, then high nibbles.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn nibbles(qs: &[u8; 16]) -> __m256i {
-    // SAFETY: `qs` is 16 bytes; unaligned load.
-    let lo = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
-    let both = _mm256_set_m128i(_mm_srli_epi16::<4>(lo), lo);
-    _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
-}
-
 /// The fifth bits of a Q5 block as 0x10 in each byte where set.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn fifth_bits(qh: [u8; 4]) -> __m256i {
-    let x = _mm256_set1_epi32(u32::from_le_bytes(qh) as i32);
-    // Byte j takes source byte j / 8 and keeps its bit j % 8.
-    let spread = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
-        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
-    );
-    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201_u64 as i64);
-    let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(x, spread), bit), bit);
-    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10))
 }
 
 /// Σ u·s over 32 byte pairs (u unsigned, s signed, |u·s| pair sums within i16), as 8 i32 lanes.
@@ -134,13 +109,13 @@ impl RowBlock for BlockQ4_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn act(y: &BlockQ8_0) -> Act {
-        let q = load_i8(&y.qs);
+        let q = load256(&y.qs);
         Act { q, h: f16_one(y.d), off: lane_sums_times::<3>(q) }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let s = _mm256_sub_epi32(mul_sum_us8(nibbles(&self.qs), a.q), a.off);
+        let s = _mm256_sub_epi32(mul_sum_us8(bytes_from_nibbles_32(&self.qs), a.q), a.off);
         (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
     }
 }
@@ -151,12 +126,12 @@ impl RowBlock for BlockQ4_1 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn act(y: &BlockQ8_1) -> Act {
-        Act { q: load_i8(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
+        Act { q: load256(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let s = mul_sum_us8(nibbles(&self.qs), a.q);
+        let s = mul_sum_us8(bytes_from_nibbles_32(&self.qs), a.q);
         (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_pair(self.d, self.m), a.h))
     }
 }
@@ -167,13 +142,13 @@ impl RowBlock for BlockQ5_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn act(y: &BlockQ8_0) -> Act {
-        let q = load_i8(&y.qs);
+        let q = load256(&y.qs);
         Act { q, h: f16_one(y.d), off: lane_sums_times::<4>(q) }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let u = _mm256_or_si256(nibbles(&self.qs), fifth_bits(self.qh));
+        let u = _mm256_or_si256(bytes_from_nibbles_32(&self.qs), fifth_bits(self.qh));
         let s = _mm256_sub_epi32(mul_sum_us8(u, a.q), a.off);
         (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
     }
@@ -185,12 +160,12 @@ impl RowBlock for BlockQ5_1 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn act(y: &BlockQ8_1) -> Act {
-        Act { q: load_i8(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
+        Act { q: load256(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let u = _mm256_or_si256(nibbles(&self.qs), fifth_bits(self.qh));
+        let u = _mm256_or_si256(bytes_from_nibbles_32(&self.qs), fifth_bits(self.qh));
         (_mm256_cvtepi32_ps(mul_sum_us8(u, a.q)), _mm_mul_ps(f16_pair(self.d, self.m), a.h))
     }
 }
@@ -201,13 +176,13 @@ impl RowBlock for BlockQ8_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn act(y: &BlockQ8_0) -> Act {
-        Act { q: load_i8(&y.qs), h: f16_one(y.d), off: _mm256_setzero_si256() }
+        Act { q: load256(&y.qs), h: f16_one(y.d), off: _mm256_setzero_si256() }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
         // Signed × signed: |x| times y with x's sign (neither is −128).
-        let x = load_i8(&self.qs);
+        let x = load256(&self.qs);
         let s = mul_sum_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a.q, x));
         (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
     }

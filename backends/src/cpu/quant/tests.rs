@@ -216,23 +216,7 @@ fn tiled_and_dot_paths_agree_with_the_scalar_dots() {
         let mut dst = vec![0f32; n * m];
         let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
         quant_mul_mat(&w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
-        let partner = dot_partner(dtype).unwrap();
-        for j in 0..n {
-            let mut act = vec![0u8; partner.row_size(k).unwrap()];
-            quantize_row(partner, &src1[j * k..(j + 1) * k], &mut act).unwrap();
-            let mut act_deq = vec![0f32; k];
-            dequantize_row(partner, &act, &mut act_deq).unwrap();
-            for r in 0..m {
-                let mut wd = vec![0f32; k];
-                dequantize_row(dtype, &data[r * stride..r * stride + dtype.row_size(k).unwrap()], &mut wd).unwrap();
-                let (want, magnitude) = dot_f64(&wd, &act_deq);
-                let got = dst[j * m + r] as f64;
-                // The AVX2 activation quantizer may round a tie the other way: one step of one value.
-                let act_step = x_absmax(&src1[j * k..(j + 1) * k]) as f64 / 127.0;
-                let tol = 2e-5 * magnitude + 2.0 * x_absmax(&wd) as f64 * act_step;
-                assert!((got - want).abs() <= tol, "{dtype} [{j}][{r}]: {got} vs {want}");
-            }
-        }
+        assert_matches_dequantized_dots(dtype, k, &data, stride, &src1, &dst, m, &format!("{dtype}"));
     }
 }
 
@@ -302,31 +286,12 @@ fn matrix_vector_products_match_the_scalar_dots() {
                 let (data, stride, _) = weights(dtype, k, m, 5, 60);
                 let w = QuantMatrix { dtype, data: &data, row_stride: stride, k, m };
                 let src1: Vec<f32> = (0..n).flat_map(|j| test_signal(k, 70 + j as u32)).collect();
-                let partner = dot_partner(dtype).unwrap();
                 for isa in Isa::available() {
                     let mut dst = vec![f32::NAN; n * m];
                     let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, threads).unwrap()];
                     quant_mul_mat_on(isa, &w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
-                    for j in 0..n {
-                        let mut act = vec![0u8; partner.row_size(k).unwrap()];
-                        quantize_row(partner, &src1[j * k..(j + 1) * k], &mut act).unwrap();
-                        let mut act_deq = vec![0f32; k];
-                        dequantize_row(partner, &act, &mut act_deq).unwrap();
-                        for r in 0..m {
-                            let mut wd = vec![0f32; k];
-                            let row = &data[r * stride..r * stride + dtype.row_size(k).unwrap()];
-                            dequantize_row(dtype, row, &mut wd).unwrap();
-                            let (want, magnitude) = dot_f64(&wd, &act_deq);
-                            let got = dst[j * m + r] as f64;
-                            // The AVX2 activation quantizer may round a tie the other way: one step of one value.
-                            let act_step = x_absmax(&src1[j * k..(j + 1) * k]) as f64 / 127.0;
-                            let tol = 2e-5 * magnitude + 2.0 * x_absmax(&wd) as f64 * act_step;
-                            assert!(
-                                (got - want).abs() <= tol,
-                                "{dtype} {isa:?} {threads} threads m={m} n={n} [{j}][{r}]: {got} vs {want}"
-                            );
-                        }
-                    }
+                    let what = format!("{dtype} {isa:?} {threads} threads m={m} n={n}");
+                    assert_matches_dequantized_dots(dtype, k, &data, stride, &src1, &dst, m, &what);
                 }
             }
         }
@@ -394,5 +359,38 @@ fn get_rows_dequantizes_exactly_and_set_rows_writes_reference_bytes() {
         assert!(quantize_rows_ref(dtype, &src, k, k, [4], &mut dst, row).is_err());
         assert!(quantize_rows_ref(dtype, &src, k, k - 1, [0], &mut dst, row).is_err());
         assert!(quantize_rows_ref(DType::F32, &src, k, k, [0], &mut dst, row).is_err());
+    }
+}
+
+/// Asserts that `dst` (`n` columns of `m` results) holds, for every weight
+/// row and activation column, the f64 dot of the dequantized row with the
+/// dequantized quantized activations (what the integer dots compute).
+#[allow(clippy::too_many_arguments)]
+fn assert_matches_dequantized_dots(
+    dtype: DType,
+    k: usize,
+    data: &[u8],
+    stride: usize,
+    src1: &[f32],
+    dst: &[f32],
+    m: usize,
+    what: &str,
+) {
+    let partner = dot_partner(dtype).unwrap();
+    for (j, column) in src1.chunks_exact(k).enumerate() {
+        let mut act = vec![0u8; partner.row_size(k).unwrap()];
+        quantize_row(partner, column, &mut act).unwrap();
+        let mut act_deq = vec![0f32; k];
+        dequantize_row(partner, &act, &mut act_deq).unwrap();
+        for r in 0..m {
+            let mut wd = vec![0f32; k];
+            dequantize_row(dtype, &data[r * stride..r * stride + dtype.row_size(k).unwrap()], &mut wd).unwrap();
+            let (want, magnitude) = dot_f64(&wd, &act_deq);
+            let got = dst[j * m + r] as f64;
+            // The AVX2 activation quantizer may round a tie the other way: one step of one value.
+            let act_step = x_absmax(column) as f64 / 127.0;
+            let tol = 2e-5 * magnitude + 2.0 * x_absmax(&wd) as f64 * act_step;
+            assert!((got - want).abs() <= tol, "{what} [{j}][{r}]: {got} vs {want}");
+        }
     }
 }
