@@ -1,7 +1,9 @@
 //! Activation quantizers: an f32 row into the dot partner types Q8_0, Q8_1
 //! and Q8_K, once per mul_mat, so the weights meet integer activations.
 //!
-//! The scalar path is ggml's reference quantizer. The AVX2 path rounds with
+//! The scalar path is ggml's reference quantizer. The AVX2 path (which the
+//! AVX-512 paths use too: a quantizer runs once per column, a small part of a
+//! product) rounds with
 //! the CPU's round-to-nearest-even where the Q8_0/Q8_1 references round
 //! halves away from zero, so at exact ties a quant may differ by one (as in
 //! ggml's own AVX2 path); Q8_K rounds to even in both, so only the sign of
@@ -15,10 +17,10 @@ use super::Isa;
 pub fn quantize_row_q8_0(isa: Isa, x: &[f32], y: &mut [BlockQ8_0]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: an `Isa::Avx2` value exists only when the CPU has AVX2+FMA+F16C
-        // (see `Isa::available`).
-        Isa::Avx2 => unsafe { avx2::quantize_q8_0(x, y) },
-        _ => quantize_blocks(x, y),
+        // SAFETY: an `Isa::Avx2`/`Avx512`/`Avx512Vnni` value exists only when the
+        // CPU has AVX2+FMA+F16C (see `Isa::available`).
+        Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx2::quantize_q8_0(x, y) },
+        Isa::Scalar => quantize_blocks(x, y),
     }
 }
 
@@ -27,8 +29,8 @@ pub fn quantize_row_q8_1(isa: Isa, x: &[f32], y: &mut [BlockQ8_1]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `quantize_row_q8_0`.
-        Isa::Avx2 => unsafe { avx2::quantize_q8_1(x, y) },
-        _ => quantize_blocks(x, y),
+        Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx2::quantize_q8_1(x, y) },
+        Isa::Scalar => quantize_blocks(x, y),
     }
 }
 
@@ -37,8 +39,8 @@ pub fn quantize_row_q8_k(isa: Isa, x: &[f32], y: &mut [BlockQ8K]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `quantize_row_q8_0`.
-        Isa::Avx2 => unsafe { avx2::quantize_q8_k(x, y) },
-        _ => {
+        Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx2::quantize_q8_k(x, y) },
+        Isa::Scalar => {
             for (xb, yb) in x.chunks_exact(BlockQ8K::ELEMS).zip(y.iter_mut()) {
                 *yb = BlockQ8K::quantize(xb);
             }

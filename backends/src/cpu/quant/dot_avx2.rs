@@ -60,9 +60,10 @@ pub(crate) fn load256(p: &[i8; 32]) -> __m256i {
     unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
 }
 
+/// The first 32 bytes of `p` (which must hold them), unaligned.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn load256_u8(p: &[u8]) -> __m256i {
+pub(crate) fn load256_u8(p: &[u8]) -> __m256i {
     let p: &[u8; 32] = p[..32].try_into().unwrap_or(&[0; 32]);
     // SAFETY: `p` is 32 bytes; unaligned load.
     unsafe { _mm256_loadu_si256(p.as_ptr().cast()) }
@@ -185,7 +186,7 @@ pub(crate) const K_PREFETCH: usize = 2048;
 /// Prefetches the cache lines of one `T` lying `distance` bytes past `block`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn prefetch_ahead<T>(block: &T, distance: usize) {
+pub(crate) fn prefetch_ahead<T>(block: &T, distance: usize) {
     let p = (block as *const T).cast::<i8>().wrapping_add(distance);
     for l in 0..size_of::<T>().div_ceil(64) {
         // A prefetch never faults, whatever the address.
@@ -206,7 +207,7 @@ fn pair_scales(scales8: __m128i, g: usize) -> __m256i {
 /// Σ_g sc_g · bsums_g over the 16 groups, 8 i32 lanes (sum them for the total).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scaled_bsums(scales8: __m128i, bsums: &[i16; 16]) -> __m256i {
+pub(crate) fn scaled_bsums(scales8: __m128i, bsums: &[i16; 16]) -> __m256i {
     // SAFETY: `bsums` is 32 bytes; unaligned load.
     let b = unsafe { _mm256_loadu_si256(bsums.as_ptr().cast()) };
     _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), b)
@@ -324,7 +325,7 @@ pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 /// high nibble), and the top 2 bits of bytes 0..8 complete groups 4..8.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn k4_scales_mins_simd(packed: &[u8; 12]) -> (__m128i, __m128i) {
+pub(crate) fn k4_scales_mins_simd(packed: &[u8; 12]) -> (__m128i, __m128i) {
     const LOW6: u32 = 0x3f3f_3f3f;
     const LOW4: u32 = 0x0f0f_0f0f;
     const LOW2: u32 = 0x0303_0303;
@@ -341,7 +342,7 @@ fn k4_scales_mins_simd(packed: &[u8; 12]) -> (__m128i, __m128i) {
 /// Σ_g mins_g · (bsums[2g] + bsums[2g + 1]), as four i32 partial sums.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn mins_dot_bsums_simd(mins: __m128i, bsums: &[i16; 16]) -> __m128i {
+pub(crate) fn mins_dot_bsums_simd(mins: __m128i, bsums: &[i16; 16]) -> __m128i {
     // SAFETY: `bsums` is 32 bytes; unaligned loads.
     let (lo, hi) = unsafe { (_mm_loadu_si128(bsums.as_ptr().cast()), _mm_loadu_si128(bsums.as_ptr().add(8).cast())) };
     // Pairs of 16-value sums: each at most 2 · 16 · 127 in magnitude, no overflow.
@@ -359,7 +360,7 @@ fn broadcast_lane16(v: __m256i, lane: usize) -> __m256i {
 /// Sum of the four lanes of `v`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn hsum_ps128(v: __m128) -> f32 {
+pub(crate) fn hsum_ps128(v: __m128) -> f32 {
     let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)))
 }

@@ -1,6 +1,7 @@
 //! Matrix-vector products with F16 and F32 weights (token generation with
 //! unquantized weights): one streaming pass over the weights, rows split over
-//! the threads, AVX2/F16C where available.
+//! the threads, AVX2/F16C or AVX-512 (16 values per register, masked loads
+//! for the row tails) where available.
 //!
 //! These exist because a general GEMM is built for reuse that a single
 //! column does not have; the CPU backend's F32/F16 MUL_MAT (not in this
@@ -30,7 +31,7 @@ fn check(what: &str, len: usize, k: usize, m: usize, row_stride: usize, x: usize
     Ok(())
 }
 
-/// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F32 weights.
+/// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F32 weights, on the fastest path.
 pub fn f32_mat_vec(
     w: &[f32],
     k: usize,
@@ -40,8 +41,22 @@ pub fn f32_mat_vec(
     y: &mut [f32],
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
+    f32_mat_vec_on(Isa::best(), w, k, m, row_stride, x, y, pool)
+}
+
+/// [`f32_mat_vec`] on the path `isa`.
+pub fn f32_mat_vec_on(
+    isa: Isa,
+    w: &[f32],
+    k: usize,
+    m: usize,
+    row_stride: usize,
+    x: &[f32],
+    y: &mut [f32],
+    pool: &rayon::ThreadPool,
+) -> Result<()> {
     check("F32", w.len(), k, m, row_stride, x.len(), y.len())?;
-    let isa = Isa::best();
+    let x = &x[..k];
     mat_vec_rows(
         w,
         k,
@@ -52,21 +67,27 @@ pub fn f32_mat_vec(
         |row| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 1>([row], &x[..k])[0] },
-            _ => row.iter().zip(x).map(|(a, b)| a * b).sum(),
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 1>([row], x)[0] },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above (AVX-512 F/BW/VL/DQ checked).
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f32, 1>([row], x)[0] },
+            Isa::Scalar => row.iter().zip(x).map(|(a, b)| a * b).sum(),
         },
         |rows| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 4>(rows, &x[..k]) },
-            _ => dot4_portable(rows, x, |a| a),
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 4>(rows, x) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f32, 4>(rows, x) },
+            Isa::Scalar => dot4_portable(rows, x, |a| a),
         },
     );
     Ok(())
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F16 weights (exact
-/// widening to f32, f32 products and sums).
+/// widening to f32, f32 products and sums), on the fastest path.
 pub fn f16_mat_vec(
     w: &[f16],
     k: usize,
@@ -76,8 +97,22 @@ pub fn f16_mat_vec(
     y: &mut [f32],
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
+    f16_mat_vec_on(Isa::best(), w, k, m, row_stride, x, y, pool)
+}
+
+/// [`f16_mat_vec`] on the path `isa`.
+pub fn f16_mat_vec_on(
+    isa: Isa,
+    w: &[f16],
+    k: usize,
+    m: usize,
+    row_stride: usize,
+    x: &[f32],
+    y: &mut [f32],
+    pool: &rayon::ThreadPool,
+) -> Result<()> {
     check("F16", w.len(), k, m, row_stride, x.len(), y.len())?;
-    let isa = Isa::best();
+    let x = &x[..k];
     mat_vec_rows(
         w,
         k,
@@ -88,14 +123,20 @@ pub fn f16_mat_vec(
         |row| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 1>([row], &x[..k])[0] },
-            _ => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 1>([row], x)[0] },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above (AVX-512 F/BW/VL/DQ checked).
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f16, 1>([row], x)[0] },
+            Isa::Scalar => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
         },
         |rows| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 4>(rows, &x[..k]) },
-            _ => dot4_portable(rows, x, f16::to_f32),
+            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 4>(rows, x) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f16, 4>(rows, x) },
+            Isa::Scalar => dot4_portable(rows, x, f16::to_f32),
         },
     );
     Ok(())
@@ -140,48 +181,70 @@ fn dot4_portable<T: Copy>(rows: [&[T]; 4], x: &[f32], f: impl Fn(T) -> f32) -> [
     rows.map(|row| row.iter().zip(x).map(|(&a, b)| f(a) * b).sum())
 }
 
+/// A weight element type that the SIMD kernels load and widen to f32.
+#[cfg(target_arch = "x86_64")]
+trait Elem: Copy {
+    /// 8 elements at `p` as f32.
+    ///
+    /// # Safety
+    /// AVX2/F16C available; 8 elements readable at `p`.
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+    /// The elements of `p` whose bit is set in `mask` (of 16) as f32, zeros elsewhere.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL and F16C available; the selected elements readable at `p`.
+    unsafe fn load16(p: *const Self, mask: u16) -> std::arch::x86_64::__m512;
+    /// The value as f32.
+    fn to_f32(self) -> f32;
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Elem for f32 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
+        // SAFETY: the caller's guarantee.
+        unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const f32, mask: u16) -> std::arch::x86_64::__m512 {
+        // SAFETY: the caller's guarantee; masked-off elements are not read (no fault).
+        unsafe { std::arch::x86_64::_mm512_maskz_loadu_ps(mask, p) }
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Elem for f16 {
+    #[inline(always)]
+    unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's guarantee (F16C is enabled in every caller).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const f16, mask: u16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller's guarantee; masked-off elements are not read (no fault).
+        unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p.cast())) }
+    }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use half::f16;
-
     use super::super::dot_avx2::hsum_ps;
+    use super::Elem;
 
     /// How far ahead each row is prefetched: the weights stream from memory
     /// once, and the hardware prefetcher alone does not keep enough of them
     /// in flight.
     const PREFETCH: usize = 2048;
-
-    /// A weight element type: 8 of them at a pointer, widened to f32.
-    pub(super) trait Elem: Copy {
-        /// # Safety
-        /// AVX2/F16C available; 8 elements readable at `p`.
-        unsafe fn load8(p: *const Self) -> __m256;
-        fn to_f32(self) -> f32;
-    }
-
-    impl Elem for f32 {
-        #[inline(always)]
-        unsafe fn load8(p: *const f32) -> __m256 {
-            // SAFETY: the caller's guarantee.
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        fn to_f32(self) -> f32 {
-            self
-        }
-    }
-
-    impl Elem for f16 {
-        #[inline(always)]
-        unsafe fn load8(p: *const f16) -> __m256 {
-            // SAFETY: the caller's guarantee (F16C is enabled in every caller).
-            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
-        }
-        fn to_f32(self) -> f32 {
-            f16::to_f32(self)
-        }
-    }
 
     /// The dot products of `R` rows with `x`, `x` loaded once per 8 values
     /// for all rows; two accumulators per row, rows prefetched.
@@ -226,8 +289,64 @@ mod avx2 {
     }
 }
 
+/// The AVX-512 kernel: [`avx2`]'s, 16 values per register, the row tail
+/// by masked loads.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::Elem;
+
+    /// How far ahead each row is prefetched (as the AVX2 kernel).
+    const PREFETCH: usize = 2048;
+    /// Values per step: 32 (one or two cache lines of each row).
+    const STEP: usize = 32;
+
+    /// The dot products of `R` rows with `x`, `x` loaded once per 16 values
+    /// for all rows; two accumulators per row, rows prefetched.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) fn dot_rows<T: Elem, const R: usize>(w: [&[T]; R], x: &[f32]) -> [f32; R] {
+        let n = w.iter().fold(x.len(), |n, r| n.min(r.len()));
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        let lines = (STEP * size_of::<T>()).div_ceil(64);
+        let mut i = 0;
+        while i + STEP <= n {
+            for row in &w {
+                let ahead = row.as_ptr().wrapping_add(i).cast::<i8>().wrapping_add(PREFETCH);
+                for l in 0..lines {
+                    // A prefetch never faults, whatever the address.
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
+                }
+            }
+            for u in 0..STEP / 16 {
+                // SAFETY: i + 16u + 16 ≤ i + STEP ≤ n, within x.
+                let xv = unsafe { _mm512_loadu_ps(x.as_ptr().add(i + 16 * u)) };
+                for r in 0..R {
+                    // SAFETY: as above, within every row (n ≤ each row's length).
+                    let wv = unsafe { T::load16(w[r].as_ptr().add(i + 16 * u), u16::MAX) };
+                    acc[r][u % 2] = _mm512_fmadd_ps(wv, xv, acc[r][u % 2]);
+                }
+            }
+            i += STEP;
+        }
+        while i < n {
+            // The last 16 or fewer: elements past n masked off.
+            let mask = if n - i >= 16 { u16::MAX } else { (1u16 << (n - i)) - 1 };
+            // SAFETY: the elements i..min(i + 16, n) selected by the mask are within x.
+            let xv = unsafe { _mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)) };
+            for r in 0..R {
+                // SAFETY: as above, within every row.
+                let wv = unsafe { T::load16(w[r].as_ptr().add(i), mask) };
+                acc[r][0] = _mm512_fmadd_ps(wv, xv, acc[r][0]);
+            }
+            i += 16;
+        }
+        std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])))
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cpu::quant::test_signal;
 
@@ -241,23 +360,29 @@ mod tests {
         }
     }
 
-    fn check(k: usize, m: usize, stride: usize, threads: usize) {
+    /// `k` values per row, `m` rows `stride` apart, on every available path
+    /// against f64 (`pub(crate)`: `isa_tests` runs it on small shapes).
+    pub(crate) fn check(k: usize, m: usize, stride: usize, threads: usize) {
         let w = test_signal(stride * m, 8);
         let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
         let x = test_signal(k, 9);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        let (mut y32, mut y16) = (vec![0f32; m], vec![0f32; m]);
-        f32_mat_vec(&w, k, m, stride, &x, &mut y32, &pool).unwrap();
-        f16_mat_vec(&wh, k, m, stride, &x, &mut y16, &pool).unwrap();
-        for r in 0..m {
-            let row = r * stride..r * stride + k;
-            let mag: f64 = w[row.clone()].iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
-            let e32: f64 = w[row.clone()].iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
-            let e16: f64 = wh[row].iter().zip(&x).map(|(a, b)| a.to_f64() * *b as f64).sum();
-            assert!((y32[r] as f64 - e32).abs() <= 1e-5 * mag, "f32 row {r}");
-            assert!((y16[r] as f64 - e16).abs() <= 1e-5 * mag, "f16 row {r}");
+        for isa in Isa::available() {
+            let (mut y32, mut y16) = (vec![f32::NAN; m + 1], vec![f32::NAN; m + 1]);
+            f32_mat_vec_on(isa, &w, k, m, stride, &x, &mut y32, &pool).unwrap();
+            f16_mat_vec_on(isa, &wh, k, m, stride, &x, &mut y16, &pool).unwrap();
+            for r in 0..m {
+                let row = r * stride..r * stride + k;
+                let mag: f64 = w[row.clone()].iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                let e32: f64 = w[row.clone()].iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let e16: f64 = wh[row].iter().zip(&x).map(|(a, b)| a.to_f64() * *b as f64).sum();
+                assert!((y32[r] as f64 - e32).abs() <= 1e-5 * mag, "{isa:?} k={k} f32 row {r}: {} vs {e32}", y32[r]);
+                assert!((y16[r] as f64 - e16).abs() <= 1e-5 * mag, "{isa:?} k={k} f16 row {r}: {} vs {e16}", y16[r]);
+            }
+            assert!(y32[m].is_nan() && y16[m].is_nan(), "{isa:?}: wrote past row {m}");
         }
-        assert!(f32_mat_vec(&w, k, m + 1, stride, &x, &mut y32, &pool).is_err());
-        assert!(f16_mat_vec(&wh, k, m, stride, &x[..k - 1], &mut y16, &pool).is_err());
+        let mut y = vec![0f32; m];
+        assert!(f32_mat_vec(&w, k, m + 1, stride, &x, &mut y, &pool).is_err());
+        assert!(f16_mat_vec(&wh, k, m, stride, &x[..k - 1], &mut y, &pool).is_err());
     }
 }

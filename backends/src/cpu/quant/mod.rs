@@ -2,11 +2,25 @@
 //! products of every weight type with its dot partner, the quantized
 //! matrix product driver, and row conversions for GET_ROWS / CPY / SET_ROWS.
 //!
-//! Every kernel has a portable scalar path and, on x86-64, an AVX2 path
-//! (AVX2 + FMA + F16C) chosen at run time. There is no AVX-512 path: it
-//! could not be run or measured on the machines this was written on, and an
-//! untested kernel is worse than none. [`Isa::available`] lists what this CPU
-//! can run; tests run every entry against the scalar path.
+//! Every kernel has a portable scalar path and, on x86-64, SIMD paths chosen
+//! at run time by CPU feature detection ([`Isa`]):
+//! - `Avx2` (AVX2 + FMA + F16C): every kernel.
+//! - `Avx512` (AVX-512 F, BW, VL, DQ, with AVX2/FMA/F16C) and `Avx512Vnni`
+//!   (the same + AVX512_VNNI). 512-bit bodies: the ten integer dot products
+//!   (`dot_avx512`: two 32-value blocks or 64 K-quant values per register),
+//!   the batch-1 four-row kernel of the 32-value types (`rows_avx512`) and
+//!   the F16/F32 mat-vec (`float_matvec`). With VNNI the byte products are
+//!   `vpdpbusd`, without it `vpmaddubsw` + `vpmaddwd`: one body each, two
+//!   entry points. Still on the AVX2 code under these two paths (which an
+//!   AVX-512 CPU runs as well): the activation quantizers (a small part of a
+//!   product: once per column) and the tiled micro-kernels of prompt batches
+//!   (`tile_avx2`, N ≥ `TILE_MIN_N`). The AVX-512 code was written and
+//!   compiled on a CPU without AVX-512; it is tested under an emulator
+//!   (the `isa_tests` module: small shapes for that) and nothing here says
+//!   how fast it is.
+//!
+//! [`Isa::available`] lists what this CPU can run; tests run every entry
+//! against the scalar path.
 //!
 //! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
 //! Q4_1, Q5_1; Q8_K for the K-quants.
@@ -14,6 +28,8 @@
 mod activation;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx2;
+#[cfg(target_arch = "x86_64")]
+mod dot_avx512;
 mod dot_scalar;
 mod float_matvec;
 mod mul_mat;
@@ -21,15 +37,19 @@ mod rows;
 #[cfg(target_arch = "x86_64")]
 mod rows_avx2;
 #[cfg(target_arch = "x86_64")]
+mod rows_avx512;
+#[cfg(target_arch = "x86_64")]
 mod tile_avx2;
 mod unpack;
 mod weight;
 
 #[cfg(test)]
+mod isa_tests;
+#[cfg(test)]
 mod tests;
 
 pub use activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
-pub use float_matvec::{f16_mat_vec, f32_mat_vec};
+pub use float_matvec::{f16_mat_vec, f16_mat_vec_on, f32_mat_vec, f32_mat_vec_on};
 pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 
@@ -45,16 +65,22 @@ pub enum Isa {
     /// Portable Rust, no SIMD intrinsics.
     Scalar,
     /// x86-64 AVX2 with FMA and F16C. Constructed only by [`Isa::available`]
-    /// and [`Isa::best`], which check the CPU first.
+    /// and [`Isa::best`], which check the CPU first (so for every variant below).
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// x86-64 AVX-512 F, BW, VL and DQ, with AVX2, FMA and F16C: byte
+    /// products by `vpmaddubsw` + `vpmaddwd`.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    /// [`Isa::Avx512`] plus AVX512_VNNI: byte products by `vpdpbusd`.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
 }
 
 impl Isa {
     /// Every path this CPU can run, slowest first (the scalar path is always there).
     pub fn available() -> impl Iterator<Item = Isa> {
-        let avx2 = Self::has_avx2();
-        std::iter::once(Isa::Scalar).chain(Self::avx2_if(avx2))
+        std::iter::once(Isa::Scalar).chain(Self::simd())
     }
 
     /// The fastest path this CPU can run.
@@ -62,24 +88,26 @@ impl Isa {
         Self::available().last().unwrap_or(Isa::Scalar)
     }
 
+    /// The SIMD paths this CPU can run, slowest first. Each needs the
+    /// features of the one before it (the AVX-512 kernels call AVX2 helpers).
     #[cfg(target_arch = "x86_64")]
-    fn has_avx2() -> bool {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    fn simd() -> impl Iterator<Item = Isa> {
+        let avx2 =
+            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
+        let avx512 = avx2
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512dq");
+        let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
+        [(avx2, Isa::Avx2), (avx512, Isa::Avx512), (vnni, Isa::Avx512Vnni)]
+            .into_iter()
+            .filter_map(|(ok, isa)| ok.then_some(isa))
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    fn has_avx2() -> bool {
-        false
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    fn avx2_if(ok: bool) -> Option<Isa> {
-        ok.then_some(Isa::Avx2)
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn avx2_if(_ok: bool) -> Option<Isa> {
-        None
+    fn simd() -> impl Iterator<Item = Isa> {
+        std::iter::empty()
     }
 }
 
@@ -103,6 +131,12 @@ macro_rules! vec_dots {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `Isa::Avx2` is only handed out after checking AVX2, FMA and F16C.
                 Isa::Avx2 => unsafe { dot_avx2::$name(x, y) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `Isa::Avx512` is only handed out after checking AVX-512 F/BW/VL/DQ and AVX2/FMA/F16C.
+                Isa::Avx512 => unsafe { dot_avx512::plain::$name(x, y) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `Isa::Avx512Vnni`: as `Isa::Avx512`, and AVX512_VNNI checked too.
+                Isa::Avx512Vnni => unsafe { dot_avx512::vnni::$name(x, y) },
             }
         }
     )*};

@@ -26,7 +26,8 @@ use super::Isa;
 use super::weight::{ActBlock, ROWS, TileRow, WeightType, with_weight_type};
 use crate::cpu::TaskCounter;
 
-/// Columns from which the tiled path is used (on AVX2).
+/// Columns from which the tiled path is used (on every SIMD path: the
+/// AVX-512 ones run the AVX2 micro-kernels, there is no 512-bit tile yet).
 const TILE_MIN_N: usize = 8;
 /// Weight rows per tile of the tiled path.
 const TILE_ROWS: usize = 16;
@@ -337,8 +338,9 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
                     let (rt, ct) = (t / col_tiles, t % col_tiles);
                     let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
                     let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);
-                    // SAFETY: `Isa::Avx2` (tiled implies not scalar) was checked at
-                    // detection; the task's (rows, cols) of dst are its own.
+                    // SAFETY: tiled implies a SIMD `Isa`, each of which was handed
+                    // out after checking AVX2/FMA/F16C (the AVX-512 ones include
+                    // them); the task's (rows, cols) of dst are its own.
                     unsafe { tile_task::<W>(&ctx, tile, rows, cols, &weights, &act_row, &extra_col, out) };
                 }
             };

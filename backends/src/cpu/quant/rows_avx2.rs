@@ -32,7 +32,43 @@ use super::dot_avx2::{bytes_from_bits_32, bytes_from_nibbles_32, hsum_ps, load25
 /// How far ahead of the block being multiplied each row is prefetched.
 const PREFETCH: usize = 1024;
 /// Blocks per step of the main loop: one round of prefetches per step.
-const STEP: usize = 4;
+pub(crate) const STEP: usize = 4;
+
+/// The prefetches of the several-row kernels (this one and
+/// [`super::rows_avx512`]): one round per [`STEP`] blocks of every row.
+pub(crate) struct RowPrefetch {
+    /// Bytes ahead of the current block.
+    distance: usize,
+    /// Cache lines per round and row.
+    lines: usize,
+}
+
+impl RowPrefetch {
+    /// The prefetches for `rows` rows of `nb` blocks of `B`.
+    pub(crate) fn new<B>(nb: usize, rows: usize) -> RowPrefetch {
+        // Rows shorter than a page lie several to a page, and R of them read
+        // side by side do not look like a stream to the hardware prefetcher:
+        // there each row prefetches its counterpart in the next group of R rows
+        // (the caller's next call, on a dense matrix), which the whole call
+        // leaves time to arrive.
+        let row_bytes = nb * size_of::<B>();
+        let distance = if row_bytes < 4096 { rows * row_bytes } else { PREFETCH };
+        RowPrefetch { distance, lines: (STEP * size_of::<B>()).div_ceil(64) }
+    }
+
+    /// Prefetches the round of every row of `x` for the step at block `b`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) fn run<B, const R: usize>(&self, x: &[&[B]; R], b: usize) {
+        for row in x {
+            let ahead = row.as_ptr().wrapping_add(b).cast::<i8>().wrapping_add(self.distance);
+            for l in 0..self.lines {
+                // A prefetch never faults, whatever the address.
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
+            }
+        }
+    }
+}
 
 /// One activation block, prepared once for every weight row.
 #[derive(Clone, Copy)]
@@ -216,23 +252,10 @@ pub(crate) fn dot_rows<B: RowBlock, const R: usize>(x: [&[B]; R], y: &[B::Y]) ->
     let y = &y[..nb];
     let mut acc = [_mm256_setzero_ps(); R];
     let mut mins = [_mm_setzero_ps(); R];
-    let lines = (STEP * size_of::<B>()).div_ceil(64);
-    // Rows shorter than a page lie several to a page, and R of them read
-    // side by side do not look like a stream to the hardware prefetcher:
-    // there each row prefetches its counterpart in the next group of R rows
-    // (the caller's next call, on a dense matrix), which the whole call
-    // leaves time to arrive.
-    let row_bytes = nb * size_of::<B>();
-    let distance = if row_bytes < 4096 { R * row_bytes } else { PREFETCH };
+    let prefetch = RowPrefetch::new::<B>(nb, R);
     let mut b = 0;
     while b + STEP <= nb {
-        for row in &x {
-            let ahead = row.as_ptr().wrapping_add(b).cast::<i8>().wrapping_add(distance);
-            for l in 0..lines {
-                // A prefetch never faults, whatever the address.
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
-            }
-        }
+        prefetch.run(&x, b);
         for u in 0..STEP {
             // SAFETY: the CPU features are this function's own.
             let a = unsafe { B::act(&y[b + u]) };

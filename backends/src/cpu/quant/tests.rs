@@ -12,19 +12,19 @@ use bytemuck::Zeroable;
 
 use super::*;
 
-fn quantized<B: QuantBlock>(x: &[f32]) -> Vec<B> {
+pub(super) fn quantized<B: QuantBlock>(x: &[f32]) -> Vec<B> {
     let mut b = vec![B::zeroed(); x.len() / B::ELEMS];
     quantize_blocks(x, &mut b);
     b
 }
 
-fn dequantized<B: QuantBlock>(b: &[B]) -> Vec<f32> {
+pub(super) fn dequantized<B: QuantBlock>(b: &[B]) -> Vec<f32> {
     let mut y = vec![0f32; b.len() * B::ELEMS];
     dequantize_blocks(b, &mut y);
     y
 }
 
-fn dot_f64(a: &[f32], b: &[f32]) -> (f64, f64) {
+pub(super) fn dot_f64(a: &[f32], b: &[f32]) -> (f64, f64) {
     let exact = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
     let magnitude = a.iter().zip(b).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum();
     (exact, magnitude)
@@ -144,13 +144,13 @@ fn dot_products_stop_at_whole_blocks_and_the_shorter_slice() {
 
 const WEIGHT_TYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
-fn pool(threads: usize) -> rayon::ThreadPool {
+pub(super) fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
 }
 
 /// A weight matrix of `m` rows of `k` values, rows `stride` bytes apart, and
 /// its dequantized values.
-fn weights(dtype: DType, k: usize, m: usize, pad: usize, seed: u32) -> (Vec<u8>, usize, Vec<f32>) {
+pub(super) fn weights(dtype: DType, k: usize, m: usize, pad: usize, seed: u32) -> (Vec<u8>, usize, Vec<f32>) {
     let row = dtype.row_size(k).unwrap();
     let stride = row + pad;
     let mut data = vec![0xAAu8; stride * m];
@@ -222,7 +222,7 @@ fn tiled_and_dot_paths_agree_with_the_scalar_dots() {
 
 /// Every weight type's several-row dot (`WeightType::dot_rows`) on every
 /// path against the scalar single-row dot of each row.
-fn check_dot_rows<W: weight::WeightType>(k: usize) {
+pub(super) fn check_dot_rows<W: weight::WeightType>(k: usize) {
     use weight::ROWS;
     let dtype = <W::Block as QuantBlock>::DTYPE;
     let (data, stride, _) = weights(dtype, k, ROWS, 0, 40);
@@ -366,7 +366,7 @@ fn get_rows_dequantizes_exactly_and_set_rows_writes_reference_bytes() {
 /// row and activation column, the f64 dot of the dequantized row with the
 /// dequantized quantized activations (what the integer dots compute).
 #[allow(clippy::too_many_arguments)]
-fn assert_matches_dequantized_dots(
+pub(super) fn assert_matches_dequantized_dots(
     dtype: DType,
     k: usize,
     data: &[u8],

@@ -152,6 +152,16 @@ macro_rules! weight_types {
                     Isa::Avx2 if size_of_val(x[0]) + 1 > $rows_from => unsafe {
                         super::rows_avx2::dot_rows::<$block, ROWS>(x, y)
                     },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `Isa::Avx512` is only handed out after checking AVX-512 F/BW/VL/DQ and AVX2/FMA/F16C.
+                    Isa::Avx512 if size_of_val(x[0]) + 1 > $rows_from => unsafe {
+                        super::rows_avx512::dot_rows_plain::<$block, ROWS>(x, y)
+                    },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: as `Isa::Avx512`, with AVX512_VNNI checked too.
+                    Isa::Avx512Vnni if size_of_val(x[0]) + 1 > $rows_from => unsafe {
+                        super::rows_avx512::dot_rows_vnni::<$block, ROWS>(x, y)
+                    },
                     _ => x.map(|row| Self::dot(isa, row, y)),
                 }
             }
@@ -184,7 +194,9 @@ macro_rules! weight_types {
     )*};
 }
 
-// The last column: the row bytes from which the several-row kernel is used.
+// The last column: the row bytes from which the several-row kernel is used
+// (measured with the AVX2 kernel; the AVX-512 one takes the same threshold,
+// unmeasured).
 // Q8_0 rows shorter than a page streamed from memory more slowly four at a
 // time than one at a time (measured: 612-byte rows, 0.7× to 0.85×; 1632-byte
 // rows, 0.86×; 14336-value rows, 1.4× faster), while the 4-bit types gained
