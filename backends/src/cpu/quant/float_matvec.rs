@@ -55,35 +55,7 @@ pub fn f32_mat_vec_on(
     y: &mut [f32],
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
-    check("F32", w.len(), k, m, row_stride, x.len(), y.len())?;
-    let x = &x[..k];
-    mat_vec_rows(
-        w,
-        k,
-        m,
-        row_stride,
-        y,
-        pool,
-        |row| match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 1>([row], x)[0] },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above (AVX-512 F/BW/VL/DQ checked).
-            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f32, 1>([row], x)[0] },
-            Isa::Scalar => row.iter().zip(x).map(|(a, b)| a * b).sum(),
-        },
-        |rows| match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f32, 4>(rows, x) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f32, 4>(rows, x) },
-            Isa::Scalar => dot4_portable(rows, x, |a| a),
-        },
-    );
-    Ok(())
+    mat_vec_on(isa, w, k, m, row_stride, x, y, pool)
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F16 weights (exact
@@ -111,7 +83,21 @@ pub fn f16_mat_vec_on(
     y: &mut [f32],
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
-    check("F16", w.len(), k, m, row_stride, x.len(), y.len())?;
+    mat_vec_on(isa, w, k, m, row_stride, x, y, pool)
+}
+
+/// The mat-vec of either element type on the path `isa`.
+fn mat_vec_on<T: Elem>(
+    isa: Isa,
+    w: &[T],
+    k: usize,
+    m: usize,
+    row_stride: usize,
+    x: &[f32],
+    y: &mut [f32],
+    pool: &rayon::ThreadPool,
+) -> Result<()> {
+    check(T::NAME, w.len(), k, m, row_stride, x.len(), y.len())?;
     let x = &x[..k];
     mat_vec_rows(
         w,
@@ -123,20 +109,20 @@ pub fn f16_mat_vec_on(
         |row| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 1>([row], x)[0] },
+            Isa::Avx2 => unsafe { avx2::dot_rows::<T, 1>([row], x)[0] },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (AVX-512 F/BW/VL/DQ checked).
-            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f16, 1>([row], x)[0] },
-            Isa::Scalar => row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum(),
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<T, 1>([row], x)[0] },
+            Isa::Scalar => row.iter().zip(x).map(|(&a, b)| a.to_f32() * b).sum(),
         },
         |rows| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::dot_rows::<f16, 4>(rows, x) },
+            Isa::Avx2 => unsafe { avx2::dot_rows::<T, 4>(rows, x) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<f16, 4>(rows, x) },
-            Isa::Scalar => dot4_portable(rows, x, f16::to_f32),
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { avx512::dot_rows::<T, 4>(rows, x) },
+            Isa::Scalar => rows.map(|row| row.iter().zip(x).map(|(&a, b)| a.to_f32() * b).sum()),
         },
     );
     Ok(())
@@ -176,35 +162,36 @@ fn mat_vec_rows<T: Sync>(
     }
 }
 
-/// The portable dots of four rows.
-fn dot4_portable<T: Copy>(rows: [&[T]; 4], x: &[f32], f: impl Fn(T) -> f32) -> [f32; 4] {
-    rows.map(|row| row.iter().zip(x).map(|(&a, b)| f(a) * b).sum())
-}
-
-/// A weight element type that the SIMD kernels load and widen to f32.
-#[cfg(target_arch = "x86_64")]
-trait Elem: Copy {
+/// A weight element type of the mat-vec: widened to f32 one by one on the
+/// portable path, loaded and widened 8 or 16 at a time by the SIMD kernels.
+trait Elem: Copy + Sync {
+    /// The type's name in errors.
+    const NAME: &'static str;
+    /// The value as f32.
+    fn to_f32(self) -> f32;
     /// 8 elements at `p` as f32.
     ///
     /// # Safety
     /// AVX2/F16C available; 8 elements readable at `p`.
+    #[cfg(target_arch = "x86_64")]
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
     /// The elements of `p` whose bit is set in `mask` (of 16) as f32, zeros elsewhere.
     ///
     /// # Safety
     /// AVX-512 F/BW/VL and F16C available; the selected elements readable at `p`.
+    #[cfg(target_arch = "x86_64")]
     unsafe fn load16(p: *const Self, mask: u16) -> std::arch::x86_64::__m512;
-    /// The value as f32.
-    fn to_f32(self) -> f32;
 }
 
-#[cfg(target_arch = "x86_64")]
 impl Elem for f32 {
+    const NAME: &'static str = "F32";
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         // SAFETY: the caller's guarantee.
         unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
     }
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load16(p: *const f32, mask: u16) -> std::arch::x86_64::__m512 {
         // SAFETY: the caller's guarantee; masked-off elements are not read (no fault).
@@ -215,14 +202,16 @@ impl Elem for f32 {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
 impl Elem for f16 {
+    const NAME: &'static str = "F16";
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
         use std::arch::x86_64::*;
         // SAFETY: the caller's guarantee (F16C is enabled in every caller).
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
     }
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load16(p: *const f16, mask: u16) -> std::arch::x86_64::__m512 {
         use std::arch::x86_64::*;
