@@ -6,7 +6,9 @@
 //! - `k4096_m14336/n{1,32,512}`: the goals, for Q4_0, Q4_1, Q8_0,
 //!   Q4_K, Q6_K, F16 and F32: `backend/<type>` is the CPU backend,
 //!   `dequant+gemm/<type>` the baseline (plain `gemm` for F32), and for N = 1
-//!   `matvec/f16|f32` the standalone F16/F32 mat-vec kernels of `cpu::quant`.
+//!   `matvec/f16|f32` the standalone F16/F32 mat-vec kernels of `cpu::quant`,
+//!   and `read/<type>`, one parallel read of the backend's weight buffer: the
+//!   memory floor (its table ratio is the backend's time over the floor's).
 //!   `GANTRY_BENCH_GGML_SHAPE=1` swaps to K = 14336, M = 4096, the shape of
 //!   ggml's `test-backend-ops perf -o MUL_MAT` (same bytes, same FLOPs).
 //! - `smollm2/<shape>/n{1,64}`: the products of SmolLM2-135M (Q4_1 weights,
@@ -86,6 +88,7 @@ fn weight_bytes(dtype: DType, k: usize, m: usize, pool: &rayon::ThreadPool) -> V
 struct BackendProduct {
     ctx: Context,
     arena: GraphArena,
+    w: TensorId,
     y: TensorId,
 }
 
@@ -98,13 +101,56 @@ impl BackendProduct {
         ctx.alloc_tensors(&[w, xt, y], &cpu::buffer_type(), BufferUsage::Any).expect("alloc");
         ctx.set_bytes(w, weights).expect("weights");
         ctx.set_f32(xt, x).expect("activations");
-        Self { ctx, arena: GraphArena::new(), y }
+        Self { ctx, arena: GraphArena::new(), w, y }
     }
 
     fn compute(&self, backend: &CpuBackend) {
         let graph = self.ctx.build_graph(&self.arena, &[self.y]).expect("graph");
         backend.graph_compute(&self.ctx, graph).into_result().expect("compute");
     }
+
+    /// Reads every weight byte once on the pool (wrapping sums of 64-bit
+    /// words, which vectorize) from the backend's own buffer: the floor under
+    /// any product that streams the weights from memory.
+    fn read_weights(&self, bytes: usize, pool: &rayon::ThreadPool) -> u64 {
+        let p = self.ctx.host_ptr(self.w).expect("weights on the host");
+        // SAFETY: the weight tensor is placed in a host buffer and spans
+        // `bytes` bytes from `p`; nothing writes it while this runs.
+        let data = unsafe { std::slice::from_raw_parts(p.cast_const(), bytes) };
+        let (head, words, tail) = bytemuck::pod_align_to::<u8, u64>(data);
+        let edges = head.iter().chain(tail).map(|&b| u64::from(b)).sum::<u64>();
+        // One contiguous part per thread, as the kernels split their rows.
+        let part = words.len().div_ceil(THREADS).max(1);
+        pool.install(|| words.par_chunks(part).map(sum_words).reduce(|| 0, u64::wrapping_add)).wrapping_add(edges)
+    }
+}
+
+/// Σ of the words (wrapping), eight lanes at a time, with AVX2 where the CPU
+/// has it (the bench is compiled for the baseline x86-64).
+fn sum_words(words: &[u64]) -> u64 {
+    #[inline(always)]
+    fn lanes(words: &[u64]) -> u64 {
+        let mut acc = [0u64; 8];
+        let mut chunks = words.chunks_exact(8);
+        for c in &mut chunks {
+            for (a, w) in acc.iter_mut().zip(c) {
+                *a = a.wrapping_add(*w);
+            }
+        }
+        chunks.remainder().iter().chain(&acc).fold(0, |a, &w| a.wrapping_add(w))
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(words: &[u64]) -> u64 {
+            lanes(words)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { avx2(words) };
+        }
+    }
+    lanes(words)
 }
 
 /// The dequantize-then-GEMM baseline: all weights to f32 (in parallel), then one F32 GEMM.
@@ -232,6 +278,22 @@ fn bench_shape(
         timed(&mut group, times, prefix, &format!("backend/{name}"), Some(&baseline), (bytes, flops), || {
             product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x)).compute(backend)
         });
+        if n == 1 {
+            // The memory floor, compared with the backend: its "speed-up" is
+            // how many times the floor the backend takes.
+            timed(
+                &mut group,
+                times,
+                prefix,
+                &format!("read/{name}"),
+                Some(&format!("backend/{name}")),
+                (bytes, flops),
+                || {
+                    let p = product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x));
+                    std::hint::black_box(p.read_weights(bytes, pool));
+                },
+            );
+        }
         drop(product);
         if n == 1 && matches!(dtype, DType::F16 | DType::F32) {
             timed(&mut group, times, prefix, &format!("matvec/{name}"), Some(&baseline), (bytes, flops), || {
