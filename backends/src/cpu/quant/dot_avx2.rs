@@ -213,6 +213,18 @@ pub(crate) fn scaled_bsums(scales8: __m128i, bsums: &[i16; 16]) -> __m256i {
     _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), b)
 }
 
+/// Q2_K's group scales (the low nibbles of `scales`) and, per i32 lane, the
+/// group mins (the high nibbles) times the activation's per-16 sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn q2k_scales_and_min_sums(xb: &BlockQ2K, yb: &BlockQ8K) -> (__m128i, __m256i) {
+    // SAFETY: `scales` is 16 bytes; unaligned load.
+    let sm = unsafe { _mm_loadu_si128(xb.scales.as_ptr().cast()) };
+    let scales8 = _mm_and_si128(sm, _mm_set1_epi8(0xF));
+    let mins8 = _mm_and_si128(_mm_srli_epi16::<4>(sm), _mm_set1_epi8(0xF));
+    (scales8, scaled_bsums(mins8, &yb.bsums))
+}
+
 /// Q2_K · Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
@@ -223,11 +235,8 @@ pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
         prefetch_ahead(xb, K_PREFETCH);
         let d = yb.d * f16_to_f32(xb.d);
         let dmin = -yb.d * f16_to_f32(xb.dmin);
-        // SAFETY: `scales` is 16 bytes; unaligned load.
-        let sm = unsafe { _mm_loadu_si128(xb.scales.as_ptr().cast()) };
-        let scales8 = _mm_and_si128(sm, _mm_set1_epi8(0xF));
-        let mins8 = _mm_and_si128(_mm_srli_epi16::<4>(sm), _mm_set1_epi8(0xF));
-        acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(scaled_bsums(mins8, &yb.bsums)), acc_m);
+        let (scales8, min_sums) = q2k_scales_and_min_sums(xb, yb);
+        acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(min_sums), acc_m);
 
         let mut sumi = _mm256_setzero_si256();
         for half in 0..2 {

@@ -37,7 +37,7 @@ use gantry_engine::quant::{
 
 use super::dot_avx2::{
     K_PREFETCH, bytes_from_nibbles_32, f16_to_f32, hsum_ps, hsum_ps128, k4_scales_mins_simd, load256, load256_u8,
-    mins_dot_bsums_simd, prefetch_ahead, scaled_bsums,
+    mins_dot_bsums_simd, prefetch_ahead, q2k_scales_and_min_sums, scaled_bsums,
 };
 
 /// Σ of the four byte products `u·s` (u unsigned, s signed) in each i32
@@ -109,7 +109,7 @@ pub(crate) unsafe fn dot_i8<const VNNI: bool>(x: __m512i, y: __m512i) -> __m512i
 /// `lo` in the low 256 bits, `hi` in the high.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
-pub(crate) fn join(lo: __m256i, hi: __m256i) -> __m512i {
+fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 }
 
@@ -138,9 +138,24 @@ pub(crate) fn nibbles_pair(q0: &[u8; 16], q1: &[u8; 16]) -> __m512i {
     join(bytes_from_nibbles_32(q0), bytes_from_nibbles_32(q1))
 }
 
+/// The 64 signed bytes of two blocks, block 0 in the low 256 bits.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+pub(crate) fn bytes_pair(q0: &[i8; 32], q1: &[i8; 32]) -> __m512i {
+    join(load256(q0), load256(q1))
+}
+
+/// The 5-bit quants `q | h << 4` of two Q5 blocks (nibbles `qs`, fifth bits `qh`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+pub(crate) fn five_bit_pair(qs: [&[u8; 16]; 2], qh: [[u8; 4]; 2]) -> __m512i {
+    let q = nibbles_pair(qs[0], qs[1]);
+    _mm512_mask_add_epi8(q, fifth_bit_mask(qh[0], qh[1]), q, _mm512_set1_epi8(16))
+}
+
 /// The fifth bits of two Q5 blocks as a byte mask, block 0 in bits 0..32.
 #[inline]
-pub(crate) fn fifth_bit_mask(qh0: [u8; 4], qh1: [u8; 4]) -> __mmask64 {
+fn fifth_bit_mask(qh0: [u8; 4], qh1: [u8; 4]) -> __mmask64 {
     u64::from(u32::from_le_bytes(qh0)) | u64::from(u32::from_le_bytes(qh1)) << 32
 }
 
@@ -167,17 +182,30 @@ trait PairDot: Sized {
     unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&Self::Y; 2]) -> (__m512, __m512, Option<__m512>);
 }
 
+/// [`PairDot::pair`] of two signed weight blocks `qx` (scales `d`) against two Q8_0 blocks.
+///
+/// # Safety
+/// As [`dot_bytes`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+unsafe fn signed_pair<const VNNI: bool>(
+    qx: __m512i,
+    d: [F16Bits; 2],
+    y: [&BlockQ8_0; 2],
+) -> (__m512, __m512, Option<__m512>) {
+    // SAFETY: the caller's contract.
+    let s = unsafe { dot_i8::<VNNI>(qx, bytes_pair(&y[0].qs, &y[1].qs)) };
+    (_mm512_cvtepi32_ps(s), scales_pair(d, [y[0].d, y[1].d]), None)
+}
+
 impl PairDot for BlockQ4_0 {
     type Y = BlockQ8_0;
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_0; 2]) -> (__m512, __m512, Option<__m512>) {
-        let d = scales_pair([x[0].d, x[1].d], [y[0].d, y[1].d]);
         let qx = _mm512_sub_epi8(nibbles_pair(&x[0].qs, &x[1].qs), _mm512_set1_epi8(8));
-        let qy = join(load256(&y[0].qs), load256(&y[1].qs));
         // SAFETY: the caller's contract.
-        let s = unsafe { dot_i8::<VNNI>(qx, qy) };
-        (_mm512_cvtepi32_ps(s), d, None)
+        unsafe { signed_pair::<VNNI>(qx, [x[0].d, x[1].d], y) }
     }
 }
 
@@ -186,15 +214,12 @@ impl PairDot for BlockQ5_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_0; 2]) -> (__m512, __m512, Option<__m512>) {
-        let d = scales_pair([x[0].d, x[1].d], [y[0].d, y[1].d]);
         // (q | h << 4) − 16: q − 16 where the fifth bit is clear, q where it is set.
         let q = nibbles_pair(&x[0].qs, &x[1].qs);
         let clear = !fifth_bit_mask(x[0].qh, x[1].qh);
         let qx = _mm512_mask_sub_epi8(q, clear, q, _mm512_set1_epi8(16));
-        let qy = join(load256(&y[0].qs), load256(&y[1].qs));
         // SAFETY: the caller's contract.
-        let s = unsafe { dot_i8::<VNNI>(qx, qy) };
-        (_mm512_cvtepi32_ps(s), d, None)
+        unsafe { signed_pair::<VNNI>(qx, [x[0].d, x[1].d], y) }
     }
 }
 
@@ -203,22 +228,31 @@ impl PairDot for BlockQ8_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_0; 2]) -> (__m512, __m512, Option<__m512>) {
-        let d = scales_pair([x[0].d, x[1].d], [y[0].d, y[1].d]);
-        let qx = join(load256(&x[0].qs), load256(&x[1].qs));
-        let qy = join(load256(&y[0].qs), load256(&y[1].qs));
         // SAFETY: the caller's contract.
-        let s = unsafe { dot_i8::<VNNI>(qx, qy) };
-        (_mm512_cvtepi32_ps(s), d, None)
+        unsafe { signed_pair::<VNNI>(bytes_pair(&x[0].qs, &x[1].qs), [x[0].d, x[1].d], y) }
     }
 }
 
-/// The scales of two `_1` blocks against two Q8_1 blocks: `d·d'` spread
-/// over each block's lanes, and `m·s` spread as an eighth per lane (exact).
+/// [`PairDot::pair`] of two unsigned weight blocks `qx` (scales `d`, mins
+/// `m`) against two Q8_1 blocks: `d·d'` spread over each block's lanes, and
+/// `m·s` spread as an eighth per lane (exact). The quants' pair sums must
+/// stay within i16 (|q| ≤ 31: 2·31·128 < 32767).
+///
+/// # Safety
+/// As [`dot_bytes`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
-fn scales_with_mins(d: [F16Bits; 2], m: [F16Bits; 2], y: [&BlockQ8_1; 2]) -> (__m512, __m512) {
+unsafe fn unsigned_pair_with_mins<const VNNI: bool>(
+    qx: __m512i,
+    d: [F16Bits; 2],
+    m: [F16Bits; 2],
+    y: [&BlockQ8_1; 2],
+) -> (__m512, __m512, Option<__m512>) {
     let h = _mm_mul_ps(f16x4([d[0], d[1], m[0], m[1]]), f16x4([y[0].d, y[1].d, y[0].s, y[1].s]));
-    (spread(h, 0, 1), _mm512_mul_ps(spread(h, 2, 3), _mm512_set1_ps(0.125)))
+    let ms = _mm512_mul_ps(spread(h, 2, 3), _mm512_set1_ps(0.125));
+    // SAFETY: the caller's contract.
+    let s = unsafe { dot_bytes::<VNNI>(_mm512_setzero_si512(), qx, bytes_pair(&y[0].qs, &y[1].qs)) };
+    (_mm512_cvtepi32_ps(s), spread(h, 0, 1), Some(ms))
 }
 
 impl PairDot for BlockQ4_1 {
@@ -226,12 +260,9 @@ impl PairDot for BlockQ4_1 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_1; 2]) -> (__m512, __m512, Option<__m512>) {
-        let (d, ms) = scales_with_mins([x[0].d, x[1].d], [x[0].m, x[1].m], y);
         let qx = nibbles_pair(&x[0].qs, &x[1].qs);
-        let qy = join(load256(&y[0].qs), load256(&y[1].qs));
-        // SAFETY: the caller's contract; pair sums 2·15·128 < 32767.
-        let s = unsafe { dot_bytes::<VNNI>(_mm512_setzero_si512(), qx, qy) };
-        (_mm512_cvtepi32_ps(s), d, Some(ms))
+        // SAFETY: the caller's contract; quants ≤ 15.
+        unsafe { unsigned_pair_with_mins::<VNNI>(qx, [x[0].d, x[1].d], [x[0].m, x[1].m], y) }
     }
 }
 
@@ -240,13 +271,9 @@ impl PairDot for BlockQ5_1 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_1; 2]) -> (__m512, __m512, Option<__m512>) {
-        let (d, ms) = scales_with_mins([x[0].d, x[1].d], [x[0].m, x[1].m], y);
-        let q = nibbles_pair(&x[0].qs, &x[1].qs);
-        let qx = _mm512_mask_add_epi8(q, fifth_bit_mask(x[0].qh, x[1].qh), q, _mm512_set1_epi8(16));
-        let qy = join(load256(&y[0].qs), load256(&y[1].qs));
-        // SAFETY: the caller's contract; pair sums 2·31·128 < 32767.
-        let s = unsafe { dot_bytes::<VNNI>(_mm512_setzero_si512(), qx, qy) };
-        (_mm512_cvtepi32_ps(s), d, Some(ms))
+        let qx = five_bit_pair([&x[0].qs, &x[1].qs], [x[0].qh, x[1].qh]);
+        // SAFETY: the caller's contract; quants ≤ 31.
+        unsafe { unsigned_pair_with_mins::<VNNI>(qx, [x[0].d, x[1].d], [x[0].m, x[1].m], y) }
     }
 }
 
@@ -372,11 +399,8 @@ unsafe fn q2_k<const VNNI: bool>(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
         prefetch_ahead(xb, K_PREFETCH);
         let d = yb.d * f16_to_f32(xb.d);
         let dmin = -yb.d * f16_to_f32(xb.dmin);
-        // SAFETY: `scales` is 16 bytes; unaligned load.
-        let sm = unsafe { _mm_loadu_si128(xb.scales.as_ptr().cast()) };
-        let scales8 = _mm_and_si128(sm, _mm_set1_epi8(0xF));
-        let mins8 = _mm_and_si128(_mm_srli_epi16::<4>(sm), _mm_set1_epi8(0xF));
-        acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(scaled_bsums(mins8, &yb.bsums)), acc_m);
+        let (scales8, min_sums) = q2k_scales_and_min_sums(xb, yb);
+        acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(min_sums), acc_m);
         let scales = scale_lanes::<VNNI>(_mm512_cvtepu8_epi32(scales8));
         let mut sumi = _mm512_setzero_si512();
         for c in 0..4 {

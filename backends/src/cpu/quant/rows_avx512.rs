@@ -20,8 +20,7 @@ use std::arch::x86_64::*;
 use bytemuck::Zeroable;
 use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Bits};
 
-use super::dot_avx2::load256;
-use super::dot_avx512::{dot_bytes, dot_i8, f16x4, fifth_bit_mask, join, nibbles_pair, spread};
+use super::dot_avx512::{bytes_pair, dot_bytes, dot_i8, f16x4, five_bit_pair, nibbles_pair, spread};
 use super::rows_avx2::{RowPrefetch, STEP};
 
 // The pairs of blocks must line up with the prefetch rounds.
@@ -62,13 +61,6 @@ pub(crate) trait RowPair: Sized {
     unsafe fn dot<const VNNI: bool>(x: [&Self; 2], a: &Act) -> (__m512i, __m128);
 }
 
-/// The 64 quants of two activation blocks.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
-fn quants(q0: &[i8; 32], q1: &[i8; 32]) -> __m512i {
-    join(load256(q0), load256(q1))
-}
-
 /// `−2^SHIFT · Σq` per i32 lane of `q` (4 values each).
 ///
 /// # Safety
@@ -84,16 +76,50 @@ unsafe fn minus_lane_sums<const SHIFT: u32, const VNNI: bool>(q: __m512i) -> __m
 /// Zero f16.
 const Z: F16Bits = F16Bits([0, 0]);
 
+/// Two Q8_0 activation blocks, for weights without an offset (sums start at 0).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+fn act_q8_0(y: [&BlockQ8_0; 2]) -> Act {
+    Act { q: bytes_pair(&y[0].qs, &y[1].qs), h: f16x4([y[0].d, y[1].d, Z, Z]), start: _mm512_setzero_si512() }
+}
+
+/// Two Q8_0 activation blocks, for weights stored as `q + 2^SHIFT` (Q4_0: 3,
+/// Q5_0: 4): each row's sum starts at `−2^SHIFT · Σq'`.
+///
+/// # Safety
+/// As [`RowPair::act`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+unsafe fn act_q8_0_offset<const SHIFT: u32, const VNNI: bool>(y: [&BlockQ8_0; 2]) -> Act {
+    let a = act_q8_0(y);
+    // SAFETY: the caller's contract.
+    Act { start: unsafe { minus_lane_sums::<SHIFT, VNNI>(a.q) }, ..a }
+}
+
+/// Two Q8_1 activation blocks (`d` and `s` of both in the header).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+fn act_q8_1(y: [&BlockQ8_1; 2]) -> Act {
+    Act { q: bytes_pair(&y[0].qs, &y[1].qs), h: f16x4([y[0].d, y[1].d, y[0].s, y[1].s]), start: _mm512_setzero_si512() }
+}
+
+/// The header products of two weight blocks with `a`: `d·d'` in lanes 0
+/// and 1, and `m·s` in lanes 2 and 3 when the blocks have mins `m`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
+fn header_products(d: [F16Bits; 2], m: Option<[F16Bits; 2]>, a: &Act) -> __m128 {
+    let [m0, m1] = m.unwrap_or([Z, Z]);
+    _mm_mul_ps(f16x4([d[0], d[1], m0, m1]), a.h)
+}
+
 impl RowPair for BlockQ4_0 {
     type Y = BlockQ8_0;
     const HAS_MIN: bool = false;
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn act<const VNNI: bool>(y: [&BlockQ8_0; 2]) -> Act {
-        let q = quants(&y[0].qs, &y[1].qs);
         // SAFETY: the caller's contract.
-        let start = unsafe { minus_lane_sums::<3, VNNI>(q) };
-        Act { q, h: f16x4([y[0].d, y[1].d, Z, Z]), start }
+        unsafe { act_q8_0_offset::<3, VNNI>(y) }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
@@ -101,7 +127,7 @@ impl RowPair for BlockQ4_0 {
         let u = nibbles_pair(&x[0].qs, &x[1].qs);
         // SAFETY: the caller's contract; pair sums 2·15·128.
         let s = unsafe { dot_bytes::<VNNI>(a.start, u, a.q) };
-        (s, _mm_mul_ps(f16x4([x[0].d, x[1].d, Z, Z]), a.h))
+        (s, header_products([x[0].d, x[1].d], None, a))
     }
 }
 
@@ -111,19 +137,16 @@ impl RowPair for BlockQ5_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn act<const VNNI: bool>(y: [&BlockQ8_0; 2]) -> Act {
-        let q = quants(&y[0].qs, &y[1].qs);
         // SAFETY: the caller's contract.
-        let start = unsafe { minus_lane_sums::<4, VNNI>(q) };
-        Act { q, h: f16x4([y[0].d, y[1].d, Z, Z]), start }
+        unsafe { act_q8_0_offset::<4, VNNI>(y) }
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn dot<const VNNI: bool>(x: [&Self; 2], a: &Act) -> (__m512i, __m128) {
-        let q = nibbles_pair(&x[0].qs, &x[1].qs);
-        let u = _mm512_mask_add_epi8(q, fifth_bit_mask(x[0].qh, x[1].qh), q, _mm512_set1_epi8(16));
+        let u = five_bit_pair([&x[0].qs, &x[1].qs], [x[0].qh, x[1].qh]);
         // SAFETY: the caller's contract; pair sums 2·31·128.
         let s = unsafe { dot_bytes::<VNNI>(a.start, u, a.q) };
-        (s, _mm_mul_ps(f16x4([x[0].d, x[1].d, Z, Z]), a.h))
+        (s, header_products([x[0].d, x[1].d], None, a))
     }
 }
 
@@ -133,8 +156,7 @@ impl RowPair for BlockQ4_1 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn act<const VNNI: bool>(y: [&BlockQ8_1; 2]) -> Act {
-        let q = quants(&y[0].qs, &y[1].qs);
-        Act { q, h: f16x4([y[0].d, y[1].d, y[0].s, y[1].s]), start: _mm512_setzero_si512() }
+        act_q8_1(y)
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
@@ -142,7 +164,7 @@ impl RowPair for BlockQ4_1 {
         let u = nibbles_pair(&x[0].qs, &x[1].qs);
         // SAFETY: the caller's contract; pair sums 2·15·128.
         let s = unsafe { dot_bytes::<VNNI>(a.start, u, a.q) };
-        (s, _mm_mul_ps(f16x4([x[0].d, x[1].d, x[0].m, x[1].m]), a.h))
+        (s, header_products([x[0].d, x[1].d], Some([x[0].m, x[1].m]), a))
     }
 }
 
@@ -152,17 +174,15 @@ impl RowPair for BlockQ5_1 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn act<const VNNI: bool>(y: [&BlockQ8_1; 2]) -> Act {
-        let q = quants(&y[0].qs, &y[1].qs);
-        Act { q, h: f16x4([y[0].d, y[1].d, y[0].s, y[1].s]), start: _mm512_setzero_si512() }
+        act_q8_1(y)
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn dot<const VNNI: bool>(x: [&Self; 2], a: &Act) -> (__m512i, __m128) {
-        let q = nibbles_pair(&x[0].qs, &x[1].qs);
-        let u = _mm512_mask_add_epi8(q, fifth_bit_mask(x[0].qh, x[1].qh), q, _mm512_set1_epi8(16));
+        let u = five_bit_pair([&x[0].qs, &x[1].qs], [x[0].qh, x[1].qh]);
         // SAFETY: the caller's contract; pair sums 2·31·128.
         let s = unsafe { dot_bytes::<VNNI>(a.start, u, a.q) };
-        (s, _mm_mul_ps(f16x4([x[0].d, x[1].d, x[0].m, x[1].m]), a.h))
+        (s, header_products([x[0].d, x[1].d], Some([x[0].m, x[1].m]), a))
     }
 }
 
@@ -172,16 +192,15 @@ impl RowPair for BlockQ8_0 {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn act<const VNNI: bool>(y: [&BlockQ8_0; 2]) -> Act {
-        let q = quants(&y[0].qs, &y[1].qs);
-        Act { q, h: f16x4([y[0].d, y[1].d, Z, Z]), start: _mm512_setzero_si512() }
+        act_q8_0(y)
     }
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
     unsafe fn dot<const VNNI: bool>(x: [&Self; 2], a: &Act) -> (__m512i, __m128) {
-        let qx = quants(&x[0].qs, &x[1].qs);
+        let qx = bytes_pair(&x[0].qs, &x[1].qs);
         // SAFETY: the caller's contract.
         let s = unsafe { dot_i8::<VNNI>(qx, a.q) };
-        (s, _mm_mul_ps(f16x4([x[0].d, x[1].d, Z, Z]), a.h))
+        (s, header_products([x[0].d, x[1].d], None, a))
     }
 }
 
