@@ -11,12 +11,8 @@ new_key_type! {
     pub struct TensorId;
     /// A buffer of device memory holding tensor data.
     pub struct BufferId;
-    /// A kind of buffer a device can allocate (host memory, device memory, ...).
-    pub struct BufferTypeId;
     /// A device found by a platform: a CPU, a GPU, an accelerator.
     pub struct DeviceId;
-    /// A backend: an execution stream on a device.
-    pub struct BackendId;
     /// A synchronization event recorded on a backend's stream.
     pub struct EventId;
 }

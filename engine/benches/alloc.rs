@@ -61,7 +61,7 @@ fn bench_alloc(c: &mut Criterion) {
     alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
     let all: Vec<TensorId> = graph.leafs().iter().chain(graph.nodes()).copied().collect();
     let sum = owned_sum(&ctx, &all, wbuf);
-    let peak = alloc.buffer_size(0);
+    let peak = alloc.buffer_size(gantry_engine::alloc::BufferTypeIndex::new(0));
     eprintln!(
         "llama 30 layers, {N_TOKENS} tokens over {N_KV} cache rows: {n_nodes} nodes, {} leafs; \
          planned peak {:.2} MiB vs sum of all tensor sizes {:.2} MiB ({:.1}x less)",

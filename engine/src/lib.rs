@@ -30,7 +30,7 @@ pub use context::{BufferEntry, Context, Mark, Placement};
 pub use context_alloc::TensorBuffers;
 pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{Error, Result};
-pub use gantry_arenas::{BackendId, BufferId, BufferTypeId, DeviceId, EventId, GraphArena, TensorId};
+pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, TensorId};
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};

@@ -9,6 +9,7 @@ mod support;
 use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
+use gantry_engine::alloc::BufferTypeIndex;
 use gantry_engine::testing::HostBufferType;
 use gantry_engine::{BinaryOp, BufferType, BufferUsage, Context, DType, GraphAllocator, TensorId, UnaryOp};
 use proptest::prelude::*;
@@ -164,9 +165,9 @@ proptest! {
         let arena = GraphArena::new();
         let graph = p.ctx.build_graph(&arena, &p.outputs).unwrap();
         let types = if two_types { vec![plain.clone(), small.clone()] } else { vec![small.clone()] };
-        let pick = |i: usize| if two_types { ((assignment_seed >> (i % 64)) & 1) as u8 } else { 0 };
-        let node_buft: Vec<u8> = (0..graph.n_nodes()).map(pick).collect();
-        let leaf_buft: Vec<u8> = (0..graph.leafs().len()).map(|i| pick(i + 17)).collect();
+        let pick = |i: usize| BufferTypeIndex::new(if two_types { ((assignment_seed >> (i % 64)) & 1) as usize } else { 0 });
+        let node_buft: Vec<BufferTypeIndex> = (0..graph.n_nodes()).map(pick).collect();
+        let leaf_buft: Vec<BufferTypeIndex> = (0..graph.leafs().len()).map(|i| pick(i + 17)).collect();
         let mut alloc = GraphAllocator::new(&types);
         let planned = alloc.plan(&p.ctx, graph, &node_buft, &leaf_buft).unwrap();
         alloc.alloc_graph(&mut p.ctx, graph, &node_buft, &leaf_buft).unwrap();
@@ -183,11 +184,11 @@ proptest! {
         }
         prop_assert_eq!(p.ctx.placement(p.weight).unwrap().buffer, p.weight_buffer);
         prop_assert_eq!(p.ctx.placement(p.weight).unwrap().offset, 256);
-        let b = types.len() - 1;
+        let b = BufferTypeIndex::new(types.len() - 1);
         for &id in alloc.buffers(b) {
             prop_assert!(p.ctx.buffer(id).unwrap().buffer.size() <= max);
         }
-        for (i, _) in types.iter().enumerate() {
+        for i in (0..types.len()).map(BufferTypeIndex::new) {
             prop_assert_eq!(alloc.buffer_size(i), planned.total(i));
         }
 

@@ -7,6 +7,7 @@ mod support;
 use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
+use gantry_engine::alloc::BufferTypeIndex;
 use gantry_engine::testing::{LlamaModel, LlamaShape, VirtualBufferType};
 use gantry_engine::{BufferType, Context, DType, GraphAllocator};
 use support::liveness;
@@ -31,7 +32,7 @@ fn alloc_llama_plan_has_no_live_overlap_and_a_small_peak() {
     let now: Vec<_> = model.tensors().iter().map(|&t| ctx.placement(t)).collect();
     assert_eq!(now, weight_spots, "weights and caches stay where they were placed");
 
-    let peak = alloc.buffer_size(0);
+    let peak = alloc.buffer_size(BufferTypeIndex::new(0));
     let sum = liveness::owned_bytes(&ctx, graph, &[weights]);
     let logits = ctx.desc(g.logits).unwrap().nbytes();
     println!(
@@ -41,11 +42,11 @@ fn alloc_llama_plan_has_no_live_overlap_and_a_small_peak() {
         graph.n_nodes(),
         graph.leafs().len(),
         peak as f64 / (1 << 20) as f64,
-        sizes.chunks(0).len(),
+        sizes.chunks(BufferTypeIndex::new(0)).len(),
         sum as f64 / (1 << 20) as f64,
         sum as f64 / peak as f64,
     );
-    assert_eq!(peak, sizes.total(0));
+    assert_eq!(peak, sizes.total(BufferTypeIndex::new(0)));
     assert!(peak >= logits, "the logits alone take {logits} bytes");
     // At the end only the logits, the final norm and the inputs are live; nothing earlier needs more.
     assert!(peak < logits + (1 << 20), "peak {peak} is more than the logits ({logits}) and 1 MiB");

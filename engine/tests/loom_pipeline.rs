@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use gantry_engine::sched::BackendIndex;
 use gantry_engine::sched::pipeline::{PipelineStream, SlotGuard, event_index, next_copy};
 use gantry_engine::sync::atomic::{AtomicBool, Ordering};
 use gantry_engine::sync::{Arc, Condvar, Mutex, lock, thread, wait};
@@ -180,7 +181,7 @@ fn pipeline(n_copies: usize, runs: usize, path: InputPath, use_events: bool, fau
     };
     let mut copy = 0;
     for run in 1..=runs {
-        let guard = SlotGuard { stream: &*stream, event: events[event_index(0, copy, n_copies)] };
+        let guard = SlotGuard { stream: &*stream, event: events[event_index(BackendIndex::new(0), copy, n_copies)] };
         let host_copy = || {
             stream.slots.write(copy, run);
             Ok(())

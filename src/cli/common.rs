@@ -34,7 +34,7 @@ pub fn set_threads(registry: &Registry, backends: &[Arc<dyn Backend>], n: usize)
 
 /// Human-readable bytes.
 pub fn bytes(n: usize) -> String {
-    gantry::sched::debug::fmt_bytes(n)
+    gantry::sched::describe::fmt_bytes(n)
 }
 
 /// A one-line progress bar on stderr.

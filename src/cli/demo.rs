@@ -91,7 +91,7 @@ fn run_model(
         let mut per_backend: HashMap<&str, usize> = HashMap::new();
         let mut copies = 0;
         for (i, s) in sched.splits().iter().enumerate() {
-            *per_backend.entry(sched.backends()[s.backend as usize].name()).or_default() += 1;
+            *per_backend.entry(sched.backends()[s.backend.get()].name()).or_default() += 1;
             copies += sched.split_inputs(i).len();
         }
         let mut counts: Vec<String> = per_backend.iter().map(|(b, n)| format!("{b}: {n}")).collect();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use gantry_arenas::{BufferId, TensorId};
 use smallvec::SmallVec;
 
+use super::BufferTypeIndex;
 use super::chunked_allocator::{ChunkAddress, ChunkedAllocator};
 use super::fingerprint::Fingerprint;
 use super::planner::PlanColumns;
@@ -34,18 +35,18 @@ impl PlanSizes {
     }
 
     /// Total bytes for buffer type `buft` (0 when out of range).
-    pub fn total(&self, buft: usize) -> usize {
+    pub fn total(&self, buft: BufferTypeIndex) -> usize {
         self.chunks(buft).iter().sum()
     }
 
     /// Bytes of each chunk (buffer) of buffer type `buft`.
-    pub fn chunks(&self, buft: usize) -> &[usize] {
-        self.chunks.get(buft).map_or(&[], |c| c.as_slice())
+    pub fn chunks(&self, buft: BufferTypeIndex) -> &[usize] {
+        self.chunks.get(buft.get()).map_or(&[], |c| c.as_slice())
     }
 
     /// Total bytes over every buffer type.
     pub fn grand_total(&self) -> usize {
-        (0..self.len()).map(|b| self.total(b)).sum()
+        self.chunks.iter().flatten().sum()
     }
 }
 
@@ -54,8 +55,8 @@ impl PlanSizes {
 pub struct PlannedTensor {
     /// The tensor.
     pub tensor: TensorId,
-    /// Index of its buffer type (the first index of an equal buffer type).
-    pub buffer_type: usize,
+    /// Its buffer type (the first index of an equal buffer type).
+    pub buffer_type: BufferTypeIndex,
     /// Index of the chunk (buffer) of that buffer type.
     pub chunk: usize,
     /// Byte offset in the chunk.
@@ -87,7 +88,7 @@ pub struct PlannedTensor {
 /// ```
 /// use std::sync::Arc;
 /// use gantry_arenas::GraphArena;
-/// use gantry_engine::{BufferType, Context, DType, alloc::GraphAllocator, testing::HostBufferType};
+/// use gantry_engine::{BufferType, Context, DType, alloc::{BufferTypeIndex, GraphAllocator}, testing::HostBufferType};
 ///
 /// let buft: Arc<dyn BufferType> = Arc::new(HostBufferType::new("host", 32));
 /// let mut ctx = Context::new();
@@ -102,7 +103,7 @@ pub struct PlannedTensor {
 /// let mut allocator = GraphAllocator::new(&[buft]);
 /// allocator.alloc_graph(&mut ctx, graph, &[], &[])?;
 /// // x (an input: kept, never overwritten), a; NEG and EXP run in place over a.
-/// assert_eq!(allocator.buffer_size(0), 2 * 1024);
+/// assert_eq!(allocator.buffer_size(BufferTypeIndex::new(0)), 2 * 1024);
 /// assert_eq!(ctx.placement(c), ctx.placement(a));
 /// assert!(ctx.is_allocated(c));
 /// # Ok::<(), gantry_engine::Error>(())
@@ -110,7 +111,7 @@ pub struct PlannedTensor {
 pub struct GraphAllocator {
     buffer_types: Vec<Arc<dyn BufferType>>,
     /// For each buffer type index, the first index of an equal buffer type.
-    canonical: Vec<u8>,
+    canonical: Vec<BufferTypeIndex>,
     /// One planner per buffer type index (only canonical ones are used).
     pools: Vec<ChunkedAllocator>,
     /// The chunk buffers of each buffer type index (only canonical ones are used).
@@ -124,7 +125,7 @@ pub struct GraphAllocator {
     fingerprint: Fingerprint,
     /// Whether `plan` was computed from the inputs recorded in `fingerprint`.
     plan_valid: bool,
-    /// A buffer-type index that does not fit in `u8` (reported when planning).
+    /// More buffer types than a [`BufferTypeIndex`] reaches (reported when planning).
     too_many_types: bool,
     /// Number of plans computed so far.
     plans: u64,
@@ -132,13 +133,13 @@ pub struct GraphAllocator {
 
 impl GraphAllocator {
     /// An allocator for graphs whose tensors live in `buffer_types` (at most
-    /// 256; node and leaf assignments index this list).
+    /// [`BufferTypeIndex::MAX`]; node and leaf assignments index this list).
     pub fn new(buffer_types: &[Arc<dyn BufferType>]) -> Self {
         let n = buffer_types.len();
-        let canonical: Vec<u8> = (0..n)
+        let canonical: Vec<BufferTypeIndex> = (0..n)
             .map(|i| {
                 let first = (0..i).find(|&j| same_buffer_type(&buffer_types[i], &buffer_types[j])).unwrap_or(i);
-                first.min(255) as u8
+                BufferTypeIndex::new(first)
             })
             .collect();
         let pools = buffer_types.iter().map(|b| ChunkedAllocator::new(b.alignment(), b.max_size())).collect();
@@ -153,7 +154,7 @@ impl GraphAllocator {
             plan: PlanColumns::default(),
             fingerprint: Fingerprint::default(),
             plan_valid: false,
-            too_many_types: n > 256,
+            too_many_types: n > BufferTypeIndex::MAX,
             plans: 0,
         }
     }
@@ -174,7 +175,13 @@ impl GraphAllocator {
     ///
     /// `node_buft[i]` / `leaf_buft[i]` is the index of the buffer type of
     /// node / leaf `i`; an empty slice means buffer type 0 for all.
-    pub fn plan(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> Result<PlanSizes> {
+    pub fn plan(
+        &mut self,
+        ctx: &Context,
+        graph: Graph<'_>,
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
+    ) -> Result<PlanSizes> {
         self.gather(ctx, graph, node_buft, leaf_buft)?;
         self.walk();
         Ok(self.planned_sizes())
@@ -188,8 +195,8 @@ impl GraphAllocator {
         &mut self,
         ctx: &mut Context,
         graph: Graph<'_>,
-        node_buft: &[u8],
-        leaf_buft: &[u8],
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
     ) -> Result<PlanSizes> {
         let sizes = self.plan(ctx, graph, node_buft, leaf_buft)?;
         self.grow_buffers(ctx)?;
@@ -204,8 +211,8 @@ impl GraphAllocator {
         &mut self,
         ctx: &mut Context,
         graph: Graph<'_>,
-        node_buft: &[u8],
-        leaf_buft: &[u8],
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
     ) -> Result<()> {
         self.alloc_graph_with(ctx, graph, node_buft, leaf_buft, || Ok(())).map(drop)
     }
@@ -218,8 +225,8 @@ impl GraphAllocator {
         &mut self,
         ctx: &mut Context,
         graph: Graph<'_>,
-        node_buft: &[u8],
-        leaf_buft: &[u8],
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
         before_moving: impl FnOnce() -> Result<()>,
     ) -> Result<bool> {
         let same = self.gather(ctx, graph, node_buft, leaf_buft)?;
@@ -240,7 +247,13 @@ impl GraphAllocator {
     /// again or (re)allocate a buffer — in which case tensors may move, so
     /// whatever still runs on the old placement must be waited for first.
     /// An invalid graph answers `true` (`alloc_graph` then reports the error).
-    pub fn needs_replan(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> bool {
+    pub fn needs_replan(
+        &mut self,
+        ctx: &Context,
+        graph: Graph<'_>,
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
+    ) -> bool {
         match self.gather(ctx, graph, node_buft, leaf_buft) {
             Ok(true) if self.plan_valid => !self.buffers_hold_plan(ctx),
             Ok(_) => {
@@ -274,21 +287,27 @@ impl GraphAllocator {
         self.plan_valid = false;
     }
 
-    /// Bytes allocated for buffer type `buft_index`, over all its chunks (0
+    /// Bytes allocated for buffer type `buft`, over all its chunks (0
     /// for a repeated buffer type, whose buffers are its first occurrence's,
     /// and for an index out of range).
-    pub fn buffer_size(&self, buft_index: usize) -> usize {
-        if self.canonical.get(buft_index).is_none_or(|&c| c as usize != buft_index) {
+    pub fn buffer_size(&self, buft: BufferTypeIndex) -> usize {
+        if !self.is_canonical(buft.get()) {
             return 0;
         }
-        self.buffer_sizes[buft_index].iter().sum()
+        self.buffer_sizes[buft.get()].iter().sum()
     }
 
-    /// The buffers (one per chunk) of buffer type `buft_index`; a repeated
+    /// Whether buffer type `b` is the first of its equals (the one that
+    /// owns the planner and buffers).
+    fn is_canonical(&self, b: usize) -> bool {
+        self.canonical.get(b).is_some_and(|c| c.get() == b)
+    }
+
+    /// The buffers (one per chunk) of buffer type `buft`; a repeated
     /// buffer type returns its first occurrence's.
-    pub fn buffers(&self, buft_index: usize) -> &[BufferId] {
-        match self.canonical.get(buft_index) {
-            Some(&c) => &self.buffers[c as usize],
+    pub fn buffers(&self, buft: BufferTypeIndex) -> &[BufferId] {
+        match self.canonical.get(buft.get()) {
+            Some(&c) => &self.buffers[c.get()],
             None => &[],
         }
     }
@@ -297,7 +316,7 @@ impl GraphAllocator {
     pub fn planned_sizes(&self) -> PlanSizes {
         let chunks = (0..self.buffer_types.len())
             .map(|b| {
-                if self.canonical[b] as usize != b || !self.plan_valid {
+                if !self.is_canonical(b) || !self.plan_valid {
                     return SmallVec::new();
                 }
                 let pool = &self.pools[b];
@@ -315,7 +334,7 @@ impl GraphAllocator {
             let took = self.plan.took_over[d];
             PlannedTensor {
                 tensor: self.table.tensor[d],
-                buffer_type: self.table.buft[d] as usize,
+                buffer_type: self.table.buft[d],
                 chunk: self.plan.addr[d].chunk as usize,
                 offset: self.plan.addr[d].offset,
                 size: self.plan.reserved[d],
@@ -328,11 +347,18 @@ impl GraphAllocator {
 
     // ---- steps ------------------------------------------------------------------
 
-    fn gather(&mut self, ctx: &Context, graph: Graph<'_>, node_buft: &[u8], leaf_buft: &[u8]) -> Result<bool> {
+    fn gather(
+        &mut self,
+        ctx: &Context,
+        graph: Graph<'_>,
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
+    ) -> Result<bool> {
         if self.too_many_types {
             return Err(Error::Allocator(format!(
-                "{} buffer types given; the graph allocator handles at most 256",
-                self.buffer_types.len()
+                "{} buffer types given; the graph allocator handles at most {}",
+                self.buffer_types.len(),
+                BufferTypeIndex::MAX
             )));
         }
         let env =
@@ -353,7 +379,7 @@ impl GraphAllocator {
 
     /// Whether every chunk of the plan has a live buffer at least as large.
     fn buffers_hold_plan(&self, ctx: &Context) -> bool {
-        (0..self.buffer_types.len()).filter(|&b| self.canonical[b] as usize == b).all(|b| {
+        (0..self.buffer_types.len()).filter(|&b| self.is_canonical(b)).all(|b| {
             (0..self.pools[b].n_chunks()).all(|c| {
                 self.buffers[b].get(c).and_then(|&id| ctx.buffer(id).ok()).map(|e| e.buffer.size())
                     >= Some(self.pools[b].chunk_size(c))
@@ -366,7 +392,7 @@ impl GraphAllocator {
     fn grow_buffers(&mut self, ctx: &mut Context) -> Result<()> {
         let mut changed = false;
         for b in 0..self.buffer_types.len() {
-            if self.canonical[b] as usize != b {
+            if !self.is_canonical(b) {
                 continue;
             }
             for c in 0..self.pools[b].n_chunks() {
@@ -413,7 +439,7 @@ impl GraphAllocator {
             }
             let t = self.table.tensor[d];
             let ChunkAddress { chunk, offset } = self.plan.addr[d];
-            let b = self.table.buft[d] as usize;
+            let b = self.table.buft[d].get();
             let buffer = *self.buffers[b].get(chunk as usize).ok_or_else(|| {
                 Error::Allocator(format!(
                     "tensor {} is planned in chunk {chunk} of {}, which has no buffer",

@@ -4,6 +4,8 @@
 //!   run, bytes per buffer type), `reserve` (plan and size the buffers),
 //!   `alloc_graph` (bind every tensor to its planned offset, re-planning only
 //!   when the graph changed), `needs_replan` (ask first).
+//! - [`BufferTypeIndex`]: a buffer type's position in the allocator's list
+//!   (what node and leaf assignments hold).
 //! - `tensor_table`: the per-tensor facts, gathered in one pass into dense
 //!   columns; `fingerprint`: the record of a plan's inputs that tells whether
 //!   a graph needs a new plan; `planner`: the liveness walk;
@@ -35,12 +37,14 @@
 //!   buffer type's maximum gets a chunk of its own (as ggml), and the buffer
 //!   type decides whether it can allocate it.
 
+mod buffer_type_index;
 mod chunked_allocator;
 mod fingerprint;
 mod graph_allocator;
 mod planner;
 mod tensor_table;
 
+pub use buffer_type_index::BufferTypeIndex;
 pub use graph_allocator::{GraphAllocator, PlanSizes, PlannedTensor};
 
 #[cfg(test)]

@@ -134,7 +134,7 @@ impl Walk<'_> {
     }
 
     fn take_fresh(&mut self, d: usize) {
-        let pool = &mut self.pools[self.table.buft[d] as usize];
+        let pool = &mut self.pools[self.table.buft[d].get()];
         let size = self.table.size[d];
         self.plan.addr[d] = pool.alloc(size);
         self.plan.reserved[d] = pool.aligned(size);
@@ -201,7 +201,7 @@ impl Walk<'_> {
                 continue;
             }
             let at = self.plan.addr[owner];
-            let pool = &mut self.pools[table.buft[owner] as usize];
+            let pool = &mut self.pools[table.buft[owner].get()];
             pool.shrink(at, self.plan.reserved[owner], table.size[d]);
             self.plan.addr[d] = at;
             self.plan.reserved[d] = pool.aligned(table.size[d]);
@@ -235,7 +235,7 @@ impl Walk<'_> {
         if self.plan.state[d] != MemoryState::Live || self.table.flags[d] & flag::PROTECTED != 0 {
             return;
         }
-        self.pools[self.table.buft[d] as usize].free(self.plan.addr[d], self.plan.reserved[d]);
+        self.pools[self.table.buft[d].get()].free(self.plan.addr[d], self.plan.reserved[d]);
         self.plan.state[d] = MemoryState::Freed;
         self.plan.last_step[d] = self.step;
     }

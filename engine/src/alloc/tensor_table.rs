@@ -14,6 +14,7 @@ use std::sync::Arc;
 use gantry_arenas::keys::slot_index;
 use gantry_arenas::{BufferId, Column, TensorId};
 
+use super::BufferTypeIndex;
 use super::fingerprint::Fingerprint;
 use crate::tensor::MAX_SRC;
 use crate::{BufferType, Context, Error, Graph, Result, TensorDesc, TensorFlags};
@@ -60,7 +61,7 @@ pub(crate) struct TensorTable {
     /// Why it is in the table.
     pub(crate) role: Column<Role>,
     /// Index of its buffer type (the first of equal buffer types).
-    pub(crate) buft: Column<u8>,
+    pub(crate) buft: Column<BufferTypeIndex>,
     /// [`flag`] bits.
     pub(crate) flags: Column<u8>,
     /// For views: the dense index of the tensor owning the memory.
@@ -87,7 +88,7 @@ pub(crate) struct GatherEnv<'a> {
     /// The buffer types, by index.
     pub(crate) buffer_types: &'a [Arc<dyn BufferType>],
     /// For each buffer type index, the first index of an equal buffer type.
-    pub(crate) canonical: &'a [u8],
+    pub(crate) canonical: &'a [BufferTypeIndex],
     /// The buffers the allocator owns (tensors in them are re-bound, not left alone).
     pub(crate) own_buffers: &'a [BufferId],
 }
@@ -104,8 +105,8 @@ impl TensorTable {
         &mut self,
         ctx: &Context,
         graph: Graph<'_>,
-        node_buft: &[u8],
-        leaf_buft: &[u8],
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
         env: &GatherEnv<'_>,
         fingerprint: &mut Fingerprint,
     ) -> Result<bool> {
@@ -180,7 +181,7 @@ impl TensorTable {
     }
 
     /// The dense index of `t`, adding it when new.
-    fn intern(&mut self, t: TensorId, role: Role, buft: u8) -> Result<u32> {
+    fn intern(&mut self, t: TensorId, role: Role, buft: BufferTypeIndex) -> Result<u32> {
         if let Some(d) = self.lookup(t) {
             return Ok(d);
         }
@@ -209,7 +210,7 @@ impl TensorTable {
 
     /// The dense index of `t`, adding and describing it when new (a tensor
     /// the graph reads without listing it).
-    fn intern_extra(&mut self, ctx: &Context, t: TensorId, buft: u8, env: &GatherEnv<'_>) -> Result<u32> {
+    fn intern_extra(&mut self, ctx: &Context, t: TensorId, buft: BufferTypeIndex, env: &GatherEnv<'_>) -> Result<u32> {
         if let Some(d) = self.lookup(t) {
             return Ok(d);
         }
@@ -242,7 +243,7 @@ impl TensorTable {
                 }
             }
             None if is_external(ctx, t, env.own_buffers) => flags |= flag::EXTERNAL,
-            None => self.size[d] = env.buffer_types[buft as usize].alloc_size(desc),
+            None => self.size[d] = env.buffer_types[buft.get()].alloc_size(desc),
         }
         self.flags[d] = flags;
         if self.role[d] == Role::Node {
@@ -290,7 +291,7 @@ impl TensorTable {
         }
         for d in 0..self.len() {
             let head = u32::from(self.role[d] as u8)
-                | u32::from(self.buft[d]) << 8
+                | (self.buft[d].get() as u32) << 8
                 | u32::from(self.flags[d]) << 16
                 | u32::from(self.in_place[d]) << 24;
             f.push_pair(head, self.root[d]);
@@ -316,8 +317,8 @@ fn is_external(ctx: &Context, t: TensorId, own_buffers: &[BufferId]) -> bool {
     ctx.placement(t).is_some_and(|p| !own_buffers.contains(&p.buffer) && ctx.buffer(p.buffer).is_ok())
 }
 
-fn buft_at(assignment: &[u8], i: usize, env: &GatherEnv<'_>) -> u8 {
-    env.canonical[assignment.get(i).copied().unwrap_or(0) as usize]
+fn buft_at(assignment: &[BufferTypeIndex], i: usize, env: &GatherEnv<'_>) -> BufferTypeIndex {
+    env.canonical[assignment.get(i).copied().unwrap_or_default().get()]
 }
 
 /// Checks a node or leaf buffer-type assignment: empty (all 0), or one valid
@@ -325,7 +326,7 @@ fn buft_at(assignment: &[u8], i: usize, env: &GatherEnv<'_>) -> u8 {
 fn check_assignment(
     what: &str,
     tensors: &[TensorId],
-    assignment: &[u8],
+    assignment: &[BufferTypeIndex],
     env: &GatherEnv<'_>,
     ctx: &Context,
 ) -> Result<()> {
@@ -340,11 +341,11 @@ fn check_assignment(
             tensors.len()
         )));
     }
-    if let Some(i) = assignment.iter().position(|&b| b as usize >= n_types) {
+    if let Some(i) = assignment.iter().position(|&b| b.get() >= n_types) {
         return Err(Error::Allocator(format!(
             "{what} {i} ({}) is assigned buffer type {}, but the allocator has {n_types}",
             ctx.describe(tensors[i]),
-            assignment[i]
+            assignment[i].get()
         )));
     }
     Ok(())

@@ -12,6 +12,9 @@ use crate::{BufferType, BufferUsage, Context, DType, Error, Graph, Op, Placement
 const ALIGN: usize = 64;
 /// Bytes of one `[64]` F32 tensor (a multiple of the alignment).
 const T64: usize = 256;
+const B0: BufferTypeIndex = BufferTypeIndex::new(0);
+const B1: BufferTypeIndex = BufferTypeIndex::new(1);
+const B2: BufferTypeIndex = BufferTypeIndex::new(2);
 
 fn host(name: &str) -> Arc<dyn BufferType> {
     Arc::new(HostBufferType::new(name, ALIGN))
@@ -58,7 +61,7 @@ fn a_chain_of_in_place_ops_runs_in_one_tensor() {
     assert_eq!(placed(&ctx, b), placed(&ctx, c));
     assert_eq!(planned(&alloc, b).in_place_of, Some(a));
     assert_eq!(planned(&alloc, c).in_place_of, Some(b));
-    assert_eq!(alloc.buffer_size(0), 2 * T64);
+    assert_eq!(alloc.buffer_size(B0), 2 * T64);
 }
 
 #[test]
@@ -75,7 +78,11 @@ fn memory_is_reused_after_the_last_reader() {
     for (p, q) in [(w, a), (a, b), (b, c)] {
         assert!(!overlap(&ctx, p, q), "{} and {} are live together", ctx.describe(p), ctx.describe(q));
     }
-    assert!(alloc.buffer_size(0) <= 3 * T64, "peak is two live tensors plus one freed block: {}", alloc.buffer_size(0));
+    assert!(
+        alloc.buffer_size(B0) <= 3 * T64,
+        "peak is two live tensors plus one freed block: {}",
+        alloc.buffer_size(B0)
+    );
     let pw = planned(&alloc, w);
     assert_eq!((pw.first_step, pw.last_step), (0, 1), "w is placed up front and freed after node 0");
 }
@@ -214,9 +221,9 @@ fn pre_allocated_tensors_are_left_alone() {
     let mut alloc = GraphAllocator::new(&[host("h")]);
     alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
     assert_eq!(placed(&ctx, w), Placement { buffer: wbuf, offset: 1024 });
-    assert!(!alloc.buffers(0).contains(&wbuf));
+    assert!(!alloc.buffers(B0).contains(&wbuf));
     assert!(alloc.planned_tensors().all(|p| p.tensor != w));
-    assert!(alloc.buffers(0).contains(&placed(&ctx, x).buffer), "the unallocated leaf x gets memory");
+    assert!(alloc.buffers(B0).contains(&placed(&ctx, x).buffer), "the unallocated leaf x gets memory");
 }
 
 #[test]
@@ -310,9 +317,9 @@ fn chunks_respect_max_size_and_no_tensor_straddles() {
     let g = graph(&ctx, &arena, &outs);
     let mut alloc = GraphAllocator::new(&[buft]);
     let sizes = alloc.plan(&ctx, g, &[], &[]).unwrap();
-    assert_eq!(sizes.chunks(0), &[3 * T64, 3 * T64], "six live tensors of 256 bytes in chunks of at most 768");
+    assert_eq!(sizes.chunks(B0), &[3 * T64, 3 * T64], "six live tensors of 256 bytes in chunks of at most 768");
     alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
-    assert_eq!(alloc.buffers(0).len(), 2);
+    assert_eq!(alloc.buffers(B0).len(), 2);
     for &t in outs.iter().chain([&x]) {
         let p = placed(&ctx, t);
         let size = ctx.buffer(p.buffer).unwrap().buffer.size();
@@ -324,7 +331,7 @@ fn chunks_respect_max_size_and_no_tensor_straddles() {
     let arena = GraphArena::new();
     let g = graph(&ctx, &arena, &[big_out]);
     let mut alloc = GraphAllocator::new(&[Arc::new(HostBufferType::with_max_size("small", ALIGN, 3 * T64))]);
-    assert_eq!(alloc.plan(&ctx, g, &[], &[]).unwrap().chunks(0), &[4096]);
+    assert_eq!(alloc.plan(&ctx, g, &[], &[]).unwrap().chunks(B0), &[4096]);
     let err = alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap_err();
     assert!(matches!(&err, Error::OutOfMemory { buffer_type, size: 4096 } if buffer_type == "small"), "{err}");
 }
@@ -340,18 +347,18 @@ fn nodes_go_to_their_buffer_types_and_repeated_types_share() {
     let arena = GraphArena::new();
     let g = graph(&ctx, &arena, &[c]);
     let mut alloc = GraphAllocator::new(&[gpu.clone(), cpu, gpu]);
-    let sizes = alloc.reserve(&mut ctx, g, &[0, 1, 2], &[1]).unwrap();
-    assert_eq!(sizes.total(0), T64, "a, then c over a's freed memory (type 2 is type 0)");
-    assert_eq!(sizes.total(1), T64, "x, then b over x's freed memory");
-    assert_eq!(sizes.total(2), 0, "a repeated buffer type is counted once");
-    alloc.alloc_graph(&mut ctx, g, &[0, 1, 2], &[1]).unwrap();
-    assert_eq!(alloc.buffers(2), alloc.buffers(0));
+    let sizes = alloc.reserve(&mut ctx, g, &[B0, B1, B2], &[B1]).unwrap();
+    assert_eq!(sizes.total(B0), T64, "a, then c over a's freed memory (type 2 is type 0)");
+    assert_eq!(sizes.total(B1), T64, "x, then b over x's freed memory");
+    assert_eq!(sizes.total(B2), 0, "a repeated buffer type is counted once");
+    alloc.alloc_graph(&mut ctx, g, &[B0, B1, B2], &[B1]).unwrap();
+    assert_eq!(alloc.buffers(B2), alloc.buffers(B0));
     assert_eq!(ctx.buffer(placed(&ctx, a).buffer).unwrap().buffer_type.name(), "gpu");
     assert_eq!(ctx.buffer(placed(&ctx, b).buffer).unwrap().buffer_type.name(), "cpu");
     assert_eq!(ctx.buffer(placed(&ctx, c).buffer).unwrap().buffer_type.name(), "gpu");
     assert_eq!(planned(&alloc, b).in_place_of, None);
     assert_eq!(placed(&ctx, c), placed(&ctx, a));
-    assert_eq!((alloc.buffer_size(0), alloc.buffer_size(1), alloc.buffer_size(2)), (T64, T64, 0));
+    assert_eq!((alloc.buffer_size(B0), alloc.buffer_size(B1), alloc.buffer_size(B2)), (T64, T64, 0));
 }
 
 #[test]
@@ -373,7 +380,7 @@ fn a_graph_that_fits_the_reservation_allocates_no_buffer() {
     let arena = GraphArena::new();
     let g = graph(&ctx, &arena, &[big]);
     alloc.reserve(&mut ctx, g, &[], &[]).unwrap();
-    let reserved = alloc.buffer_size(0);
+    let reserved = alloc.buffer_size(B0);
     let made = buft.buffers_allocated();
     for rows in [1, 4, 8, 2] {
         ctx.rewind(mark);
@@ -384,7 +391,7 @@ fn a_graph_that_fits_the_reservation_allocates_no_buffer() {
         assert!(ctx.is_allocated(out));
     }
     assert_eq!(buft.buffers_allocated(), made, "smaller graphs fit the reservation");
-    assert_eq!(alloc.buffer_size(0), reserved);
+    assert_eq!(alloc.buffer_size(B0), reserved);
 }
 
 #[test]
@@ -445,8 +452,8 @@ fn errors_name_what_is_wrong() {
     let g = graph(&ctx, &arena, &[y]);
     let mut alloc = GraphAllocator::new(&[host("h")]);
     let msg = |e: Error| e.to_string();
-    assert!(msg(alloc.plan(&ctx, g, &[0, 0], &[]).unwrap_err()).contains("2 node buffer-type indices"));
-    assert!(msg(alloc.plan(&ctx, g, &[3], &[]).unwrap_err()).contains("the_node"));
+    assert!(msg(alloc.plan(&ctx, g, &[B0, B0], &[]).unwrap_err()).contains("2 node buffer-type indices"));
+    assert!(msg(alloc.plan(&ctx, g, &[BufferTypeIndex::new(3)], &[]).unwrap_err()).contains("the_node"));
     assert!(msg(GraphAllocator::new(&[]).plan(&ctx, g, &[], &[]).unwrap_err()).contains("without buffer types"));
     // A view whose source is a view.
     let v = ctx.view_1d(y, 32, 0).unwrap();
@@ -474,7 +481,7 @@ fn zero_size_tensors_are_placed() {
     let mut alloc = GraphAllocator::new(&[host("h")]);
     alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
     assert!(ctx.is_allocated(x) && ctx.is_allocated(y));
-    assert_eq!(alloc.buffer_size(0), 0);
+    assert_eq!(alloc.buffer_size(B0), 0);
 }
 
 #[test]
@@ -504,11 +511,11 @@ fn needs_replan_tells_ahead_and_alloc_graph_still_plans() {
     assert_eq!(alloc.plans_computed(), 2);
     assert!(ctx.is_allocated(b));
     // A buffer freed behind the allocator's back has to be allocated again.
-    let buffer = alloc.buffers(0)[0];
+    let buffer = alloc.buffers(B0)[0];
     ctx.free_buffer(buffer).unwrap();
     assert!(alloc.needs_replan(&ctx, g, &[], &[]));
     alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
-    assert!(ctx.is_allocated(b) && alloc.buffers(0)[0] != buffer);
+    assert!(ctx.is_allocated(b) && alloc.buffers(B0)[0] != buffer);
 }
 
 #[test]

@@ -1,26 +1,26 @@
-//! Pass 1: assign pre-allocated tensors, graph inputs, user pins, and nodes
-//! that read weights.
+//! The assign system: the backends that follow from where memory already
+//! is — user pins, pre-allocated tensors, graph inputs, and nodes that read
+//! weights.
 
 use gantry_arenas::TensorId;
-use slotmap::SecondaryMap;
 
-use super::backend_set::BackendSet;
-use super::tables::{Assignments, Cause, Prealloc};
+use super::tables::{Assignments, Pins, Prealloc};
+use super::{BackendIndex, BackendSet, Cause};
 use crate::{BufferUsage, Context, Error, Graph, Op, Result, TensorFlags};
 
-/// Assigns every leaf and node that pass 1 can decide:
+/// Assigns every leaf and node whose backend follows from memory:
 /// user pins first (never overwritten); then a pre-allocated tensor (or a view
 /// of one) goes to the highest-priority backend that supports its buffer
 /// type and the op (none is an `Err`); graph inputs go to the CPU; a node
 /// reading a `Weights` buffer goes to that weight's backend, unless op offload
 /// is on, the weights are in host memory, and a higher-priority backend both
 /// supports and wants the op.
-pub fn assign_preallocated(
+pub fn assign_backends(
     ctx: &Context,
     graph: Graph<'_>,
     set: &BackendSet,
     pre: &Prealloc,
-    pins: &SecondaryMap<TensorId, u8>,
+    pins: &Pins,
     op_offload: bool,
     out: &mut Assignments,
 ) -> Result<()> {
@@ -45,7 +45,7 @@ pub fn assign_preallocated(
 /// it writes pre-allocated memory (its own, or its view source's), can use
 /// that buffer. Pins of tensors that compute nothing only place their memory
 /// (when the scheduler allocates it).
-fn check_pin(ctx: &Context, t: TensorId, b: u8, set: &BackendSet, pre: &Prealloc) -> Result<()> {
+fn check_pin(ctx: &Context, t: TensorId, b: BackendIndex, set: &BackendSet, pre: &Prealloc) -> Result<()> {
     let desc = ctx.desc(t)?;
     if desc.op.is_empty() {
         return Ok(());
@@ -81,9 +81,9 @@ fn backend_from_buffer(
     op_tensor: TensorId,
     set: &BackendSet,
     pre: &Prealloc,
-) -> Option<u8> {
+) -> Option<BackendIndex> {
     let buffer = pre.get(t)?;
-    (0..set.len() as u8).find(|&b| buffer.readable_by(b) && set.supports_op(b, ctx, op_tensor))
+    set.indices().find(|&b| buffer.readable_by(b) && set.supports_op(b, ctx, op_tensor))
 }
 
 fn backend_from_current(
@@ -92,7 +92,7 @@ fn backend_from_current(
     set: &BackendSet,
     pre: &Prealloc,
     op_offload: bool,
-) -> Result<Option<(u8, Cause)>> {
+) -> Result<Option<(BackendIndex, Cause)>> {
     let desc = ctx.desc(t)?;
     if let Some(b) = backend_from_buffer(ctx, t, t, set, pre) {
         return Ok(Some((b, Cause::Buffer)));
@@ -127,7 +127,7 @@ fn backend_from_current(
             return Ok(None);
         };
         if op_offload && src_backend == set.cpu() && buffer.is_host {
-            for b in 0..src_backend {
+            for b in src_backend.higher() {
                 if set.supports_op(b, ctx, t) && set.offload_op(b, ctx, t) {
                     return Ok(Some((b, Cause::Offload)));
                 }

@@ -2,22 +2,21 @@
 
 use std::sync::Arc;
 
-use gantry_arenas::{BufferId, TensorId};
+use gantry_arenas::TensorId;
 
-use crate::{Backend, BufferEntry, BufferType, Context, DeviceType, Error, Op, Result, same_buffer_type};
+use super::{BackendIndex, MAX_BACKENDS};
+use crate::alloc::BufferTypeIndex;
+use crate::{Backend, BufferType, Context, DeviceType, Error, Op, Result, same_buffer_type};
 
 /// Backends in priority order (index 0 first; the last is the CPU), each
 /// with the buffer type its compute memory comes from. Backends sharing a
-/// buffer type share one slot of the graph allocator.
+/// buffer type share one buffer type index of the graph allocator.
 pub struct BackendSet {
     backends: Vec<Arc<dyn Backend>>,
     bufts: Vec<Arc<dyn BufferType>>,
-    buft_slot: Vec<u8>,
+    alloc_buft: Vec<BufferTypeIndex>,
     unique_bufts: Vec<Arc<dyn BufferType>>,
 }
-
-/// Most backends one scheduler drives (indices are stored in a byte).
-pub const MAX_BACKENDS: usize = 16;
 
 impl BackendSet {
     /// Checks the list: 1 to 16 backends, the last on a CPU device, and each
@@ -41,7 +40,7 @@ impl BackendSet {
                 last.device().device_type().name()
             )));
         }
-        let mut set = Self { backends: backends.to_vec(), bufts: vec![], buft_slot: vec![], unique_bufts: vec![] };
+        let mut set = Self { backends: backends.to_vec(), bufts: vec![], alloc_buft: vec![], unique_bufts: vec![] };
         for (i, b) in backends.iter().enumerate() {
             let buft = bufts.get(i).cloned().flatten().unwrap_or_else(|| b.device().buffer_type());
             if !b.device().supports_buft(buft.as_ref()) {
@@ -54,7 +53,7 @@ impl BackendSet {
                     set.unique_bufts.len() - 1
                 }
             };
-            set.buft_slot.push(slot as u8);
+            set.alloc_buft.push(BufferTypeIndex::new(slot));
             set.bufts.push(buft);
         }
         Ok(set)
@@ -71,13 +70,18 @@ impl BackendSet {
     }
 
     /// The CPU's index (the last).
-    pub fn cpu(&self) -> u8 {
-        (self.backends.len() - 1) as u8
+    pub fn cpu(&self) -> BackendIndex {
+        BackendIndex::new(self.backends.len() - 1)
+    }
+
+    /// Every backend's index, highest priority first.
+    pub fn indices(&self) -> impl DoubleEndedIterator<Item = BackendIndex> + Clone + use<> {
+        (0..self.backends.len()).map(BackendIndex::new)
     }
 
     /// The backend at priority `b`.
-    pub fn backend(&self, b: u8) -> &Arc<dyn Backend> {
-        &self.backends[b as usize]
+    pub fn backend(&self, b: BackendIndex) -> &Arc<dyn Backend> {
+        &self.backends[b.get()]
     }
 
     /// All backends in priority order.
@@ -86,44 +90,47 @@ impl BackendSet {
     }
 
     /// The buffer type of backend `b`.
-    pub fn buft(&self, b: u8) -> &Arc<dyn BufferType> {
-        &self.bufts[b as usize]
+    pub fn buft(&self, b: BackendIndex) -> &Arc<dyn BufferType> {
+        &self.bufts[b.get()]
     }
 
-    /// The allocator slot of backend `b`'s buffer type.
-    pub fn buft_slot(&self, b: u8) -> u8 {
-        self.buft_slot[b as usize]
+    /// The graph allocator's index of backend `b`'s buffer type.
+    pub fn alloc_buft(&self, b: BackendIndex) -> BufferTypeIndex {
+        self.alloc_buft[b.get()]
     }
 
-    /// Distinct buffer types, in allocator slot order.
+    /// Distinct buffer types, in the graph allocator's order.
     pub fn unique_bufts(&self) -> &[Arc<dyn BufferType>] {
         &self.unique_bufts
     }
 
     /// The index of `backend` (same object) in the set.
-    pub fn index_of(&self, backend: &Arc<dyn Backend>) -> Option<u8> {
-        self.backends.iter().position(|b| std::ptr::addr_eq(Arc::as_ptr(b), Arc::as_ptr(backend))).map(|i| i as u8)
+    pub fn index_of(&self, backend: &Arc<dyn Backend>) -> Option<BackendIndex> {
+        self.backends
+            .iter()
+            .position(|b| std::ptr::addr_eq(Arc::as_ptr(b), Arc::as_ptr(backend)))
+            .map(BackendIndex::new)
     }
 
     /// Whether backend `b` can compute `t` (ops that compute nothing run anywhere).
     #[inline]
-    pub fn supports_op(&self, b: u8, ctx: &Context, t: TensorId) -> bool {
+    pub fn supports_op(&self, b: BackendIndex, ctx: &Context, t: TensorId) -> bool {
         match ctx.get(t) {
             Some(d) if is_view_op(&d.op) || d.op == Op::None => true,
-            Some(_) => self.backends[b as usize].device().supports_op(ctx, t),
+            Some(_) => self.backends[b.get()].device().supports_op(ctx, t),
             None => false,
         }
     }
 
     /// Whether backend `b` can read and write buffers of `buft`.
     #[inline]
-    pub fn supports_buft(&self, b: u8, buft: &dyn BufferType) -> bool {
-        self.backends[b as usize].device().supports_buft(buft)
+    pub fn supports_buft(&self, b: BackendIndex, buft: &dyn BufferType) -> bool {
+        self.backends[b.get()].device().supports_buft(buft)
     }
 
     /// Whether backend `b` wants `t` even though its weights are in host memory.
-    pub fn offload_op(&self, b: u8, ctx: &Context, t: TensorId) -> bool {
-        self.backends[b as usize].device().offload_op(ctx, t)
+    pub fn offload_op(&self, b: BackendIndex, ctx: &Context, t: TensorId) -> bool {
+        self.backends[b.get()].device().offload_op(ctx, t)
     }
 }
 
@@ -131,16 +138,4 @@ impl BackendSet {
 #[inline]
 pub fn is_view_op(op: &Op) -> bool {
     matches!(op, Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose)
-}
-
-/// The buffer a tensor (or its view source) was placed in by someone other
-/// than the scheduler (`own` lists the scheduler's compute buffers, which it
-/// re-binds every run): weights, user buffers.
-#[inline]
-pub fn preallocated<'c>(ctx: &'c Context, t: TensorId, own: &[BufferId]) -> Option<&'c BufferEntry> {
-    let p = ctx.placement(t)?;
-    if own.contains(&p.buffer) {
-        return None;
-    }
-    ctx.buffer(p.buffer).ok()
 }

@@ -1,12 +1,12 @@
-//! Computing the splits: copy inputs in, run each split on its backend,
-//! record events for pipelining, and hand nodes to the eval callback.
+//! The compute system: copy each split's inputs in, run the split on its
+//! backend, record events for pipelining, and hand nodes to the eval callback.
 
 use gantry_arenas::{EventId, TensorId};
 
-use super::backend_set::BackendSet;
 use super::pipeline::{SlotGuard, event_index};
 use super::split::SplitTables;
 use super::tables::Assignments;
+use super::{BackendIndex, BackendSet};
 use crate::{Context, Error, Graph, Result, TensorFlags};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
@@ -32,7 +32,7 @@ pub struct ComputeInputs<'a> {
 }
 
 impl ComputeInputs<'_> {
-    fn event(&self, backend: u8) -> Option<EventId> {
+    fn event(&self, backend: BackendIndex) -> Option<EventId> {
         self.events.get(event_index(backend, self.cur_copy, self.n_copies)).copied().flatten()
     }
 }

@@ -1,26 +1,42 @@
 //! The multi-backend scheduler: ggml's `ggml_backend_sched` as a sequence of
 //! systems over component tables.
 //!
-//! 1. [`assign`] — pre-allocated tensors, graph inputs, pins, weight readers;
-//! 2. [`expand`] — spread assignments until every node has a backend;
-//!    [`in_place`] — nodes computed in place run where their memory is;
-//! 3. [`split`] — cut into per-backend splits with input copies;
-//! 4. alloc — plan memory over every backend's buffer type;
-//! 5. [`compute`] — copy inputs, run each split, record events.
+//! A [`Scheduler`] runs five systems, each a plain function over the tables
+//! in [`tables`] (ggml's pass numbers in brackets):
 //!
-//! The same graph placed again in a context nothing changed since keeps its
-//! placement ([`reuse`]): steps 1 to 4 run once per graph, not once per compute.
+//! 1. [`assign`] — backends that follow from memory: pins, pre-allocated
+//!    tensors, graph inputs, nodes reading weights [ggml pass 1];
+//! 2. [`expand`] — spread those choices until every tensor has a backend;
+//!    nodes computed in place run where their memory is [passes 2–4; the
+//!    in-place step is Gantry's own];
+//! 3. [`split`] — cut the node list into per-backend splits with input
+//!    copies [pass 5];
+//! 4. [`alloc`] — plan and bind memory over every backend's buffer type with
+//!    the graph allocator; rotate pipeline copies;
+//! 5. [`compute`] — copy inputs in, run each split, record events
+//!    ([`pipeline`]), call the eval callback.
+//!
+//! [`placement`] runs the first three in order. The same graph placed again
+//! in a context nothing changed since keeps its placement ([`reuse`]): the
+//! first four systems run once per graph, not once per compute.
+//!
+//! Around them: [`BackendSet`] (the backends in priority order, each a
+//! [`BackendIndex`]), [`Cause`] (why a tensor has its backend),
+//! [`describe`] (`GANTRY_SCHED_DEBUG`), [`graphviz`] (`Scheduler::to_dot`),
+//! and [`graph_copy`] (ggml's graph copy and backend comparison).
 
+pub mod alloc;
 pub mod assign;
-pub mod backend_set;
+mod backend_index;
+mod backend_set;
+mod cause;
 pub mod compute;
-pub mod debug;
-pub mod dot;
+pub mod describe;
 pub mod expand;
 pub mod graph_copy;
-pub mod in_place;
-pub mod passes;
+pub mod graphviz;
 pub mod pipeline;
+pub mod placement;
 pub mod reuse;
 mod scheduler;
 pub mod split;
@@ -29,9 +45,10 @@ pub mod tables;
 #[cfg(test)]
 mod tests;
 
-pub use backend_set::{BackendSet, MAX_BACKENDS};
+pub use backend_index::{BackendIndex, MAX_BACKENDS};
+pub use backend_set::BackendSet;
+pub use cause::Cause;
 pub use compute::EvalCallback;
 pub use graph_copy::{GraphCopy, compare_backends, graph_copy};
 pub use scheduler::{MAX_COPIES, Scheduler, SchedulerParams};
 pub use split::{Split, SplitParams};
-pub use tables::Cause;

@@ -10,6 +10,7 @@
 
 use gantry_arenas::EventId;
 
+use super::BackendIndex;
 use crate::{Backend, Result};
 
 /// What the protocol asks of a stream. Every [`Backend`] is one.
@@ -45,8 +46,8 @@ pub fn next_copy(copy: usize, n_copies: usize) -> usize {
 }
 
 /// Where the event of (`backend`, `copy`) is in the scheduler's event list.
-pub fn event_index(backend: u8, copy: usize, n_copies: usize) -> usize {
-    backend as usize * n_copies + copy
+pub fn event_index(backend: BackendIndex, copy: usize, n_copies: usize) -> usize {
+    backend.get() * n_copies + copy
 }
 
 /// One split's pass through the protocol: its stream and the event of the
@@ -119,6 +120,6 @@ mod tests {
             [0, 1, 2, 0, 1]
         );
         assert_eq!(next_copy(0, 1), 0);
-        assert_eq!(event_index(2, 1, 4), 9);
+        assert_eq!(event_index(BackendIndex::new(2), 1, 4), 9);
     }
 }

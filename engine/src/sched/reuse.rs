@@ -1,7 +1,7 @@
 //! Which graph the current placement was made for, so that the same graph
 //! again, in a context nothing has changed since, keeps its placement.
 //!
-//! Placement (passes 1 to 5) and the allocator read only the graph's node,
+//! Placement (assign, expand, split) and the allocator read only the graph's node,
 //! leaf and output lists, the descriptions and placements of tensors, the
 //! buffers and their usage, the user's pins and the backends' answers to
 //! `supports_op` / `offload_op` (which depend on a tensor's description

@@ -3,16 +3,17 @@
 use std::sync::Arc;
 
 use gantry_arenas::{BufferId, EventId, TensorId};
-use slotmap::SecondaryMap;
 
-use super::backend_set::BackendSet;
+use super::alloc::{PipelineRotation, RotationInputs, alloc_placed, reserve_placed};
 use super::compute::{ComputeInputs, EvalCallback, compute_splits};
-use super::debug::{debug_level_from_env, describe_splits};
-use super::dot::to_dot;
-use super::passes::{RunTables, place_graph};
+use super::describe::{debug_level_from_env, describe_splits};
+use super::graphviz::to_dot;
 use super::pipeline::next_copy;
+use super::placement::{PlacementInputs, RunTables, place_graph};
 use super::reuse::PlacedGraph;
 use super::split::{Split, SplitParams};
+use super::tables::Pins;
+use super::{BackendIndex, BackendSet};
 use crate::alloc::GraphAllocator;
 use crate::{Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
 
@@ -76,7 +77,7 @@ pub struct Scheduler {
     set: BackendSet,
     params: SchedulerParams,
     cur_copy: usize,
-    pins: SecondaryMap<TensorId, u8>,
+    pins: Pins,
     run: RunTables,
     allocator: GraphAllocator,
     own_buffers: Vec<BufferId>,
@@ -85,9 +86,8 @@ pub struct Scheduler {
     state: State,
     /// The graph the tables in `run` were made for.
     placed: PlacedGraph,
-    /// The pipeline copy whose memory copy 0 now sits in (see
-    /// [`Scheduler::rotate_pipeline_copies`]).
-    rotated_to: usize,
+    /// Which pipeline copy's memory copy 0 now sits in.
+    rotation: PipelineRotation,
     /// Graphs placed from scratch so far.
     placements: u64,
     debug: u8,
@@ -111,7 +111,7 @@ impl Scheduler {
             set,
             params,
             cur_copy: 0,
-            pins: SecondaryMap::new(),
+            pins: Pins::new(),
             run: RunTables::default(),
             allocator,
             own_buffers: Vec::new(),
@@ -119,7 +119,7 @@ impl Scheduler {
             eval_callback: None,
             state: State::Reset,
             placed: PlacedGraph::default(),
-            rotated_to: 0,
+            rotation: PipelineRotation::default(),
             placements: 0,
             debug: debug_level_from_env(),
         };
@@ -130,7 +130,7 @@ impl Scheduler {
     fn make_events(&mut self) -> Result<()> {
         self.free_events();
         if self.params.n_copies > 1 {
-            for b in 0..self.set.len() as u8 {
+            for b in self.set.indices() {
                 let device = self.set.backend(b).device();
                 for _ in 0..self.params.n_copies {
                     self.events.push(if device.caps().events { Some(device.event_new()?) } else { None });
@@ -144,7 +144,7 @@ impl Scheduler {
         let n = self.params.n_copies.max(1);
         for (i, ev) in self.events.drain(..).enumerate() {
             if let Some(ev) = ev {
-                let _ = self.set.backend((i / n) as u8).device().event_free(ev);
+                let _ = self.set.backend(BackendIndex::new(i / n)).device().event_free(ev);
             }
         }
     }
@@ -157,10 +157,20 @@ impl Scheduler {
         }
     }
 
+    fn placement_inputs(&self) -> PlacementInputs<'_> {
+        PlacementInputs {
+            set: &self.set,
+            own_buffers: &self.own_buffers,
+            pins: &self.pins,
+            op_offload: self.params.op_offload,
+            split: self.split_params(),
+        }
+    }
+
     fn refresh_own_buffers(&mut self) {
         self.own_buffers.clear();
-        for slot in 0..self.set.unique_bufts().len() {
-            self.own_buffers.extend_from_slice(self.allocator.buffers(slot));
+        for b in 0..self.set.unique_bufts().len() {
+            self.own_buffers.extend_from_slice(self.allocator.buffers(crate::alloc::BufferTypeIndex::new(b)));
         }
     }
 
@@ -170,22 +180,10 @@ impl Scheduler {
     pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<Vec<usize>> {
         self.synchronize()?;
         self.discard_placement(ctx);
-        let params = self.split_params();
-        let placed = place_graph(
-            ctx,
-            measure_graph,
-            &self.set,
-            &self.own_buffers,
-            &self.pins,
-            self.params.op_offload,
-            params,
-            &mut self.run,
-        );
-        let reserved = placed.and_then(|()| {
-            let t = &self.run.split;
-            let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, measure_graph.outputs());
-            self.allocator.reserve(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft)
-        });
+        let mut run = std::mem::take(&mut self.run);
+        let reserved = place_graph(ctx, measure_graph, self.placement_inputs(), &mut run)
+            .and_then(|()| reserve_placed(ctx, &mut self.allocator, &run.split, measure_graph.outputs()));
+        self.run = run;
         self.refresh_own_buffers();
         self.discard_placement(ctx);
         reserved?;
@@ -194,16 +192,16 @@ impl Scheduler {
 
     /// Bytes of compute memory per backend, in priority order.
     pub fn buffer_sizes(&self) -> Vec<usize> {
-        (0..self.set.len() as u8).map(|b| self.allocator.buffer_size(self.set.buft_slot(b) as usize)).collect()
+        self.set.indices().map(|b| self.allocator.buffer_size(self.set.alloc_buft(b))).collect()
     }
 
     /// Compute memory of one backend.
     pub fn buffer_size(&self, backend: &Arc<dyn Backend>) -> Result<usize> {
         let b = self.index_of(backend)?;
-        Ok(self.allocator.buffer_size(self.set.buft_slot(b) as usize))
+        Ok(self.allocator.buffer_size(self.set.alloc_buft(b)))
     }
 
-    fn index_of(&self, backend: &Arc<dyn Backend>) -> Result<u8> {
+    fn index_of(&self, backend: &Arc<dyn Backend>) -> Result<BackendIndex> {
         self.set
             .index_of(backend)
             .ok_or_else(|| Error::Scheduler(format!("backend {} is not one of this scheduler's", backend.name())))
@@ -218,57 +216,41 @@ impl Scheduler {
     /// only the pipeline copies rotate.
     pub fn alloc_graph(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
         self.reset(ctx);
-        if self.placed.holds_for(ctx, graph) {
-            if let Err(e) = self.rotate_pipeline_copies(ctx) {
-                self.discard_placement(ctx);
-                return Err(e);
-            }
-            self.placed.stamp(ctx);
-            self.state = State::Allocated;
-            return Ok(());
-        }
-        self.discard_placement(ctx);
-        let params = self.split_params();
-        self.placed.record(graph);
-        self.placements += 1;
-        let placed = place_graph(
-            ctx,
-            graph,
-            &self.set,
-            &self.own_buffers,
-            &self.pins,
-            self.params.op_offload,
-            params,
-            &mut self.run,
-        );
-        if let Err(e) = placed {
-            self.discard_placement(ctx);
-            return Err(e);
-        }
-        let t = &self.run.split;
-        let g = Graph::from_parts(&t.alloc_nodes, &t.alloc_leafs, graph.outputs());
-        let backends = self.set.backends();
-        // Tensors may move: nothing may still be running on the old placement.
-        let synchronize_all = || backends.iter().try_for_each(|b| b.synchronize());
-        let bound = self.allocator.alloc_graph_with(ctx, g, &t.alloc_node_buft, &t.alloc_leaf_buft, synchronize_all);
-        if let Err(e) = bound {
-            self.discard_placement(ctx);
-            return Err(e);
-        }
-        self.refresh_own_buffers();
-        // Binding put every tensor at its planned place, pipeline copies included.
-        self.rotated_to = 0;
-        if let Err(e) = self.rotate_pipeline_copies(ctx) {
+        let result = if self.placed.holds_for(ctx, graph) {
+            self.rotate_pipeline_copies(ctx)
+        } else {
+            self.place_and_alloc(ctx, graph)
+        };
+        if let Err(e) = result {
             self.discard_placement(ctx);
             return Err(e);
         }
         self.state = State::Allocated;
-        if self.debug > 0 {
-            eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
-        }
         // Between calls the user's graph reads its own sources again.
         self.run.split.unapply(ctx);
         self.placed.stamp(ctx);
+        Ok(())
+    }
+
+    /// Places `graph` from scratch (assign, expand, split) and runs the
+    /// alloc system over it.
+    fn place_and_alloc(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        self.discard_placement(ctx);
+        self.placed.record(graph);
+        self.placements += 1;
+        let mut run = std::mem::take(&mut self.run);
+        let placed = place_graph(ctx, graph, self.placement_inputs(), &mut run);
+        self.run = run;
+        placed?;
+        let bound = alloc_placed(ctx, &mut self.allocator, &self.set, &self.run.split, graph.outputs());
+        self.refresh_own_buffers();
+        bound?;
+        // Binding put every tensor at its planned place, pipeline copies included.
+        self.rotation.bound();
+        self.rotate_pipeline_copies(ctx)?;
+        if self.debug > 0 {
+            eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
+        }
         Ok(())
     }
 
@@ -276,54 +258,21 @@ impl Scheduler {
     fn discard_placement(&mut self, ctx: &mut Context) {
         self.run.split.undo(ctx);
         self.placed.forget();
-        self.rotated_to = 0;
+        self.rotation.bound();
         self.state = State::Reset;
     }
 
-    /// With pipeline copies, the graph always reads copy 0 of each input, and
-    /// the plan always puts copy 0 in slot 0, so the plan never changes between
-    /// runs; this moves copy 0 into slot `cur_copy`'s memory (and that slot's
-    /// placeholder into slot 0's), so consecutive runs use different memory.
-    /// Swapping is its own inverse: the previous run's swap is undone first.
+    /// Moves the pipeline copies' memory to this run's copy (see
+    /// [`PipelineRotation`]).
     fn rotate_pipeline_copies(&mut self, ctx: &mut Context) -> Result<()> {
-        if self.rotated_to == self.cur_copy {
-            return Ok(());
-        }
-        let undo = self.rotated_to;
-        self.swap_pipeline_copy(ctx, undo)?;
-        self.rotated_to = 0;
-        self.swap_pipeline_copy(ctx, self.cur_copy)?;
-        self.rotated_to = self.cur_copy;
-        Ok(())
-    }
-
-    /// Swaps the memory of every copy 0 with that of its copy `c`.
-    fn swap_pipeline_copy(&self, ctx: &mut Context, c: usize) -> Result<()> {
-        if self.params.n_copies < 2 || c == 0 {
-            return Ok(());
-        }
-        let t = &self.run.split;
-        let n = self.params.n_copies;
-        let graph_inputs = t.graph_inputs.iter().map(|&g| {
-            let backend = self.run.assigned.get(g).unwrap_or(self.set.cpu());
-            (g, self.run.copies.get(g, backend, 0), self.run.copies.get(g, backend, c))
-        });
-        let split_inputs = t
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| (i, t.input_copies.get(k * n).copied(), t.input_copies.get(k * n + c).copied()));
-        for (input, active, slot) in graph_inputs.chain(split_inputs) {
-            let (Some(active), Some(slot)) = (active, slot) else {
-                continue;
-            };
-            let (Some(pa), Some(ps)) = (ctx.placement(active), ctx.placement(slot)) else {
-                return Err(Error::Scheduler(format!("pipeline copy of {} has no memory", ctx.describe(input))));
-            };
-            ctx.place(active, ps.buffer, ps.offset)?;
-            ctx.place(slot, pa.buffer, pa.offset)?;
-        }
-        Ok(())
+        let inputs = RotationInputs {
+            set: &self.set,
+            assigned: &self.run.assigned,
+            copies: &self.run.copies,
+            tables: &self.run.split,
+            n_copies: self.params.n_copies,
+        };
+        self.rotation.rotate(ctx, inputs, self.cur_copy)
     }
 
     /// Allocates `graph` if needed and computes it on every backend, waiting
@@ -484,7 +433,7 @@ impl Scheduler {
     }
 
     /// The splits in words (`level` 1) and every node with its backend and the
-    /// pass that chose it (`level` 2): what `GANTRY_SCHED_DEBUG` prints.
+    /// system step that chose it (`level` 2): what `GANTRY_SCHED_DEBUG` prints.
     pub fn describe(&self, ctx: &Context, graph: Graph<'_>, level: u8) -> String {
         describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, level)
     }

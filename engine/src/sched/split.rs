@@ -1,21 +1,23 @@
-//! Pass 5: cut the node list into splits, one backend each, create the input
-//! copies, rewrite sources to read them, and lay out the graph the allocator
-//! plans.
+//! The split system: cut the node list into splits, one backend each,
+//! create the input copies, rewrite sources to read them, and lay out the
+//! graph the alloc system plans.
 
 use std::ops::Range;
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::{BackendSet, is_view_op};
+use super::backend_set::is_view_op;
 use super::expand::buffer_supported;
 use super::tables::{Assignments, CopyTable, Prealloc};
+use super::{BackendIndex, BackendSet};
+use crate::alloc::BufferTypeIndex;
 use crate::{BufferUsage, Context, Graph, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// A run of consecutive nodes computed by one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Split {
-    /// The backend (priority index).
-    pub backend: u8,
+    /// The backend.
+    pub backend: BackendIndex,
     /// Positions in the graph's node list.
     pub nodes: Range<usize>,
     /// Positions in [`SplitTables::inputs`] of the tensors copied in before the split runs.
@@ -35,7 +37,7 @@ pub struct SrcRewrite {
     pub copy: TensorId,
 }
 
-/// Everything pass 5 produces. Every list keeps its capacity between runs.
+/// Everything the split system produces. Every list keeps its capacity between runs.
 #[derive(Debug, Default)]
 pub struct SplitTables {
     /// The splits, in order.
@@ -57,12 +59,12 @@ pub struct SplitTables {
     pub applied: bool,
     /// The allocator's view of the graph: split input copies interleaved with the nodes.
     pub alloc_nodes: Vec<TensorId>,
-    /// Buffer-type slot per allocator node.
-    pub alloc_node_buft: Vec<u8>,
+    /// The allocator's buffer type per allocator node.
+    pub alloc_node_buft: Vec<BufferTypeIndex>,
     /// The allocator's leafs: pipeline copies first, then the graph's leafs.
     pub alloc_leafs: Vec<TensorId>,
-    /// Buffer-type slot per allocator leaf.
-    pub alloc_leaf_buft: Vec<u8>,
+    /// The allocator's buffer type per allocator leaf.
+    pub alloc_leaf_buft: Vec<BufferTypeIndex>,
 }
 
 impl SplitTables {
@@ -110,7 +112,7 @@ impl SplitTables {
     }
 }
 
-/// Parameters of pass 5.
+/// Parameters of the split system.
 #[derive(Debug, Clone, Copy)]
 pub struct SplitParams {
     /// Pipeline copies (1 = off).
@@ -120,6 +122,19 @@ pub struct SplitParams {
     pub cur_copy: usize,
     /// Most inputs one split copies in before a new split is started.
     pub max_inputs: usize,
+}
+
+/// What the split system reads besides the context and the graph.
+#[derive(Clone, Copy)]
+pub struct SplitInputs<'a> {
+    /// The backends.
+    pub set: &'a BackendSet,
+    /// Pre-allocated buffer per tensor.
+    pub pre: &'a Prealloc,
+    /// Backend per tensor (every node and source assigned).
+    pub assigned: &'a Assignments,
+    /// Pipeline copies and the input limit.
+    pub params: SplitParams,
 }
 
 /// Cuts `graph` into splits. A new split starts where the backend changes,
@@ -132,13 +147,11 @@ pub struct SplitParams {
 pub fn split_graph(
     ctx: &mut Context,
     graph: Graph<'_>,
-    set: &BackendSet,
-    pre: &Prealloc,
-    assigned: &Assignments,
+    inputs: SplitInputs<'_>,
     copies: &mut CopyTable,
-    params: SplitParams,
     out: &mut SplitTables,
 ) -> Result<()> {
+    let SplitInputs { set, pre, assigned, params } = inputs;
     let nodes = graph.nodes();
     let first_backend = nodes
         .iter()
@@ -243,7 +256,7 @@ pub fn split_graph(
     if !nodes.is_empty() {
         out.splits.push(split);
     }
-    build_alloc_graph(ctx, graph, set, assigned, copies, params, out)
+    build_alloc_graph(ctx, graph, inputs, copies, out)
 }
 
 /// The tensor owning `t`'s memory: its view source, or itself.
@@ -255,7 +268,7 @@ fn memory_owner(ctx: &Context, t: TensorId) -> TensorId {
 fn needs_copy(
     ctx: &Context,
     src: TensorId,
-    backend: u8,
+    backend: BackendIndex,
     set: &BackendSet,
     pre: &Prealloc,
     assigned: &Assignments,
@@ -295,13 +308,12 @@ fn make_copy(
 fn build_alloc_graph(
     ctx: &mut Context,
     graph: Graph<'_>,
-    set: &BackendSet,
-    assigned: &Assignments,
+    inputs: SplitInputs<'_>,
     copies: &CopyTable,
-    params: SplitParams,
     out: &mut SplitTables,
 ) -> Result<()> {
-    let slot_of = |t: TensorId| set.buft_slot(assigned.get(t).unwrap_or(set.cpu()));
+    let SplitInputs { set, assigned, params, .. } = inputs;
+    let buft_of = |t: TensorId| set.alloc_buft(assigned.get(t).unwrap_or(set.cpu()));
     for s in 0..out.splits.len() {
         let (backend, inputs, nodes) = {
             let sp = &out.splits[s];
@@ -324,13 +336,13 @@ fn build_alloc_graph(
             });
             out.created.push(dep);
             out.alloc_nodes.push(dep);
-            out.alloc_node_buft.push(slot_of(input));
+            out.alloc_node_buft.push(buft_of(input));
             out.alloc_nodes.push(copy);
-            out.alloc_node_buft.push(set.buft_slot(backend));
+            out.alloc_node_buft.push(set.alloc_buft(backend));
         }
         for &n in &graph.nodes()[nodes] {
             out.alloc_nodes.push(n);
-            out.alloc_node_buft.push(slot_of(n));
+            out.alloc_node_buft.push(buft_of(n));
         }
     }
     if params.n_copies > 1 {
@@ -338,21 +350,21 @@ fn build_alloc_graph(
             let b = assigned.get(input).unwrap_or(set.cpu());
             for c in 0..params.n_copies {
                 out.alloc_leafs.push(copies.get(input, b, c).unwrap_or(input));
-                out.alloc_leaf_buft.push(set.buft_slot(b));
+                out.alloc_leaf_buft.push(set.alloc_buft(b));
             }
         }
         for sp in &out.splits {
             for k in sp.inputs.clone() {
                 for c in 0..params.n_copies {
                     out.alloc_leafs.push(out.input_copies[k * params.n_copies + c]);
-                    out.alloc_leaf_buft.push(set.buft_slot(sp.backend));
+                    out.alloc_leaf_buft.push(set.alloc_buft(sp.backend));
                 }
             }
         }
     }
     for &leaf in graph.leafs() {
         out.alloc_leafs.push(leaf);
-        out.alloc_leaf_buft.push(slot_of(leaf));
+        out.alloc_leaf_buft.push(buft_of(leaf));
     }
     Ok(())
 }

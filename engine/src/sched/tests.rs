@@ -3,12 +3,11 @@
 use std::sync::Arc;
 
 use gantry_arenas::{GraphArena, TensorId};
-use slotmap::SecondaryMap;
 
-use super::passes::{RunTables, place_graph};
+use super::placement::{PlacementInputs, RunTables, place_graph};
 use super::split::SplitParams;
-use super::tables::Cause;
-use super::{BackendSet, Split};
+use super::tables::Pins;
+use super::{BackendIndex, BackendSet, Cause, Split};
 use crate::testing::devices::{self as mock, MockBuft, MockDevice};
 use crate::{Backend, BufferType, BufferUsage, Context, DType, Device, DeviceType, Error, Op};
 
@@ -22,18 +21,26 @@ fn weight(ctx: &mut Context, backend: &Arc<dyn Backend>, shape: &[usize]) -> Ten
 }
 
 const ONE: SplitParams = SplitParams { n_copies: 1, cur_copy: 0, max_inputs: 30 };
+/// The first backend of a two-backend set (the GPU, or the accelerator).
+const FIRST: BackendIndex = BackendIndex::new(0);
+/// The second and last backend: the CPU.
+const LAST: BackendIndex = BackendIndex::new(1);
+
+fn inputs<'a>(set: &'a BackendSet, pins: &'a Pins, op_offload: bool, split: SplitParams) -> PlacementInputs<'a> {
+    PlacementInputs { set, own_buffers: &[], pins, op_offload, split }
+}
 
 fn place(
     ctx: &mut Context,
     outputs: &[TensorId],
     set: &BackendSet,
-    pins: &SecondaryMap<TensorId, u8>,
+    pins: &Pins,
     params: SplitParams,
 ) -> crate::Result<RunTables> {
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, outputs)?;
     let mut run = RunTables::default();
-    place_graph(ctx, graph, set, &[], pins, false, params, &mut run)?;
+    place_graph(ctx, graph, inputs(set, pins, false, params), &mut run)?;
     Ok(run)
 }
 
@@ -53,15 +60,16 @@ fn gpu_cpu_gpu_with_exactly_the_copies_needed() {
     let h = ctx.mul_mat(w1, x).unwrap();
     let s = ctx.soft_max(h).unwrap();
     let o = ctx.mul_mat(w2, s).unwrap();
-    let run = place(&mut ctx, &[o], &set, &SecondaryMap::new(), ONE).unwrap();
+    let run = place(&mut ctx, &[o], &set, &Pins::new(), ONE).unwrap();
 
     let a = &run.assigned;
-    assert_eq!((a.get(x), a.cause(x)), (Some(1), Cause::Input));
-    assert_eq!((a.get(h), a.cause(h)), (Some(0), Cause::Weights));
-    assert_eq!((a.get(s), a.cause(s)), (Some(1), Cause::MostSources));
-    assert_eq!((a.get(o), a.cause(o)), (Some(0), Cause::Weights));
-    let splits: Vec<(u8, usize)> = run.split.splits.iter().map(|s: &Split| (s.backend, s.inputs.len())).collect();
-    assert_eq!(splits, [(0, 1), (1, 1), (0, 1)], "GPU <- x, CPU <- h, GPU <- s");
+    assert_eq!((a.get(x), a.cause(x)), (Some(LAST), Cause::Input));
+    assert_eq!((a.get(h), a.cause(h)), (Some(FIRST), Cause::Weights));
+    assert_eq!((a.get(s), a.cause(s)), (Some(LAST), Cause::MostSources));
+    assert_eq!((a.get(o), a.cause(o)), (Some(FIRST), Cause::Weights));
+    let splits: Vec<(BackendIndex, usize)> =
+        run.split.splits.iter().map(|s: &Split| (s.backend, s.inputs.len())).collect();
+    assert_eq!(splits, [(FIRST, 1), (LAST, 1), (FIRST, 1)], "GPU <- x, CPU <- h, GPU <- s");
     assert_eq!(run.split.inputs, [x, h, s]);
     // Sources now read the copies, named after backend and source.
     let hx = ctx.desc(h).unwrap().srcs[1].unwrap();
@@ -86,10 +94,10 @@ fn pins_are_never_overwritten() {
     let x = ctx.tensor(DType::F32, [8, 2]).unwrap();
     let h = ctx.mul_mat(w, x).unwrap();
     let r = ctx.relu(h).unwrap();
-    let mut pins = SecondaryMap::new();
-    pins.insert(h, 1u8);
+    let mut pins = Pins::new();
+    pins.insert(h, LAST);
     let run = place(&mut ctx, &[r], &set, &pins, ONE).unwrap();
-    assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(1), Cause::User));
+    assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(LAST), Cause::User));
     // The CPU cannot read the GPU weights: they are copied in.
     assert!(run.split.inputs.contains(&w));
 }
@@ -111,8 +119,8 @@ fn inputs_past_the_limit_start_a_new_split() {
         acc = ctx.add(acc, p).unwrap();
     }
     let params = SplitParams { max_inputs: 4, ..ONE };
-    let run = place(&mut ctx, &[acc], &set, &SecondaryMap::new(), params).unwrap();
-    let cpu_splits: Vec<&Split> = run.split.splits.iter().filter(|s| s.backend == 1).collect();
+    let run = place(&mut ctx, &[acc], &set, &Pins::new(), params).unwrap();
+    let cpu_splits: Vec<&Split> = run.split.splits.iter().filter(|s| s.backend == LAST).collect();
     assert!(cpu_splits.len() >= 3, "9 inputs over splits of at most 4: {:?}", run.split.splits);
     assert!(cpu_splits.iter().all(|s| s.inputs.len() <= 4));
     assert_eq!(cpu_splits.iter().map(|s| s.inputs.len()).sum::<usize>(), 9);
@@ -128,7 +136,7 @@ fn preallocated_tensor_no_backend_can_run_is_an_error() {
     ctx.set_name(cache, "kv_cache").unwrap();
     let x = ctx.tensor(DType::F32, [16]).unwrap();
     let store = ctx.cpy(x, cache).unwrap();
-    let err = place(&mut ctx, &[store], &set, &SecondaryMap::new(), ONE).unwrap_err();
+    let err = place(&mut ctx, &[store], &set, &Pins::new(), ONE).unwrap_err();
     assert!(matches!(err, Error::Scheduler(_)));
     let msg = err.to_string();
     assert!(msg.contains("CPY") && msg.contains("GPU"), "{msg}");
@@ -157,7 +165,7 @@ fn backends_sharing_a_buffer_type_need_no_copies() {
     .init_backend(None)
     .unwrap();
     let set = BackendSet::new(&[blas, cpu.clone()], &[]).unwrap();
-    assert_eq!(set.buft_slot(0), set.buft_slot(1));
+    assert_eq!(set.alloc_buft(FIRST), set.alloc_buft(LAST));
     let mut ctx = Context::new();
     let w = weight(&mut ctx, &cpu, &[8, 8]);
     let x = ctx.tensor(DType::F32, [8, 3]).unwrap();
@@ -165,9 +173,9 @@ fn backends_sharing_a_buffer_type_need_no_copies() {
     let h = ctx.mul_mat(w, x).unwrap();
     let r = ctx.silu(h).unwrap();
     let y = ctx.mul_mat(w, r).unwrap();
-    let run = place(&mut ctx, &[y], &set, &SecondaryMap::new(), ONE).unwrap();
-    assert_eq!(run.assigned.get(h), Some(0), "the product goes to the higher-priority BLAS");
-    assert_eq!(run.assigned.get(r), Some(1));
+    let run = place(&mut ctx, &[y], &set, &Pins::new(), ONE).unwrap();
+    assert_eq!(run.assigned.get(h), Some(FIRST), "the product goes to the higher-priority BLAS");
+    assert_eq!(run.assigned.get(r), Some(LAST));
     assert_eq!(run.split.splits.len(), 3);
     assert!(run.split.inputs.is_empty(), "one buffer type: nothing to copy");
 }
@@ -193,9 +201,10 @@ fn op_offload_takes_host_weight_ops_to_a_willing_gpu() {
     let h = ctx.mul_mat(w, x).unwrap();
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[h]).unwrap();
-    for (offload, want) in [(false, (1, Cause::Weights)), (true, (0, Cause::Offload))] {
+    for (offload, want) in [(false, (LAST, Cause::Weights)), (true, (FIRST, Cause::Offload))] {
         let mut run = RunTables::default();
-        place_graph(&mut ctx, graph, &set, &[], &SecondaryMap::new(), offload, ONE, &mut run).unwrap();
+        let pins = Pins::new();
+        place_graph(&mut ctx, graph, inputs(&set, &pins, offload, ONE), &mut run).unwrap();
         assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(want.0), want.1));
         run.split.undo(&mut ctx);
     }
@@ -211,14 +220,14 @@ fn pipeline_copies_for_graph_inputs_and_split_inputs() {
     ctx.set_input(x).unwrap();
     let h = ctx.mul_mat(w, x).unwrap();
     let params = SplitParams { n_copies: 4, cur_copy: 2, max_inputs: 30 };
-    let run = place(&mut ctx, &[h], &set, &SecondaryMap::new(), params).unwrap();
+    let run = place(&mut ctx, &[h], &set, &Pins::new(), params).unwrap();
     assert_eq!(run.split.graph_inputs, [x]);
     // 4 slots for the input on the CPU (the input itself first) and 4 GPU copies.
-    assert_eq!(run.copies.get(x, 1, 0), Some(x));
+    assert_eq!(run.copies.get(x, LAST, 0), Some(x));
     let leafs = &run.split.alloc_leafs;
     assert_eq!(leafs[0], x);
     assert_eq!(leafs.len(), 4 + 4 + 2, "pipeline copies, then the graph's leafs");
     // The graph always reads copy 0 (the scheduler moves its memory between runs).
-    let gpu_copy = run.copies.get(x, 0, 0).unwrap();
+    let gpu_copy = run.copies.get(x, FIRST, 0).unwrap();
     assert_eq!(ctx.desc(h).unwrap().srcs[1], Some(gpu_copy));
 }

@@ -302,10 +302,10 @@ fn check_splits(
             return Err(format!("split {s} covers {:?}, expected to start at {next}", split.nodes));
         }
         next = split.nodes.end;
-        let device = backends[split.backend as usize].device();
+        let device = backends[split.backend.get()].device();
         for i in split.nodes.clone() {
             let t = graph.nodes()[i];
-            backend_of[i] = split.backend;
+            backend_of[i] = split.backend.get() as u8;
             if ctx.get(t).is_some_and(|d| !d.op.is_empty()) && !device.supports_op(ctx, t) {
                 return Err(format!("split {s} on {} holds {}, which it cannot run", device.name(), ctx.describe(t)));
             }

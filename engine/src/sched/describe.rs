@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::{BackendSet, is_view_op};
+use super::BackendSet;
+use super::backend_set::is_view_op;
 use super::split::SplitTables;
 use super::tables::Assignments;
 use crate::{Context, Graph};
@@ -32,8 +33,9 @@ fn tensor_label(ctx: &Context, t: TensorId) -> String {
     if name.is_empty() { format!("{t:?} ({})", fmt_bytes(size)) } else { format!("{name} ({})", fmt_bytes(size)) }
 }
 
-/// The splits (level 1) and every node with its backend and the pass that
-/// chose it (level 2), as ggml's `ggml_backend_sched_print_assignments`.
+/// The splits (level 1) and every node with its backend and the system step
+/// that chose it ([`super::Cause::label`], level 2), as ggml's
+/// `ggml_backend_sched_print_assignments`.
 pub fn describe_splits(
     ctx: &Context,
     graph: Graph<'_>,
@@ -67,7 +69,7 @@ pub fn describe_splits(
             let view = if is_view_op(&d.op) { " (view)" } else { "" };
             let _ = write!(
                 s,
-                "node #{:4} ({:>14}): {:<32} [{:>8} {:>6}]{view}:",
+                "node #{:4} ({:>14}): {:<32} [{:>8} {:>19}]{view}:",
                 split.nodes.start + k,
                 d.op.name(),
                 tensor_label(ctx, n),

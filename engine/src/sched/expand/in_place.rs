@@ -1,35 +1,37 @@
-//! Pass 4b: nodes computed in place run where their memory is.
+//! The expand system's last step: nodes computed in place run where their
+//! memory is.
 //!
 //! A node computed in place (`add_inplace`, `rope_inplace`, ...) is a view:
 //! it writes into its view source's memory, and later readers of the view
 //! source see what it wrote. Its memory is where the view source lives: the
-//! buffer type of the view source's backend. The spreading passes place
+//! buffer type of the view source's backend. The spreading steps place
 //! nodes by op support and neighbours, not by memory, so such a node can end
 //! on a backend that cannot use that memory; computing it from a copy would
 //! leave the real memory stale. (ggml does not handle this either: a CPU
 //! node writing into device memory faults.)
 //!
-//! The fix keeps every pass above unchanged and repairs afterwards, per view
+//! The fix keeps the spreading steps unchanged and repairs afterwards, per view
 //! source that has a misplaced in-place node: move the in-place nodes to a
 //! backend that can use the view source's memory and supports their op; if
 //! one cannot move (pinned, or no such backend), move the view source's
 //! memory instead, to the first backend (its current one, then by priority)
 //! where it and all its in-place nodes fit. Pins are never overwritten:
-//! when they make this impossible, the pass returns an `Err` naming the node.
+//! when they make this impossible, this step returns an `Err` naming the node.
 //!
-//! Pre-allocated view sources (a KV cache written by CPY) are pass 1's: their
-//! in-place nodes were already placed by their buffer.
+//! Pre-allocated view sources (a KV cache written by CPY) are the assign
+//! system's: their in-place nodes were already placed by their buffer.
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::{BackendSet, is_view_op};
-use super::tables::{Assignments, Cause, Prealloc};
+use crate::sched::backend_set::is_view_op;
+use crate::sched::tables::{Assignments, Prealloc};
+use crate::sched::{BackendIndex, BackendSet, Cause};
 use crate::{Context, Error, Graph, Result};
 
 /// Whether backend `b` can use memory of backend `mem`'s buffer type.
 #[inline]
-pub fn can_use(set: &BackendSet, b: u8, mem: u8) -> bool {
-    b == mem || set.buft_slot(b) == set.buft_slot(mem) || set.supports_buft(b, set.buft(mem).as_ref())
+pub fn can_use(set: &BackendSet, b: BackendIndex, mem: BackendIndex) -> bool {
+    b == mem || set.alloc_buft(b) == set.alloc_buft(mem) || set.supports_buft(b, set.buft(mem).as_ref())
 }
 
 /// Whether `t` computes something (not a leaf, not a pure view).
@@ -64,7 +66,13 @@ pub fn place_in_place_nodes(
 /// Where an in-place node of memory `mem` can run: its own backend when it
 /// can use `mem`; pinned elsewhere, nowhere; else `mem`'s backend, then the
 /// first by priority that can use `mem` and supports the op.
-fn home_of(ctx: &Context, set: &BackendSet, node: TensorId, mem: u8, out: &Assignments) -> Option<u8> {
+fn home_of(
+    ctx: &Context,
+    set: &BackendSet,
+    node: TensorId,
+    mem: BackendIndex,
+    out: &Assignments,
+) -> Option<BackendIndex> {
     let cur = out.get(node)?;
     if can_use(set, cur, mem) {
         return Some(cur);
@@ -72,7 +80,7 @@ fn home_of(ctx: &Context, set: &BackendSet, node: TensorId, mem: u8, out: &Assig
     if out.cause(node) == Cause::User {
         return None;
     }
-    std::iter::once(mem).chain(0..set.len() as u8).find(|&b| can_use(set, b, mem) && set.supports_op(b, ctx, node))
+    std::iter::once(mem).chain(set.indices()).find(|&b| can_use(set, b, mem) && set.supports_op(b, ctx, node))
 }
 
 /// Finds memory for `root` where every in-place node over it can run, and
@@ -82,11 +90,11 @@ fn place_root(ctx: &Context, graph: Graph<'_>, set: &BackendSet, root: TensorId,
         || graph.nodes().iter().copied().filter(move |&n| ctx.get(n).is_some_and(|d| d.view_src == Some(root)));
     let current = out.get(root).unwrap_or(set.cpu());
     let pinned = out.cause(root) == Cause::User;
-    let fits = |mem: u8| {
+    let fits = |mem: BackendIndex| {
         (!computes(ctx, root) || set.supports_op(mem, ctx, root))
             && in_place().filter(|&n| computes(ctx, n)).all(|n| home_of(ctx, set, n, mem, out).is_some())
     };
-    let candidates = std::iter::once(current).chain((0..set.len() as u8).filter(|_| !pinned));
+    let candidates = std::iter::once(current).chain(set.indices().filter(|_| !pinned));
     let Some(mem) = candidates.clone().find(|&m| fits(m)) else {
         let node =
             in_place().find(|&n| computes(ctx, n) && home_of(ctx, set, n, current, out).is_none()).unwrap_or(root);

@@ -1,22 +1,28 @@
-//! Passes 2 to 4: spread assignments through the graph until every tensor
-//! has a backend.
+//! The expand system: spread the assign system's choices through the graph
+//! until every tensor has a backend, then make nodes computed in place run
+//! where their memory is ([`in_place`]).
+
+pub mod in_place;
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::{BackendSet, is_view_op};
-use super::in_place::can_use;
-use super::tables::{Assignments, Cause, Prealloc};
+use super::backend_set::is_view_op;
+use super::tables::{Assignments, Prealloc};
+use super::{BackendIndex, BackendSet, Cause};
 use crate::{Context, Error, Graph, Result};
+use in_place::can_use;
 
-/// Spreads pass 1's assignments:
-/// 1. GPU assignments down then up the node list (the CPU does not spread
-///    here), then all assignments down then up, only onto backends that
-///    support the op;
-/// 2. a node moves to a higher-priority backend with the same buffer type
-///    that supports the op and all its sources' buffers; a node still
-///    unassigned goes to the backend supporting the most of its sources;
+/// Spreads the assign system's choices, in four steps:
+/// 1. spread: GPU assignments down then up the node list (the CPU does not
+///    spread here), then all assignments down then up, only onto backends
+///    that support the op;
+/// 2. upgrade: a node moves to a higher-priority backend with the same
+///    buffer type that supports the op and all its sources' buffers; a node
+///    still unassigned goes to the backend supporting the most of its sources;
 /// 3. views follow their view source, sources their consumer; a node still
-///    unassigned goes to the first backend supporting it.
+///    unassigned goes to the first backend supporting it;
+/// 4. in place ([`in_place::place_in_place_nodes`]): a node computed in
+///    place runs where its memory is.
 ///
 /// Every node and source ends assigned, or this returns an `Err` naming the
 /// node no backend can run.
@@ -29,13 +35,13 @@ pub fn expand_assignments(
 ) -> Result<()> {
     let nodes = graph.nodes();
     let cpu = set.cpu();
-    // Pass 2: GPU spread down and up, then everything down and up.
+    // Step 1: GPU spread down and up, then everything down and up.
     spread(ctx, nodes.iter().copied(), set, out, Some(cpu), Cause::ExpandGpu)?;
     spread(ctx, nodes.iter().rev().copied(), set, out, Some(cpu), Cause::ExpandGpu)?;
     spread(ctx, nodes.iter().copied(), set, out, None, Cause::Expand)?;
     spread(ctx, nodes.iter().rev().copied(), set, out, None, Cause::Expand)?;
 
-    // Pass 3: upgrades and unassigned nodes.
+    // Step 2: upgrades, and nodes still unassigned.
     for &node in nodes {
         let desc = ctx.desc(node)?;
         if is_view_op(&desc.op) {
@@ -43,8 +49,8 @@ pub fn expand_assignments(
         }
         match out.get(node) {
             None => {
-                let mut best: Option<(usize, u8)> = None;
-                for b in 0..set.len() as u8 {
+                let mut best: Option<(usize, BackendIndex)> = None;
+                for b in set.indices() {
                     if !set.supports_op(b, ctx, node) {
                         continue;
                     }
@@ -67,8 +73,8 @@ pub fn expand_assignments(
             // Pins are never overwritten.
             Some(_) if out.cause(node) == Cause::User => {}
             Some(cur) => {
-                for b in 0..cur {
-                    if set.buft_slot(b) == set.buft_slot(cur)
+                for b in cur.higher() {
+                    if set.alloc_buft(b) == set.alloc_buft(cur)
                         && set.supports_op(b, ctx, node)
                         && desc.sources().all(|s| buffer_supported(ctx, s, b, set, pre, out))
                     {
@@ -80,7 +86,7 @@ pub fn expand_assignments(
         }
     }
 
-    // Pass 4: views follow their source, sources their consumer.
+    // Step 3: views follow their source, sources their consumer.
     for &node in nodes {
         let desc = ctx.desc(node)?;
         if out.get(node).is_none()
@@ -90,7 +96,7 @@ pub fn expand_assignments(
             out.set(node, b, Cause::ViewSource);
         }
         if out.get(node).is_none() {
-            if let Some(b) = (0..set.len() as u8).find(|&b| set.supports_op(b, ctx, node)) {
+            if let Some(b) = set.indices().find(|&b| set.supports_op(b, ctx, node)) {
                 out.set(node, b, Cause::Fallback);
             } else {
                 return Err(Error::Scheduler(format!(
@@ -125,7 +131,8 @@ pub fn expand_assignments(
             out.set(leaf, set.cpu(), Cause::Fallback);
         }
     }
-    Ok(())
+    // Step 4.
+    in_place::place_in_place_nodes(ctx, graph, set, pre, out)
 }
 
 /// One sweep: carry the current backend onto unassigned nodes that it supports.
@@ -135,10 +142,10 @@ fn spread(
     order: impl Iterator<Item = TensorId>,
     set: &BackendSet,
     out: &mut Assignments,
-    skip: Option<u8>,
+    skip: Option<BackendIndex>,
     cause: Cause,
 ) -> Result<()> {
-    let mut cur: Option<u8> = None;
+    let mut cur: Option<BackendIndex> = None;
     for node in order {
         if is_view_op(&ctx.desc(node)?.op) {
             continue;
@@ -164,7 +171,7 @@ fn spread(
 pub fn buffer_supported(
     ctx: &Context,
     t: TensorId,
-    b: u8,
+    b: BackendIndex,
     set: &BackendSet,
     pre: &Prealloc,
     out: &Assignments,

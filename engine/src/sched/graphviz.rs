@@ -1,11 +1,12 @@
-//! Graphviz output of a scheduled graph.
+//! Graphviz output of a scheduled graph: nodes coloured by backend, splits
+//! as clusters, copies as dashed red edges.
 
 use std::fmt::Write;
 
 use gantry_arenas::TensorId;
 use slotmap::Key as _;
 
-use super::backend_set::BackendSet;
+use super::BackendSet;
 use super::split::SplitTables;
 use super::tables::Assignments;
 use crate::{Context, Graph};
@@ -27,7 +28,7 @@ pub fn to_dot(
     assigned: &Assignments,
 ) -> String {
     let mut s = String::from("digraph gantry {\n  rankdir=TB;\n  node [style=filled, fontname=\"monospace\"];\n");
-    let color = |t: TensorId| assigned.get(t).map_or("white", |b| COLORS[b as usize % COLORS.len()]);
+    let color = |t: TensorId| assigned.get(t).map_or("white", |b| COLORS[b.get() % COLORS.len()]);
     let label = |t: TensorId| {
         let d = ctx.get(t);
         let name = ctx.name(t);
@@ -37,12 +38,13 @@ pub fn to_dot(
     };
     // Legend: one entry per backend.
     let _ = writeln!(s, "  subgraph cluster_legend {{ label=\"backends\";");
-    for b in 0..set.len() {
+    for b in set.indices() {
         let _ = writeln!(
             s,
-            "    legend{b} [label=\"{}\", fillcolor=\"{}\", shape=box];",
-            set.backend(b as u8).name(),
-            COLORS[b % COLORS.len()]
+            "    legend{} [label=\"{}\", fillcolor=\"{}\", shape=box];",
+            b.get(),
+            set.backend(b).name(),
+            COLORS[b.get() % COLORS.len()]
         );
     }
     let _ = writeln!(s, "  }}");
