@@ -7,6 +7,8 @@
 
 mod error;
 pub mod model;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::{Error, Result};
 

@@ -2,15 +2,13 @@
 //! memory): placement, copies, pipelining, pins, limits and errors, with
 //! every result equal to a CPU-only run.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use common::test_gpu::{SupportFn, TestGpuDevice};
-use common::{fill, max_abs_diff};
 use gantry::backends::cpu::{self, CpuBackend};
 use gantry::sched::{Scheduler, SchedulerParams};
+use gantry::testing::backends::{SupportFn, TestGpuDevice};
+use gantry::testing::{fill, max_abs_diff};
 use gantry::{Backend, BufferType, BufferUsage, Context, DType, DeviceType, GraphArena, Op, TensorDesc, TensorId};
 
 fn cpu_backend() -> Arc<dyn Backend> {
@@ -63,7 +61,7 @@ fn setup(buft: &Arc<dyn BufferType>) -> (Context, Net) {
     let net = build_net(&mut ctx);
     ctx.alloc_tensors(&net.weights, buft, BufferUsage::Weights).unwrap();
     for (i, &w) in net.weights.iter().enumerate() {
-        fill(&mut ctx, w, 100 + i as u64, 0.5);
+        fill(&mut ctx, w, 100 + i as u64, 0.5).unwrap();
     }
     (ctx, net)
 }
@@ -75,7 +73,7 @@ fn reference(seed: u64) -> Vec<f32> {
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
     sched.alloc_graph(&mut ctx, graph).unwrap();
-    fill(&mut ctx, net.x, seed, 1.0);
+    fill(&mut ctx, net.x, seed, 1.0).unwrap();
     sched.graph_compute(&mut ctx, graph).unwrap();
     ctx.read_f32(net.out).unwrap()
 }
@@ -84,7 +82,7 @@ fn run(sched: &mut Scheduler, ctx: &mut Context, net: &Net, seed: u64) -> Vec<f3
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
     sched.alloc_graph(ctx, graph).unwrap();
-    fill(ctx, net.x, seed, 1.0);
+    fill(ctx, net.x, seed, 1.0).unwrap();
     sched.graph_compute(ctx, graph).unwrap();
     ctx.read_f32(net.out).unwrap()
 }
@@ -173,7 +171,7 @@ fn the_same_graph_keeps_its_placement_until_the_context_changes() {
     net.weights.iter().for_each(|&w| ctx.unplace(w));
     let moved = ctx.alloc_tensors(&net.weights, &cpu_buft, BufferUsage::Weights).unwrap();
     for (i, &w) in net.weights.iter().enumerate() {
-        fill(&mut ctx, w, 100 + i as u64, 0.5);
+        fill(&mut ctx, w, 100 + i as u64, 0.5).unwrap();
     }
     assert_eq!(run(&mut sched, &mut ctx, &net, 6), reference(6));
     assert_eq!(sched.placements_computed(), 4);
@@ -200,7 +198,7 @@ fn four_pipeline_copies_over_several_iterations() {
         sched.alloc_graph(&mut ctx, graph).unwrap();
         // The input moves to the next copy's memory every run.
         placements.insert(ctx.placement(net.x).unwrap());
-        fill(&mut ctx, net.x, seed, 1.0);
+        fill(&mut ctx, net.x, seed, 1.0).unwrap();
         sched.graph_compute_async(&mut ctx, graph).unwrap();
         sched.synchronize().unwrap();
         assert_eq!(ctx.read_f32(net.out).unwrap(), reference(seed), "iteration {seed}");
@@ -217,7 +215,7 @@ fn a_split_reaching_the_input_limit_starts_another() {
     let ws: Vec<TensorId> = (0..9).map(|_| ctx.tensor(DType::F32, [8]).unwrap()).collect();
     ctx.alloc_tensors(&ws, &gpu_dev_buft(&gpu), BufferUsage::Weights).unwrap();
     for (i, &w) in ws.iter().enumerate() {
-        fill(&mut ctx, w, i as u64, 1.0);
+        fill(&mut ctx, w, i as u64, 1.0).unwrap();
     }
     let parts: Vec<TensorId> = ws.iter().map(|&w| ctx.exp(w).unwrap()).collect();
     let mut acc = ctx.add(parts[0], parts[1]).unwrap();
@@ -302,7 +300,7 @@ fn eval_callback_sees_nodes_and_can_stop() {
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
     sched.alloc_graph(&mut ctx, graph).unwrap();
-    fill(&mut ctx, net.x, 3, 1.0);
+    fill(&mut ctx, net.x, 3, 1.0).unwrap();
     sched.graph_compute(&mut ctx, graph).unwrap();
     let seen = seen.lock().unwrap();
     assert_eq!(seen.last().map(|s| s.0), Some(softmax), "stopped at the softmax");

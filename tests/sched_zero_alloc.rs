@@ -2,15 +2,13 @@
 //! allocation on any thread (this file holds one test) and do not re-plan
 //! memory, whether the placement is kept or made again from scratch.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::fill;
-use common::test_gpu::TestGpuDevice;
 use gantry::backends::cpu::CpuBackend;
 use gantry::engine::testing::CountingAllocator;
 use gantry::sched::{Scheduler, SchedulerParams};
+use gantry::testing::backends::TestGpuDevice;
+use gantry::testing::fill;
 use gantry::{Backend, BufferUsage, Context, DType, GraphArena, TensorDesc};
 
 #[global_allocator]
@@ -30,7 +28,7 @@ fn steady_state_runs_allocate_nothing() {
         ctx.set_input(x).unwrap();
         let w = ctx.tensor(DType::F32, [32, 32]).unwrap();
         ctx.alloc_tensors(&[w], &gpu.device().buffer_type(), BufferUsage::Weights).unwrap();
-        fill(&mut ctx, w, 1, 0.3);
+        fill(&mut ctx, w, 1, 0.3).unwrap();
         let h = ctx.mul_mat(w, x).unwrap();
         let s = ctx.soft_max(h).unwrap();
         let y = ctx.mul_mat(w, s).unwrap();

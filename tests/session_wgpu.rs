@@ -39,7 +39,7 @@ fn logits_on(backends: &[Arc<dyn Backend>]) -> Vec<f32> {
         ctx.place(t, buf, 0).unwrap();
     }
     w.fill_random(&mut ctx, 7).unwrap();
-    let params = SessionParams { n_ctx: 64, kv_dtype: DType::F16, n_copies: 1 };
+    let params = SessionParams { n_ctx: 64, kv_dtype: DType::F16, ..SessionParams::default() };
     let mut s = Session::new(&mut ctx, HP, w, backends, params).unwrap();
     let mut all = s.eval(&mut ctx, &[1, 17, 250, 3, 99], LogitsFor::All).unwrap().to_vec();
     for t in [42, 7, 299] {

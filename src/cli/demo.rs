@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use gantry::SplitMix64;
 use gantry::backends::cpu;
-use gantry::model::llama::{LlamaHparams, LlamaWeights, LogitsFor, Session, SessionParams, SplitMix64};
+use gantry::model::llama::{LlamaHparams, LlamaWeights, LogitsFor, Session, SessionParams};
 use gantry::{Backend, BufferUsage, Context, DType, Error};
 
 use super::common::{backends, bytes};
@@ -202,7 +203,7 @@ fn run_inner(args: &DemoArgs) -> Result<bool, Error> {
     );
     let names: Vec<&str> = all.iter().map(|b| b.name()).collect();
     println!("backends (priority order): {}", names.join(", "));
-    let mut rng = SplitMix64(7);
+    let mut rng = SplitMix64::new(7);
     let prompt: Vec<u32> = (0..args.prompt.max(1)).map(|_| (rng.next_u64() % hp.n_vocab as u64) as u32).collect();
     let n_predict = args.n_predict.max(1);
 

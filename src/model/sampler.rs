@@ -1,6 +1,6 @@
 //! Choosing the next token from logits: greedy, or temperature with top-k.
 
-use super::llama::SplitMix64;
+use gantry_engine::SplitMix64;
 
 /// How the next token is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,7 +29,7 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler with `params`.
     pub fn new(params: SamplerParams) -> Self {
-        Self { params, rng: SplitMix64(params.seed), candidates: Vec::new() }
+        Self { params, rng: SplitMix64::new(params.seed), candidates: Vec::new() }
     }
 
     /// The next token for `logits` (one position's, `[n_vocab]`).

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
+use gantry_engine::{Context, DType, Result, SplitMix64, TensorDesc, TensorId};
 
 /// How an input tensor is filled (from a generator seeded by the case).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,7 +51,7 @@ impl Init {
     }
 
     /// Values for a contiguous tensor described by `desc`, in memory order.
-    pub fn generate(&self, desc: &TensorDesc, rng: &mut Rng) -> Vec<f32> {
+    pub fn generate(&self, desc: &TensorDesc, rng: &mut SplitMix64) -> Vec<f32> {
         let n = desc.nelements();
         let n0 = desc.ne[0].max(1);
         match *self {
@@ -89,41 +89,6 @@ impl Init {
                 })
                 .collect(),
         }
-    }
-}
-
-/// SplitMix64: a small, fast, well-mixed generator; cases seed it with a
-/// hash of their name, so both sides of a comparison see the same inputs.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded from `name` and `stream` (FNV-1a of the name).
-    pub fn new(name: &str, stream: u64) -> Self {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in name.bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        Self(h ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15))
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-
-    /// Uniform in `[0, n)` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
     }
 }
 
@@ -243,11 +208,11 @@ mod tests {
     #[test]
     fn generators_are_deterministic_and_in_range() {
         let d = TensorDesc::contiguous(DType::F32, [10, 6, 1, 1]).unwrap();
-        let gen_with = |init: Init| init.generate(&d, &mut Rng::new("case", 3));
+        let gen_with = |init: Init| init.generate(&d, &mut SplitMix64::from_name("case", 3));
         assert_eq!(gen_with(Init::default_for(DType::F32)), gen_with(Init::default_for(DType::F32)));
         assert_ne!(
             gen_with(Init::default_for(DType::F32)),
-            Init::default_for(DType::F32).generate(&d, &mut Rng::new("case", 4))
+            Init::default_for(DType::F32).generate(&d, &mut SplitMix64::from_name("case", 4))
         );
         assert!(gen_with(Init::Uniform { lo: 0.5, hi: 2.0 }).iter().all(|&v| (0.5..2.0).contains(&v)));
         for row in gen_with(Init::DistinctIndices { n: 12 }).chunks(10) {

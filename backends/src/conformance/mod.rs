@@ -22,7 +22,7 @@ mod compare;
 pub mod reference;
 mod run;
 
-pub use case::{BuildFn, Built, Case, Init, Rng, Tolerance};
+pub use case::{BuildFn, Built, Case, Init, Tolerance};
 pub use compare::{Verdict, compare};
 pub use run::{Filter, Mode, Reference, Summary, run};
 

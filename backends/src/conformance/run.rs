@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use gantry_engine::{Backend, BufferType, BufferUsage, Context, Error, Graph, GraphArena, Result, TensorId};
 
-use super::case::{Built, Case, Rng};
+use super::case::{Built, Case};
 use super::compare::{Verdict, compare};
 use super::{cases, reference};
 use crate::cpu;
@@ -233,7 +233,8 @@ fn prepare(
     ctx.alloc_tensors(graph.nodes(), buft, BufferUsage::Compute)?;
     for (i, &leaf) in graph.leafs().iter().enumerate() {
         let d = *ctx.desc(leaf)?;
-        let values = built.init_of(leaf, d.dtype).generate(&d, &mut Rng::new(&case.name, i as u64));
+        let values =
+            built.init_of(leaf, d.dtype).generate(&d, &mut gantry_engine::SplitMix64::from_name(&case.name, i as u64));
         ctx.set_f32(leaf, &values)?;
     }
     for &node in graph.nodes() {

@@ -88,9 +88,9 @@ pub struct PlannedTensor {
 /// ```
 /// use std::sync::Arc;
 /// use gantry_arenas::GraphArena;
-/// use gantry_engine::{BufferType, Context, DType, alloc::{BufferTypeIndex, GraphAllocator}, testing::HostBufferType};
+/// use gantry_engine::{BufferType, Context, DType, alloc::{BufferTypeIndex, GraphAllocator}, testing::TestBufferType};
 ///
-/// let buft: Arc<dyn BufferType> = Arc::new(HostBufferType::new("host", 32));
+/// let buft: Arc<dyn BufferType> = TestBufferType::host("host", 32).shared();
 /// let mut ctx = Context::new();
 /// let x = ctx.tensor(DType::F32, [256])?;
 /// ctx.set_input(x)?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gantry_arenas::{GraphArena, TensorId};
 
 use super::*;
-use crate::testing::HostBufferType;
+use crate::testing::TestBufferType;
 use crate::{BufferType, BufferUsage, Context, DType, Error, Graph, Op, Placement, TensorDesc};
 
 const ALIGN: usize = 64;
@@ -17,7 +17,7 @@ const B1: BufferTypeIndex = BufferTypeIndex::new(1);
 const B2: BufferTypeIndex = BufferTypeIndex::new(2);
 
 fn host(name: &str) -> Arc<dyn BufferType> {
-    Arc::new(HostBufferType::new(name, ALIGN))
+    TestBufferType::host(name, ALIGN).shared()
 }
 
 fn f32_1d(ctx: &mut Context, n: usize, name: &str) -> TensorId {
@@ -304,7 +304,7 @@ fn a_topology_change_with_equal_counts_and_sizes_is_replanned() {
 #[test]
 fn chunks_respect_max_size_and_no_tensor_straddles() {
     let mut ctx = Context::new();
-    let buft: Arc<dyn BufferType> = Arc::new(HostBufferType::with_max_size("small", ALIGN, 3 * T64));
+    let buft: Arc<dyn BufferType> = TestBufferType::host("small", ALIGN).with_max_size(3 * T64).shared();
     let x = f32_1d(&mut ctx, 64, "x");
     ctx.set_input(x).unwrap();
     let mut outs = vec![];
@@ -330,7 +330,7 @@ fn chunks_respect_max_size_and_no_tensor_straddles() {
     let big_out = ctx.neg(big).unwrap();
     let arena = GraphArena::new();
     let g = graph(&ctx, &arena, &[big_out]);
-    let mut alloc = GraphAllocator::new(&[Arc::new(HostBufferType::with_max_size("small", ALIGN, 3 * T64))]);
+    let mut alloc = GraphAllocator::new(&[TestBufferType::host("small", ALIGN).with_max_size(3 * T64).shared()]);
     assert_eq!(alloc.plan(&ctx, g, &[], &[]).unwrap().chunks(B0), &[4096]);
     let err = alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap_err();
     assert!(matches!(&err, Error::OutOfMemory { buffer_type, size: 4096 } if buffer_type == "small"), "{err}");
@@ -364,7 +364,7 @@ fn nodes_go_to_their_buffer_types_and_repeated_types_share() {
 #[test]
 fn a_graph_that_fits_the_reservation_allocates_no_buffer() {
     let mut ctx = Context::new();
-    let buft = Arc::new(HostBufferType::new("h", ALIGN));
+    let buft = Arc::new(TestBufferType::host("h", ALIGN));
     let dyn_buft: Arc<dyn BufferType> = buft.clone();
     let x = ctx.tensor(DType::F32, [64, 8]).unwrap();
     ctx.set_input(x).unwrap();

@@ -4,6 +4,7 @@
 use gantry_arenas::TensorId;
 
 use super::FLOATS;
+use crate::context::ViewLayout;
 use crate::{BinaryOp, Context, DType, GluOp, Op, Result, UnaryOp, op_err};
 
 impl Context {
@@ -189,10 +190,6 @@ impl Context {
     /// `a` when computed in place.
     pub(crate) fn result_like(&mut self, a: TensorId, op: Op, srcs: &[TensorId], inplace: bool) -> Result<TensorId> {
         let d = self.src(op.name(), a)?;
-        if inplace {
-            self.push_view(a, d.dtype, d.ne, d.nb, 0, op, srcs)
-        } else {
-            self.push_op(d.dtype, d.ne, op, srcs)
-        }
+        if inplace { self.push_view(a, ViewLayout::of(&d), 0, op, srcs) } else { self.push_op(d.dtype, d.ne, op, srcs) }
     }
 }

@@ -3,6 +3,7 @@
 
 use gantry_arenas::TensorId;
 
+use crate::context::ViewLayout;
 use crate::context::{shape4, strides_for};
 use crate::tensor::MAX_DIMS;
 use crate::{Context, DType, Error, Op, Result, op_err};
@@ -62,7 +63,7 @@ impl Context {
                 self.describe(root)
             ));
         }
-        self.push_view(a, d.dtype, ne, nb, offset, Op::View, &[a])
+        self.push_view(a, ViewLayout { dtype: d.dtype, ne, nb }, offset, Op::View, &[a])
     }
 
     /// A 1-d view of `ne0` elements at byte `offset`.
@@ -109,7 +110,7 @@ impl Context {
             return Err(op_err!(OP, "cannot reshape {} into {ne:?}: element counts differ", self.describe(a)));
         }
         let nb = strides_for(OP, d.dtype, ne)?;
-        self.push_view(a, d.dtype, ne, nb, 0, Op::Reshape, &[a])
+        self.push_view(a, ViewLayout { dtype: d.dtype, ne, nb }, 0, Op::Reshape, &[a])
     }
 
     /// `a` with its dimensions reordered: source dimension `i` becomes
@@ -129,7 +130,7 @@ impl Context {
             nb[axes[i]] = d.nb[i];
         }
         let axes8 = axes.map(|x| x as u8);
-        self.push_view(a, d.dtype, ne, nb, 0, Op::Permute { axes: axes8 }, &[a])
+        self.push_view(a, ViewLayout { dtype: d.dtype, ne, nb }, 0, Op::Permute { axes: axes8 }, &[a])
     }
 
     /// `a` with dimensions 0 and 1 swapped.
@@ -138,7 +139,7 @@ impl Context {
         let (mut ne, mut nb) = (d.ne, d.nb);
         ne.swap(0, 1);
         nb.swap(0, 1);
-        self.push_view(a, d.dtype, ne, nb, 0, Op::Transpose, &[a])
+        self.push_view(a, ViewLayout { dtype: d.dtype, ne, nb }, 0, Op::Transpose, &[a])
     }
 
     /// A contiguous copy of `a`.
@@ -187,7 +188,7 @@ impl Context {
                 ));
             }
         }
-        self.push_view(b, db.dtype, db.ne, db.nb, 0, Op::Cpy, &[a, b])
+        self.push_view(b, ViewLayout::of(&db), 0, Op::Cpy, &[a, b])
     }
 
     fn check_copyable(&self, op: &'static str, a: TensorId, from: DType, to: DType) -> Result<()> {

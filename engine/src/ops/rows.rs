@@ -3,6 +3,7 @@
 use gantry_arenas::TensorId;
 
 use super::layout::QUANT_TARGETS;
+use crate::context::ViewLayout;
 use crate::context::shape4;
 use crate::tensor::can_repeat;
 use crate::{Context, DType, Op, Result, op_err};
@@ -62,7 +63,7 @@ impl Context {
                 self.describe(a)
             ));
         }
-        self.push_view(a, da.dtype, da.ne, da.nb, 0, Op::SetRows, &[b, c])
+        self.push_view(a, ViewLayout::of(&da), 0, Op::SetRows, &[b, c])
     }
 
     /// `a` and `b` joined along `dim` (every other dim equal, same dtype).

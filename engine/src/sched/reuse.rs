@@ -76,7 +76,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::testing::HostBufferType;
+    use crate::testing::TestBufferType;
     use crate::{BufferType, BufferUsage, DType, GraphArena};
 
     #[test]
@@ -84,7 +84,7 @@ mod tests {
         let mut ctx = Context::new();
         let x = ctx.tensor(DType::F32, [8]).unwrap();
         ctx.set_input(x).unwrap();
-        let buft: Arc<dyn BufferType> = Arc::new(HostBufferType::new("host", 32));
+        let buft: Arc<dyn BufferType> = TestBufferType::host("host", 32).shared();
         let buffer = ctx.alloc_buffer(&buft, 64, BufferUsage::Compute).unwrap();
         ctx.place(x, buffer, 0).unwrap();
         let y = ctx.silu(x).unwrap();

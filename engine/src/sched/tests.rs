@@ -8,7 +8,8 @@ use super::placement::{PlacementInputs, RunTables, place_graph};
 use super::split::SplitParams;
 use super::tables::Pins;
 use super::{BackendIndex, BackendSet, Cause, Split};
-use crate::testing::devices::{self as mock, MockBuft, MockDevice};
+use crate::testing::TestBufferType;
+use crate::testing::mock_devices::{self as mock, MockDevice};
 use crate::{Backend, BufferType, BufferUsage, Context, DType, Device, DeviceType, Error, Op};
 
 fn weight(ctx: &mut Context, backend: &Arc<dyn Backend>, shape: &[usize]) -> TensorId {
@@ -183,7 +184,7 @@ fn backends_sharing_a_buffer_type_need_no_copies() {
 #[test]
 fn op_offload_takes_host_weight_ops_to_a_willing_gpu() {
     let cpu = mock::cpu();
-    let gbuft: Arc<dyn BufferType> = Arc::new(MockBuft { name: "GPU", host: false });
+    let gbuft: Arc<dyn BufferType> = TestBufferType::device("GPU", 32).shared();
     let gpu = MockDevice {
         name: "GPU",
         device_type: DeviceType::Gpu,

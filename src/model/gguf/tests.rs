@@ -341,13 +341,8 @@ fn random_corruption_never_panics() {
     w.add_tensor("t", &[32, 2], DType::Q8_0, vec![3; 68]).unwrap();
     w.add_tensor("u", &[3], DType::F32, vec![3; 12]).unwrap();
     let bytes = w.to_bytes();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = gantry_engine::SplitMix64::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = || rng.next_u64();
     let mut parsed = 0;
     for _ in 0..20_000 {
         let mut b = bytes.clone();

@@ -14,6 +14,30 @@ pub enum LogitsFor {
     Last,
 }
 
+/// How a graph computes attention (llama.cpp's `--flash-attn on|off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Attention {
+    /// One FLASH_ATTN_EXT node per layer: scores never materialised.
+    #[default]
+    Flash,
+    /// The scores as a product `K·Q`, a masked soft max, and the product
+    /// with `V` (what llama.cpp runs without flash attention).
+    Explicit,
+}
+
+/// The shape of one forward batch: what decides a graph's structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchShape {
+    /// Tokens per batch.
+    pub n_tokens: usize,
+    /// Cache rows attended over (the first `n_kv` of the cache).
+    pub n_kv: usize,
+    /// Which positions get logits.
+    pub logits_for: LogitsFor,
+    /// How attention is computed.
+    pub attention: Attention,
+}
+
 /// A built forward graph: its inputs, to write before each compute, and its
 /// output.
 #[derive(Debug, Clone, Copy)]
@@ -29,29 +53,25 @@ pub struct LlamaGraph {
     pub mask: TensorId,
     /// Logits, F32 `[n_vocab, n_outputs]`.
     pub logits: TensorId,
-    /// Tokens per batch.
-    pub n_tokens: usize,
-    /// Cache rows attended over (the first `n_kv` of the cache).
-    pub n_kv: usize,
-    /// Which positions have logits.
-    pub logits_for: LogitsFor,
+    /// The batch shape it was built for.
+    pub shape: BatchShape,
 }
 
-/// Builds the forward pass of a llama model (llama.cpp's `llm_build_llama`
-/// with flash attention): embeddings, per layer RMS norm, Q/K/V projections,
-/// rope (NORMAL), the new keys and values stored into the cache with
-/// SET_ROWS, grouped-query attention over the first `n_kv` cache rows with a
-/// mask, output projection and residual, RMS norm, SwiGLU feed-forward and
-/// residual; then the final norm and the output projection.
+/// Builds the forward pass of a llama model (llama.cpp's `llm_build_llama`):
+/// embeddings, per layer RMS norm, Q/K/V projections, rope (NORMAL), the new
+/// keys and values stored into the cache with SET_ROWS, grouped-query
+/// attention over the first `n_kv` cache rows with a mask (flash or
+/// explicit, [`Attention`]), output projection and residual, RMS norm,
+/// SwiGLU feed-forward and residual; then the final norm and the output
+/// projection.
 pub fn build_llama_graph(
     ctx: &mut Context,
     hp: &LlamaHparams,
     w: &LlamaWeights,
     kv: &KvCache,
-    n_tokens: usize,
-    n_kv: usize,
-    logits_for: LogitsFor,
+    shape: BatchShape,
 ) -> Result<LlamaGraph> {
+    let BatchShape { n_tokens, n_kv, logits_for, attention } = shape;
     if n_tokens == 0 || n_kv == 0 || n_kv > kv.n_ctx || n_tokens > n_kv {
         return Err(Error::Model(format!(
             "a batch of {n_tokens} tokens over {n_kv} cache rows does not fit a cache of {}",
@@ -105,8 +125,24 @@ pub fn build_llama_graph(
         let k_all = ctx.view_3d(k_stored, [hd, n_kv, nkv], cache_row, hd * elem, 0)?;
         let v_all = ctx.view_3d(v_stored, [hd, n_kv, nkv], cache_row, hd * elem, 0)?;
         let qp = ctx.permute(q, [0, 2, 1, 3])?;
-        let attn = ctx.flash_attn_ext(qp, k_all, v_all, Some(mask), kq_scale, 0.0, 0.0)?;
-        let attn = ctx.reshape(attn, [hd * nh, n_tokens])?;
+        let attn = match attention {
+            Attention::Flash => {
+                let attn = ctx.flash_attn_ext(qp, k_all, v_all, Some(mask), kq_scale, 0.0, 0.0)?;
+                ctx.reshape(attn, [hd * nh, n_tokens])?
+            }
+            Attention::Explicit => {
+                // [n_kv, n_tokens, n_head]: each KV head's keys serve n_head / n_head_kv query heads.
+                let kq = ctx.mul_mat(k_all, qp)?;
+                let kq = ctx.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
+                name(ctx, kq, "kq_soft_max")?;
+                // V with the cache rows as its columns, [n_kv, hd, n_head_kv].
+                let vt = ctx.transpose(v_all)?;
+                let vt = ctx.cont(vt)?;
+                let kqv = ctx.mul_mat(vt, kq)?; // [hd, n_tokens, n_head]
+                let merged = ctx.permute(kqv, [0, 2, 1, 3])?; // [hd, n_head, n_tokens]
+                ctx.cont_shape(merged, [hd * nh, n_tokens])?
+            }
+        };
         name(ctx, attn, "kqv_out")?;
         let attn = ctx.mul_mat(lw.wo, attn)?;
         name(ctx, attn, "attn_out")?;
@@ -135,7 +171,7 @@ pub fn build_llama_graph(
     let logits = ctx.mul_mat(w.output, cur)?;
     ctx.set_name(logits, "result_output")?;
     ctx.set_output(logits)?;
-    Ok(LlamaGraph { tokens, positions, kv_slots, mask, logits, n_tokens, n_kv, logits_for })
+    Ok(LlamaGraph { tokens, positions, kv_slots, mask, logits, shape })
 }
 
 /// Fills a batch's inputs: token ids, positions `n_past..`, cache slots

@@ -8,9 +8,9 @@ mod model;
 mod session;
 mod weights;
 
-pub use graph::{LlamaGraph, LogitsFor, batch_inputs, build_llama_graph};
+pub use graph::{Attention, BatchShape, LlamaGraph, LogitsFor, batch_inputs, build_llama_graph};
 pub use hparams::LlamaHparams;
 pub use kv_cache::KvCache;
 pub use model::LlamaModel;
 pub use session::{KV_BUCKET, Session, SessionParams};
-pub use weights::{LayerWeights, LlamaWeights, SplitMix64};
+pub use weights::{LayerWeights, LlamaWeights};

@@ -7,7 +7,9 @@ use gantry_engine::sched::{Scheduler, SchedulerParams};
 use gantry_engine::{Backend, Context, DType, Mark};
 use half::f16;
 
-use super::{KvCache, LlamaGraph, LlamaHparams, LlamaWeights, LogitsFor, batch_inputs, build_llama_graph};
+use super::{
+    Attention, BatchShape, KvCache, LlamaGraph, LlamaHparams, LlamaWeights, LogitsFor, batch_inputs, build_llama_graph,
+};
 use crate::{Error, Result};
 
 /// Cache rows are attended over in buckets of this many, so the decode graph
@@ -27,6 +29,7 @@ pub struct Session {
     arena: GraphArena,
     graph: Option<LlamaGraph>,
     mark: Mark,
+    attention: Attention,
     n_past: usize,
     mask: Vec<f16>,
     logits: Vec<f32>,
@@ -41,11 +44,13 @@ pub struct SessionParams {
     pub kv_dtype: DType,
     /// Pipeline copies for the scheduler (1 = off).
     pub n_copies: usize,
+    /// How attention is computed.
+    pub attention: Attention,
 }
 
 impl Default for SessionParams {
     fn default() -> Self {
-        Self { n_ctx: 2048, kv_dtype: DType::F16, n_copies: 1 }
+        Self { n_ctx: 2048, kv_dtype: DType::F16, n_copies: 1, attention: Attention::Flash }
     }
 }
 
@@ -74,6 +79,7 @@ impl Session {
             arena: GraphArena::new(),
             graph: None,
             mark,
+            attention: params.attention,
             n_past: 0,
             mask: Vec::new(),
             logits: Vec::new(),
@@ -128,15 +134,16 @@ impl Session {
         n_kv: usize,
         logits_for: LogitsFor,
     ) -> Result<LlamaGraph> {
+        let shape = BatchShape { n_tokens, n_kv, logits_for, attention: self.attention };
         if let Some(g) = self.graph
-            && (g.n_tokens, g.n_kv, g.logits_for) == (n_tokens, n_kv, logits_for)
+            && g.shape == shape
         {
             return Ok(g);
         }
         self.sched.reset(ctx);
         ctx.rewind(self.mark);
         self.graph = None;
-        let g = build_llama_graph(ctx, &self.hp, &self.weights, &self.kv, n_tokens, n_kv, logits_for)?;
+        let g = build_llama_graph(ctx, &self.hp, &self.weights, &self.kv, shape)?;
         self.graph = Some(g);
         Ok(g)
     }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use gantry_engine::{Context, DType, TensorId};
+use gantry_engine::{Context, DType, SplitMix64, TensorId};
 
 use super::LlamaHparams;
 use crate::{Error, Result};
@@ -124,7 +124,7 @@ impl LlamaWeights {
     /// forward pass (uniform with variance `1 / fan_in`; norms near 1). The
     /// weights must be allocated in writable memory.
     pub fn fill_random(&self, ctx: &mut Context, seed: u64) -> Result<()> {
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         for t in self.all() {
             let d = *ctx.desc(t)?;
             let n = d.nelements();
@@ -148,23 +148,4 @@ fn check_shape(ctx: &Context, t: TensorId, name: &str, shape: &[usize]) -> Resul
         return Err(Error::Model(format!("weight {name} has shape {:?}, expected {want:?}", d.ne)));
     }
     Ok(())
-}
-
-/// SplitMix64: a tiny seeded generator for reproducible random weights.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform value in `[-1, 1)`.
-    pub fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
 }

@@ -120,6 +120,7 @@ pub struct DstSpec {
 /// into the weights or destinations of the right kind), taken modulo their
 /// number; an instruction whose operands do not exist is skipped.
 #[derive(Debug, Clone, Copy)]
+#[expect(missing_docs, reason = "fields are operand indices and flags, described once per variant")]
 pub enum Instr {
     /// `a (op) b`; op 0 ADD, 1 SUB, 2 MUL.
     Binary { op: u8, a: u8, b: u8, inplace: bool },

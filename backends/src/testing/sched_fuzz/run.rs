@@ -30,24 +30,9 @@ pub enum Outcome {
 /// A broken invariant, in words.
 pub type Violation = String;
 
-/// A small seeded generator (SplitMix64) for weights and inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        // 24 random bits as a value in [-1, 1).
-        (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
 fn values(seed: u64, n: usize, scale: f32, offset: f32) -> Vec<f32> {
-    let mut rng = Rng(seed);
-    (0..n).map(|_| offset + scale * rng.next()).collect()
+    let mut rng = gantry_engine::SplitMix64::new(seed);
+    (0..n).map(|_| offset + scale * rng.uniform()).collect()
 }
 
 /// Writes the case's weights and destination contents (the same in both contexts).

@@ -3,31 +3,31 @@
 //! baseline that binds every tensor to its own offset with no planning and
 //! no reuse (the least any binder can do).
 //!
-//! `cargo bench -p gantry-engine --bench alloc -- --warm-up-time 1 --measurement-time 3`
+//! `cargo bench -p gantry --bench alloc -- --warm-up-time 1 --measurement-time 3`
 
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gantry_arenas::GraphArena;
-use gantry_engine::testing::{LlamaGraph, LlamaModel, LlamaShape, VirtualBufferType};
-use gantry_engine::{BufferType, BufferUsage, Context, DType, Graph, GraphAllocator, TensorId};
+use gantry::model::llama::{LlamaGraph, LlamaHparams};
+use gantry::testing::PlannedLlama;
+use gantry::testing::engine::TestBufferType;
+use gantry::{BufferId, BufferType, BufferUsage, Context, DType, Graph, GraphAllocator, GraphArena, TensorId};
 
 const N_TOKENS: usize = 64;
 const N_KV: usize = 256;
 
-/// A context holding the model (weights in a virtual buffer) and one graph's tensors.
-fn llama_context() -> (Context, LlamaGraph, gantry_engine::BufferId) {
+/// A context holding the model (weights in virtual memory) and one graph's tensors.
+fn llama_context() -> (Context, LlamaGraph, Vec<BufferId>) {
     let mut ctx = Context::new();
-    let model = LlamaModel::new(&mut ctx, LlamaShape::SMOLLM2_135M, DType::F32, N_KV).unwrap();
-    let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
-    let wbuf = model.place_weights(&mut ctx, &weights).unwrap();
+    let weights = TestBufferType::virtual_memory("weights", 32).shared();
+    let model = PlannedLlama::new(&mut ctx, LlamaHparams::SMOLLM2_135M, DType::F32, N_KV, &weights).unwrap();
     let g = model.build(&mut ctx, N_TOKENS, N_KV).unwrap();
-    (ctx, g, wbuf)
+    (ctx, g, model.buffers)
 }
 
 /// The baseline: every tensor that needs memory gets the next aligned offset
 /// of one buffer (no liveness, no reuse, no re-plan detection).
-fn bump_bind(ctx: &mut Context, graph: Graph<'_>, buffer: gantry_engine::BufferId, buft: &dyn BufferType) -> usize {
+fn bump_bind(ctx: &mut Context, graph: Graph<'_>, buffer: BufferId, buft: &dyn BufferType) -> usize {
     let mut end = 0;
     for &t in graph.leafs().iter().chain(graph.nodes()) {
         let d = ctx.desc(t).unwrap();
@@ -41,16 +41,18 @@ fn bump_bind(ctx: &mut Context, graph: Graph<'_>, buffer: gantry_engine::BufferI
     end
 }
 
-fn owned_sum(ctx: &Context, tensors: &[TensorId], weights: gantry_engine::BufferId) -> usize {
+fn owned_sum(ctx: &Context, tensors: &[TensorId], weights: &[BufferId]) -> usize {
     tensors
         .iter()
-        .filter(|&&t| ctx.desc(t).unwrap().view_src.is_none() && ctx.placement(t).is_none_or(|p| p.buffer != weights))
+        .filter(|&&t| {
+            ctx.desc(t).unwrap().view_src.is_none() && ctx.placement(t).is_none_or(|p| !weights.contains(&p.buffer))
+        })
         .map(|&t| ctx.desc(t).unwrap().nbytes())
         .sum()
 }
 
 fn bench_alloc(c: &mut Criterion) {
-    let compute: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("compute", 32));
+    let compute: Arc<dyn BufferType> = TestBufferType::virtual_memory("compute", 32).shared();
 
     // The allocator's context.
     let (mut ctx, g, wbuf) = llama_context();
@@ -60,8 +62,8 @@ fn bench_alloc(c: &mut Criterion) {
     let mut alloc = GraphAllocator::new(std::slice::from_ref(&compute));
     alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
     let all: Vec<TensorId> = graph.leafs().iter().chain(graph.nodes()).copied().collect();
-    let sum = owned_sum(&ctx, &all, wbuf);
-    let peak = alloc.buffer_size(gantry_engine::alloc::BufferTypeIndex::new(0));
+    let sum = owned_sum(&ctx, &all, &wbuf);
+    let peak = alloc.buffer_size(gantry::alloc::BufferTypeIndex::new(0));
     eprintln!(
         "llama 30 layers, {N_TOKENS} tokens over {N_KV} cache rows: {n_nodes} nodes, {} leafs; \
          planned peak {:.2} MiB vs sum of all tensor sizes {:.2} MiB ({:.1}x less)",

@@ -2,12 +2,10 @@
 //! scratch has grown to the graph: binding the same graph again, binding a
 //! rebuilt copy of it, and re-planning other graphs that fit the reservation.
 
-use std::sync::Arc;
-
-use gantry_arenas::GraphArena;
-use gantry_engine::testing::CountingAllocator;
-use gantry_engine::testing::{LlamaModel, LlamaShape, VirtualBufferType};
-use gantry_engine::{BufferType, Context, DType, GraphAllocator};
+use gantry::model::llama::LlamaHparams;
+use gantry::testing::PlannedLlama;
+use gantry::testing::engine::{CountingAllocator, TestBufferType};
+use gantry::{Context, DType, GraphAllocator, GraphArena};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -17,15 +15,14 @@ fn allocations() -> usize {
 }
 
 /// A smaller llama (8 layers, real SmolLM2 widths) keeps the debug-build test quick.
-const SHAPE: LlamaShape = LlamaShape { n_layer: 8, ..LlamaShape::SMOLLM2_135M };
+const SHAPE: LlamaHparams = LlamaHparams { n_layer: 8, ..LlamaHparams::SMOLLM2_135M };
 
 #[test]
 fn alloc_same_graph_again_allocates_nothing() {
     let mut ctx = Context::new();
-    let model = LlamaModel::new(&mut ctx, SHAPE, DType::F16, 128).unwrap();
-    let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
-    model.place_weights(&mut ctx, &weights).unwrap();
-    let compute: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("compute", 32));
+    let weights = TestBufferType::virtual_memory("weights", 32).shared();
+    let model = PlannedLlama::new(&mut ctx, SHAPE, DType::F16, 128, &weights).unwrap();
+    let compute = TestBufferType::virtual_memory("compute", 32).shared();
     let mut alloc = GraphAllocator::new(&[compute]);
     let mark = ctx.mark();
     let mut arena = GraphArena::new();
@@ -52,10 +49,9 @@ fn alloc_same_graph_again_allocates_nothing() {
 #[test]
 fn alloc_replanning_graphs_that_fit_the_reservation_allocates_nothing() {
     let mut ctx = Context::new();
-    let model = LlamaModel::new(&mut ctx, SHAPE, DType::F16, 256).unwrap();
-    let weights: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
-    model.place_weights(&mut ctx, &weights).unwrap();
-    let compute: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("compute", 32));
+    let weights = TestBufferType::virtual_memory("weights", 32).shared();
+    let model = PlannedLlama::new(&mut ctx, SHAPE, DType::F16, 256, &weights).unwrap();
+    let compute = TestBufferType::virtual_memory("compute", 32).shared();
     let mut alloc = GraphAllocator::new(&[compute]);
     let mark = ctx.mark();
     let mut arena = GraphArena::new();

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use gantry_engine::{Context, Graph, TensorFlags, TensorId};
+use crate::{Context, Graph, TensorFlags, TensorId};
 
 /// When a tensor's memory holds a value that someone will still read:
 /// from `def` (the node that writes it; -1 for leafs and inputs) to `last`
@@ -13,7 +13,9 @@ use gantry_engine::{Context, Graph, TensorFlags, TensorId};
 /// outputs and inputs, which are never given up).
 #[derive(Debug, Clone, Copy)]
 pub struct Lifetime {
+    /// The node that writes it (-1 for leafs and inputs).
     pub def: i64,
+    /// The last node that reads it (`i64::MAX`: never given up).
     pub last: i64,
 }
 
@@ -80,7 +82,7 @@ fn legal_in_place(ctx: &Context, a: TensorId, b: TensorId) -> bool {
 /// tensor it reads last. Returns the number of in-place pairs seen.
 pub fn check_no_live_overlap(ctx: &Context, graph: Graph<'_>) -> Result<usize, String> {
     let life = lifetimes(ctx, graph);
-    let mut spans: Vec<(TensorId, gantry_engine::Placement, usize, Lifetime)> = vec![];
+    let mut spans: Vec<(TensorId, crate::Placement, usize, Lifetime)> = vec![];
     for (&t, &l) in &life {
         let p = ctx.placement(t).ok_or_else(|| format!("{} has no memory", ctx.describe(t)))?;
         let n = ctx.desc(t).unwrap().nbytes();
@@ -121,7 +123,7 @@ pub fn check_no_live_overlap(ctx: &Context, graph: Graph<'_>) -> Result<usize, S
 
 /// Sum of the bytes of every tensor of `graph` that owns memory and is not
 /// placed in one of `except` (pre-allocated buffers).
-pub fn owned_bytes(ctx: &Context, graph: Graph<'_>, except: &[gantry_engine::BufferId]) -> usize {
+pub fn owned_bytes(ctx: &Context, graph: Graph<'_>, except: &[crate::BufferId]) -> usize {
     lifetimes(ctx, graph)
         .keys()
         .filter(|&&t| ctx.placement(t).is_none_or(|p| !except.contains(&p.buffer)))

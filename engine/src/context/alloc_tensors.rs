@@ -142,7 +142,7 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_buffer::buft;
+    use crate::testing::TestBufferType;
     use crate::{DType, TensorDesc};
 
     #[test]
@@ -151,7 +151,9 @@ mod tests {
         let a = ctx.tensor(DType::F32, [3]).unwrap(); // 12 bytes -> 16
         let b = ctx.tensor(DType::F16, [5]).unwrap(); // 10 bytes -> 16
         let v = ctx.view_1d(a, 2, 4).unwrap();
-        let bufs = ctx.alloc_tensors(&[a, v, b, a], &buft(usize::MAX, 16), BufferUsage::Weights).unwrap();
+        let bufs = ctx
+            .alloc_tensors(&[a, v, b, a], &TestBufferType::device("test", 16).shared(), BufferUsage::Weights)
+            .unwrap();
         assert_eq!(bufs.len(), 1);
         let (pa, pb) = (ctx.placement(a).unwrap(), ctx.placement(b).unwrap());
         assert_eq!((pa.offset, pb.offset), (0, 16));
@@ -166,7 +168,7 @@ mod tests {
     fn splits_at_max_size_and_skips_allocated() {
         let mut ctx = Context::new();
         let ts: Vec<TensorId> = (0..5).map(|_| ctx.tensor(DType::F32, [8]).unwrap()).collect(); // 32 bytes each
-        let bt = buft(64, 32);
+        let bt = TestBufferType::device("test", 32).with_max_size(64).shared();
         let first = ctx.alloc_tensors(&ts[..1], &bt, BufferUsage::Any).unwrap();
         let bufs = ctx.alloc_tensors(&ts, &bt, BufferUsage::Any).unwrap();
         assert_eq!(bufs.len(), 2, "4 tensors of 32 bytes in buffers of at most 64");
@@ -187,7 +189,14 @@ mod tests {
         let small = ctx.tensor(DType::F32, [4]).unwrap();
         let big = ctx.tensor(DType::F32, [100]).unwrap();
         ctx.set_name(big, "too_big").unwrap();
-        let err = ctx.alloc_tensors(&[small, big], &buft(256, 16), BufferUsage::Any).unwrap_err().to_string();
+        let err = ctx
+            .alloc_tensors(
+                &[small, big],
+                &TestBufferType::device("test", 16).with_max_size(256).shared(),
+                BufferUsage::Any,
+            )
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("too_big"), "{err}");
         assert!(!ctx.is_allocated(small));
         assert_eq!(ctx.buffers().count(), 0);
@@ -198,7 +207,7 @@ mod tests {
         let mut ctx = Context::new();
         let desc = TensorDesc::contiguous(DType::F32, [0, 3, 1, 1]).unwrap();
         let e = ctx.insert(desc);
-        let bufs = ctx.alloc_tensors(&[e], &buft(usize::MAX, 64), BufferUsage::Any).unwrap();
+        let bufs = ctx.alloc_tensors(&[e], &TestBufferType::device("test", 64).shared(), BufferUsage::Any).unwrap();
         assert_eq!(bufs.len(), 1);
         assert!(ctx.is_allocated(e));
         assert!(ctx.read_f32(e).unwrap().is_empty());

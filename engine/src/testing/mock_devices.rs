@@ -2,81 +2,14 @@
 //! scheduler's placement systems without any kernels.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use gantry_arenas::{EventId, TensorId};
 
+use super::TestBufferType;
 use crate::{
-    Backend, Buffer, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Graph, MemoryInfo, Op, Result,
-    check_range,
+    Backend, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Graph, MemoryInfo, Op, Result,
 };
-
-/// A buffer type with real (mutex-guarded) memory and a host flag.
-pub struct MockBuft {
-    /// Its name.
-    pub name: &'static str,
-    /// Whether it claims to be host memory.
-    pub host: bool,
-}
-
-/// A buffer of [`MockBuft`].
-pub struct MockBuffer {
-    data: Mutex<Vec<u8>>,
-}
-
-impl Buffer for MockBuffer {
-    fn size(&self) -> usize {
-        self.data.lock().unwrap().len()
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        None
-    }
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        let mut d = self.data.lock().unwrap();
-        check_range("mock", d.len(), offset, data.len())?;
-        d[offset..offset + data.len()].copy_from_slice(data);
-        Ok(())
-    }
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        let d = self.data.lock().unwrap();
-        check_range("mock", d.len(), offset, out.len())?;
-        out.copy_from_slice(&d[offset..offset + out.len()]);
-        Ok(())
-    }
-    fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
-        let mut d = self.data.lock().unwrap();
-        check_range("mock", d.len(), offset, len)?;
-        d[offset..offset + len].fill(value);
-        Ok(())
-    }
-    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
-        Ok(false)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-impl BufferType for MockBuft {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
-        Ok(Box::new(MockBuffer { data: Mutex::new(vec![0; size]) }))
-    }
-    fn alignment(&self) -> usize {
-        32
-    }
-    fn is_host(&self) -> bool {
-        self.host
-    }
-    fn device_name(&self) -> &str {
-        self.name
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
 
 /// A device that supports the ops `supports` accepts and the buffer type `buft`.
 #[derive(Clone)]
@@ -165,19 +98,19 @@ pub fn all_ops(_: &Op) -> bool {
 
 /// A CPU-typed mock over host memory.
 pub fn cpu() -> Arc<dyn Backend> {
-    let buft: Arc<dyn BufferType> = Arc::new(MockBuft { name: "CPU", host: true });
+    let buft = TestBufferType::host("CPU", 32).shared();
     MockDevice { name: "CPU", device_type: DeviceType::Cpu, buft, supports: all_ops, reads_host: true, offload: false }
         .init_backend(None)
         .unwrap()
 }
 
-/// A GPU-typed mock with its own non-host buffer type, of `buft` when given
-/// (e.g. a `VirtualBufferType` for large graphs that need no memory).
+/// A GPU-typed mock with its own non-host buffer type.
 pub fn gpu(name: &'static str, supports: fn(&Op) -> bool) -> Arc<dyn Backend> {
-    gpu_with(name, supports, Arc::new(MockBuft { name, host: false }))
+    gpu_with(name, supports, TestBufferType::device(name, 32).shared())
 }
 
-/// A GPU-typed mock over `buft`.
+/// A GPU-typed mock over `buft` (e.g. virtual memory, for large graphs that
+/// need no memory).
 pub fn gpu_with(name: &'static str, supports: fn(&Op) -> bool, buft: Arc<dyn BufferType>) -> Arc<dyn Backend> {
     MockDevice { name, device_type: DeviceType::Gpu, buft, supports, reads_host: false, offload: false }
         .init_backend(None)

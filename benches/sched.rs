@@ -15,11 +15,13 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gantry_engine::alloc::GraphAllocator;
-use gantry_engine::sched::{Scheduler, SchedulerParams};
-use gantry_engine::testing::devices::{all_ops, cpu, gpu_with};
-use gantry_engine::testing::{LlamaModel, LlamaShape, VirtualBufferType};
-use gantry_engine::{BufferType, Context, DType, GraphArena, Op};
+use gantry::alloc::GraphAllocator;
+use gantry::model::llama::LlamaHparams;
+use gantry::sched::{Scheduler, SchedulerParams};
+use gantry::testing::PlannedLlama;
+use gantry::testing::engine::TestBufferType;
+use gantry::testing::engine::mock_devices::{all_ops, cpu, gpu_with};
+use gantry::{BufferType, Context, DType, GraphArena, Op};
 
 /// A GPU without SOFT_MAX: every layer's attention goes GPU -> CPU -> GPU.
 fn no_soft_max(op: &Op) -> bool {
@@ -29,9 +31,8 @@ fn no_soft_max(op: &Op) -> bool {
 fn bench_sched(c: &mut Criterion) {
     for (label, n_tokens, n_kv) in [("prompt64", 64, 256), ("decode1", 1, 256)] {
         let mut ctx = Context::new();
-        let model = LlamaModel::new(&mut ctx, LlamaShape::SMOLLM2_135M, DType::Q4_0, 256).unwrap();
-        let vram: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("TestGPU", 256));
-        model.place_weights(&mut ctx, &vram).unwrap();
+        let vram: Arc<dyn BufferType> = TestBufferType::virtual_memory("TestGPU", 256).shared();
+        let model = PlannedLlama::new(&mut ctx, LlamaHparams::SMOLLM2_135M, DType::Q4_0, 256, &vram).unwrap();
         let g = model.build(&mut ctx, n_tokens, n_kv).unwrap();
         let arena = GraphArena::new();
         let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();

@@ -2,29 +2,24 @@
 //! (checked from the graph), and the planned peak against the sum of all
 //! tensor sizes (printed; run with `--nocapture` to see it).
 
-mod support;
-
-use std::sync::Arc;
-
-use gantry_arenas::GraphArena;
-use gantry_engine::alloc::BufferTypeIndex;
-use gantry_engine::testing::{LlamaModel, LlamaShape, VirtualBufferType};
-use gantry_engine::{BufferType, Context, DType, GraphAllocator};
-use support::liveness;
+use gantry::alloc::BufferTypeIndex;
+use gantry::model::llama::LlamaHparams;
+use gantry::testing::PlannedLlama;
+use gantry::testing::engine::{TestBufferType, liveness};
+use gantry::{Context, DType, GraphAllocator, GraphArena};
 
 #[test]
 fn alloc_llama_plan_has_no_live_overlap_and_a_small_peak() {
     let (n_tokens, n_kv) = (64, 256);
     let mut ctx = Context::new();
-    let model = LlamaModel::new(&mut ctx, LlamaShape::SMOLLM2_135M, DType::F32, n_kv).unwrap();
-    let weights_type: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("weights", 32));
-    let weights = model.place_weights(&mut ctx, &weights_type).unwrap();
+    let weights_type = TestBufferType::virtual_memory("weights", 32).shared();
+    let model = PlannedLlama::new(&mut ctx, LlamaHparams::SMOLLM2_135M, DType::F32, n_kv, &weights_type).unwrap();
     let weight_spots: Vec<_> = model.tensors().iter().map(|&t| ctx.placement(t)).collect();
     let g = model.build(&mut ctx, n_tokens, n_kv).unwrap();
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();
 
-    let compute_type: Arc<dyn BufferType> = Arc::new(VirtualBufferType::new("compute", 32));
+    let compute_type = TestBufferType::virtual_memory("compute", 32).shared();
     let mut alloc = GraphAllocator::new(&[compute_type]);
     let sizes = alloc.reserve(&mut ctx, graph, &[], &[]).unwrap();
     alloc.alloc_graph(&mut ctx, graph, &[], &[]).unwrap();
@@ -33,12 +28,12 @@ fn alloc_llama_plan_has_no_live_overlap_and_a_small_peak() {
     assert_eq!(now, weight_spots, "weights and caches stay where they were placed");
 
     let peak = alloc.buffer_size(BufferTypeIndex::new(0));
-    let sum = liveness::owned_bytes(&ctx, graph, &[weights]);
+    let sum = liveness::owned_bytes(&ctx, graph, &model.buffers);
     let logits = ctx.desc(g.logits).unwrap().nbytes();
     println!(
         "llama {} layers, {n_tokens} tokens, n_kv {n_kv}: {} nodes, {} leafs; planned peak {:.2} MiB \
          ({} chunk) vs sum of all tensor sizes {:.2} MiB ({:.1}x less); {in_place} nodes computed in place",
-        model.layers.len(),
+        model.hp.n_layer,
         graph.n_nodes(),
         graph.leafs().len(),
         peak as f64 / (1 << 20) as f64,

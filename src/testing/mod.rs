@@ -1,0 +1,46 @@
+//! Fixtures for the facade's tests and benches, behind the `testing`
+//! feature; not part of the production API. The engine's and the backends'
+//! fixtures are re-exported: [`engine`] (test buffer type, mock devices,
+//! counting allocator, the allocator's oracles) and [`backends`] (the test
+//! GPU platform).
+//!
+//! - [`PlannedLlama`]: a llama model (the real graph builder of
+//!   [`crate::model::llama`]) whose weights and KV cache sit in memory of a
+//!   given buffer type — virtual memory, to plan, allocate and schedule
+//!   SmolLM2-sized graphs without their bytes;
+//! - [`fill`], [`max_abs_diff`], [`reference_dir`]: what the integration
+//!   tests share.
+
+mod planned_llama;
+
+pub use gantry_backends::testing as backends;
+pub use gantry_engine::testing as engine;
+pub use planned_llama::PlannedLlama;
+
+use gantry_engine::{Context, SplitMix64, TensorId};
+
+/// Fills `t` (F32/F16/BF16) with seeded values in `[-scale, scale)`.
+pub fn fill(ctx: &mut Context, t: TensorId, seed: u64, scale: f32) -> crate::Result<()> {
+    let n = ctx.desc(t)?.nelements();
+    let mut rng = SplitMix64::new(seed);
+    let values: Vec<f32> = (0..n).map(|_| scale * rng.uniform()).collect();
+    Ok(ctx.set_f32(t, &values)?)
+}
+
+/// Largest absolute difference between two slices (infinite when their
+/// lengths differ).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// The shared reference folder (`../shared/reference` beside the repository,
+/// as in CI), or `None` when absent.
+pub fn reference_dir() -> Option<std::path::PathBuf> {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    [here.join("../shared/reference"), std::path::PathBuf::from("/work/shared/reference")]
+        .into_iter()
+        .find(|p| p.join("README.md").exists())
+}
