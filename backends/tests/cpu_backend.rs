@@ -1,15 +1,14 @@
 //! The CPU backend through the engine's traits: registry, device, platform
 //! extensions, events, buffers over caller memory, and errors (never panics).
 
-use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gantry_backends::cpu::{self, CpuBackend, CpuDevice, CpuPlatform};
 use gantry_backends::default_registry;
 use gantry_engine::{
-    AbortCallback, Backend, Buffer, BufferType, BufferUsage, ComputeStatus, Context, DType, Device, DeviceType, Error,
-    GraphArena, HostMemory, Platform, Result, SetAbortCallback, SetThreadCount, TensorId, platform_extension,
+    AbortCallback, Backend, BufferUsage, ComputeStatus, Context, DType, Device, DeviceType, Error, GraphArena,
+    HostMemory, Platform, SetAbortCallback, SetThreadCount, TensorId, platform_extension,
 };
 
 fn alloc(ctx: &mut Context, ts: &[TensorId]) {
@@ -51,33 +50,11 @@ fn registry_finds_and_starts_the_cpu() {
     assert!(device.supports_buft(cpu::mapped_buffer_type().as_ref()));
 }
 
-/// A buffer type that is not host memory.
-struct Remote;
-impl BufferType for Remote {
-    fn name(&self) -> &str {
-        "Remote"
-    }
-    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
-        let _ = size;
-        Err(Error::Unsupported("remote".into()))
-    }
-    fn alignment(&self) -> usize {
-        256
-    }
-    fn is_host(&self) -> bool {
-        false
-    }
-    fn device_name(&self) -> &str {
-        "Remote"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 #[test]
 fn the_cpu_uses_only_host_buffer_types() {
-    assert!(!CpuDevice::new().supports_buft(&Remote));
+    // Memory that is not host memory.
+    let remote = gantry_engine::testing::TestBufferType::device("Remote", 256);
+    assert!(!CpuDevice::new().supports_buft(&remote));
 }
 
 #[test]

@@ -8,71 +8,16 @@ use gantry_engine::sync::atomic::{AtomicUsize, Ordering};
 use std::any::Any;
 use std::sync::Arc;
 
+use gantry_engine::testing::TestBufferType;
 use gantry_engine::{
-    Backend, Buffer, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Error, EventId, Graph,
-    MemoryInfo, Result, TensorDesc, TensorId, same_buffer_type,
+    Backend, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Error, EventId, Graph, MemoryInfo,
+    Result, TensorDesc, TensorId, same_buffer_type,
 };
 
 use crate::cpu::{self, CpuBackend, EventTable};
 
 /// Which ops the test GPU computes.
 pub type SupportFn = Arc<dyn Fn(&TensorDesc) -> bool + Send + Sync>;
-
-/// The test GPU's memory: host memory underneath (so the CPU kernels can run
-/// on it), but not host memory to anyone asking: the CPU backend refuses it.
-pub struct TestGpuBufferType {
-    name: String,
-}
-
-struct TestGpuBuffer {
-    inner: Box<dyn Buffer>,
-}
-
-impl Buffer for TestGpuBuffer {
-    fn size(&self) -> usize {
-        self.inner.size()
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        self.inner.host_ptr()
-    }
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.inner.write(offset, data)
-    }
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.inner.read(offset, out)
-    }
-    fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
-        self.inner.fill(offset, len, value)
-    }
-    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
-        // No peer access: copies are staged through the host.
-        Ok(false)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-impl BufferType for TestGpuBufferType {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
-        Ok(Box::new(TestGpuBuffer { inner: cpu::buffer_type().alloc_buffer(size)? }))
-    }
-    fn alignment(&self) -> usize {
-        256
-    }
-    fn is_host(&self) -> bool {
-        false
-    }
-    fn device_name(&self) -> &str {
-        &self.name
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
 
 /// The test GPU device.
 #[derive(Clone)]
@@ -89,7 +34,11 @@ pub struct TestGpuDevice {
 impl TestGpuDevice {
     /// A device named `name` supporting the ops `supports` accepts.
     pub fn new(name: &str, supports: SupportFn) -> Self {
-        Self::with_buffer_type(name, supports, Arc::new(TestGpuBufferType { name: name.to_owned() }), DeviceType::Gpu)
+        // Host memory underneath (so the CPU kernels can run on it), but not
+        // host memory to anyone asking: the CPU backend refuses it, and
+        // copies to and from it are staged through the host.
+        let memory = TestBufferType::device(name, 256).with_host_ptr().shared();
+        Self::with_buffer_type(name, supports, memory, DeviceType::Gpu)
     }
 
     /// A device over an existing buffer type (e.g. the CPU's, for a

@@ -2,133 +2,22 @@
 //! over caller memory, one that cannot, and a non-host device.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use gantry_engine::testing::TestBufferType;
 use gantry_engine::{
     Backend, Buffer, BufferType, BufferUsage, Context, DType, Device, DeviceCaps, DeviceType, Error, HostMemory,
-    MemoryInfo, Result, TensorId, check_range,
+    MemoryInfo, Result, TensorId,
 };
 
 use super::*;
 use crate::model::gguf::{Gguf, GgufWriter};
 
-/// Plain memory behind a lock; reports no host pointer.
-struct VecBuffer {
-    bytes: Mutex<Vec<u8>>,
-}
-
-impl Buffer for VecBuffer {
-    fn size(&self) -> usize {
-        self.bytes.lock().unwrap().len()
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        None
-    }
-    fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        let mut b = self.bytes.lock().unwrap();
-        check_range("test", b.len(), offset, data.len())?;
-        b[offset..offset + data.len()].copy_from_slice(data);
-        Ok(())
-    }
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        let b = self.bytes.lock().unwrap();
-        check_range("test", b.len(), offset, out.len())?;
-        out.copy_from_slice(&b[offset..offset + out.len()]);
-        Ok(())
-    }
-    fn fill(&self, offset: usize, len: usize, value: u8) -> Result<()> {
-        let mut b = self.bytes.lock().unwrap();
-        check_range("test", b.len(), offset, len)?;
-        b[offset..offset + len].fill(value);
-        Ok(())
-    }
-    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
-        Ok(false)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-/// A read-only buffer over caller memory.
-struct MappedBuffer {
-    memory: HostMemory,
-}
-
-impl MappedBuffer {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: HostMemory keeps `len` bytes at `as_ptr` alive while it lives.
-        unsafe { std::slice::from_raw_parts(self.memory.as_ptr(), self.memory.len()) }
-    }
-}
-
-impl Buffer for MappedBuffer {
-    fn size(&self) -> usize {
-        self.memory.len()
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        Some(self.memory.as_ptr())
-    }
-    fn is_writable(&self) -> bool {
-        false
-    }
-    fn write(&self, _: usize, _: &[u8]) -> Result<()> {
-        Err(Error::Unsupported("read-only".into()))
-    }
-    fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        check_range("mapped", self.size(), offset, out.len())?;
-        out.copy_from_slice(&self.bytes()[offset..offset + out.len()]);
-        Ok(())
-    }
-    fn fill(&self, _: usize, _: usize, _: u8) -> Result<()> {
-        Err(Error::Unsupported("read-only".into()))
-    }
-    fn copy_from(&self, _: usize, _: &dyn Buffer, _: usize, _: usize) -> Result<bool> {
-        Err(Error::Unsupported("read-only".into()))
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-struct TestBufferType {
-    name: &'static str,
-    alignment: usize,
-    host: bool,
-    max_size: usize,
-    allocations: AtomicUsize,
-}
-
-impl TestBufferType {
-    fn new(name: &'static str, alignment: usize, host: bool, max_size: usize) -> Arc<Self> {
-        Arc::new(Self { name, alignment, host, max_size, allocations: AtomicUsize::new(0) })
-    }
-}
-
-impl BufferType for TestBufferType {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn alloc_buffer(&self, size: usize) -> Result<Box<dyn Buffer>> {
-        self.allocations.fetch_add(1, Ordering::Relaxed);
-        Ok(Box::new(VecBuffer { bytes: Mutex::new(vec![0xAA; size]) }))
-    }
-    fn alignment(&self) -> usize {
-        self.alignment
-    }
-    fn max_size(&self) -> usize {
-        self.max_size
-    }
-    fn is_host(&self) -> bool {
-        self.host
-    }
-    fn device_name(&self) -> &str {
-        "test"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+/// A buffer type of `alignment` and `max_size`, host memory or not, whose
+/// new buffers hold 0xAA (so bytes the loader never wrote show).
+fn test_buft(name: &str, alignment: usize, host: bool, max_size: usize) -> Arc<TestBufferType> {
+    let buft = if host { TestBufferType::host(name, alignment) } else { TestBufferType::device(name, alignment) };
+    Arc::new(buft.with_max_size(max_size).filled_with(0xAA))
 }
 
 struct TestDevice {
@@ -149,7 +38,7 @@ impl Device for TestDevice {
         MemoryInfo::default()
     }
     fn device_type(&self) -> DeviceType {
-        if self.buft.host { DeviceType::Cpu } else { DeviceType::Gpu }
+        if self.buft.is_host() { DeviceType::Cpu } else { DeviceType::Gpu }
     }
     fn caps(&self) -> DeviceCaps {
         DeviceCaps { buffer_from_host_ptr: self.lends_host_memory, ..Default::default() }
@@ -168,7 +57,7 @@ impl Device for TestDevice {
     }
     fn buffer_from_host_memory(&self, memory: HostMemory, _: usize) -> Result<Box<dyn Buffer>> {
         if self.lends_host_memory {
-            Ok(Box::new(MappedBuffer { memory }))
+            Ok(self.host_memory_buffer_type_of().buffer_over(memory))
         } else {
             Err(Error::Unsupported("test device lends no host memory".into()))
         }
@@ -177,17 +66,24 @@ impl Device for TestDevice {
         true
     }
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
-        buft.is_host() == self.buft.host
+        buft.is_host() == self.buft.is_host()
     }
     fn as_any(&self) -> &dyn Any {
         self
     }
 }
 
+impl TestDevice {
+    /// The buffer type buffers over host memory belong to.
+    fn host_memory_buffer_type_of(&self) -> &TestBufferType {
+        self.mapped_buft.as_deref().unwrap_or(&self.buft)
+    }
+}
+
 fn cpu_like() -> TestDevice {
     TestDevice {
-        buft: TestBufferType::new("TEST_HOST", 64, true, usize::MAX),
-        mapped_buft: Some(TestBufferType::new("TEST_MAPPED", 32, true, usize::MAX)),
+        buft: test_buft("TEST_HOST", 64, true, usize::MAX),
+        mapped_buft: Some(test_buft("TEST_MAPPED", 32, true, usize::MAX)),
         lends_host_memory: true,
     }
 }
@@ -226,7 +122,7 @@ fn host_device_gets_tensors_over_the_file_bytes() {
     let weights = load_tensors(&gguf, &mut ctx, &device, LoadOptions::default()).unwrap();
     assert!(weights.is_mapped());
     assert_eq!(weights.buffers().len(), 1);
-    assert_eq!(device.buft.allocations.load(Ordering::Relaxed), 0, "nothing allocated");
+    assert_eq!(device.buft.buffers_allocated(), 0, "nothing allocated");
     check_contents(&gguf, &ctx, &weights);
     let base = gguf.bytes().as_ptr();
     for info in gguf.tensors() {
@@ -246,29 +142,17 @@ fn devices_that_cannot_map_get_copies() {
     let cases = [
         // A GPU-like device.
         (
-            TestDevice {
-                buft: TestBufferType::new("GPU", 256, false, usize::MAX),
-                mapped_buft: None,
-                lends_host_memory: true,
-            },
+            TestDevice { buft: test_buft("GPU", 256, false, usize::MAX), mapped_buft: None, lends_host_memory: true },
             true,
         ),
         // A host device without buffers over caller memory.
         (
-            TestDevice {
-                buft: TestBufferType::new("HOST", 32, true, usize::MAX),
-                mapped_buft: None,
-                lends_host_memory: false,
-            },
+            TestDevice { buft: test_buft("HOST", 32, true, usize::MAX), mapped_buft: None, lends_host_memory: false },
             true,
         ),
         // A host device whose buffer type wants 64-byte offsets the file does not give.
         (
-            TestDevice {
-                buft: TestBufferType::new("HOST64", 64, true, usize::MAX),
-                mapped_buft: None,
-                lends_host_memory: true,
-            },
+            TestDevice { buft: test_buft("HOST64", 64, true, usize::MAX), mapped_buft: None, lends_host_memory: true },
             true,
         ),
         // Mapping turned off by the caller.
@@ -278,13 +162,13 @@ fn devices_that_cannot_map_get_copies() {
         let mut ctx = Context::new();
         let options = LoadOptions { use_mmap, progress: None };
         let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
-        assert!(!weights.is_mapped(), "{}", device.buft.name);
-        assert_eq!(device.buft.allocations.load(Ordering::Relaxed), 1);
+        assert!(!weights.is_mapped(), "{}", device.buft.name());
+        assert_eq!(device.buft.buffers_allocated(), 1);
         check_contents(&gguf, &ctx, &weights);
         for (_, t) in weights.iter() {
             let (entry, p) = ctx.tensor_buffer(t).unwrap();
-            assert_eq!(entry.buffer_type.name(), device.buft.name);
-            assert_eq!(p.offset % device.buft.alignment, 0);
+            assert_eq!(entry.buffer_type.name(), device.buft.name());
+            assert_eq!(p.offset % device.buft.alignment(), 0);
         }
     }
 }
@@ -292,8 +176,7 @@ fn devices_that_cannot_map_get_copies() {
 #[test]
 fn small_max_size_splits_buffers_and_too_large_tensors_fail_cleanly() {
     let gguf = model_file();
-    let device =
-        TestDevice { buft: TestBufferType::new("SMALL", 32, false, 256), mapped_buft: None, lends_host_memory: false };
+    let device = TestDevice { buft: test_buft("SMALL", 32, false, 256), mapped_buft: None, lends_host_memory: false };
     let mut ctx = Context::new();
     let weights = load_tensors(&gguf, &mut ctx, &device, LoadOptions::default()).unwrap();
     assert!(weights.buffers().len() > 1);
@@ -302,8 +185,7 @@ fn small_max_size_splits_buffers_and_too_large_tensors_fail_cleanly() {
     }
     check_contents(&gguf, &ctx, &weights);
 
-    let tiny =
-        TestDevice { buft: TestBufferType::new("TINY", 32, false, 100), mapped_buft: None, lends_host_memory: false };
+    let tiny = TestDevice { buft: test_buft("TINY", 32, false, 100), mapped_buft: None, lends_host_memory: false };
     let mut ctx = Context::new();
     let keep = ctx.tensor(DType::F32, [3]).unwrap();
     let err = load_tensors(&gguf, &mut ctx, &tiny, LoadOptions::default()).unwrap_err();
@@ -318,11 +200,7 @@ fn progress_reaches_the_total() {
     let gguf = model_file();
     for device in [
         cpu_like(),
-        TestDevice {
-            buft: TestBufferType::new("GPU", 32, false, usize::MAX),
-            mapped_buft: None,
-            lends_host_memory: false,
-        },
+        TestDevice { buft: test_buft("GPU", 32, false, usize::MAX), mapped_buft: None, lends_host_memory: false },
     ] {
         let mut seen = Vec::new();
         let mut record = |p: LoadProgress| seen.push(p);
@@ -358,11 +236,8 @@ fn loads_smollm2_mapped_and_copied() {
     assert_eq!(ctx.host_ptr(embd).unwrap() as *const u8, in_file);
 
     // A device with 64 MiB buffers: the 30 MB embedding and the rest split over buffers.
-    let gpu = TestDevice {
-        buft: TestBufferType::new("GPU64M", 256, false, 64 << 20),
-        mapped_buft: None,
-        lends_host_memory: false,
-    };
+    let gpu =
+        TestDevice { buft: test_buft("GPU64M", 256, false, 64 << 20), mapped_buft: None, lends_host_memory: false };
     let mut ctx = Context::new();
     let copied = load_tensors(&gguf, &mut ctx, &gpu, LoadOptions::default()).unwrap();
     assert!(!copied.is_mapped());
