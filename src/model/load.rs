@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, Error, Result, TensorId};
+use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId};
+
+use crate::{Error, Result};
 
 use super::gguf::{Gguf, TensorInfo};
 
@@ -243,7 +245,9 @@ fn load_copied(
     let buft: Arc<dyn BufferType> = device.buffer_type();
     let align = buft.alignment().max(1);
     let max_size = buft.max_size();
-    let overflow = |what: &str| Error::Overflow(format!("laying out {what} of {} in {}", gguf.source(), buft.name()));
+    let overflow = |what: &str| {
+        gantry_engine::Error::Overflow(format!("laying out {what} of {} in {}", gguf.source(), buft.name()))
+    };
 
     // (tensor index, buffer number, offset) and the size of each buffer.
     let mut layout = Vec::with_capacity(gguf.tensors().len());
@@ -255,7 +259,7 @@ fn load_copied(
         })?;
         let size = buft.alloc_size(&desc);
         if size > max_size {
-            return Err(Error::OutOfMemory { buffer_type: buft.name().to_owned(), size });
+            return Err(gantry_engine::Error::OutOfMemory { buffer_type: buft.name().to_owned(), size }.into());
         }
         let mut current = sizes.len() - 1;
         let mut offset = sizes[current].checked_next_multiple_of(align).ok_or_else(|| overflow(&info.name))?;

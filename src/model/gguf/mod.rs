@@ -24,7 +24,9 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry_engine::{Error, HostMemory, Result};
+use gantry_engine::HostMemory;
+
+use crate::{Error, Result};
 use memmap2::Mmap;
 
 pub use reader::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_TENSOR_NAME};

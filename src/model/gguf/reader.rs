@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use gantry_engine::{DType, Error, MAX_DIMS, Result};
+use gantry_engine::{DType, MAX_DIMS};
+
+use crate::{Error, Result};
 
 use super::tensor_info::TensorInfo;
 use super::value::{Array, Value, ValueType};

@@ -1,7 +1,9 @@
 //! Reader tests: hand-assembled bytes (independent of the writer), round
 //! trips through the writer, and every kind of malformed input.
 
-use gantry_engine::{DType, Error};
+use gantry_engine::DType;
+
+use crate::Error;
 
 use super::*;
 

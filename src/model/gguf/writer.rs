@@ -1,6 +1,8 @@
 //! Writing small GGUF files in memory: for tests, fuzz seeds and tools.
 
-use gantry_engine::{DType, Error, Result};
+use gantry_engine::DType;
+
+use crate::{Error, Result};
 
 use super::reader::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAGIC, tensor_size};
 use super::value::{Array, Value};

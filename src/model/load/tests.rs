@@ -189,7 +189,7 @@ fn small_max_size_splits_buffers_and_too_large_tensors_fail_cleanly() {
     let mut ctx = Context::new();
     let keep = ctx.tensor(DType::F32, [3]).unwrap();
     let err = load_tensors(&gguf, &mut ctx, &tiny, LoadOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    assert!(matches!(err, crate::Error::Engine(Error::OutOfMemory { .. })), "{err}");
     assert_eq!(ctx.tensor_count(), 1, "the failed load left nothing behind");
     assert!(ctx.contains(keep));
     assert_eq!(ctx.buffers().count(), 0);

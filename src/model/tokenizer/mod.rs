@@ -31,7 +31,7 @@ mod vocab;
 // short keys (token texts, id pairs) looked up for every byte encoded.
 use hashbrown::HashMap;
 
-use gantry_engine::{Error, Result};
+use crate::{Error, Result};
 
 use crate::model::gguf::Gguf;
 
@@ -164,11 +164,12 @@ impl Tokenizer {
     }
 
     fn out_of_range(&self, id: TokenId) -> Error {
-        Error::OutOfBounds(format!(
+        gantry_engine::Error::OutOfBounds(format!(
             "token id {id} is outside the vocabulary of {} tokens ({})",
             self.tokens.len(),
             self.source
         ))
+        .into()
     }
 
     // ---- encoding --------------------------------------------------------------------

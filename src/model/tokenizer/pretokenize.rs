@@ -7,7 +7,7 @@
 //! them. The splitters below keep that structure: each takes the code points
 //! and the current piece lengths and returns new piece lengths.
 
-use gantry_engine::{Error, Result};
+use crate::{Error, Result};
 
 use super::unicode::CharClass;
 

@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use gantry_engine::{Error, Result};
+use crate::{Error, Result};
 
 use super::{TokenId, Tokenizer};
 

@@ -1,6 +1,6 @@
 //! Decoding generated tokens one by one for streaming output.
 
-use gantry_engine::Result;
+use crate::Result;
 
 use super::{TokenId, Tokenizer};
 

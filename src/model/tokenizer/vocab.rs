@@ -6,7 +6,7 @@
 // short keys (token texts, id pairs) looked up for every byte encoded.
 use hashbrown::HashMap;
 
-use gantry_engine::{Error, Result};
+use crate::{Error, Result};
 
 use super::TokenId;
 use super::pretokenize::PreTokenizer;
