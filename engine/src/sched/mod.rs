@@ -23,7 +23,7 @@
 //! Around them: [`BackendSet`] (the backends in priority order, each a
 //! [`BackendIndex`]), [`Cause`] (why a tensor has its backend),
 //! [`describe`] (`GANTRY_SCHED_DEBUG`), [`graphviz`] (`Scheduler::to_dot`),
-//! and [`graph_copy`] (ggml's graph copy and backend comparison).
+//! and [`graph_copy`](mod@graph_copy) (ggml's graph copy and backend comparison).
 
 pub mod alloc;
 pub mod assign;
