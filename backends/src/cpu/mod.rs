@@ -28,6 +28,7 @@ mod buffer;
 mod compute_state;
 mod device;
 mod first_error;
+pub mod float_matvec;
 pub(crate) mod ops;
 pub(crate) mod parallel;
 mod platform;

@@ -8,10 +8,9 @@
 //! - `Avx512` (AVX-512 F, BW, VL, DQ, with AVX2/FMA/F16C) and `Avx512Vnni`
 //!   (the same + AVX512_VNNI). 512-bit bodies: the ten integer dot products
 //!   (`dot_avx512`: two 32-value blocks or 64 K-quant values per register),
-//!   the batch-1 four-row kernel of the 32-value types (`rows_avx512`) and
-//!   the F16/F32 mat-vec (`float_matvec`). With VNNI the byte products are
-//!   `vpdpbusd`, without it `vpmaddubsw` + `vpmaddwd`: one body each, two
-//!   entry points. Still on the AVX2 code under these two paths (which an
+//!   and the batch-1 four-row kernel of the 32-value types (`rows_avx512`).
+//!   With VNNI the byte products are `vpdpbusd`, without it `vpmaddubsw` +
+//!   `vpmaddwd`: one body each, two entry points. Still on the AVX2 code under these two paths (which an
 //!   AVX-512 CPU runs as well): the activation quantizers (a small part of a
 //!   product: once per column) and the tiled micro-kernels of prompt batches
 //!   (`tile_avx2`, N ≥ `TILE_MIN_N`). The AVX-512 code was written and
@@ -20,18 +19,20 @@
 //!   how fast it is.
 //!
 //! [`Isa::available`] lists what this CPU can run; tests run every entry
-//! against the scalar path.
+//! against the scalar path. The F16/F32 mat-vec is a dense kernel on the same
+//! paths, [`crate::cpu::float_matvec`]; its small-shape checks run in
+//! `isa_tests` with these.
 //!
 //! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
 //! Q4_1, Q5_1; Q8_K for the K-quants.
 
 mod activation;
+// `pub(super)`: the float mat-vec (`cpu::float_matvec`) uses its horizontal sum.
 #[cfg(target_arch = "x86_64")]
-mod dot_avx2;
+pub(super) mod dot_avx2;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx512;
 mod dot_scalar;
-mod float_matvec;
 mod mul_mat;
 mod rows;
 #[cfg(target_arch = "x86_64")]
@@ -49,7 +50,6 @@ mod isa_tests;
 mod tests;
 
 pub use activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
-pub use float_matvec::{f16_mat_vec, f16_mat_vec_on, f32_mat_vec, f32_mat_vec_on};
 pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 

@@ -4,14 +4,15 @@
 //! for the row tails) where available.
 //!
 //! These exist because a general GEMM is built for reuse that a single
-//! column does not have; the CPU backend's F32/F16 MUL_MAT (not in this
-//! module) can route `N = 1` here.
+//! column does not have; the CPU backend's F32/F16 MUL_MAT (`ops::mul_mat`)
+//! routes `N = 1` here. They are dense kernels, not quantized ones, but take
+//! the same run-time [`Isa`] paths as the quantized kernels.
 
 use gantry_engine::{Error, Result};
 use half::f16;
 use rayon::prelude::*;
 
-use super::Isa;
+use crate::cpu::quant::Isa;
 
 /// Rows per parallel task.
 const ROWS: usize = 32;
@@ -227,8 +228,8 @@ impl Elem for f16 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::super::dot_avx2::hsum_ps;
     use super::Elem;
+    use crate::cpu::quant::dot_avx2::hsum_ps;
 
     /// How far ahead each row is prefetched: the weights stream from memory
     /// once, and the hardware prefetcher alone does not keep enough of them
