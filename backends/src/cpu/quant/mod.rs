@@ -10,9 +10,10 @@
 //!   (`dot_avx512`: two 32-value blocks or 64 K-quant values per register),
 //!   and the batch-1 four-row kernel of the 32-value types (`rows_avx512`).
 //!   With VNNI the byte products are `vpdpbusd`, without it `vpmaddubsw` +
-//!   `vpmaddwd`: one body each, two entry points. Still on the AVX2 code under these two paths (which an
-//!   AVX-512 CPU runs as well): the activation quantizers (a small part of a
-//!   product: once per column) and the tiled micro-kernels of prompt batches
+//!   `vpmaddwd`: one body each, two entry points. Still on the AVX2 code
+//!   under these two paths (which an AVX-512 CPU runs as well): the
+//!   activation quantizers (`quantize_activation`: a small part of a
+//!   product, once per column) and the tiled micro-kernels of prompt batches
 //!   (`tile_avx2`, N ≥ `TILE_MIN_N`). The AVX-512 code was written and
 //!   compiled on a CPU without AVX-512; it is tested under an emulator
 //!   (the `isa_tests` module: small shapes for that) and nothing here says
@@ -26,7 +27,6 @@
 //! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
 //! Q4_1, Q5_1; Q8_K for the K-quants.
 
-mod activation;
 // `pub(super)`: the float mat-vec (`cpu::float_matvec`) uses its horizontal sum.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod dot_avx2;
@@ -34,6 +34,7 @@ pub(super) mod dot_avx2;
 mod dot_avx512;
 mod dot_scalar;
 mod mul_mat;
+mod quantize_activation;
 mod rows;
 #[cfg(target_arch = "x86_64")]
 mod rows_avx2;
@@ -49,8 +50,8 @@ mod isa_tests;
 #[cfg(test)]
 mod tests;
 
-pub use activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
 pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
+pub use quantize_activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 
 use gantry_engine::DType;
