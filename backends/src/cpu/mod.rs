@@ -29,6 +29,7 @@ mod compute_state;
 mod device;
 mod first_error;
 pub mod float_matvec;
+pub(crate) mod isa;
 pub(crate) mod ops;
 pub(crate) mod parallel;
 mod platform;
@@ -47,6 +48,7 @@ pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};
 pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
+pub use isa::Isa;
 pub use platform::CpuPlatform;
 pub use tasks::TaskCounter;
 

@@ -60,57 +60,7 @@ use gantry_engine::quant::{
     BlockQ8K,
 };
 
-/// An instruction-set path of the quantized kernels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// Portable Rust, no SIMD intrinsics.
-    Scalar,
-    /// x86-64 AVX2 with FMA and F16C. Constructed only by [`Isa::available`]
-    /// and [`Isa::best`], which check the CPU first (so for every variant below).
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    /// x86-64 AVX-512 F, BW, VL and DQ, with AVX2, FMA and F16C: byte
-    /// products by `vpmaddubsw` + `vpmaddwd`.
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-    /// [`Isa::Avx512`] plus AVX512_VNNI: byte products by `vpdpbusd`.
-    #[cfg(target_arch = "x86_64")]
-    Avx512Vnni,
-}
-
-impl Isa {
-    /// Every path this CPU can run, slowest first (the scalar path is always there).
-    pub fn available() -> impl Iterator<Item = Isa> {
-        std::iter::once(Isa::Scalar).chain(Self::simd())
-    }
-
-    /// The fastest path this CPU can run.
-    pub fn best() -> Isa {
-        Self::available().last().unwrap_or(Isa::Scalar)
-    }
-
-    /// The SIMD paths this CPU can run, slowest first. Each needs the
-    /// features of the one before it (the AVX-512 kernels call AVX2 helpers).
-    #[cfg(target_arch = "x86_64")]
-    fn simd() -> impl Iterator<Item = Isa> {
-        let avx2 =
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
-        let avx512 = avx2
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512dq");
-        let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
-        [(avx2, Isa::Avx2), (avx512, Isa::Avx512), (vnni, Isa::Avx512Vnni)]
-            .into_iter()
-            .filter_map(|(ok, isa)| ok.then_some(isa))
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn simd() -> impl Iterator<Item = Isa> {
-        std::iter::empty()
-    }
-}
+use super::Isa;
 
 /// Defines `vec_dot_<type>_<partner>(n, x, y)` (best path) and
 /// `vec_dot_<type>_<partner>_on(isa, n, x, y)` (a chosen path).

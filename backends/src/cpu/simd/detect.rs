@@ -1,5 +1,4 @@
-//! The CPU features the multiversioned primitives choose between at run
-//! time (cached by std after the first query).
+//! The CPU features the primitives choose between at run time.
 
 /// Whether this CPU has AVX2 and FMA (cached by std after the first query).
 #[inline]

@@ -14,8 +14,9 @@ macro_rules! multiversion {
             fn imp<const FMA: bool>($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx2,fma")]
-                fn avx2($($arg: $ty),*) $(-> $ret)? { imp::<true>($($arg),*) }
+                $crate::cpu::isa::avx2_fma_fn! {
+                    fn avx2($($arg: $ty),*) $(-> $ret)? { imp::<true>($($arg),*) }
+                }
                 if $crate::cpu::simd::has_avx2_fma() {
                     // SAFETY: the CPU supports AVX2 and FMA (checked just above).
                     return unsafe { avx2($($arg),*) };
