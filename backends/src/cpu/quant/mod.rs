@@ -26,6 +26,20 @@
 //!
 //! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
 //! Q4_1, Q5_1; Q8_K for the K-quants.
+//!
+//! Files:
+//! - `quantize_activation`: f32 rows into Q8_0 / Q8_1 / Q8_K (scalar, AVX2).
+//! - `unpack`: every weight block brought to one integer form.
+//! - `dot_scalar`, `dot_avx2`, `dot_avx512`: one weight row · one
+//!   activation row, per path (the `vec_dot_*` functions here dispatch).
+//! - `rows_avx2`, `rows_avx512`: several weight rows · one activation row
+//!   (the batch-1 kernel of the 32-value types).
+//! - `tile_avx2`: the tiled micro-kernels of prompt batches.
+//! - `weight`: what the driver knows about a weight type, in one trait.
+//! - `mul_mat`: the quantized matrix product driver.
+//! - `rows`: row conversions for GET_ROWS / CPY / SET_ROWS.
+//! - `tests`, `isa_tests`: every path against the scalar one and f64
+//!   (`isa_tests`: small shapes, for an emulator).
 
 // `pub(super)`: the float mat-vec (`cpu::float_matvec`) uses its horizontal sum.
 #[cfg(target_arch = "x86_64")]

@@ -1,7 +1,7 @@
 //! Composing a kernel's WGSL: the prelude (parameters, the five bindings
 //! typed for the dtypes of this instance, load/store functions), the
 //! kernel's constants (first those it shares with its plan, from
-//! [`super::shared_constants`]), helper libraries (a dequantizer and what it
+//! `shared_constants`), helper libraries (a dequantizer and what it
 //! calls), then its body.
 //!
 //! Bodies never touch the binding arrays directly: they call
