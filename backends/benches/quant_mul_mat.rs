@@ -6,7 +6,7 @@
 //! - `k4096_m14336/n{1,32,512}`: the goals, for Q4_0, Q4_1, Q8_0,
 //!   Q4_K, Q6_K, F16 and F32: `backend/<type>` is the CPU backend,
 //!   `dequant+gemm/<type>` the baseline (plain `gemm` for F32), and for N = 1
-//!   `matvec/f16|f32` the standalone F16/F32 mat-vec kernels of `cpu::quant`,
+//!   `matvec/f16|f32` the standalone F16/F32 mat-vec kernels of `cpu::float_matvec`,
 //!   and `read/<type>`, one parallel read of the backend's weight buffer: the
 //!   memory floor (its table ratio is the backend's time over the floor's).
 //!   `GANTRY_BENCH_GGML_SHAPE=1` swaps to K = 14336, M = 4096, the shape of
@@ -30,7 +30,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
-use gantry_backends::cpu::quant::{dequantize_rows, f16_mat_vec, f32_mat_vec};
+use gantry_backends::cpu::float_matvec::{f16_mat_vec, f32_mat_vec};
+use gantry_backends::cpu::quant::dequantize_rows;
 use gantry_backends::cpu::{self, CpuBackend};
 use gantry_engine::quant::quantize_row;
 use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};

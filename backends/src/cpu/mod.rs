@@ -2,6 +2,23 @@
 //! rayon pool with a settable thread count, an abort callback, and kernels
 //! for every op of the core set in F32, F16 and BF16.
 //!
+//! - The backend: `platform`, `device`, `backend` (graphs node by node),
+//!   `buffer` over `aligned` memory, `compute_state` (pool and scratch
+//!   behind one lock), `parallel` / `tasks` / `first_error` (splitting a
+//!   kernel's work), `abort`, `sysinfo`.
+//! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
+//!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`,
+//!   `mul_mat`, `mul_mat_quant`, `flash_attn`), and the dispatch from an op
+//!   to its kernel.
+//! - `simd/`: the vector primitives the op kernels are built from (`dot`,
+//!   `axpy`, `reduce`, `exp`, `convert`), multiversioned by CPU feature.
+//! - [`float_matvec`]: the streaming F16/F32 mat-vec of one-token products.
+//! - [`quant`]: the quantized kernels (activation quantizers, integer dots,
+//!   the quantized mat-mul driver, row conversions).
+//! - `isa`: [`Isa`], the instruction-set paths of `float_matvec` and `quant`
+//!   chosen at run time, and one macro per path that compiles a function
+//!   with its target features (each feature set spelled once).
+//!
 //! ```
 //! use gantry_backends::cpu::CpuBackend;
 //! use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena};
@@ -28,6 +45,8 @@ mod buffer;
 mod compute_state;
 mod device;
 mod first_error;
+pub mod float_matvec;
+pub(crate) mod isa;
 pub(crate) mod ops;
 pub(crate) mod parallel;
 mod platform;
@@ -46,6 +65,7 @@ pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};
 pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
+pub use isa::Isa;
 pub use platform::CpuPlatform;
 pub use tasks::TaskCounter;
 

@@ -9,6 +9,13 @@
 //!
 //! Only the `gpu` module calls wgpu (its API changes every major version).
 //!
+//! Kernels: [`kernels`] plans each node (which kernel, its bindings and
+//! grid; one file per op family) and composes its WGSL (`kernels::shader`):
+//! a prelude, the constants the kernel shares with its plan (spelled once,
+//! in Rust: `kernels::shared_constants`), helper libraries such as a
+//! dequantizer (`shaders/deq_*.wgsl`, the K-quants' `scale_min_k4.wgsl`),
+//! then the kernel's body (`shaders/<kernel>.wgsl`).
+//!
 //! Coverage: every op of the core set in F32, F16 and BF16 (F16 and BF16
 //! results need no `shader-f16`: without it they are written half a word at
 //! a time with atomics); MUL_MAT and GET_ROWS from Q4_0, Q4_1, Q5_0, Q5_1,

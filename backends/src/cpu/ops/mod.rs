@@ -4,6 +4,7 @@
 
 mod binary;
 pub(crate) mod bound;
+mod concat_repeat;
 mod copy;
 mod flash_attn;
 mod glu;
@@ -14,7 +15,6 @@ mod reduce;
 mod rope;
 mod rows;
 mod softmax;
-mod tile;
 mod unary;
 
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
@@ -36,7 +36,7 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::SoftMax { .. } | Op::DiagMaskInf { .. } => softmax::supports(ctx, d),
         Op::Rope(_) => rope::supports(ctx, d),
         Op::MulMat => mul_mat::supports(ctx, d),
-        Op::Concat { .. } | Op::Repeat => tile::supports(ctx, d),
+        Op::Concat { .. } | Op::Repeat => concat_repeat::supports(ctx, d),
         Op::FlashAttnExt { .. } => flash_attn::supports(ctx, d),
     }
 }
@@ -65,7 +65,7 @@ pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, shared: &mut Vec<
         Op::SoftMax { .. } | Op::DiagMaskInf { .. } => softmax::compute(ctx, t, &d, par),
         Op::Rope(p) => rope::compute(ctx, t, &d, &p, par),
         Op::MulMat => mul_mat::compute(ctx, t, &d, par, shared),
-        Op::Concat { .. } | Op::Repeat => tile::compute(ctx, t, &d, par),
+        Op::Concat { .. } | Op::Repeat => concat_repeat::compute(ctx, t, &d, par),
         Op::FlashAttnExt { scale, max_bias, softcap } => {
             flash_attn::compute(ctx, t, &d, flash_attn::Params { scale, max_bias, softcap }, par)
         }

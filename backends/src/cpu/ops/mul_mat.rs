@@ -5,7 +5,7 @@
 //! - **quantized** src0 (Q4_0 … Q6_K) goes to the quantized driver (see
 //!   [`super::mul_mat_quant`]): activations quantized once, integer dots.
 //! - **mat-vec** for one F16 / F32 matrix times one column (token
-//!   generation): the streaming kernels of `cpu::quant::float_matvec`.
+//!   generation): the streaming kernels of `cpu::float_matvec`.
 //! - **dots** for few columns (`n <= DOT_MAX_COLS`, the matrix-vector case
 //!   of token generation): each src0 row is read once and dotted with every
 //!   column while it is in L1; F16 and BF16 rows are converted in registers.
@@ -216,7 +216,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
 }
 
 /// One weight matrix times one column (token generation with F16 / F32
-/// weights) through the streaming mat-vec kernels of `cpu::quant` (several
+/// weights) through the streaming mat-vec kernels of `cpu::float_matvec` (several
 /// rows per pass over the column, rows prefetched). Returns `false`, having
 /// done nothing, for what they do not take: other dtypes, rows that are not
 /// dense, strides that are not whole elements.
@@ -241,11 +241,11 @@ fn mat_vec(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) -> Resu
         match a.dtype {
             DType::F16 => {
                 let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f16, len);
-                crate::cpu::quant::f16_mat_vec(w, k, m, stride, x, y, par.pool())?;
+                crate::cpu::float_matvec::f16_mat_vec(w, k, m, stride, x, y, par.pool())?;
             }
             _ => {
                 let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f32, len);
-                crate::cpu::quant::f32_mat_vec(w, k, m, stride, x, y, par.pool())?;
+                crate::cpu::float_matvec::f32_mat_vec(w, k, m, stride, x, y, par.pool())?;
             }
         }
     }

@@ -352,6 +352,6 @@ fn isa_float_mat_vecs_match_f64() {
     // Row lengths: under one vector, one vector and a tail, past a step of
     // 32 with a tail; rows past the groups of four; one and two threads.
     for (k, m, stride, threads) in [(5, 3, 7, 1), (37, 7, 40, 1), (100, 6, 100, 2), (64, 5, 67, 1), (16, 4, 16, 2)] {
-        float_matvec::tests::check(k, m, stride, threads);
+        crate::cpu::float_matvec::tests::check(k, m, stride, threads);
     }
 }

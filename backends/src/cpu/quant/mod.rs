@@ -8,31 +8,47 @@
 //! - `Avx512` (AVX-512 F, BW, VL, DQ, with AVX2/FMA/F16C) and `Avx512Vnni`
 //!   (the same + AVX512_VNNI). 512-bit bodies: the ten integer dot products
 //!   (`dot_avx512`: two 32-value blocks or 64 K-quant values per register),
-//!   the batch-1 four-row kernel of the 32-value types (`rows_avx512`) and
-//!   the F16/F32 mat-vec (`float_matvec`). With VNNI the byte products are
-//!   `vpdpbusd`, without it `vpmaddubsw` + `vpmaddwd`: one body each, two
-//!   entry points. Still on the AVX2 code under these two paths (which an
-//!   AVX-512 CPU runs as well): the activation quantizers (a small part of a
-//!   product: once per column) and the tiled micro-kernels of prompt batches
+//!   and the batch-1 four-row kernel of the 32-value types (`rows_avx512`).
+//!   With VNNI the byte products are `vpdpbusd`, without it `vpmaddubsw` +
+//!   `vpmaddwd`: one body each, two entry points. Still on the AVX2 code
+//!   under these two paths (which an AVX-512 CPU runs as well): the
+//!   activation quantizers (`quantize_activation`: a small part of a
+//!   product, once per column) and the tiled micro-kernels of prompt batches
 //!   (`tile_avx2`, N ≥ `TILE_MIN_N`). The AVX-512 code was written and
 //!   compiled on a CPU without AVX-512; it is tested under an emulator
 //!   (the `isa_tests` module: small shapes for that) and nothing here says
 //!   how fast it is.
 //!
 //! [`Isa::available`] lists what this CPU can run; tests run every entry
-//! against the scalar path.
+//! against the scalar path. The F16/F32 mat-vec is a dense kernel on the same
+//! paths, [`crate::cpu::float_matvec`]; its small-shape checks run in
+//! `isa_tests` with these.
 //!
 //! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
 //! Q4_1, Q5_1; Q8_K for the K-quants.
+//!
+//! Files:
+//! - `quantize_activation`: f32 rows into Q8_0 / Q8_1 / Q8_K (scalar, AVX2).
+//! - `unpack`: every weight block brought to one integer form.
+//! - `dot_scalar`, `dot_avx2`, `dot_avx512`: one weight row · one
+//!   activation row, per path (the `vec_dot_*` functions here dispatch).
+//! - `rows_avx2`, `rows_avx512`: several weight rows · one activation row
+//!   (the batch-1 kernel of the 32-value types).
+//! - `tile_avx2`: the tiled micro-kernels of prompt batches.
+//! - `weight`: what the driver knows about a weight type, in one trait.
+//! - `mul_mat`: the quantized matrix product driver.
+//! - `rows`: row conversions for GET_ROWS / CPY / SET_ROWS.
+//! - `tests`, `isa_tests`: every path against the scalar one and f64
+//!   (`isa_tests`: small shapes, for an emulator).
 
-mod activation;
+// `pub(super)`: the float mat-vec (`cpu::float_matvec`) uses its horizontal sum.
 #[cfg(target_arch = "x86_64")]
-mod dot_avx2;
+pub(super) mod dot_avx2;
 #[cfg(target_arch = "x86_64")]
 mod dot_avx512;
 mod dot_scalar;
-mod float_matvec;
 mod mul_mat;
+mod quantize_activation;
 mod rows;
 #[cfg(target_arch = "x86_64")]
 mod rows_avx2;
@@ -48,9 +64,8 @@ mod isa_tests;
 #[cfg(test)]
 mod tests;
 
-pub use activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
-pub use float_matvec::{f16_mat_vec, f16_mat_vec_on, f32_mat_vec, f32_mat_vec_on};
 pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
+pub use quantize_activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 
 use gantry_engine::DType;
@@ -59,57 +74,7 @@ use gantry_engine::quant::{
     BlockQ8K,
 };
 
-/// An instruction-set path of the quantized kernels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// Portable Rust, no SIMD intrinsics.
-    Scalar,
-    /// x86-64 AVX2 with FMA and F16C. Constructed only by [`Isa::available`]
-    /// and [`Isa::best`], which check the CPU first (so for every variant below).
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    /// x86-64 AVX-512 F, BW, VL and DQ, with AVX2, FMA and F16C: byte
-    /// products by `vpmaddubsw` + `vpmaddwd`.
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-    /// [`Isa::Avx512`] plus AVX512_VNNI: byte products by `vpdpbusd`.
-    #[cfg(target_arch = "x86_64")]
-    Avx512Vnni,
-}
-
-impl Isa {
-    /// Every path this CPU can run, slowest first (the scalar path is always there).
-    pub fn available() -> impl Iterator<Item = Isa> {
-        std::iter::once(Isa::Scalar).chain(Self::simd())
-    }
-
-    /// The fastest path this CPU can run.
-    pub fn best() -> Isa {
-        Self::available().last().unwrap_or(Isa::Scalar)
-    }
-
-    /// The SIMD paths this CPU can run, slowest first. Each needs the
-    /// features of the one before it (the AVX-512 kernels call AVX2 helpers).
-    #[cfg(target_arch = "x86_64")]
-    fn simd() -> impl Iterator<Item = Isa> {
-        let avx2 =
-            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
-        let avx512 = avx2
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512dq");
-        let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
-        [(avx2, Isa::Avx2), (avx512, Isa::Avx512), (vnni, Isa::Avx512Vnni)]
-            .into_iter()
-            .filter_map(|(ok, isa)| ok.then_some(isa))
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn simd() -> impl Iterator<Item = Isa> {
-        std::iter::empty()
-    }
-}
+use super::Isa;
 
 /// Defines `vec_dot_<type>_<partner>(n, x, y)` (best path) and
 /// `vec_dot_<type>_<partner>_on(isa, n, x, y)` (a chosen path).

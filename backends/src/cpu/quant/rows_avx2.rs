@@ -28,6 +28,7 @@ use std::arch::x86_64::*;
 use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Bits};
 
 use super::dot_avx2::{bytes_from_bits_32, bytes_from_nibbles_32, hsum_ps, load256};
+use crate::cpu::isa::avx2_fn;
 
 /// How far ahead of the block being multiplied each row is prefetched.
 const PREFETCH: usize = 1024;
@@ -56,15 +57,16 @@ impl RowPrefetch {
         RowPrefetch { distance, lines: (STEP * size_of::<B>()).div_ceil(64) }
     }
 
-    /// Prefetches the round of every row of `x` for the step at block `b`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) fn run<B, const R: usize>(&self, x: &[&[B]; R], b: usize) {
-        for row in x {
-            let ahead = row.as_ptr().wrapping_add(b).cast::<i8>().wrapping_add(self.distance);
-            for l in 0..self.lines {
-                // A prefetch never faults, whatever the address.
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
+    avx2_fn! {
+        /// Prefetches the round of every row of `x` for the step at block `b`.
+        #[inline]
+        pub(crate) fn run<B, const R: usize>(&self, x: &[&[B]; R], b: usize) {
+            for row in x {
+                let ahead = row.as_ptr().wrapping_add(b).cast::<i8>().wrapping_add(self.distance);
+                for l in 0..self.lines {
+                    // A prefetch never faults, whatever the address.
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
+                }
             }
         }
     }
@@ -103,173 +105,190 @@ pub(crate) trait RowBlock: Sized {
     unsafe fn dot(&self, a: &Act) -> (__m256, __m128);
 }
 
-/// Two consecutive f16 values as f32 in lanes 0 and 1.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn f16_pair(a: F16Bits, b: F16Bits) -> __m128 {
-    let bits = u32::from(a.bits()) | (u32::from(b.bits()) << 16);
-    _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
+avx2_fn! {
+    /// Two consecutive f16 values as f32 in lanes 0 and 1.
+    #[inline]
+    fn f16_pair(a: F16Bits, b: F16Bits) -> __m128 {
+        let bits = u32::from(a.bits()) | (u32::from(b.bits()) << 16);
+        _mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))
+    }
 }
 
-/// One f16 value as f32 in lane 0 (lane 1 zero).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn f16_one(a: F16Bits) -> __m128 {
-    _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(a.bits())))
+avx2_fn! {
+    /// One f16 value as f32 in lane 0 (lane 1 zero).
+    #[inline]
+    fn f16_one(a: F16Bits) -> __m128 {
+        _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(a.bits())))
+    }
 }
 
-/// The fifth bits of a Q5 block as 0x10 in each byte where set.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn fifth_bits(qh: [u8; 4]) -> __m256i {
-    _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10))
+avx2_fn! {
+    /// The fifth bits of a Q5 block as 0x10 in each byte where set.
+    #[inline]
+    fn fifth_bits(qh: [u8; 4]) -> __m256i {
+        _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10))
+    }
 }
 
-/// Σ u·s over 32 byte pairs (u unsigned, s signed, |u·s| pair sums within i16), as 8 i32 lanes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn mul_sum_us8(u: __m256i, s: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+avx2_fn! {
+    /// Σ u·s over 32 byte pairs (u unsigned, s signed, |u·s| pair sums within i16), as 8 i32 lanes.
+    #[inline]
+    fn mul_sum_us8(u: __m256i, s: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+    }
 }
 
-/// The offset term of an activation block: `offset · Σ q` per i32 lane.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn lane_sums_times<const SHIFT: i32>(q: __m256i) -> __m256i {
-    _mm256_slli_epi32::<SHIFT>(mul_sum_us8(_mm256_set1_epi8(1), q))
+avx2_fn! {
+    /// The offset term of an activation block: `offset · Σ q` per i32 lane.
+    #[inline]
+    fn lane_sums_times<const SHIFT: i32>(q: __m256i) -> __m256i {
+        _mm256_slli_epi32::<SHIFT>(mul_sum_us8(_mm256_set1_epi8(1), q))
+    }
 }
 
 impl RowBlock for BlockQ4_0 {
     type Y = BlockQ8_0;
     const HAS_MIN: bool = false;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn act(y: &BlockQ8_0) -> Act {
-        let q = load256(&y.qs);
-        Act { q, h: f16_one(y.d), off: lane_sums_times::<3>(q) }
+    avx2_fn! {
+        #[inline]
+        unsafe fn act(y: &BlockQ8_0) -> Act {
+            let q = load256(&y.qs);
+            Act { q, h: f16_one(y.d), off: lane_sums_times::<3>(q) }
+        }
     }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let s = _mm256_sub_epi32(mul_sum_us8(bytes_from_nibbles_32(&self.qs), a.q), a.off);
-        (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
+    avx2_fn! {
+        #[inline]
+        unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
+            let s = _mm256_sub_epi32(mul_sum_us8(bytes_from_nibbles_32(&self.qs), a.q), a.off);
+            (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
+        }
     }
 }
 
 impl RowBlock for BlockQ4_1 {
     type Y = BlockQ8_1;
     const HAS_MIN: bool = true;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn act(y: &BlockQ8_1) -> Act {
-        Act { q: load256(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
+    avx2_fn! {
+        #[inline]
+        unsafe fn act(y: &BlockQ8_1) -> Act {
+            Act { q: load256(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
+        }
     }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let s = mul_sum_us8(bytes_from_nibbles_32(&self.qs), a.q);
-        (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_pair(self.d, self.m), a.h))
+    avx2_fn! {
+        #[inline]
+        unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
+            let s = mul_sum_us8(bytes_from_nibbles_32(&self.qs), a.q);
+            (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_pair(self.d, self.m), a.h))
+        }
     }
 }
 
 impl RowBlock for BlockQ5_0 {
     type Y = BlockQ8_0;
     const HAS_MIN: bool = false;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn act(y: &BlockQ8_0) -> Act {
-        let q = load256(&y.qs);
-        Act { q, h: f16_one(y.d), off: lane_sums_times::<4>(q) }
+    avx2_fn! {
+        #[inline]
+        unsafe fn act(y: &BlockQ8_0) -> Act {
+            let q = load256(&y.qs);
+            Act { q, h: f16_one(y.d), off: lane_sums_times::<4>(q) }
+        }
     }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let u = _mm256_or_si256(bytes_from_nibbles_32(&self.qs), fifth_bits(self.qh));
-        let s = _mm256_sub_epi32(mul_sum_us8(u, a.q), a.off);
-        (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
+    avx2_fn! {
+        #[inline]
+        unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
+            let u = _mm256_or_si256(bytes_from_nibbles_32(&self.qs), fifth_bits(self.qh));
+            let s = _mm256_sub_epi32(mul_sum_us8(u, a.q), a.off);
+            (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
+        }
     }
 }
 
 impl RowBlock for BlockQ5_1 {
     type Y = BlockQ8_1;
     const HAS_MIN: bool = true;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn act(y: &BlockQ8_1) -> Act {
-        Act { q: load256(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
+    avx2_fn! {
+        #[inline]
+        unsafe fn act(y: &BlockQ8_1) -> Act {
+            Act { q: load256(&y.qs), h: f16_pair(y.d, y.s), off: _mm256_setzero_si256() }
+        }
     }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        let u = _mm256_or_si256(bytes_from_nibbles_32(&self.qs), fifth_bits(self.qh));
-        (_mm256_cvtepi32_ps(mul_sum_us8(u, a.q)), _mm_mul_ps(f16_pair(self.d, self.m), a.h))
+    avx2_fn! {
+        #[inline]
+        unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
+            let u = _mm256_or_si256(bytes_from_nibbles_32(&self.qs), fifth_bits(self.qh));
+            (_mm256_cvtepi32_ps(mul_sum_us8(u, a.q)), _mm_mul_ps(f16_pair(self.d, self.m), a.h))
+        }
     }
 }
 
 impl RowBlock for BlockQ8_0 {
     type Y = BlockQ8_0;
     const HAS_MIN: bool = false;
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn act(y: &BlockQ8_0) -> Act {
-        Act { q: load256(&y.qs), h: f16_one(y.d), off: _mm256_setzero_si256() }
+    avx2_fn! {
+        #[inline]
+        unsafe fn act(y: &BlockQ8_0) -> Act {
+            Act { q: load256(&y.qs), h: f16_one(y.d), off: _mm256_setzero_si256() }
+        }
     }
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
-        // Signed × signed: |x| times y with x's sign (neither is −128).
-        let x = load256(&self.qs);
-        let s = mul_sum_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a.q, x));
-        (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
-    }
-}
-
-/// Adds block `b` of every row to the accumulators.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn accumulate<B: RowBlock, const R: usize>(
-    x: &[&[B]; R],
-    a: &Act,
-    b: usize,
-    acc: &mut [__m256; R],
-    mins: &mut [__m128; R],
-) {
-    for r in 0..R {
-        // SAFETY: the CPU features are this function's own.
-        let (s, scales) = unsafe { x[r][b].dot(a) };
-        acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(scales), s, acc[r]);
-        if B::HAS_MIN {
-            mins[r] = _mm_add_ps(mins[r], scales);
+    avx2_fn! {
+        #[inline]
+        unsafe fn dot(&self, a: &Act) -> (__m256, __m128) {
+            // Signed × signed: |x| times y with x's sign (neither is −128).
+            let x = load256(&self.qs);
+            let s = mul_sum_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(a.q, x));
+            (_mm256_cvtepi32_ps(s), _mm_mul_ps(f16_one(self.d), a.h))
         }
     }
 }
 
-/// `[row r · y for r < R]`, each row of `x` and `y` cut to the blocks they all hold.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn dot_rows<B: RowBlock, const R: usize>(x: [&[B]; R], y: &[B::Y]) -> [f32; R] {
-    let nb = x.iter().fold(y.len(), |n, r| n.min(r.len()));
-    let x: [&[B]; R] = x.map(|r| &r[..nb]);
-    let y = &y[..nb];
-    let mut acc = [_mm256_setzero_ps(); R];
-    let mut mins = [_mm_setzero_ps(); R];
-    let prefetch = RowPrefetch::new::<B>(nb, R);
-    let mut b = 0;
-    while b + STEP <= nb {
-        prefetch.run(&x, b);
-        for u in 0..STEP {
+avx2_fn! {
+    /// Adds block `b` of every row to the accumulators.
+    #[inline]
+    fn accumulate<B: RowBlock, const R: usize>(
+        x: &[&[B]; R],
+        a: &Act,
+        b: usize,
+        acc: &mut [__m256; R],
+        mins: &mut [__m128; R],
+    ) {
+        for r in 0..R {
             // SAFETY: the CPU features are this function's own.
-            let a = unsafe { B::act(&y[b + u]) };
-            accumulate(&x, &a, b + u, &mut acc, &mut mins);
+            let (s, scales) = unsafe { x[r][b].dot(a) };
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(scales), s, acc[r]);
+            if B::HAS_MIN {
+                mins[r] = _mm_add_ps(mins[r], scales);
+            }
         }
-        b += STEP;
     }
-    for b in b..nb {
-        // SAFETY: as above.
-        let a = unsafe { B::act(&y[b]) };
-        accumulate(&x, &a, b, &mut acc, &mut mins);
+}
+
+avx2_fn! {
+    /// `[row r · y for r < R]`, each row of `x` and `y` cut to the blocks they all hold.
+    pub(crate) fn dot_rows<B: RowBlock, const R: usize>(x: [&[B]; R], y: &[B::Y]) -> [f32; R] {
+        let nb = x.iter().fold(y.len(), |n, r| n.min(r.len()));
+        let x: [&[B]; R] = x.map(|r| &r[..nb]);
+        let y = &y[..nb];
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut mins = [_mm_setzero_ps(); R];
+        let prefetch = RowPrefetch::new::<B>(nb, R);
+        let mut b = 0;
+        while b + STEP <= nb {
+            prefetch.run(&x, b);
+            for u in 0..STEP {
+                // SAFETY: the CPU features are this function's own.
+                let a = unsafe { B::act(&y[b + u]) };
+                accumulate(&x, &a, b + u, &mut acc, &mut mins);
+            }
+            b += STEP;
+        }
+        for b in b..nb {
+            // SAFETY: as above.
+            let a = unsafe { B::act(&y[b]) };
+            accumulate(&x, &a, b, &mut acc, &mut mins);
+        }
+        std::array::from_fn(|r| {
+            let min_term = if B::HAS_MIN { _mm_cvtss_f32(_mm_movehdup_ps(mins[r])) } else { 0.0 };
+            hsum_ps(acc[r]) + min_term
+        })
     }
-    std::array::from_fn(|r| {
-        let min_term = if B::HAS_MIN { _mm_cvtss_f32(_mm_movehdup_ps(mins[r])) } else { 0.0 };
-        hsum_ps(acc[r]) + min_term
-    })
 }

@@ -12,6 +12,7 @@ use std::arch::x86_64::*;
 
 use super::dot_avx2::hsum_ps;
 use super::weight::ActBlock;
+use crate::cpu::isa::avx2_fn;
 
 /// Pointers to one unpacked weight row: `q` (k bytes), `scale16` (k/16 floats).
 #[derive(Clone, Copy)]
@@ -27,57 +28,58 @@ pub(crate) struct ARow {
     pub scale32: *const f32,
 }
 
-/// Computes `out[r][c] = Σ_chunks scale·(w_r · a_c)` over `nchunks` 32-value chunks.
-///
-/// # Safety
-/// The CPU has AVX2, FMA and F16C. Each `w[r]` points to `32·nchunks` bytes
-/// and `2·nchunks` floats, each `a[c]` to `nchunks / A::CHUNKS` blocks of `A`
-/// and `nchunks` floats; no weight byte is −128 and no activation quant is
-/// −128 (true of every unpacked type and partner quantizer here).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn micro<A: ActBlock, const R: usize, const C: usize>(
-    nchunks: usize,
-    w: &[WRow; R],
-    a: &[ARow; C],
-) -> [[f32; C]; R] {
-    let mut acc = [[_mm256_setzero_ps(); C]; R];
-    let ones = _mm256_set1_epi16(1);
-    let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-    let block_bytes = size_of::<A>();
-    for j in 0..nchunks {
-        let a_off = (j / A::CHUNKS) * block_bytes + A::QS_OFFSET + (j % A::CHUNKS) * 32;
-        let mut wv = [_mm256_setzero_si256(); R];
-        let mut wabs = [_mm256_setzero_si256(); R];
-        let mut ws = [_mm256_setzero_ps(); R];
-        for r in 0..R {
-            // SAFETY: chunk j of row r lies within the 32·nchunks bytes and
-            // 2·nchunks floats the caller guarantees.
-            unsafe {
-                wv[r] = _mm256_loadu_si256(w[r].q.add(32 * j).cast());
-                let pair = _mm_castpd_ps(_mm_load_sd(w[r].scale16.add(2 * j).cast()));
-                ws[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(pair), spread);
-            }
-            wabs[r] = _mm256_sign_epi8(wv[r], wv[r]);
-        }
-        for c in 0..C {
-            // SAFETY: chunk j of column c lies within the caller's blocks and scales.
-            let (av, sa) = unsafe {
-                (_mm256_loadu_si256(a[c].blocks.add(a_off).cast()), _mm256_broadcast_ss(&*a[c].scale32.add(j)))
-            };
+avx2_fn! {
+    /// Computes `out[r][c] = Σ_chunks scale·(w_r · a_c)` over `nchunks` 32-value chunks.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C. Each `w[r]` points to `32·nchunks` bytes
+    /// and `2·nchunks` floats, each `a[c]` to `nchunks / A::CHUNKS` blocks of `A`
+    /// and `nchunks` floats; no weight byte is −128 and no activation quant is
+    /// −128 (true of every unpacked type and partner quantizer here).
+    pub(crate) unsafe fn micro<A: ActBlock, const R: usize, const C: usize>(
+        nchunks: usize,
+        w: &[WRow; R],
+        a: &[ARow; C],
+    ) -> [[f32; C]; R] {
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let ones = _mm256_set1_epi16(1);
+        let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        let block_bytes = size_of::<A>();
+        for j in 0..nchunks {
+            let a_off = (j / A::CHUNKS) * block_bytes + A::QS_OFFSET + (j % A::CHUNKS) * 32;
+            let mut wv = [_mm256_setzero_si256(); R];
+            let mut wabs = [_mm256_setzero_si256(); R];
+            let mut ws = [_mm256_setzero_ps(); R];
             for r in 0..R {
-                let p = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r]));
-                let f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                acc[r][c] = _mm256_fmadd_ps(f, _mm256_mul_ps(ws[r], sa), acc[r][c]);
+                // SAFETY: chunk j of row r lies within the 32·nchunks bytes and
+                // 2·nchunks floats the caller guarantees.
+                unsafe {
+                    wv[r] = _mm256_loadu_si256(w[r].q.add(32 * j).cast());
+                    let pair = _mm_castpd_ps(_mm_load_sd(w[r].scale16.add(2 * j).cast()));
+                    ws[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(pair), spread);
+                }
+                wabs[r] = _mm256_sign_epi8(wv[r], wv[r]);
+            }
+            for c in 0..C {
+                // SAFETY: chunk j of column c lies within the caller's blocks and scales.
+                let (av, sa) = unsafe {
+                    (_mm256_loadu_si256(a[c].blocks.add(a_off).cast()), _mm256_broadcast_ss(&*a[c].scale32.add(j)))
+                };
+                for r in 0..R {
+                    let p = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r]));
+                    let f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                    acc[r][c] = _mm256_fmadd_ps(f, _mm256_mul_ps(ws[r], sa), acc[r][c]);
+                }
             }
         }
-    }
-    let mut out = [[0f32; C]; R];
-    for r in 0..R {
-        for c in 0..C {
-            out[r][c] = hsum_ps(acc[r][c]);
+        let mut out = [[0f32; C]; R];
+        for r in 0..R {
+            for c in 0..C {
+                out[r][c] = hsum_ps(acc[r][c]);
+            }
         }
+        out
     }
-    out
 }
 
 /// Pointers to one unpacked K-quant row in the integer form: `q` (k unsigned
@@ -89,98 +91,100 @@ pub(crate) struct KRow {
     pub d: *const f32,
 }
 
-/// Computes `out[r][c] = Σ_blocks d_r·d_c·Σ_chunks sc·(q_r · a_c)` over
-/// `nblocks` super-blocks, keeping exact i32 sums within a super-block (the
-/// group scales applied by `vpmaddwd`) and converting once per super-block.
-///
-/// # Safety
-/// The CPU has AVX2, FMA and F16C. Each `w[r]` points to `256·nblocks` bytes,
-/// `128·nblocks` i16 and `nblocks` f32; each `a[c]` to `nblocks` Q8_K blocks.
-/// Quants are at most 63 (so `vpmaddubsw` cannot saturate against |a| ≤ 127)
-/// and |sc| ≤ 128.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn micro_k<const R: usize, const C: usize>(
-    nblocks: usize,
-    w: &[KRow; R],
-    a: &[*const gantry_engine::quant::BlockQ8K; C],
-) -> [[f32; C]; R] {
-    let mut accf = [[_mm256_setzero_ps(); C]; R];
-    let mut acci = [[_mm256_setzero_si256(); C]; R];
-    // One flat loop over the chunks (a runtime trip count) rather than 8
-    // chunks nested in each super-block: fully unrolled, the nested form
-    // needed far more registers than AVX2 has and spilled in the hot loop.
-    for j in 0..8 * nblocks {
-        let (b, chunk) = (j / 8, j % 8);
-        let mut wv = [_mm256_setzero_si256(); R];
-        let mut sv = [_mm256_setzero_si256(); R];
-        for r in 0..R {
-            // SAFETY: within the row's 256·nblocks bytes and 128·nblocks i16.
-            unsafe {
-                wv[r] = _mm256_loadu_si256(w[r].q.add(32 * j).cast());
-                sv[r] = _mm256_loadu_si256(w[r].sc.add(16 * j).cast());
-            }
-        }
-        for c in 0..C {
-            // SAFETY: block b of column c exists; its quants are 256 bytes.
-            let av = unsafe { _mm256_loadu_si256((*a[c].add(b)).qs.as_ptr().add(32 * chunk).cast()) };
+avx2_fn! {
+    /// Computes `out[r][c] = Σ_blocks d_r·d_c·Σ_chunks sc·(q_r · a_c)` over
+    /// `nblocks` super-blocks, keeping exact i32 sums within a super-block (the
+    /// group scales applied by `vpmaddwd`) and converting once per super-block.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C. Each `w[r]` points to `256·nblocks` bytes,
+    /// `128·nblocks` i16 and `nblocks` f32; each `a[c]` to `nblocks` Q8_K blocks.
+    /// Quants are at most 63 (so `vpmaddubsw` cannot saturate against |a| ≤ 127)
+    /// and |sc| ≤ 128.
+    pub(crate) unsafe fn micro_k<const R: usize, const C: usize>(
+        nblocks: usize,
+        w: &[KRow; R],
+        a: &[*const gantry_engine::quant::BlockQ8K; C],
+    ) -> [[f32; C]; R] {
+        let mut accf = [[_mm256_setzero_ps(); C]; R];
+        let mut acci = [[_mm256_setzero_si256(); C]; R];
+        // One flat loop over the chunks (a runtime trip count) rather than 8
+        // chunks nested in each super-block: fully unrolled, the nested form
+        // needed far more registers than AVX2 has and spilled in the hot loop.
+        for j in 0..8 * nblocks {
+            let (b, chunk) = (j / 8, j % 8);
+            let mut wv = [_mm256_setzero_si256(); R];
+            let mut sv = [_mm256_setzero_si256(); R];
             for r in 0..R {
-                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), sv[r]);
-                acci[r][c] = _mm256_add_epi32(acci[r][c], p);
+                // SAFETY: within the row's 256·nblocks bytes and 128·nblocks i16.
+                unsafe {
+                    wv[r] = _mm256_loadu_si256(w[r].q.add(32 * j).cast());
+                    sv[r] = _mm256_loadu_si256(w[r].sc.add(16 * j).cast());
+                }
             }
-        }
-        if chunk == 7 {
-            for r in 0..R {
-                // SAFETY: super-block scale b of row r exists.
-                let dr = unsafe { *w[r].d.add(b) };
-                for c in 0..C {
-                    // SAFETY: block b of column c exists.
-                    let dc = unsafe { (*a[c].add(b)).d };
-                    let f = _mm256_cvtepi32_ps(acci[r][c]);
-                    accf[r][c] = _mm256_fmadd_ps(f, _mm256_set1_ps(dr * dc), accf[r][c]);
-                    acci[r][c] = _mm256_setzero_si256();
+            for c in 0..C {
+                // SAFETY: block b of column c exists; its quants are 256 bytes.
+                let av = unsafe { _mm256_loadu_si256((*a[c].add(b)).qs.as_ptr().add(32 * chunk).cast()) };
+                for r in 0..R {
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r], av), sv[r]);
+                    acci[r][c] = _mm256_add_epi32(acci[r][c], p);
+                }
+            }
+            if chunk == 7 {
+                for r in 0..R {
+                    // SAFETY: super-block scale b of row r exists.
+                    let dr = unsafe { *w[r].d.add(b) };
+                    for c in 0..C {
+                        // SAFETY: block b of column c exists.
+                        let dc = unsafe { (*a[c].add(b)).d };
+                        let f = _mm256_cvtepi32_ps(acci[r][c]);
+                        accf[r][c] = _mm256_fmadd_ps(f, _mm256_set1_ps(dr * dc), accf[r][c]);
+                        acci[r][c] = _mm256_setzero_si256();
+                    }
                 }
             }
         }
-    }
-    let mut out = [[0f32; C]; R];
-    for r in 0..R {
-        for c in 0..C {
-            out[r][c] = hsum_ps(accf[r][c]);
-        }
-    }
-    out
-}
-
-/// Computes `out[r][c] = Σ_g mins_r[g] · sums_c[g]` over `n` values (a
-/// multiple of 8): the correction of the types with mins (`x = d·q + m`),
-/// whose weights' mins meet the activations' group sums.
-///
-/// # Safety
-/// The CPU has AVX2 and FMA; `n` is a multiple of 8 and every pointer
-/// addresses `n` floats.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn mins_dot<const R: usize, const C: usize>(
-    n: usize,
-    mins: &[*const f32; R],
-    sums: &[*const f32; C],
-) -> [[f32; C]; R] {
-    let mut acc = [[_mm256_setzero_ps(); C]; R];
-    for g in (0..n).step_by(8) {
-        // SAFETY: g + 8 ≤ n, within every row's and column's n floats.
-        let mv: [__m256; R] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(mins[r].add(g)) });
-        for c in 0..C {
-            // SAFETY: as above.
-            let sv = unsafe { _mm256_loadu_ps(sums[c].add(g)) };
-            for r in 0..R {
-                acc[r][c] = _mm256_fmadd_ps(mv[r], sv, acc[r][c]);
+        let mut out = [[0f32; C]; R];
+        for r in 0..R {
+            for c in 0..C {
+                out[r][c] = hsum_ps(accf[r][c]);
             }
         }
+        out
     }
-    let mut out = [[0f32; C]; R];
-    for r in 0..R {
-        for c in 0..C {
-            out[r][c] = hsum_ps(acc[r][c]);
+}
+
+avx2_fn! {
+    /// Computes `out[r][c] = Σ_g mins_r[g] · sums_c[g]` over `n` values (a
+    /// multiple of 8): the correction of the types with mins (`x = d·q + m`),
+    /// whose weights' mins meet the activations' group sums.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `n` is a multiple of 8 and every pointer
+    /// addresses `n` floats.
+    pub(crate) unsafe fn mins_dot<const R: usize, const C: usize>(
+        n: usize,
+        mins: &[*const f32; R],
+        sums: &[*const f32; C],
+    ) -> [[f32; C]; R] {
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        for g in (0..n).step_by(8) {
+            // SAFETY: g + 8 ≤ n, within every row's and column's n floats.
+            let mv: [__m256; R] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(mins[r].add(g)) });
+            for c in 0..C {
+                // SAFETY: as above.
+                let sv = unsafe { _mm256_loadu_ps(sums[c].add(g)) };
+                for r in 0..R {
+                    acc[r][c] = _mm256_fmadd_ps(mv[r], sv, acc[r][c]);
+                }
+            }
         }
+        let mut out = [[0f32; C]; R];
+        for r in 0..R {
+            for c in 0..C {
+                out[r][c] = hsum_ps(acc[r][c]);
+            }
+        }
+        out
     }
-    out
 }

@@ -8,7 +8,7 @@ use gantry_engine::quant::{
 };
 
 use super::unpack::{UnpackK, UnpackSmall};
-use super::{Isa, activation};
+use super::{Isa, quantize_activation};
 
 /// A dot partner (activation) block type and where its quants sit, so the
 /// tiled kernel can read 32 quants at a time from it.
@@ -29,7 +29,7 @@ impl ActBlock for BlockQ8_0 {
     const CHUNKS: usize = 1;
     const QS_OFFSET: usize = 2;
     fn quantize_on(isa: Isa, x: &[f32], y: &mut [Self]) {
-        activation::quantize_row_q8_0(isa, x, y)
+        quantize_activation::quantize_row_q8_0(isa, x, y)
     }
     fn chunk_scale(row: &[Self], j: usize) -> f32 {
         row[j].d.to_f32()
@@ -43,7 +43,7 @@ impl ActBlock for BlockQ8_1 {
     const CHUNKS: usize = 1;
     const QS_OFFSET: usize = 4;
     fn quantize_on(isa: Isa, x: &[f32], y: &mut [Self]) {
-        activation::quantize_row_q8_1(isa, x, y)
+        quantize_activation::quantize_row_q8_1(isa, x, y)
     }
     fn chunk_scale(row: &[Self], j: usize) -> f32 {
         row[j].d.to_f32()
@@ -58,7 +58,7 @@ impl ActBlock for BlockQ8K {
     const CHUNKS: usize = 8;
     const QS_OFFSET: usize = 4;
     fn quantize_on(isa: Isa, x: &[f32], y: &mut [Self]) {
-        activation::quantize_row_q8_k(isa, x, y)
+        quantize_activation::quantize_row_q8_k(isa, x, y)
     }
     fn chunk_scale(row: &[Self], j: usize) -> f32 {
         row[j / 8].d

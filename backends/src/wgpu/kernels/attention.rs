@@ -7,10 +7,12 @@ use super::{Builder, Kernel, Launch, Refusal};
 
 type Planned = Result<Option<Launch>, Refusal>;
 
-/// Longest Q/K row the kernel stages in shared memory.
-const MAX_DK: usize = 512;
-/// Longest V row: 64 invocations keep 8 output values each.
-const MAX_DV: usize = 512;
+/// Longest Q/K row the kernel stages in shared memory (`MAX_DK` in
+/// `flash_attn.wgsl`, the size of that memory).
+pub(super) const MAX_DK: usize = 512;
+/// Longest V row: the workgroup's 64 invocations keep `MAX_DV / 64` output
+/// values each (`MAX_DV` in `flash_attn.wgsl`).
+pub(super) const MAX_DV: usize = 512;
 
 pub(super) fn flash_attn(b: &mut Builder<'_>, scale: f32, max_bias: f32, softcap: f32) -> Planned {
     b.bind_dst()?;

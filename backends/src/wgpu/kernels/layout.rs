@@ -2,7 +2,7 @@
 
 use gantry_engine::DType;
 
-use super::{Builder, Kernel, Launch, Refusal, groups_for};
+use super::{Builder, Kernel, Launch, Refusal, groups_for, quantize_groups};
 
 type Planned = Result<Option<Launch>, Refusal>;
 
@@ -14,7 +14,7 @@ pub(super) fn copy(b: &mut Builder<'_>) -> Planned {
         let s = b.bind_src(0)?;
         b.bind_quantized_dst(s)?;
         let blocks = s.nelements() / 32;
-        return b.finish(Kernel::Quantize { set_rows: false }, b.d.dtype, blocks.div_ceil(64) as u64);
+        return b.finish(Kernel::Quantize { set_rows: false }, b.d.dtype, quantize_groups(blocks));
     }
     b.bind_dst()?;
     let s = b.bind_src(0)?;

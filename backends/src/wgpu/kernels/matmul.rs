@@ -11,13 +11,17 @@ type Planned = Result<Option<Launch>, Refusal>;
 /// Up to this many src1 columns (ggml's GPU backends use the same bound) the
 /// matrix-vector kernel, dequantizing each weight once for all columns,
 /// beats a 64-wide tile that would be mostly empty: on lavapipe a 5-token
-/// Q4_1 1536 x 576 product takes 69 ms rather than 269 ms tiled. Must match
-/// `MAX_COLS` in `mul_mat_vec.wgsl`.
+/// Q4_1 1536 x 576 product takes 69 ms rather than 269 ms tiled.
+/// `MAX_COLS` in `mul_mat_vec.wgsl` (see [`super::shared_constants`]).
 pub const MAX_VEC_COLUMNS: usize = 8;
 /// src0 rows per workgroup of the matrix-vector kernel (`ROWS` in `mul_mat_vec.wgsl`).
-const VEC_ROWS: u64 = 4;
+pub(super) const VEC_ROWS: u64 = 4;
 /// Result tile side of the tiled kernel (`BM`, `BN` in `mul_mat.wgsl`).
-const TILE: u64 = 64;
+pub(super) const TILE: u64 = 64;
+
+// `mul_mat.wgsl` loads a tile row per invocation of its 64 and keeps 8 x 8
+// results per invocation: a 64 x 64 tile.
+const _: () = assert!(TILE == 64);
 
 pub(super) fn mul_mat(b: &mut Builder<'_>) -> Planned {
     b.bind_dst()?;

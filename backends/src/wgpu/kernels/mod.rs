@@ -15,6 +15,7 @@ mod reduce;
 mod rope;
 mod rows;
 pub mod shader;
+mod shared_constants;
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, TensorDesc, Una
 
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
+use self::shared_constants::{ELEMENT_WORKGROUP, QUANTIZE_WORKGROUP, shared_constants};
 use crate::device_state::LazyCache;
 use crate::wgpu::gpu::{Gpu, Pipeline};
 
@@ -306,9 +308,14 @@ pub fn grid(n: u64, max: u32) -> std::result::Result<[u32; 3], Refusal> {
     Ok([max as u32, max as u32, z as u32])
 }
 
-/// Workgroups of 256 invocations covering `n` invocations.
+/// Workgroups of [`ELEMENT_WORKGROUP`] invocations covering `n` invocations.
 fn groups_for(n: usize) -> u64 {
-    (n as u64).div_ceil(256)
+    (n as u64).div_ceil(ELEMENT_WORKGROUP)
+}
+
+/// Workgroups of the quantizing copies covering `blocks` blocks, one invocation each.
+fn quantize_groups(blocks: usize) -> u64 {
+    (blocks as u64).div_ceil(QUANTIZE_WORKGROUP)
 }
 
 // ---- sources ---------------------------------------------------------------
@@ -338,19 +345,25 @@ fn body(kernel: Kernel) -> &'static str {
     }
 }
 
-fn dequantizer(dtype: DType) -> &'static str {
+/// `scale_min_k4`: the six-bit scale and min of one sub-block of a Q4_K or
+/// Q5_K block (they pack them alike).
+const SCALE_MIN_K4: &str = include_str!("../shaders/scale_min_k4.wgsl");
+
+/// The libraries that define `deq8` for src0 of `dtype`: its dequantizer,
+/// after the helpers it calls.
+fn dequantizer(dtype: DType) -> &'static [&'static str] {
     match dtype {
-        DType::Q4_0 => include_str!("../shaders/deq_q4_0.wgsl"),
-        DType::Q4_1 => include_str!("../shaders/deq_q4_1.wgsl"),
-        DType::Q5_0 => include_str!("../shaders/deq_q5_0.wgsl"),
-        DType::Q5_1 => include_str!("../shaders/deq_q5_1.wgsl"),
-        DType::Q8_0 => include_str!("../shaders/deq_q8_0.wgsl"),
-        DType::Q2_K => include_str!("../shaders/deq_q2_k.wgsl"),
-        DType::Q3_K => include_str!("../shaders/deq_q3_k.wgsl"),
-        DType::Q5_K => include_str!("../shaders/deq_q5_k.wgsl"),
-        DType::Q4_K => include_str!("../shaders/deq_q4_k.wgsl"),
-        DType::Q6_K => include_str!("../shaders/deq_q6_k.wgsl"),
-        _ => include_str!("../shaders/deq_float.wgsl"),
+        DType::Q4_0 => &[include_str!("../shaders/deq_q4_0.wgsl")],
+        DType::Q4_1 => &[include_str!("../shaders/deq_q4_1.wgsl")],
+        DType::Q5_0 => &[include_str!("../shaders/deq_q5_0.wgsl")],
+        DType::Q5_1 => &[include_str!("../shaders/deq_q5_1.wgsl")],
+        DType::Q8_0 => &[include_str!("../shaders/deq_q8_0.wgsl")],
+        DType::Q2_K => &[include_str!("../shaders/deq_q2_k.wgsl")],
+        DType::Q3_K => &[include_str!("../shaders/deq_q3_k.wgsl")],
+        DType::Q5_K => &[SCALE_MIN_K4, include_str!("../shaders/deq_q5_k.wgsl")],
+        DType::Q4_K => &[SCALE_MIN_K4, include_str!("../shaders/deq_q4_k.wgsl")],
+        DType::Q6_K => &[include_str!("../shaders/deq_q6_k.wgsl")],
+        _ => &[include_str!("../shaders/deq_float.wgsl")],
     }
 }
 
@@ -396,16 +409,16 @@ fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
 /// The WGSL source of a kernel instance.
 pub fn source(key: &KernelKey) -> String {
     let st = &key.stores;
-    let mut consts = String::new();
+    let mut consts = shared_constants(key);
     let mut libs: Vec<&str> = Vec::new();
     match key.kernel {
-        Kernel::Map(op) => consts = format!("const MAP_OP: u32 = {}u;", map_op_index(op)),
+        Kernel::Map(op) => consts += &format!("const MAP_OP: u32 = {}u;", map_op_index(op)),
         Kernel::Binary(op) => {
             let i = BinaryOp::ALL.iter().position(|&x| x == op).unwrap_or(3);
-            consts = format!("const BIN_OP: u32 = {i}u;");
+            consts += &format!("const BIN_OP: u32 = {i}u;");
         }
         Kernel::Glu { op, split } => {
-            consts = format!("const GLU_OP: u32 = {}u;\n", if op == GluOp::Swiglu { 0 } else { 1 });
+            consts += &format!("const GLU_OP: u32 = {}u;\n", if op == GluOp::Swiglu { 0 } else { 1 });
             consts.push_str(if split {
                 "fn glu_pair(c: vec4<u32>) -> vec2<f32> { return vec2<f32>(src0_ld(src0_at(c)), src1_ld(src1_at(c))); }"
             } else {
@@ -417,14 +430,20 @@ pub fn source(key: &KernelKey) -> String {
 }"
             });
         }
-        Kernel::Copy | Kernel::Repeat => consts = mover(st, 1),
-        Kernel::Concat => consts = mover(st, 1) + &mover(st, 2),
-        Kernel::GetRows => consts = mover(st, 1) + zeroer(st),
-        Kernel::GetRowsQuant | Kernel::MulMatVec | Kernel::MulMat => libs.push(dequantizer(key.dtype)),
-        Kernel::Norm { rms } => consts = format!("const NORM_RMS: bool = {rms};"),
+        Kernel::Copy | Kernel::Repeat => consts += &mover(st, 1),
+        Kernel::Concat => {
+            consts += &mover(st, 1);
+            consts += &mover(st, 2);
+        }
+        Kernel::GetRows => {
+            consts += &mover(st, 1);
+            consts += zeroer(st);
+        }
+        Kernel::GetRowsQuant | Kernel::MulMatVec | Kernel::MulMat => libs.extend(dequantizer(key.dtype)),
+        Kernel::Norm { rms } => consts += &format!("const NORM_RMS: bool = {rms};"),
         Kernel::Quantize { set_rows } => {
             let qtype = QUANT_TARGETS.iter().position(|&t| t == key.dtype).unwrap_or(usize::MAX);
-            consts = format!("const QTYPE: u32 = {qtype}u;\n");
+            consts += &format!("const QTYPE: u32 = {qtype}u;\n");
             consts.push_str(if set_rows {
                 "fn dst_row(c: vec4<u32>) -> u32 {
     let r = src1_ldi(src1_at(vec4<u32>(c.y, c.z % p.src1.ne.y, c.w % p.src1.ne.z, 0u)));
@@ -439,16 +458,16 @@ pub fn source(key: &KernelKey) -> String {
 }"
             });
         }
-        Kernel::SoftMax => consts = mask_reader(st, 2),
-        Kernel::FlashAttn => consts = mask_reader(st, 4),
+        Kernel::SoftMax => consts += &mask_reader(st, 2),
+        Kernel::FlashAttn => consts += &mask_reader(st, 4),
         Kernel::SetRows | Kernel::SumRows | Kernel::Sum | Kernel::Argmax | Kernel::DiagMaskInf | Kernel::Rope => {}
     }
     if key.kernel == Kernel::Rope {
-        consts = if st[3] == Store::Unused {
-            "fn freq_factor(j: u32) -> f32 { return 1.0; }".to_string()
+        consts.push_str(if st[3] == Store::Unused {
+            "fn freq_factor(j: u32) -> f32 { return 1.0; }"
         } else {
-            "fn freq_factor(j: u32) -> f32 { return src2_ld(src2_at(vec4<u32>(j, 0u, 0u, 0u))); }".to_string()
-        };
+            "fn freq_factor(j: u32) -> f32 { return src2_ld(src2_at(vec4<u32>(j, 0u, 0u, 0u))); }"
+        });
     }
     compose(st, &consts, &libs, body(key.kernel))
 }

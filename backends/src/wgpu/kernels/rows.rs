@@ -3,7 +3,7 @@
 use gantry_engine::DType;
 
 use super::shader::Store;
-use super::{Builder, Kernel, Launch, QUANTIZED, Refusal, groups_for};
+use super::{Builder, Kernel, Launch, QUANTIZED, Refusal, groups_for, quantize_groups};
 
 type Planned = Result<Option<Launch>, Refusal>;
 
@@ -30,7 +30,7 @@ pub(super) fn set_rows(b: &mut Builder<'_>) -> Planned {
         b.bind_src(1)?;
         b.bind_quantized_dst(rows)?;
         let blocks = rows.nelements() / 32;
-        return b.finish(Kernel::Quantize { set_rows: true }, b.d.dtype, blocks.div_ceil(64) as u64);
+        return b.finish(Kernel::Quantize { set_rows: true }, b.d.dtype, quantize_groups(blocks));
     }
     b.bind_dst()?;
     let rows = b.bind_src(0)?;

@@ -1,6 +1,8 @@
 //! Composing a kernel's WGSL: the prelude (parameters, the five bindings
 //! typed for the dtypes of this instance, load/store functions), the
-//! kernel's constants, helper libraries, then its body.
+//! kernel's constants (first those it shares with its plan, from
+//! `shared_constants`), helper libraries (a dequantizer and what it
+//! calls), then its body.
 //!
 //! Bodies never touch the binding arrays directly: they call
 //! `src0_ld(i)` / `dst_st(i, v)` (float values at unit index `i`),

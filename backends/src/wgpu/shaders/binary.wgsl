@@ -9,10 +9,10 @@ fn bin_value(a: f32, b: f32) -> f32 {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     if (i >= n_elements(p.dst.ne)) { return; }
     let c = unravel(i, p.dst.ne);
     let a = src0_ld(src0_at(c));

@@ -1,6 +1,5 @@
 // deq8 for plain src0 dtypes: 8 elements from element k of the row starting
 // at unit `row`, zeros past the row's end.
-const QK: u32 = 1u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     var out: array<f32, 8>;

@@ -2,7 +2,6 @@
 // pairs, 64 bytes of 2-bit quants, f16 d, f16 dmin). Each half of 128
 // elements reads 32 quant bytes four times (bits 2j..2j+1); each 16 elements
 // have their own scale (low nibble, times d) and min (high nibble, times dmin).
-const QK: u32 = 256u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 256u) * 84u;

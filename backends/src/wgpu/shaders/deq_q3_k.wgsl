@@ -3,7 +3,6 @@
 // as Q2_K's; the third bit is bit (4n + j) of hmask[16 half + l], and a clear
 // bit subtracts 4. Scale i has its low 4 bits in nibble i / 8 of byte i % 8
 // and its high 2 bits in bits 2 (i / 4) of byte 8 + i % 4; it is stored + 32.
-const QK: u32 = 256u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 256u) * 110u;

@@ -1,6 +1,5 @@
 // deq8 for Q4_0 (ggml block_q4_0, 18 bytes: f16 d, 16 bytes of nibbles).
 // Element j of a block is nibble j (low halves first, then high halves) - 8, times d.
-const QK: u32 = 32u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 32u) * 18u;

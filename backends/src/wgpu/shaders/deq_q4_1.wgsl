@@ -1,6 +1,5 @@
 // deq8 for Q4_1 (ggml block_q4_1, 20 bytes: f16 d, f16 m, 16 bytes of nibbles).
 // Element j is nibble j times d plus m.
-const QK: u32 = 32u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 32u) * 20u;

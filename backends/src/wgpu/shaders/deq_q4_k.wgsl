@@ -1,18 +1,8 @@
 // deq8 for Q4_K (ggml block_q4_K, 144 bytes: f16 d, f16 dmin, 12 bytes of
 // packed 6-bit scales and mins, 128 bytes of nibbles). The 256 elements are
 // 4 groups of 64: the low nibbles of 32 bytes, then their high nibbles, each
-// half a sub-block of 32 with its own scale and min.
-const QK: u32 = 256u;
-
-fn scale_min_k4(blk: u32, j: u32) -> vec2<f32> {
-    let q = blk + 4u;
-    if (j < 4u) {
-        return vec2<f32>(f32(src0_u8(q + j) & 63u), f32(src0_u8(q + j + 4u) & 63u));
-    }
-    let sc = (src0_u8(q + j + 4u) & 0xfu) | ((src0_u8(q + j - 4u) >> 6u) << 4u);
-    let mn = (src0_u8(q + j + 4u) >> 4u) | ((src0_u8(q + j) >> 6u) << 4u);
-    return vec2<f32>(f32(sc), f32(mn));
-}
+// half a sub-block of 32 with its own scale and min (`scale_min_k4`, in
+// scale_min_k4.wgsl).
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 256u) * 144u;

@@ -1,7 +1,6 @@
 // deq8 for Q5_0 (ggml block_q5_0, 22 bytes: f16 d, 32 high bits qh, 16 bytes
 // of nibbles). Element j is nibble j (low halves, then high halves) with bit
 // j of qh as its fifth bit, minus 16, times d.
-const QK: u32 = 32u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 32u) * 22u;

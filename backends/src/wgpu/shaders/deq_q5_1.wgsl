@@ -1,6 +1,5 @@
 // deq8 for Q5_1 (ggml block_q5_1, 24 bytes: f16 d, f16 m, 32 high bits qh,
 // 16 bytes of nibbles). Element j is the 5-bit value (as Q5_0) times d plus m.
-const QK: u32 = 32u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 32u) * 24u;

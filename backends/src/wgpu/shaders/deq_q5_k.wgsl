@@ -1,17 +1,7 @@
 // deq8 for Q5_K (ggml block_q5_K, 176 bytes: f16 d, f16 dmin, 12 bytes of
 // 6-bit scales and mins packed as Q4_K's, 32 bytes of fifth bits qh, 128
-// bytes of nibbles). As Q4_K, with bit (2g + hi) of qh[l % 32] as the fifth bit.
-const QK: u32 = 256u;
-
-fn scale_min_k4(blk: u32, j: u32) -> vec2<f32> {
-    let q = blk + 4u;
-    if (j < 4u) {
-        return vec2<f32>(f32(src0_u8(q + j) & 63u), f32(src0_u8(q + j + 4u) & 63u));
-    }
-    let sc = (src0_u8(q + j + 4u) & 0xfu) | ((src0_u8(q + j - 4u) >> 6u) << 4u);
-    let mn = (src0_u8(q + j + 4u) >> 4u) | ((src0_u8(q + j) >> 6u) << 4u);
-    return vec2<f32>(f32(sc), f32(mn));
-}
+// bytes of nibbles). As Q4_K (`scale_min_k4` included), with bit (2g + hi) of
+// qh[l % 32] as the fifth bit.
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 256u) * 176u;

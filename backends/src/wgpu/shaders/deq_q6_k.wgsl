@@ -3,7 +3,6 @@
 // of 128 elements has 4 quarters of 32; quarter qd of half n takes the low
 // (qd 0, 1) or high (qd 2, 3) nibbles of ql[64n + 32(qd & 1) + l] and bits
 // 2qd..2qd+1 of qh[32n + l]; the value is d * scale * (q - 32).
-const QK: u32 = 256u;
 
 fn deq8(row: u32, k: u32) -> array<f32, 8> {
     let blk = row + (k / 256u) * 210u;

@@ -1,5 +1,4 @@
 // deq8 for Q8_0 (ggml block_q8_0, 34 bytes: f16 d, 32 signed bytes).
-const QK: u32 = 32u;
 
 fn sbyte(w: u32, t: u32) -> f32 {
     return f32(bitcast<i32>(w << (24u - 8u * t)) >> 24u);

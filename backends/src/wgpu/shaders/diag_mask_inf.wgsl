@@ -1,9 +1,9 @@
 // DIAG_MASK_INF: -inf where column i0 > n_past (p.u.x) + row i1, else src0.
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     if (i >= n_elements(p.dst.ne)) { return; }
     let c = unravel(i, p.dst.ne);
     var v = src0_ld(src0_at(c));

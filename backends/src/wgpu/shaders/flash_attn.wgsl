@@ -2,14 +2,17 @@
 // query row of one head per workgroup, over K/V in tiles of 64 positions with
 // a running maximum (online softmax). src0 Q, src1 K, src2 V, src3 the mask
 // (read through `mask_at`). p.f = (scale, max_bias, m0, m1), p.f2.x = softcap,
-// p.u.x = n_head_log2. dst is [dv, n_head, n_q, ne3].
+// p.u.x = n_head_log2. dst is [dv, n_head, n_q, ne3]. MAX_DK and MAX_DV,
+// the longest Q/K and V rows, come from the plan (shared_constants.rs).
 
 const WG: u32 = 64u;
+// Output values of a V row each invocation keeps.
+const V_PER_INVOCATION: u32 = MAX_DV / WG;
 
-var<workgroup> q_row: array<f32, 512>;
-var<workgroup> tile: array<f32, 64>;
+var<workgroup> q_row: array<f32, MAX_DK>;
+var<workgroup> tile: array<f32, WG>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let g = flat_group(wid, nwg);
@@ -40,8 +43,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     var m_run = neg_inf;
     var s_run = 0.0;
-    var acc: array<f32, 8>;
-    for (var r = 0u; r < 8u; r++) { acc[r] = 0.0; }
+    var acc: array<f32, V_PER_INVOCATION>;
+    for (var r = 0u; r < V_PER_INVOCATION; r++) { acc[r] = 0.0; }
 
     for (var kv0 = 0u; kv0 < n_kv; kv0 += WG) {
         let j = kv0 + lid;
@@ -70,7 +73,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var tile_sum = 0.0;
         for (var u = 0u; u < count; u++) { tile_sum += tile[u]; }
         s_run = s_run * alpha + tile_sum;
-        for (var r = 0u; r < 8u; r++) {
+        for (var r = 0u; r < V_PER_INVOCATION; r++) {
             let c = lid + r * WG;
             if (c < dv) {
                 var a = acc[r] * alpha;
@@ -85,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     var inv = 0.0;
     if (s_run != 0.0) { inv = 1.0 / s_run; }
-    for (var r = 0u; r < 8u; r++) {
+    for (var r = 0u; r < V_PER_INVOCATION; r++) {
         let c = lid + r * WG;
         if (c < dv) { dst_st(dst_at(vec4<u32>(c, iq2, iq1, iq3)), acc[r] * inv); }
     }

@@ -1,10 +1,10 @@
 // GET_ROWS for quantized src0: one invocation dequantizes 8 consecutive
 // elements of a picked row with `deq8` (row start in bytes, element index).
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     let shape = vec4<u32>(p.dst.ne.x / 8u, p.dst.ne.y, p.dst.ne.z, p.dst.ne.w);
     if (i >= n_elements(shape)) { return; }
     let c = unravel(i, shape);

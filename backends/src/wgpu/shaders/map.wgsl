@@ -39,10 +39,10 @@ fn map_value(x: f32) -> f32 {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     if (i >= n_elements(p.dst.ne)) { return; }
     let c = unravel(i, p.dst.ne);
     dst_st(dst_at(c), map_value(src0_ld(src0_at(c))));

@@ -1,14 +1,13 @@
-// MUL_MAT for many src1 columns: tiles of 64 src0 rows x 64 src1 rows per
-// workgroup of 64 invocations, 32 elements of K at a time staged in shared
+// MUL_MAT for many src1 columns: tiles of BM src0 rows x BN src1 rows per
+// workgroup of 64 invocations, BK elements of K at a time staged in shared
 // memory (src0 dequantized on the way in by `deq8`); each invocation keeps
-// an 8 x 8 block of the result in registers.
+// an 8 x 8 block of the result in registers. BM and BN come from the plan
+// (shared_constants.rs), which keeps them at 64: one tile row per invocation.
 
-const BM: u32 = 64u;
-const BN: u32 = 64u;
 const BK: u32 = 32u;
 
-var<workgroup> a_tile: array<f32, 2048>; // [BK][BM]
-var<workgroup> b_tile: array<f32, 2048>; // [BK][BN]
+var<workgroup> a_tile: array<f32, BK * BM>; // [BK][BM]
+var<workgroup> b_tile: array<f32, BK * BN>; // [BK][BN]
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

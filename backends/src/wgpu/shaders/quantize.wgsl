@@ -102,10 +102,10 @@ fn quantize_block(x: ptr<function, array<f32, 32>>, base: u32) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 64u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     let blocks = p.src0.ne.x / 32u;
     let shape = vec4<u32>(blocks, p.src0.ne.y, p.src0.ne.z, p.src0.ne.w);
     if (i >= n_elements(shape)) { return; }

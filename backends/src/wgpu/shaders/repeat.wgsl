@@ -1,9 +1,9 @@
 // REPEAT: src0 tiled over dst.
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     if (i >= n_elements(p.dst.ne)) { return; }
     let c = unravel(i, p.dst.ne);
     mov0(dst_at(c), src0_at(c % p.src0.ne));

@@ -20,10 +20,10 @@ fn rope_pair(a: vec2<u32>, b: vec2<u32>, x0: f32, x1: f32, j: u32, pos: f32) {
     dst_st(b.y, x0 * s + x1 * c);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * 256u + lid;
+    let i = flat_group(wid, nwg) * WORKGROUP_SIZE + lid;
     let pairs = (p.dst.ne.x + 1u) / 2u;
     let shape = vec4<u32>(pairs, p.dst.ne.y, p.dst.ne.z, p.dst.ne.w);
     if (i >= n_elements(shape)) { return; }

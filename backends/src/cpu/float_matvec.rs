@@ -4,14 +4,15 @@
 //! for the row tails) where available.
 //!
 //! These exist because a general GEMM is built for reuse that a single
-//! column does not have; the CPU backend's F32/F16 MUL_MAT (not in this
-//! module) can route `N = 1` here.
+//! column does not have; the CPU backend's F32/F16 MUL_MAT (`ops::mul_mat`)
+//! routes `N = 1` here. They are dense kernels, not quantized ones, but take
+//! the same run-time [`Isa`] paths as the quantized kernels.
 
 use gantry_engine::{Error, Result};
 use half::f16;
 use rayon::prelude::*;
 
-use super::Isa;
+use crate::cpu::Isa;
 
 /// Rows per parallel task.
 const ROWS: usize = 32;
@@ -227,54 +228,56 @@ impl Elem for f16 {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::super::dot_avx2::hsum_ps;
     use super::Elem;
+    use crate::cpu::isa::avx2_fn;
+    use crate::cpu::quant::dot_avx2::hsum_ps;
 
     /// How far ahead each row is prefetched: the weights stream from memory
     /// once, and the hardware prefetcher alone does not keep enough of them
     /// in flight.
     const PREFETCH: usize = 2048;
 
-    /// The dot products of `R` rows with `x`, `x` loaded once per 8 values
-    /// for all rows; two accumulators per row, rows prefetched.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn dot_rows<T: Elem, const R: usize>(w: [&[T]; R], x: &[f32]) -> [f32; R] {
-        let n = w.iter().fold(x.len(), |n, r| n.min(r.len()));
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        // Values per step: one cache line of each row (at least 16 values).
-        let step = (64 / size_of::<T>()).max(16);
-        let mut i = 0;
-        while i + step <= n {
-            for row in &w {
-                let ahead = row.as_ptr().wrapping_add(i).cast::<i8>().wrapping_add(PREFETCH);
-                // A prefetch never faults, whatever the address.
-                _mm_prefetch::<_MM_HINT_T0>(ahead);
-            }
-            for u in 0..step / 8 {
-                // SAFETY: i + 8u + 8 ≤ i + step ≤ n, within x.
-                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * u)) };
-                for r in 0..R {
-                    // SAFETY: as above, within every row (n ≤ each row's length).
-                    let wv = unsafe { T::load8(w[r].as_ptr().add(i + 8 * u)) };
-                    acc[r][u % 2] = _mm256_fmadd_ps(wv, xv, acc[r][u % 2]);
+    avx2_fn! {
+        /// The dot products of `R` rows with `x`, `x` loaded once per 8 values
+        /// for all rows; two accumulators per row, rows prefetched.
+        pub(super) fn dot_rows<T: Elem, const R: usize>(w: [&[T]; R], x: &[f32]) -> [f32; R] {
+            let n = w.iter().fold(x.len(), |n, r| n.min(r.len()));
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            // Values per step: one cache line of each row (at least 16 values).
+            let step = (64 / size_of::<T>()).max(16);
+            let mut i = 0;
+            while i + step <= n {
+                for row in &w {
+                    let ahead = row.as_ptr().wrapping_add(i).cast::<i8>().wrapping_add(PREFETCH);
+                    // A prefetch never faults, whatever the address.
+                    _mm_prefetch::<_MM_HINT_T0>(ahead);
                 }
+                for u in 0..step / 8 {
+                    // SAFETY: i + 8u + 8 ≤ i + step ≤ n, within x.
+                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i + 8 * u)) };
+                    for r in 0..R {
+                        // SAFETY: as above, within every row (n ≤ each row's length).
+                        let wv = unsafe { T::load8(w[r].as_ptr().add(i + 8 * u)) };
+                        acc[r][u % 2] = _mm256_fmadd_ps(wv, xv, acc[r][u % 2]);
+                    }
+                }
+                i += step;
             }
-            i += step;
-        }
-        while i + 8 <= n {
-            // SAFETY: i + 8 ≤ n.
-            let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
-            for r in 0..R {
-                // SAFETY: as above.
-                let wv = unsafe { T::load8(w[r].as_ptr().add(i)) };
-                acc[r][0] = _mm256_fmadd_ps(wv, xv, acc[r][0]);
+            while i + 8 <= n {
+                // SAFETY: i + 8 ≤ n.
+                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(i)) };
+                for r in 0..R {
+                    // SAFETY: as above.
+                    let wv = unsafe { T::load8(w[r].as_ptr().add(i)) };
+                    acc[r][0] = _mm256_fmadd_ps(wv, xv, acc[r][0]);
+                }
+                i += 8;
             }
-            i += 8;
+            std::array::from_fn(|r| {
+                let tail: f32 = w[r][i..n].iter().zip(&x[i..n]).map(|(a, b)| a.to_f32() * b).sum();
+                hsum_ps(_mm256_add_ps(acc[r][0], acc[r][1])) + tail
+            })
         }
-        std::array::from_fn(|r| {
-            let tail: f32 = w[r][i..n].iter().zip(&x[i..n]).map(|(a, b)| a.to_f32() * b).sum();
-            hsum_ps(_mm256_add_ps(acc[r][0], acc[r][1])) + tail
-        })
     }
 }
 
@@ -285,52 +288,54 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     use super::Elem;
+    use crate::cpu::isa::avx512_fn;
 
     /// How far ahead each row is prefetched (as the AVX2 kernel).
     const PREFETCH: usize = 2048;
     /// Values per step: 32 (one or two cache lines of each row).
     const STEP: usize = 32;
 
-    /// The dot products of `R` rows with `x`, `x` loaded once per 16 values
-    /// for all rows; two accumulators per row, rows prefetched.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) fn dot_rows<T: Elem, const R: usize>(w: [&[T]; R], x: &[f32]) -> [f32; R] {
-        let n = w.iter().fold(x.len(), |n, r| n.min(r.len()));
-        let mut acc = [[_mm512_setzero_ps(); 2]; R];
-        let lines = (STEP * size_of::<T>()).div_ceil(64);
-        let mut i = 0;
-        while i + STEP <= n {
-            for row in &w {
-                let ahead = row.as_ptr().wrapping_add(i).cast::<i8>().wrapping_add(PREFETCH);
-                for l in 0..lines {
-                    // A prefetch never faults, whatever the address.
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
+    avx512_fn! {
+        /// The dot products of `R` rows with `x`, `x` loaded once per 16 values
+        /// for all rows; two accumulators per row, rows prefetched.
+        pub(super) fn dot_rows<T: Elem, const R: usize>(w: [&[T]; R], x: &[f32]) -> [f32; R] {
+            let n = w.iter().fold(x.len(), |n, r| n.min(r.len()));
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            let lines = (STEP * size_of::<T>()).div_ceil(64);
+            let mut i = 0;
+            while i + STEP <= n {
+                for row in &w {
+                    let ahead = row.as_ptr().wrapping_add(i).cast::<i8>().wrapping_add(PREFETCH);
+                    for l in 0..lines {
+                        // A prefetch never faults, whatever the address.
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * l));
+                    }
                 }
+                for u in 0..STEP / 16 {
+                    // SAFETY: i + 16u + 16 ≤ i + STEP ≤ n, within x.
+                    let xv = unsafe { _mm512_loadu_ps(x.as_ptr().add(i + 16 * u)) };
+                    for r in 0..R {
+                        // SAFETY: as above, within every row (n ≤ each row's length).
+                        let wv = unsafe { T::load16(w[r].as_ptr().add(i + 16 * u), u16::MAX) };
+                        acc[r][u % 2] = _mm512_fmadd_ps(wv, xv, acc[r][u % 2]);
+                    }
+                }
+                i += STEP;
             }
-            for u in 0..STEP / 16 {
-                // SAFETY: i + 16u + 16 ≤ i + STEP ≤ n, within x.
-                let xv = unsafe { _mm512_loadu_ps(x.as_ptr().add(i + 16 * u)) };
+            while i < n {
+                // The last 16 or fewer: elements past n masked off.
+                let mask = if n - i >= 16 { u16::MAX } else { (1u16 << (n - i)) - 1 };
+                // SAFETY: the elements i..min(i + 16, n) selected by the mask are within x.
+                let xv = unsafe { _mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)) };
                 for r in 0..R {
-                    // SAFETY: as above, within every row (n ≤ each row's length).
-                    let wv = unsafe { T::load16(w[r].as_ptr().add(i + 16 * u), u16::MAX) };
-                    acc[r][u % 2] = _mm512_fmadd_ps(wv, xv, acc[r][u % 2]);
+                    // SAFETY: as above, within every row.
+                    let wv = unsafe { T::load16(w[r].as_ptr().add(i), mask) };
+                    acc[r][0] = _mm512_fmadd_ps(wv, xv, acc[r][0]);
                 }
+                i += 16;
             }
-            i += STEP;
+            std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])))
         }
-        while i < n {
-            // The last 16 or fewer: elements past n masked off.
-            let mask = if n - i >= 16 { u16::MAX } else { (1u16 << (n - i)) - 1 };
-            // SAFETY: the elements i..min(i + 16, n) selected by the mask are within x.
-            let xv = unsafe { _mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)) };
-            for r in 0..R {
-                // SAFETY: as above, within every row.
-                let wv = unsafe { T::load16(w[r].as_ptr().add(i), mask) };
-                acc[r][0] = _mm512_fmadd_ps(wv, xv, acc[r][0]);
-            }
-            i += 16;
-        }
-        std::array::from_fn(|r| _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])))
     }
 }
 

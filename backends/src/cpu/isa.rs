@@ -1,0 +1,138 @@
+//! The instruction-set paths of the CPU's hand-written SIMD kernels:
+//! [`Isa`], what this CPU can run (chosen at run time), and the target
+//! features each path's functions are compiled with, one macro per feature
+//! set, so that each set is spelled once.
+//!
+//! A kernel function of a path is written inside its macro:
+//!
+//! ```text
+//! avx2_fn! {
+//!     /// Docs and other attributes stay on the function.
+//!     #[inline]
+//!     pub(crate) fn hsum_ps(v: __m256) -> f32 { ... }
+//! }
+//! ```
+//!
+//! which adds `#[target_feature(enable = "avx2,fma,f16c")]` to it. The
+//! macros take one function each (safe or `unsafe`, with any visibility,
+//! generics and attributes), in free, inherent and trait-impl position.
+//!
+//! | macro | features | for |
+//! |---|---|---|
+//! | `avx2_fn!` | `avx2,fma,f16c` | [`Isa::Avx2`] (and the AVX2 code the AVX-512 paths share) |
+//! | `avx512_fn!` | the above + `avx512f,avx512bw,avx512vl,avx512dq` | [`Isa::Avx512`] |
+//! | `avx512_vnni_fn!` | the above + `avx512vnni` | [`Isa::Avx512Vnni`] |
+//! | `avx2_only_fn!` | `avx2` | integer helpers of the AVX2 dots that need nothing else |
+//! | `avx2_fma_fn!` | `avx2,fma` | the AVX2 copy of `simd::multiversion!` bodies (checked by `simd::has_avx2_fma`) |
+//!
+//! A function with fewer features inlines into one with more, never the
+//! other way round: the AVX-512 bodies inline only into AVX-512 entry points,
+//! and a body that is to use `vpdpbusd` inlines only into `avx512_vnni_fn!`
+//! ones (see `quant::dot_avx512`).
+
+/// An instruction-set path of the CPU's hand-written SIMD kernels (the
+/// quantized kernels of [`crate::cpu::quant`], the float mat-vec of
+/// [`crate::cpu::float_matvec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Portable Rust, no SIMD intrinsics.
+    Scalar,
+    /// x86-64 AVX2 with FMA and F16C. Constructed only by [`Isa::available`]
+    /// and [`Isa::best`], which check the CPU first (so for every variant below).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// x86-64 AVX-512 F, BW, VL and DQ, with AVX2, FMA and F16C: byte
+    /// products by `vpmaddubsw` + `vpmaddwd`.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    /// [`Isa::Avx512`] plus AVX512_VNNI: byte products by `vpdpbusd`.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+}
+
+impl Isa {
+    /// Every path this CPU can run, slowest first (the scalar path is always there).
+    pub fn available() -> impl Iterator<Item = Isa> {
+        std::iter::once(Isa::Scalar).chain(Self::simd())
+    }
+
+    /// The fastest path this CPU can run.
+    pub fn best() -> Isa {
+        Self::available().last().unwrap_or(Isa::Scalar)
+    }
+
+    /// The SIMD paths this CPU can run, slowest first. Each needs the
+    /// features of the one before it (the AVX-512 kernels call AVX2 helpers).
+    #[cfg(target_arch = "x86_64")]
+    fn simd() -> impl Iterator<Item = Isa> {
+        let avx2 =
+            is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
+        let avx512 = avx2
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512dq");
+        let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
+        [(avx2, Isa::Avx2), (avx512, Isa::Avx512), (vnni, Isa::Avx512Vnni)]
+            .into_iter()
+            .filter_map(|(ok, isa)| ok.then_some(isa))
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn simd() -> impl Iterator<Item = Isa> {
+        std::iter::empty()
+    }
+}
+
+/// Adds `#[target_feature(enable = $features)]` to one function, after its
+/// own attributes (docs, `#[inline]`, ...) and before its visibility. The
+/// per-ISA macros below are this with their feature set.
+macro_rules! target_feature_fn {
+    ($features:literal; $(#[$meta:meta])* $vis:vis fn $($rest:tt)*) => {
+        $(#[$meta])*
+        #[target_feature(enable = $features)]
+        $vis fn $($rest)*
+    };
+    ($features:literal; $(#[$meta:meta])* $vis:vis unsafe fn $($rest:tt)*) => {
+        $(#[$meta])*
+        #[target_feature(enable = $features)]
+        $vis unsafe fn $($rest)*
+    };
+}
+
+/// One function of the [`Isa::Avx2`] path: AVX2, FMA and F16C.
+macro_rules! avx2_fn {
+    ($($item:tt)*) => { $crate::cpu::isa::target_feature_fn! { "avx2,fma,f16c"; $($item)* } };
+}
+
+/// One function of the [`Isa::Avx512`] path: AVX-512 F, BW, VL and DQ, with
+/// AVX2, FMA and F16C (the AVX-512 kernels call AVX2 helpers).
+macro_rules! avx512_fn {
+    ($($item:tt)*) => {
+        $crate::cpu::isa::target_feature_fn! { "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"; $($item)* }
+    };
+}
+
+/// One function of the [`Isa::Avx512Vnni`] path: [`avx512_fn!`]'s features
+/// and AVX512_VNNI.
+macro_rules! avx512_vnni_fn {
+    ($($item:tt)*) => {
+        $crate::cpu::isa::target_feature_fn! {
+            "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"; $($item)*
+        }
+    };
+}
+
+/// One function that needs AVX2 alone: integer helpers of the AVX2 dots,
+/// callable (and inlined) from every x86-64 SIMD path.
+macro_rules! avx2_only_fn {
+    ($($item:tt)*) => { $crate::cpu::isa::target_feature_fn! { "avx2"; $($item)* } };
+}
+
+/// One function with AVX2 and FMA: the fast copy of a
+/// `simd::multiversion!` body, called after `simd::has_avx2_fma`.
+macro_rules! avx2_fma_fn {
+    ($($item:tt)*) => { $crate::cpu::isa::target_feature_fn! { "avx2,fma"; $($item)* } };
+}
+
+pub(crate) use {avx2_fma_fn, avx2_fn, avx2_only_fn, avx512_fn, avx512_vnni_fn, target_feature_fn};
