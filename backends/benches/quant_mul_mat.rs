@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
-use gantry_backends::cpu::float_matvec::{f16_mat_vec, f32_mat_vec};
+use gantry_backends::cpu::float_matvec::{Rows, f16_mat_vec, f32_mat_vec};
 use gantry_backends::cpu::quant::dequantize_rows;
 use gantry_backends::cpu::{self, CpuBackend};
 use gantry_engine::quant::quantize_row;
@@ -54,15 +54,7 @@ type Timings = BTreeMap<String, Timing>;
 
 /// Deterministic values in [−1, 1).
 fn signal(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    gantry_engine::SplitMix64::new(seed).values(n, -1.0, 1.0)
 }
 
 /// Weights of `dtype` (row-major bytes), generated in parallel.
@@ -214,7 +206,6 @@ fn f32_gemm((k, m, n): (usize, usize, usize), w: &[f32], x: &[f32], dst: &mut [f
 
 /// Times `f` as case `id` of `group`, keeping every sample for the table,
 /// where it is compared with case `baseline` (an id of the same group).
-#[allow(clippy::too_many_arguments)]
 fn timed(
     group: &mut BenchmarkGroup<'_, WallTime>,
     times: &RefCell<Timings>,
@@ -300,8 +291,10 @@ fn bench_shape(
             timed(&mut group, times, prefix, &format!("matvec/{name}"), Some(&baseline), (bytes, flops), || {
                 let w = w();
                 match dtype {
-                    DType::F16 => f16_mat_vec(bytemuck::cast_slice(&w), k, m, k, &x, &mut dst, pool),
-                    _ => f32_mat_vec(bytemuck::cast_slice(&w), k, m, k, &x, &mut dst, pool),
+                    DType::F16 => {
+                        f16_mat_vec(Rows { data: bytemuck::cast_slice(&w), k, m, row_stride: k }, &x, &mut dst, pool)
+                    }
+                    _ => f32_mat_vec(Rows { data: bytemuck::cast_slice(&w), k, m, row_stride: k }, &x, &mut dst, pool),
                 }
                 .expect("mat_vec");
             });

@@ -8,7 +8,7 @@ use std::fmt;
 /// An element type. Quantized types store `block_size` elements in
 /// `bytes_per_block` bytes; a row's length must be a multiple of the block size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[allow(non_camel_case_types)]
+#[expect(non_camel_case_types, reason = "ggml's names for the block types: Q4_0, Q8_K, ...")]
 #[repr(u8)]
 pub enum DType {
     /// 32-bit IEEE float.

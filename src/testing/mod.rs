@@ -15,6 +15,7 @@ mod planned_llama;
 
 pub use gantry_backends::testing as backends;
 pub use gantry_engine::testing as engine;
+pub use gantry_engine::testing::reference_dir;
 pub use planned_llama::PlannedLlama;
 
 use gantry_engine::{Context, SplitMix64, TensorId};
@@ -34,13 +35,4 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         return f32::INFINITY;
     }
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
-/// The shared reference folder (`../shared/reference` beside the repository,
-/// as in CI), or `None` when absent.
-pub fn reference_dir() -> Option<std::path::PathBuf> {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    [here.join("../shared/reference"), std::path::PathBuf::from("/work/shared/reference")]
-        .into_iter()
-        .find(|p| p.join("README.md").exists())
 }

@@ -17,94 +17,67 @@ use crate::cpu::Isa;
 /// Rows per parallel task.
 const ROWS: usize = 32;
 
-fn check(what: &str, len: usize, k: usize, m: usize, row_stride: usize, x: usize, y: usize) -> Result<()> {
-    let fits = m == 0
-        || (row_stride >= k
-            && (m - 1).checked_mul(row_stride).and_then(|s| s.checked_add(k)).is_some_and(|s| s <= len));
-    if !fits || x < k || y < m {
-        return Err(Error::InvalidOp {
-            op: "MUL_MAT",
-            reason: format!(
-                "{what} mat-vec: {m} rows of {k} (stride {row_stride}) in {len} values, x of {x}, y of {y}"
-            ),
-        });
+/// A weight matrix as the mat-vec reads it: `m` rows of `k` values, row `r`
+/// starting at `data[r * row_stride]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Rows<'a, T> {
+    /// The values.
+    pub data: &'a [T],
+    /// Values per row used by the product.
+    pub k: usize,
+    /// Number of rows.
+    pub m: usize,
+    /// Distance between row starts, in values (`>= k`).
+    pub row_stride: usize,
+}
+
+impl<T> Rows<'_, T> {
+    /// Checks that every row lies in `data` and that `x` and `y` are long enough.
+    fn check(&self, what: &str, x: usize, y: usize) -> Result<()> {
+        let Rows { data, k, m, row_stride } = *self;
+        let fits = m == 0
+            || (row_stride >= k
+                && (m - 1).checked_mul(row_stride).and_then(|s| s.checked_add(k)).is_some_and(|s| s <= data.len()));
+        if !fits || x < k || y < m {
+            return Err(Error::InvalidOp {
+                op: "MUL_MAT",
+                reason: format!(
+                    "{what} mat-vec: {m} rows of {k} (stride {row_stride}) in {} values, x of {x}, y of {y}",
+                    data.len()
+                ),
+            });
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F32 weights, on the fastest path.
-pub fn f32_mat_vec(
-    w: &[f32],
-    k: usize,
-    m: usize,
-    row_stride: usize,
-    x: &[f32],
-    y: &mut [f32],
-    pool: &rayon::ThreadPool,
-) -> Result<()> {
-    f32_mat_vec_on(Isa::best(), w, k, m, row_stride, x, y, pool)
+pub fn f32_mat_vec(w: Rows<'_, f32>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
+    f32_mat_vec_on(Isa::best(), w, x, y, pool)
 }
 
 /// [`f32_mat_vec`] on the path `isa`.
-pub fn f32_mat_vec_on(
-    isa: Isa,
-    w: &[f32],
-    k: usize,
-    m: usize,
-    row_stride: usize,
-    x: &[f32],
-    y: &mut [f32],
-    pool: &rayon::ThreadPool,
-) -> Result<()> {
-    mat_vec_on(isa, w, k, m, row_stride, x, y, pool)
+pub fn f32_mat_vec_on(isa: Isa, w: Rows<'_, f32>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
+    mat_vec_on(isa, w, x, y, pool)
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F16 weights (exact
 /// widening to f32, f32 products and sums), on the fastest path.
-pub fn f16_mat_vec(
-    w: &[f16],
-    k: usize,
-    m: usize,
-    row_stride: usize,
-    x: &[f32],
-    y: &mut [f32],
-    pool: &rayon::ThreadPool,
-) -> Result<()> {
-    f16_mat_vec_on(Isa::best(), w, k, m, row_stride, x, y, pool)
+pub fn f16_mat_vec(w: Rows<'_, f16>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
+    f16_mat_vec_on(Isa::best(), w, x, y, pool)
 }
 
 /// [`f16_mat_vec`] on the path `isa`.
-pub fn f16_mat_vec_on(
-    isa: Isa,
-    w: &[f16],
-    k: usize,
-    m: usize,
-    row_stride: usize,
-    x: &[f32],
-    y: &mut [f32],
-    pool: &rayon::ThreadPool,
-) -> Result<()> {
-    mat_vec_on(isa, w, k, m, row_stride, x, y, pool)
+pub fn f16_mat_vec_on(isa: Isa, w: Rows<'_, f16>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
+    mat_vec_on(isa, w, x, y, pool)
 }
 
 /// The mat-vec of either element type on the path `isa`.
-fn mat_vec_on<T: Elem>(
-    isa: Isa,
-    w: &[T],
-    k: usize,
-    m: usize,
-    row_stride: usize,
-    x: &[f32],
-    y: &mut [f32],
-    pool: &rayon::ThreadPool,
-) -> Result<()> {
-    check(T::NAME, w.len(), k, m, row_stride, x.len(), y.len())?;
-    let x = &x[..k];
+fn mat_vec_on<T: Elem>(isa: Isa, w: Rows<'_, T>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
+    w.check(T::NAME, x.len(), y.len())?;
+    let x = &x[..w.k];
     mat_vec_rows(
         w,
-        k,
-        m,
-        row_stride,
         y,
         pool,
         |row| match isa {
@@ -133,15 +106,13 @@ fn mat_vec_on<T: Elem>(
 /// the pool in tasks of `ROWS` rows, each task through `dot4` four rows at a
 /// time (the rest one by one through `dot`).
 fn mat_vec_rows<T: Sync>(
-    w: &[T],
-    k: usize,
-    m: usize,
-    row_stride: usize,
+    w: Rows<'_, T>,
     y: &mut [f32],
     pool: &rayon::ThreadPool,
     dot: impl Fn(&[T]) -> f32 + Sync,
     dot4: impl Fn([&[T]; 4]) -> [f32; 4] + Sync,
 ) {
+    let Rows { data: w, k, m, row_stride } = w;
     let row = |r: usize| &w[r * row_stride..r * row_stride + k];
     let task = |(t, out): (usize, &mut [f32])| {
         let r0 = t * ROWS;
@@ -363,8 +334,8 @@ pub(crate) mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         for isa in Isa::available() {
             let (mut y32, mut y16) = (vec![f32::NAN; m + 1], vec![f32::NAN; m + 1]);
-            f32_mat_vec_on(isa, &w, k, m, stride, &x, &mut y32, &pool).unwrap();
-            f16_mat_vec_on(isa, &wh, k, m, stride, &x, &mut y16, &pool).unwrap();
+            f32_mat_vec_on(isa, Rows { data: &w, k, m, row_stride: stride }, &x, &mut y32, &pool).unwrap();
+            f16_mat_vec_on(isa, Rows { data: &wh, k, m, row_stride: stride }, &x, &mut y16, &pool).unwrap();
             for r in 0..m {
                 let row = r * stride..r * stride + k;
                 let mag: f64 = w[row.clone()].iter().zip(&x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
@@ -376,7 +347,7 @@ pub(crate) mod tests {
             assert!(y32[m].is_nan() && y16[m].is_nan(), "{isa:?}: wrote past row {m}");
         }
         let mut y = vec![0f32; m];
-        assert!(f32_mat_vec(&w, k, m + 1, stride, &x, &mut y, &pool).is_err());
-        assert!(f16_mat_vec(&wh, k, m, stride, &x[..k - 1], &mut y, &pool).is_err());
+        assert!(f32_mat_vec(Rows { data: &w, k, m: m + 1, row_stride: stride }, &x, &mut y, &pool).is_err());
+        assert!(f16_mat_vec(Rows { data: &wh, k, m, row_stride: stride }, &x[..k - 1], &mut y, &pool).is_err());
     }
 }

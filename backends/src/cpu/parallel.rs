@@ -42,7 +42,10 @@ impl PerThreadScratch {
     /// No other reference to slot `tid` may be alive: only the thread with
     /// that pool index calls this, and it does not start other work that could
     /// run on the same thread (no nested rayon calls) while using the slice.
-    #[allow(clippy::mut_from_ref)]
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "per-thread scratch behind a shared pool: exclusivity is the caller's guarantee (see Safety)"
+    )]
     unsafe fn slot(&self, tid: usize, len: usize) -> &mut [f32] {
         let slot = &self.slots[tid.min(self.slots.len() - 1)];
         // SAFETY: exclusive access to this slot is the caller's guarantee.

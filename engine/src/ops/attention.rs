@@ -12,6 +12,10 @@ impl Context {
     /// mask (F16 or F32) is `[n_kv, >= n_q, ...]` repeating over heads. The
     /// result is F32 `[dv, n_head, n_q, ne3]`: heads and queries swapped, as
     /// ggml lays it out, so that a reshape gives `[dv * n_head, n_q]`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "ggml_flash_attn_ext's arguments: q, k, v, mask and its three scalars"
+    )]
     pub fn flash_attn_ext(
         &mut self,
         q: TensorId,

@@ -171,6 +171,10 @@ pub fn make_q3_quants(n: usize, nmax: i32, x: &[f32], l_out: &mut [i8], do_rmse:
 /// `nstep + 1` candidate scales for the least weighted error (squared, or
 /// absolute with `use_mad`) — ggml's `make_qkx2_quants`. Returns
 /// `(scale, min)` where `min ≥ 0` is the value subtracted.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "ggml's make_qkx2_quants, argument for argument, so the search stays comparable line by line"
+)]
 pub fn make_qkx2_quants(
     n: usize,
     nmax: i32,

@@ -83,21 +83,8 @@ fn dequantizers_give_ggmls_floats() {
 }
 
 /// A deterministic test signal with sign changes, a zero run and an outlier.
-fn signal(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..n)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let v = (s as f32 / u32::MAX as f32 - 0.5) * 4.0;
-            match i % 97 {
-                40..=47 => 0.0,
-                90 => v * 25.0,
-                _ => v,
-            }
-        })
-        .collect()
+fn signal(n: usize, seed: u64) -> Vec<f32> {
+    crate::testing::test_signal(n, seed, 2.0)
 }
 
 #[test]

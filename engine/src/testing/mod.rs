@@ -11,7 +11,10 @@
 //!   the zero-allocation tests;
 //! - [`interpreter`]: a small F32 interpreter computing a graph through its
 //!   placements, and [`liveness`]: an independent check that no two live
-//!   tensors share bytes — the allocator's oracles.
+//!   tensors share bytes — the allocator's oracles;
+//! - [`test_signal`]: values with flat, zero and spiky blocks, for
+//!   quantizers and kernels; [`reference_dir`]: where the independent
+//!   references live.
 
 mod counting_alloc;
 pub mod interpreter;
@@ -21,3 +24,27 @@ mod test_buffer;
 
 pub use counting_alloc::CountingAllocator;
 pub use test_buffer::TestBufferType;
+
+/// A deterministic test signal for quantizers and kernels: `n` values in
+/// `[-scale, scale)` with a run of zeros and one outlier (20x) every 97
+/// values, so blocks of every kind (flat, all-zero, spiky) occur.
+pub fn test_signal(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut rng = crate::SplitMix64::new(seed);
+    (0..n)
+        .map(|i| {
+            let v = scale * rng.uniform();
+            match i % 97 {
+                40..=47 => 0.0,
+                90 => v * 20.0,
+                _ => v,
+            }
+        })
+        .collect()
+}
+
+/// The shared reference folder (`shared/reference` beside the clone, as in
+/// CI and on the development machines), or `None` when absent.
+pub fn reference_dir() -> Option<std::path::PathBuf> {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors().map(|a| a.join("shared").join("reference")).find(|p| p.join("README.md").is_file())
+}

@@ -10,6 +10,7 @@ use crate::conformance::{Built, Case, Tolerance};
 /// ggml's tolerance for MUL_MAT.
 const MUL_MAT_NMSE: f64 = 5e-4;
 
+#[expect(clippy::too_many_arguments, reason = "test-backend-ops' MUL_MAT case parameters, one for one")]
 fn mul_mat_case(
     type_a: DType,
     m: usize,

@@ -26,6 +26,7 @@ use half::{bf16, f16};
 
 use super::bound::Bound;
 use super::{mul_mat_quant, shape_err, src, src_desc};
+use crate::cpu::float_matvec::Rows;
 use crate::cpu::parallel::{Par, SendPtr};
 use crate::cpu::simd;
 
@@ -241,11 +242,11 @@ fn mat_vec(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) -> Resu
         match a.dtype {
             DType::F16 => {
                 let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f16, len);
-                crate::cpu::float_matvec::f16_mat_vec(w, k, m, stride, x, y, par.pool())?;
+                crate::cpu::float_matvec::f16_mat_vec(Rows { data: w, k, m, row_stride: stride }, x, y, par.pool())?;
             }
             _ => {
                 let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f32, len);
-                crate::cpu::float_matvec::f32_mat_vec(w, k, m, stride, x, y, par.pool())?;
+                crate::cpu::float_matvec::f32_mat_vec(Rows { data: w, k, m, row_stride: stride }, x, y, par.pool())?;
             }
         }
     }
@@ -349,6 +350,10 @@ unsafe fn src0_rows_to_f32(
 /// # Safety
 /// Every pointer and stride addresses memory valid for the sizes given; the
 /// destination does not overlap the inputs.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one unsafe call into gemm: the left operand's pointer and strides, the right and result views, and the batch index"
+)]
 unsafe fn gemm_block(
     m: usize,
     dims: Dims,

@@ -18,7 +18,7 @@ use super::bound::Bound;
 use super::mul_mat::Dims;
 use super::shape_err;
 use crate::cpu::parallel::{Par, SendPtr};
-use crate::cpu::quant::{QuantMatrix, dot_partner, quant_mul_mat, quant_mul_mat_scratch_size};
+use crate::cpu::quant::{self, QuantMatrix, dot_partner, quant_mul_mat, quant_mul_mat_scratch_size};
 
 /// Whether the driver multiplies weights of this dtype.
 pub fn supports_weights(dtype: DType) -> bool {
@@ -161,6 +161,10 @@ pub fn compute(
 }
 
 /// One driver call: src0 batch `run.a_batch` times `run.cols` columns.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one driver call: the weights, the run and its dims, the strided activations and results, scratch and the pool"
+)]
 fn multiply(
     a: &Bound,
     row_bytes: usize,
@@ -186,7 +190,13 @@ fn multiply(
         )
     };
     let w = QuantMatrix { dtype: a.dtype, data: weights, row_stride: a.nb[1], k, m };
-    quant_mul_mat(&w, src1, src1_stride, run.cols, dst, dst_stride, scratch, par.pool())
+    quant_mul_mat(
+        &w,
+        quant::Columns { data: src1, stride: src1_stride, n: run.cols },
+        quant::ColumnsMut { data: dst, stride: dst_stride },
+        scratch,
+        par.pool(),
+    )
 }
 
 /// Copies src1 into `out` as packed F32 columns, batch after batch.

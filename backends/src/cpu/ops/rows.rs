@@ -116,6 +116,10 @@ fn check_indices(ctx: &Context, idx: &Bound, idx_id: TensorId, limit: usize) -> 
     Ok(())
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the node (context, id, description), its two bound sources, the index tensor for messages, the destination and the pool"
+)]
 fn get_rows(
     ctx: &Context,
     t: TensorId,
@@ -178,6 +182,10 @@ fn get_rows(
     Ok(())
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the node (context, id, description), its two bound sources, the index tensor for messages, the destination and the pool"
+)]
 fn set_rows(
     ctx: &Context,
     t: TensorId,

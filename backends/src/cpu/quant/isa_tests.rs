@@ -86,17 +86,14 @@ fn isa_detection_matches_cpuid() {
 }
 
 /// xorshift64: random bits for random blocks.
-struct Rng(u64);
+struct Rng(gantry_engine::SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        self.0.next_u64()
     }
     fn bytes<const N: usize>(&mut self) -> [u8; N] {
-        std::array::from_fn(|_| self.next() as u8)
+        self.0.bytes()
     }
     /// Activation quants: −127..=127, as every quantizer writes them.
     fn quants<const N: usize>(&mut self) -> [i8; N] {
@@ -185,7 +182,7 @@ impl RandomBlock for BlockQ6K {
 }
 
 fn random_blocks<B: RandomBlock>(n: usize, seed: u64) -> Vec<B> {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut r = Rng(gantry_engine::SplitMix64::new(seed));
     (0..n).map(|_| B::random(&mut r)).collect()
 }
 
@@ -339,7 +336,15 @@ fn isa_mul_mat_matches_the_dequantized_dots() {
             for isa in Isa::available() {
                 let mut dst = vec![f32::NAN; n * m];
                 let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
-                quant_mul_mat_on(isa, &w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
+                quant_mul_mat_on(
+                    isa,
+                    &w,
+                    Columns { data: &src1, stride: k, n },
+                    ColumnsMut { data: &mut dst, stride: m },
+                    &mut scratch,
+                    &p,
+                )
+                .unwrap();
                 let what = format!("{dtype} {isa:?} m={m} n={n} k={k}");
                 assert_matches_dequantized_dots(dtype, k, &data, stride, &src1, &dst, m, &what);
             }

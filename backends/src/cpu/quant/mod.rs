@@ -64,7 +64,7 @@ mod isa_tests;
 #[cfg(test)]
 mod tests;
 
-pub use mul_mat::{QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
+pub use mul_mat::{Columns, ColumnsMut, QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
 pub use quantize_activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 
@@ -131,22 +131,8 @@ pub fn dot_partner(weights: DType) -> Option<DType> {
     })
 }
 
-/// A deterministic test signal (xorshift), with a zero run and an outlier
-/// every 97 values.
+/// A deterministic test signal with a zero run and an outlier every 97 values.
 #[cfg(test)]
 pub(crate) fn test_signal(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).wrapping_add(12345);
-    (0..n)
-        .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            let v = (s as f32 / u32::MAX as f32 - 0.5) * 2.0;
-            match i % 97 {
-                40..=47 => 0.0,
-                90 => v * 20.0,
-                _ => v,
-            }
-        })
-        .collect()
+    gantry_engine::testing::test_signal(n, u64::from(seed), 1.0)
 }

@@ -99,36 +99,55 @@ pub fn quant_mul_mat_scratch_size(dtype: DType, k: usize, n: usize, threads: usi
         .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype })
 }
 
-/// `dst[j·dst_stride + i] = Σ_t w[i][t] · src1[j·src1_stride + t]` for rows `i < w.m`
-/// and columns `j < n`, on the fastest path, split over `pool`'s threads.
+/// The activations of a product: `n` columns of `k` values (the weights'
+/// row length), column `j` starting at `data[j * stride]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns<'a> {
+    /// The values.
+    pub data: &'a [f32],
+    /// Distance between column starts, in values.
+    pub stride: usize,
+    /// Number of columns.
+    pub n: usize,
+}
+
+/// The result of a product: column `j` (one value per weight row) written
+/// from `data[j * stride]`.
+#[derive(Debug)]
+pub struct ColumnsMut<'a> {
+    /// The values.
+    pub data: &'a mut [f32],
+    /// Distance between column starts, in values.
+    pub stride: usize,
+}
+
+/// `dst[j·dst.stride + i] = Σ_t w[i][t] · src1[j·src1.stride + t]` for rows
+/// `i < w.m` and columns `j < src1.n`, on the fastest path, split over
+/// `pool`'s threads.
 ///
 /// `scratch` must hold [`quant_mul_mat_scratch_size`]`(w.dtype, w.k, n,
 /// pool.current_num_threads())` bytes; nothing is allocated.
 pub fn quant_mul_mat(
     w: &QuantMatrix<'_>,
-    src1: &[f32],
-    src1_stride: usize,
-    n: usize,
-    dst: &mut [f32],
-    dst_stride: usize,
+    src1: Columns<'_>,
+    dst: ColumnsMut<'_>,
     scratch: &mut [u8],
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
-    quant_mul_mat_on(Isa::best(), w, src1, src1_stride, n, dst, dst_stride, scratch, pool)
+    quant_mul_mat_on(Isa::best(), w, src1, dst, scratch, pool)
 }
 
 /// [`quant_mul_mat`] on the path `isa`.
 pub fn quant_mul_mat_on(
     isa: Isa,
     w: &QuantMatrix<'_>,
-    src1: &[f32],
-    src1_stride: usize,
-    n: usize,
-    dst: &mut [f32],
-    dst_stride: usize,
+    src1: Columns<'_>,
+    dst: ColumnsMut<'_>,
     scratch: &mut [u8],
     pool: &rayon::ThreadPool,
 ) -> Result<()> {
+    let Columns { data: src1, stride: src1_stride, n } = src1;
+    let ColumnsMut { data: dst, stride: dst_stride } = dst;
     let args = Args { isa, w, src1, src1_stride, n, dst_stride, pool };
     with_weight_type!(w.dtype, run(&args, dst, scratch))
         .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: w.dtype })?
@@ -365,7 +384,10 @@ struct TileCtx {
 /// # Safety
 /// AVX2/FMA/F16C are available, and no other task writes dst at (`rows`, `cols`).
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one tile task: its rows and columns, the shared tile context and the raw views it reads and writes"
+)]
 unsafe fn tile_task<'w, 'a, W: WeightType>(
     ctx: &TileCtx,
     tile: &mut [u8],

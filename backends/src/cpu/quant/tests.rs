@@ -182,7 +182,15 @@ fn mul_mat_matches_the_f64_product_of_the_dequantized_weights() {
             for isa in Isa::available() {
                 let mut dst = vec![f32::NAN; n * sd];
                 let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
-                quant_mul_mat_on(isa, &w, &src1, s1, n, &mut dst, sd, &mut scratch, &p).unwrap();
+                quant_mul_mat_on(
+                    isa,
+                    &w,
+                    Columns { data: &src1, stride: s1, n },
+                    ColumnsMut { data: &mut dst, stride: sd },
+                    &mut scratch,
+                    &p,
+                )
+                .unwrap();
                 let (mut err, mut norm) = (0f64, 0f64);
                 for j in 0..n {
                     for r in 0..m {
@@ -215,7 +223,14 @@ fn tiled_and_dot_paths_agree_with_the_scalar_dots() {
         let src1: Vec<f32> = (0..n).flat_map(|j| test_signal(k, 50 + j as u32)).collect();
         let mut dst = vec![0f32; n * m];
         let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
-        quant_mul_mat(&w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
+        quant_mul_mat(
+            &w,
+            Columns { data: &src1, stride: k, n },
+            ColumnsMut { data: &mut dst, stride: m },
+            &mut scratch,
+            &p,
+        )
+        .unwrap();
         assert_matches_dequantized_dots(dtype, k, &data, stride, &src1, &dst, m, &format!("{dtype}"));
     }
 }
@@ -289,7 +304,15 @@ fn matrix_vector_products_match_the_scalar_dots() {
                 for isa in Isa::available() {
                     let mut dst = vec![f32::NAN; n * m];
                     let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, threads).unwrap()];
-                    quant_mul_mat_on(isa, &w, &src1, k, n, &mut dst, m, &mut scratch, &p).unwrap();
+                    quant_mul_mat_on(
+                        isa,
+                        &w,
+                        Columns { data: &src1, stride: k, n },
+                        ColumnsMut { data: &mut dst, stride: m },
+                        &mut scratch,
+                        &p,
+                    )
+                    .unwrap();
                     let what = format!("{dtype} {isa:?} {threads} threads m={m} n={n}");
                     assert_matches_dequantized_dots(dtype, k, &data, stride, &src1, &dst, m, &what);
                 }
@@ -307,26 +330,96 @@ fn mul_mat_rejects_bad_shapes_and_short_buffers() {
     let size = quant_mul_mat_scratch_size(DType::Q4_0, 64, 2, 1).unwrap();
     let mut scratch = vec![0u8; size];
     let w = QuantMatrix { dtype: DType::Q4_0, data: &data, row_stride: stride, k: 64, m: 4 };
-    assert!(quant_mul_mat(&w, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_ok());
+    assert!(
+        quant_mul_mat(
+            &w,
+            Columns { data: &src1, stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst, stride: 4 },
+            &mut scratch,
+            &p
+        )
+        .is_ok()
+    );
     // K not a whole number of blocks.
     let bad_k = QuantMatrix { k: 48, ..w };
-    assert!(quant_mul_mat(&bad_k, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    assert!(
+        quant_mul_mat(
+            &bad_k,
+            Columns { data: &src1, stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst, stride: 4 },
+            &mut scratch,
+            &p
+        )
+        .is_err()
+    );
     // Truncated weights.
     let short = QuantMatrix { data: &data[..data.len() - 1], ..w };
-    assert!(quant_mul_mat(&short, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    assert!(
+        quant_mul_mat(
+            &short,
+            Columns { data: &src1, stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst, stride: 4 },
+            &mut scratch,
+            &p
+        )
+        .is_err()
+    );
     // src1, dst and scratch too short.
-    assert!(quant_mul_mat(&w, &src1[..100], 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
-    assert!(quant_mul_mat(&w, &src1, 64, 2, &mut dst[..7], 4, &mut scratch, &p).is_err());
-    assert!(quant_mul_mat(&w, &src1, 64, 2, &mut dst, 4, &mut scratch[..size - 1], &p).is_err());
+    assert!(
+        quant_mul_mat(
+            &w,
+            Columns { data: &src1[..100], stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst, stride: 4 },
+            &mut scratch,
+            &p
+        )
+        .is_err()
+    );
+    assert!(
+        quant_mul_mat(
+            &w,
+            Columns { data: &src1, stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst[..7], stride: 4 },
+            &mut scratch,
+            &p
+        )
+        .is_err()
+    );
+    assert!(
+        quant_mul_mat(
+            &w,
+            Columns { data: &src1, stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst, stride: 4 },
+            &mut scratch[..size - 1],
+            &p
+        )
+        .is_err()
+    );
     // Not a quantized weight type.
     let f32w = QuantMatrix { dtype: DType::F32, ..w };
-    assert!(quant_mul_mat(&f32w, &src1, 64, 2, &mut dst, 4, &mut scratch, &p).is_err());
+    assert!(
+        quant_mul_mat(
+            &f32w,
+            Columns { data: &src1, stride: 64, n: 2 },
+            ColumnsMut { data: &mut dst, stride: 4 },
+            &mut scratch,
+            &p
+        )
+        .is_err()
+    );
     assert!(quant_mul_mat_scratch_size(DType::F16, 64, 1, 1).is_err());
     // K = 0: empty dot products, zeros.
     let empty = QuantMatrix { data: &[], row_stride: 0, k: 0, ..w };
     let mut scratch0 = vec![0u8; quant_mul_mat_scratch_size(DType::Q4_0, 0, 2, 1).unwrap()];
     dst.fill(1.0);
-    quant_mul_mat(&empty, &[], 0, 2, &mut dst, 4, &mut scratch0, &p).unwrap();
+    quant_mul_mat(
+        &empty,
+        Columns { data: &[], stride: 0, n: 2 },
+        ColumnsMut { data: &mut dst, stride: 4 },
+        &mut scratch0,
+        &p,
+    )
+    .unwrap();
     assert!(dst.iter().all(|&v| v == 0.0));
 }
 
@@ -365,7 +458,10 @@ fn get_rows_dequantizes_exactly_and_set_rows_writes_reference_bytes() {
 /// Asserts that `dst` (`n` columns of `m` results) holds, for every weight
 /// row and activation column, the f64 dot of the dequantized row with the
 /// dequantized quantized activations (what the integer dots compute).
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a product's weights, activations and result, with their strides and shapes"
+)]
 pub(super) fn assert_matches_dequantized_dots(
     dtype: DType,
     k: usize,

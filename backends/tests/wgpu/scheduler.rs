@@ -2,17 +2,13 @@
 //! cut into wgpu and CPU splits (nodes pinned to the CPU in the middle),
 //! with pipelined copies, gives the CPU-only result.
 
-#![cfg(feature = "wgpu")]
-
-mod wgpu_support;
-
 use std::sync::Arc;
 
+use super::support::{assert_close, values};
 use gantry_arenas::GraphArena;
 use gantry_backends::cpu::CpuBackend;
 use gantry_engine::sched::{Scheduler, SchedulerParams};
 use gantry_engine::{Backend, BufferUsage, Context, DType, Device, TensorId};
-use wgpu_support::{assert_close, values};
 
 struct Model {
     ctx: Context,

@@ -2,9 +2,6 @@
 //! harness that places a graph's tensors in one device buffer, computes it
 //! and reads results back, data generators and comparisons.
 
-#![allow(dead_code)]
-
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use gantry_arenas::GraphArena;
@@ -38,10 +35,9 @@ pub fn device() -> Option<&'static WgpuDevice> {
 }
 
 /// The device, or return from the test after printing why it is skipped.
-#[macro_export]
 macro_rules! device_or_skip {
     () => {
-        match wgpu_support::device() {
+        match $crate::support::device() {
             Some(d) => d,
             None => {
                 eprintln!("skipped: no wgpu adapter on this machine");
@@ -51,17 +47,9 @@ macro_rules! device_or_skip {
     };
 }
 
-/// Deterministic values in `[lo, hi)` (xorshift).
+/// Deterministic values in `[lo, hi)`.
 pub fn values(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
+    gantry_engine::SplitMix64::new(seed).values(n, lo, hi)
 }
 
 /// F16 rounding of `v` (what an F16 tensor holds).
@@ -178,11 +166,7 @@ impl Harness {
     }
 }
 
-/// The shared reference folder (`shared/reference` beside the clone), if present.
-pub fn reference_dir() -> Option<PathBuf> {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors().map(|a| a.join("shared").join("reference")).find(|p| p.is_dir())
-}
+pub use gantry_engine::testing::reference_dir;
 
 /// Little-endian f32s from a file.
 pub fn read_f32_file(path: &std::path::Path) -> Vec<f32> {

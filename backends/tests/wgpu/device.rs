@@ -2,14 +2,10 @@
 //! them: device facts, alignment and size limits, transfers at ragged
 //! offsets, and a graph computed again reusing every kernel and bind group.
 
-#![cfg(feature = "wgpu")]
-
-mod wgpu_support;
-
+use super::support::{Harness, assert_close, values};
 use gantry_backends::wgpu::device_type_of;
 use gantry_backends::wgpu::gpu::AdapterKind;
 use gantry_engine::{Buffer, BufferType, BufferUsage, Context, DType, Device, DeviceType, Platform};
-use wgpu_support::{Harness, assert_close, values};
 
 #[test]
 fn wgpu_platform_reports_devices() {
@@ -23,7 +19,7 @@ fn wgpu_platform_reports_devices() {
         assert_ne!(d.device_type(), DeviceType::Cpu, "a wgpu device is never the host CPU");
         assert!(d.supports_buft(d.buffer_type().as_ref()));
     }
-    let Some(dev) = wgpu_support::device() else {
+    let Some(dev) = super::support::device() else {
         eprintln!("skipped: no wgpu adapter on this machine");
         return;
     };

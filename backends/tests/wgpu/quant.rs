@@ -1,12 +1,8 @@
 //! The wgpu backend's dequantizing kernels (GET_ROWS, MUL_MAT) against
 //! ggml's own blocks and dequantized values from `shared/reference/quant`.
 
-#![cfg(feature = "wgpu")]
-
-mod wgpu_support;
-
+use super::support::{Harness, assert_close, read_f32_file, reference_dir, values};
 use gantry_engine::DType;
-use wgpu_support::{Harness, assert_close, read_f32_file, reference_dir, values};
 
 const ROWS: usize = 4;
 const N: usize = 512;

@@ -1,0 +1,15 @@
+//! The wgpu backend on whatever adapter this machine has (lavapipe in CI):
+//! its kernels against hand-computed and ggml references, its device
+//! objects as the engine sees them, and its splits under the scheduler.
+//! One test binary (one link) for all of them; every test is skipped, with a
+//! message, when there is no adapter.
+
+#![cfg(feature = "wgpu")]
+
+#[macro_use]
+mod support;
+
+mod device;
+mod ops;
+mod quant;
+mod scheduler;
