@@ -1,6 +1,5 @@
 //! What the subcommands share: choosing backends, threads, a progress bar.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use gantry::backends::default_registry;
@@ -37,31 +36,14 @@ pub fn bytes(n: usize) -> String {
     gantry::sched::describe::fmt_bytes(n)
 }
 
-/// A one-line progress bar on stderr.
-pub struct ProgressBar {
-    label: &'static str,
-    last: usize,
-}
-
-impl ProgressBar {
-    /// A bar titled `label`.
-    pub fn new(label: &'static str) -> Self {
-        Self { label, last: usize::MAX }
-    }
-
-    /// Draws `done` of `total`.
-    pub fn update(&mut self, done: usize, total: usize) {
-        let pct = (done * 100).checked_div(total).unwrap_or(100);
-        if pct == self.last {
-            return;
-        }
-        self.last = pct;
-        let filled = pct * 30 / 100;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{} [{}{}] {pct:3}%", self.label, "#".repeat(filled), ".".repeat(30 - filled));
-        if done >= total {
-            let _ = writeln!(err);
-        }
-        let _ = err.flush();
-    }
+/// The model-load progress bar: bytes placed or copied of the total, drawn
+/// on stderr only when it is a terminal (in a log file or a pipe it stays
+/// silent; the load's `tracing` event says how it went).
+pub fn load_progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    let style = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style.progress_chars("#>."));
+    bar.set_message("loading");
+    bar
 }

@@ -3,6 +3,7 @@
 pub mod common;
 pub mod demo;
 pub mod devices;
+pub mod logging;
 pub mod logits;
 pub mod run;
 pub mod test_ops;

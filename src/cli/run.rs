@@ -10,7 +10,7 @@ use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
 use gantry::model::sampler::{Sampler, SamplerParams};
 use gantry::{Context, Error};
 
-use super::common::{ProgressBar, backends, bytes};
+use super::common::{backends, bytes, load_progress_bar};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
@@ -66,9 +66,14 @@ pub fn run(args: &RunArgs) -> ExitCode {
 fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
     let mut ctx = Context::new();
-    let mut bar = ProgressBar::new("loading");
-    let mut progress = |p: gantry::model::LoadProgress| bar.update(p.bytes_done, p.bytes_total);
-    let model = LlamaModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress))?;
+    let bar = load_progress_bar();
+    let mut progress = |p: gantry::model::LoadProgress| {
+        bar.set_length(p.bytes_total as u64);
+        bar.set_position(p.bytes_done as u64);
+    };
+    let model = LlamaModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress));
+    bar.finish_and_clear();
+    let model = model?;
     let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));

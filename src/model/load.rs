@@ -114,6 +114,8 @@ pub fn load_tensors(
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
     let LoadOptions { use_mmap, progress } = options;
+    let _span = tracing::info_span!("load", file = %gguf.source(), device = device.name()).entered();
+    let started = std::time::Instant::now();
     let mut report = Progress::new(gguf, progress);
     let mut made = Made::default();
     let result = if use_mmap && device.buffer_type().is_host() {
@@ -125,8 +127,18 @@ pub fn load_tensors(
     } else {
         load_copied(gguf, ctx, device, &mut made, &mut report)
     };
-    if result.is_err() {
-        made.undo(ctx);
+    match &result {
+        Ok(w) => tracing::info!(
+            tensors = w.len(),
+            bytes = w.bytes(),
+            mapped = w.is_mapped(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "weights loaded"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "loading failed; nothing kept");
+            made.undo(ctx);
+        }
     }
     result
 }

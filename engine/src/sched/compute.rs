@@ -49,6 +49,8 @@ pub fn compute_splits(
     let set = inputs.set;
     for (s, split) in inputs.tables.splits.iter().enumerate() {
         let backend = set.backend(split.backend);
+        let _span =
+            tracing::trace_span!("split", index = s, backend = backend.name(), nodes = split.nodes.len()).entered();
         let slot = SlotGuard { stream: backend.as_ref(), event: inputs.event(split.backend) };
         for k in split.inputs.clone() {
             let input = inputs.tables.inputs[k];

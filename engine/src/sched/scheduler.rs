@@ -178,6 +178,7 @@ impl Scheduler {
     /// graph to come) and allocates it; returns the bytes per backend. Later
     /// graphs that fit never re-allocate.
     pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<Vec<usize>> {
+        let _span = tracing::debug_span!("reserve", nodes = measure_graph.n_nodes()).entered();
         self.synchronize()?;
         self.discard_placement(ctx);
         let mut run = std::mem::take(&mut self.run);
@@ -215,6 +216,7 @@ impl Scheduler {
     /// since ([`Context::revision`]), keeps its placement, splits and memory:
     /// only the pipeline copies rotate.
     pub fn alloc_graph(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        let _span = tracing::trace_span!("alloc_graph", nodes = graph.n_nodes()).entered();
         self.reset(ctx);
         let result = if self.placed.holds_for(ctx, graph) {
             self.rotate_pipeline_copies(ctx)
@@ -239,17 +241,27 @@ impl Scheduler {
         self.placed.record(graph);
         self.placements += 1;
         let mut run = std::mem::take(&mut self.run);
-        let placed = place_graph(ctx, graph, self.placement_inputs(), &mut run);
+        let placed = tracing::debug_span!("place", nodes = graph.n_nodes())
+            .in_scope(|| place_graph(ctx, graph, self.placement_inputs(), &mut run));
         self.run = run;
         placed?;
-        let bound = alloc_placed(ctx, &mut self.allocator, &self.set, &self.run.split, graph.outputs());
+        let bound = tracing::debug_span!("alloc", splits = self.run.split.splits.len())
+            .in_scope(|| alloc_placed(ctx, &mut self.allocator, &self.set, &self.run.split, graph.outputs()));
         self.refresh_own_buffers();
         bound?;
         // Binding put every tensor at its planned place, pipeline copies included.
         self.rotation.bound();
         self.rotate_pipeline_copies(ctx)?;
         if self.debug > 0 {
-            eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
+            let text = describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug);
+            // Through the program's subscriber when it has one (the CLI's
+            // shows `gantry::sched` at info when GANTRY_SCHED_DEBUG is set),
+            // else straight to stderr as before.
+            if tracing::dispatcher::has_been_set() {
+                tracing::info!(target: "gantry::sched", "placement of {} nodes:\n{text}", graph.n_nodes());
+            } else {
+                eprint!("{text}");
+            }
         }
         Ok(())
     }
@@ -300,6 +312,7 @@ impl Scheduler {
             self.alloc_graph(ctx, graph)?;
         }
         self.state = State::Computed;
+        let _span = tracing::debug_span!("compute", splits = self.run.split.splits.len()).entered();
         self.run.split.apply(ctx);
         let inputs = ComputeInputs {
             set: &self.set,
