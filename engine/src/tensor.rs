@@ -67,6 +67,32 @@ impl Name {
         Self { len: end as u8, bytes }
     }
 
+    /// The parts joined end to end (cut to [`MAX_NAME`] bytes at a character
+    /// boundary), without the formatting machinery: for names made on hot
+    /// paths (the scheduler's copies).
+    ///
+    /// ```
+    /// use gantry_engine::Name;
+    /// assert_eq!(Name::concat(&["CPU", "#", "x", "#", "2"]).as_str(), "CPU#x#2");
+    /// ```
+    pub fn concat(parts: &[&str]) -> Self {
+        let mut name = Self::EMPTY;
+        for part in parts {
+            let room = MAX_NAME - name.len as usize;
+            let mut end = part.len().min(room);
+            while !part.is_char_boundary(end) {
+                end -= 1;
+            }
+            let at = name.len as usize;
+            name.bytes[at..at + end].copy_from_slice(&part.as_bytes()[..end]);
+            name.len += end as u8;
+            if end < part.len() {
+                break;
+            }
+        }
+        name
+    }
+
     /// A name from format arguments, written in place without allocating
     /// (cut to [`MAX_NAME`] bytes at a character boundary).
     ///

@@ -55,6 +55,13 @@ impl Context {
         }
     }
 
+    /// Where `t` itself was placed, not looking through a view (for tables
+    /// that already know `t` is no view).
+    #[inline]
+    pub(crate) fn own_placement(&self, t: TensorId) -> Option<Placement> {
+        self.placements.get(t).copied()
+    }
+
     /// Whether `t` (or its view source) has memory.
     pub fn is_allocated(&self, t: TensorId) -> bool {
         self.placement(t).is_some_and(|p| self.buffers.contains_key(p.buffer))
