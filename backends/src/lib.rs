@@ -14,6 +14,8 @@
 
 pub mod conformance;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device_state;
 mod registry;
 #[cfg(any(test, feature = "testing"))]
