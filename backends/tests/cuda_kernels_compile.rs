@@ -26,7 +26,12 @@ fn every_kernel_compiles_for_every_ci_architecture() {
         for module in Module::ALL {
             match nvrtc::compile(module.name(), &module.source(), arch) {
                 Ok(image) => {
-                    assert_eq!(image.kind, ImageKind::Cubin, "{} for {arch}: NVRTC {major}.{minor} knows {arch}", module.name());
+                    assert_eq!(
+                        image.kind,
+                        ImageKind::Cubin,
+                        "{} for {arch}: NVRTC {major}.{minor} knows {arch}",
+                        module.name()
+                    );
                     assert!(!image.bytes.is_empty());
                     if !image.log.trim().is_empty() {
                         eprintln!("{} for {arch}: {}", module.name(), image.log.trim());

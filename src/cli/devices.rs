@@ -54,7 +54,10 @@ pub fn run(_: &DevicesArgs) -> ExitCode {
             println!("    caps: {}", if caps.is_empty() { "none".into() } else { caps.join(", ") });
         }
         if !any {
-            println!("  (no device found)");
+            match platform.unavailable_reason() {
+                Some(why) => println!("  (no device found: {why})"),
+                None => println!("  (no device found)"),
+            }
         }
     }
     ExitCode::SUCCESS

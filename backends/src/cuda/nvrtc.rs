@@ -76,7 +76,9 @@ pub fn supported_archs() -> Result<Vec<u32>, String> {
     libraries::ensure(CudaLibrary::Nvrtc).map_err(|e| e.to_string())?;
     let mut n: c_int = 0;
     // SAFETY: NVRTC is loaded; `n` is a local.
-    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }.result().map_err(|e| format!("nvrtcGetNumSupportedArchs: {e:?}"))?;
+    unsafe { sys::nvrtcGetNumSupportedArchs(&mut n) }
+        .result()
+        .map_err(|e| format!("nvrtcGetNumSupportedArchs: {e:?}"))?;
     let mut archs = vec![0 as c_int; usize::try_from(n).unwrap_or(0)];
     // SAFETY: `archs` holds the `n` ints NVRTC writes.
     unsafe { sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
@@ -118,7 +120,8 @@ pub fn compile(name: &str, source: &str, arch: Arch) -> Result<Image, String> {
         .ok_or_else(|| format!("NVRTC {:?} cannot compile for {arch} (it knows {supported:?})", version()))?;
     let src = CString::new(source).map_err(|_| format!("{name}: the source holds a NUL byte"))?;
     let file = CString::new(format!("{name}.cu")).map_err(|_| format!("{name}: bad module name"))?;
-    let prog = Program(result::create_program(&src, Some(&file)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?);
+    let prog =
+        Program(result::create_program(&src, Some(&file)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?);
     let arch_option = match kind {
         ImageKind::Cubin => format!("--gpu-architecture=sm_{}", target.code()),
         ImageKind::Ptx => format!("--gpu-architecture=compute_{}", target.code()),
@@ -136,7 +139,8 @@ pub fn compile(name: &str, source: &str, arch: Arch) -> Result<Image, String> {
         ImageKind::Cubin => cubin(&prog).map_err(|e| format!("{name} for {arch}: {e}"))?,
         ImageKind::Ptx => {
             // SAFETY: `prog` is live and compiled.
-            let ptx = unsafe { result::get_ptx(prog.0) }.map_err(|e| format!("{name} for {arch}: nvrtcGetPTX: {e:?}"))?;
+            let ptx =
+                unsafe { result::get_ptx(prog.0) }.map_err(|e| format!("{name} for {arch}: nvrtcGetPTX: {e:?}"))?;
             let mut bytes: Vec<u8> = ptx.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
             bytes.push(0);
             bytes

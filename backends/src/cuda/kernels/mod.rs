@@ -10,7 +10,7 @@
 //! module with its entry points; the compile test builds each for sm_80,
 //! sm_86, sm_89 and sm_90 through the same path the backend uses.
 
-mod constants;
+pub mod constants;
 
 pub use constants::{ARGS_BYTES, FA_MAX_DV, FA_WARPS, MMQ_BM, MMQ_BN, MMQ_KC, MMV_MAX_COLS, MMV_WARPS, constants};
 
