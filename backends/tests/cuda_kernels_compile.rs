@@ -2,7 +2,8 @@
 //! compile path, for the architectures CI checks (sm_80, sm_86, sm_89,
 //! sm_90). Needs no GPU and no driver: only libnvrtc (the PyPI wheel
 //! `nvidia-cuda-nvrtc-cu12`, or `GANTRY_NVRTC_PATH`). Skips, saying why,
-//! only when libnvrtc cannot be found; any compile error fails.
+//! only when libnvrtc cannot be found (fails then too with
+//! `GANTRY_REQUIRE_NVRTC=1`, as CI sets); any compile error fails.
 
 #![cfg(feature = "cuda")]
 
@@ -15,6 +16,8 @@ const ARCHS: [Arch; 4] = [Arch::new(8, 0), Arch::new(8, 6), Arch::new(8, 9), Arc
 #[test]
 fn every_kernel_compiles_for_every_ci_architecture() {
     if let Err(missing) = libraries::ensure(CudaLibrary::Nvrtc) {
+        // CI installs NVRTC and sets this, so a lost install fails instead of skipping.
+        assert!(std::env::var_os("GANTRY_REQUIRE_NVRTC").is_none(), "GANTRY_REQUIRE_NVRTC is set but {missing}");
         eprintln!("skipped: {missing}; searched {:?}", missing.searched);
         return;
     }
