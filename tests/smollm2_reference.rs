@@ -154,6 +154,7 @@ fn smollm2_on_wgpu_and_the_cpu_matches_llama_cpp() {
 #[cfg(feature = "cuda")]
 #[test]
 fn smollm2_on_cuda_and_the_cpu_matches_llama_cpp() {
+    use gantry::Device;
     use gantry::backends::cuda::CudaPlatform;
     let Some(path) = model_path() else { return };
     let platform = CudaPlatform::new();

@@ -102,6 +102,10 @@ pub struct GemmLaunch {
 
 /// One step of a plan.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "plans are reused Vecs of launches, mostly kernels: boxing the kernel's parameters would allocate per launch on every compute"
+)]
 pub enum Launch {
     /// A kernel.
     Kernel(KernelLaunch),

@@ -12,9 +12,10 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc, rp: &RopeParams
         format!("ROPE of {} with {} positions into {}", x.dtype, pos.dtype, d.dtype)
     })?;
     let n_dims = rp.n_dims;
-    require(x.ne == d.ne && pos.ne[0] == x.ne[2] && n_dims > 0 && n_dims % 2 == 0 && n_dims <= x.ne[0], || {
-        format!("{:?} with {} positions and n_dims {n_dims} do not fit", x.ne, pos.nelements())
-    })?;
+    require(
+        x.ne == d.ne && pos.ne[0] == x.ne[2] && n_dims > 0 && n_dims.is_multiple_of(2) && n_dims <= x.ne[0],
+        || format!("{:?} with {} positions and n_dims {n_dims} do not fit", x.ne, pos.nelements()),
+    )?;
     require(rp.freq_base > 0.0, || format!("freq_base {}", rp.freq_base))?;
     require(strides_aligned(&x) && strides_aligned(&pos) && strides_aligned(d), || {
         "strides are not whole elements".into()
