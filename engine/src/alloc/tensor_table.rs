@@ -497,12 +497,8 @@ impl TensorTable {
             }
         }
         self.listing.clear();
-        for i in 0..self.leaf_walk.len() {
-            self.listing.push(self.leaf_walk[i]);
-        }
-        for i in 0..self.walk.len() {
-            self.listing.push(self.walk[i]);
-        }
+        self.listing.extend_from_slice(self.leaf_walk.as_slice());
+        self.listing.extend_from_slice(self.walk.as_slice());
         for (d, e) in self.entries.iter().enumerate() {
             if e.role == Role::Extra {
                 self.listing.push(d as u32);
