@@ -47,6 +47,11 @@ impl Fingerprint {
     /// Ends the record; returns whether it equals the previous complete one.
     pub(crate) fn finish(&mut self) -> bool {
         let same = self.previous_complete && self.words == self.previous;
+        // The next record is written into `previous`: grow it now, while this
+        // call allocates anyway, so the same graph again allocates nothing.
+        if self.previous.capacity() < self.words.len() {
+            self.previous.reserve(self.words.len() - self.previous.len());
+        }
         self.writing = false;
         self.previous_complete = true;
         same

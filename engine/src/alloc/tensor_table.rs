@@ -32,7 +32,7 @@ use gantry_arenas::{BufferId, Column, TensorId};
 use super::BufferTypeIndex;
 use super::fingerprint::Fingerprint;
 use crate::tensor::MAX_SRC;
-use crate::{BufferType, Context, Error, Graph, Op, Result, TensorDesc, TensorFlags};
+use crate::{BufferType, Context, Error, Graph, Op, Result, TensorFlags, TensorLayout};
 
 /// "No tensor" in a dense link.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -92,6 +92,9 @@ pub struct TensorTable {
     /// What gathering found out about each tensor, one look at its
     /// description (one record per entry: gathering writes them together).
     entries: Vec<Entry>,
+    /// Each entry's dtype, shape and strides (what sizes and in-place
+    /// checks read, so that no description is looked up twice).
+    layout: Column<TensorLayout>,
     /// Index of its buffer type (the first of equal buffer types).
     pub(crate) buft: Column<BufferTypeIndex>,
     /// Bytes the tensor takes in its buffer type (tensors with memory of their own).
@@ -272,6 +275,7 @@ impl TensorTable {
             self.slot_to_dense.resize(slots, NONE);
         }
         self.entries.clear();
+        self.layout.clear();
         self.buft.clear();
         self.queued.clear();
         self.leaf_dense.clear();
@@ -313,6 +317,7 @@ impl TensorTable {
             flags: 0,
             external: NOT_EXTERNAL,
         });
+        self.layout.push(TensorLayout::default());
         self.buft.push(BufferTypeIndex::default());
         self.queued.push(0);
         Ok(d)
@@ -343,6 +348,7 @@ impl TensorTable {
             flags |= flag::OUTPUT;
         }
         let (op_kind, view_src, view_offset, srcs) = (kind_of(&desc.op), desc.view_src, desc.view_offset, desc.srcs);
+        self.layout[d] = desc.layout();
         let (mut root, mut external) = (NONE, NOT_EXTERNAL);
         match view_src {
             Some(r) => {
@@ -520,12 +526,11 @@ impl TensorTable {
                     env.buffer_types.len()
                 )));
             };
-            let desc = ctx.desc(e.tensor)?;
-            self.size[d] = buffer_type.alloc_size(desc);
+            self.size[d] = buffer_type.alloc_size(&self.layout[d]);
             if self.walk_pos[d] != NONE && e.kind & kind::IN_PLACE_OP != 0 {
                 let mut mask = 0;
                 for (j, &p) in e.srcs.iter().enumerate() {
-                    if p != NONE && self.may_take_over(ctx, desc, d, p as usize) {
+                    if p != NONE && self.may_take_over(d, p as usize) {
                         mask |= 1 << j;
                     }
                 }
@@ -537,10 +542,11 @@ impl TensorTable {
     }
 
     /// Whether node `d` may take over the memory of its source `p`, as far as
-    /// static facts go: `p` has `d`'s layout, its memory is planned here in
+    /// static facts go (ggml's `ggml_are_same_layout` and more): `p` has
+    /// `d`'s dtype, shape and strides, its memory is planned here in
     /// `d`'s buffer type, and (for a view) starts at its root's first byte.
     /// A source walked after `d` is never taken over.
-    fn may_take_over(&self, ctx: &Context, desc: &TensorDesc, d: usize, p: usize) -> bool {
+    fn may_take_over(&self, d: usize, p: usize) -> bool {
         if self.walk_pos[p] != NONE && self.walk_pos[p] > self.walk_pos[d] {
             return false;
         }
@@ -550,7 +556,7 @@ impl TensorTable {
         self.entries[owner].flags & (flag::EXTERNAL | flag::VIEW) == 0
             && self.buft[owner] == self.buft[d]
             && (!is_view || ep.flags & flag::AT_ROOT_START != 0)
-            && ctx.get(ep.tensor).is_some_and(|src| same_layout(src, desc))
+            && self.layout[p] == self.layout[d]
     }
 
     fn write_fingerprint(&self, f: &mut Fingerprint) {
@@ -585,12 +591,6 @@ fn kind_of(op: &Op) -> u8 {
         _ if op.can_run_in_place() => kind::COMPUTES | kind::IN_PLACE_OP,
         _ => kind::COMPUTES,
     }
-}
-
-/// Whether two tensors have the same dtype, shape and strides, so that one
-/// can be computed element for element over the other (ggml's `ggml_are_same_layout`).
-fn same_layout(a: &TensorDesc, b: &TensorDesc) -> bool {
-    a.dtype == b.dtype && a.ne == b.ne && a.nb == b.nb
 }
 
 /// Checks a node or leaf buffer-type assignment: empty (all 0), or one valid

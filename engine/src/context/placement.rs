@@ -27,7 +27,7 @@ impl Context {
                 ),
             });
         }
-        let size = entry.buffer_type.alloc_size(desc);
+        let size = entry.buffer_type.alloc_size(&desc.layout());
         check_range(entry.buffer_type.name(), entry.buffer.size(), offset, size)
             .map_err(|e| Error::InvalidTensor { tensor: self.describe(t), reason: e.to_string() })?;
         self.placements.insert(t, Placement { buffer, offset });
