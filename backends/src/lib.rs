@@ -1,4 +1,5 @@
-//! Gantry's backends: the CPU (always), wgpu (feature `wgpu`), and the
+//! Gantry's backends: the CPU (always), wgpu (feature `wgpu`), remote
+//! devices (feature `remote`), and the
 //! conformance suite every backend is checked with.
 //!
 //! - [`cpu`]: the CPU backend (kernels in `cpu/ops`, vector primitives in
@@ -10,15 +11,22 @@
 //! - [`device_state`]: the state a device shares between threads (events,
 //!   caches, counters), as small generic types the wgpu backend keeps its
 //!   state in, model-checked with loom.
+//! - `remote` (feature `remote`): devices on other machines over QUIC with
+//!   mutual TLS — the client platform, the server behind `gantry
+//!   rpc-server`, the wire protocol, certificates.
 //! - [`default_registry`]: every platform compiled in and found on this machine.
 
 pub mod conformance;
 pub mod cpu;
 pub mod device_state;
 mod registry;
+#[cfg(feature = "remote")]
+pub mod remote;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
 pub use registry::default_registry;
+#[cfg(feature = "remote")]
+pub use registry::registry_with_remote;
