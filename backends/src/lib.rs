@@ -27,6 +27,6 @@ pub mod testing;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
-pub use registry::default_registry;
 #[cfg(feature = "remote")]
 pub use registry::registry_with_remote;
+pub use registry::{default_registry, local_registry};

@@ -12,9 +12,7 @@ use crate::cpu::CpuPlatform;
 /// registered first; the scheduler's priority order
 /// (`Registry::devices_by_priority`) still puts it last.
 pub fn default_registry() -> Result<Registry> {
-    let mut registry = Registry::new();
-    registry.register_platform(Arc::new(CpuPlatform::new()))?;
-    register_gpu_platforms(&mut registry)?;
+    let mut registry = local_registry()?;
     #[cfg(feature = "remote")]
     if let Some(config) = crate::remote::RemoteConfig::from_env()? {
         registry.register_platform(Arc::new(crate::remote::RemotePlatform::connect(&config)?))?;
@@ -26,10 +24,17 @@ pub fn default_registry() -> Result<Registry> {
 /// of `GANTRY_REMOTE` (the command line's `--remote`).
 #[cfg(feature = "remote")]
 pub fn registry_with_remote(remote: &crate::remote::RemoteConfig) -> Result<Registry> {
+    let mut registry = local_registry()?;
+    registry.register_platform(Arc::new(crate::remote::RemotePlatform::connect(remote)?))?;
+    Ok(registry)
+}
+
+/// The devices of this machine only: the CPU and the GPU platforms compiled
+/// in (what `gantry rpc-server` serves from).
+pub fn local_registry() -> Result<Registry> {
     let mut registry = Registry::new();
     registry.register_platform(Arc::new(CpuPlatform::new()))?;
     register_gpu_platforms(&mut registry)?;
-    registry.register_platform(Arc::new(crate::remote::RemotePlatform::connect(remote)?))?;
     Ok(registry)
 }
 
