@@ -65,7 +65,14 @@ pub fn run(args: &RpcServerArgs) -> ExitCode {
 
 /// The devices named by `list`, each with a backend.
 fn served_devices(list: &str, threads: Option<usize>) -> gantry::Result<Vec<ServedDevice>> {
-    let registry = local_registry()?;
+    // Probing for GPUs takes time (and prints driver noise) when only the CPU is served.
+    let registry = if list.split(',').map(str::trim).filter(|n| !n.is_empty()).all(|n| n.eq_ignore_ascii_case("cpu")) {
+        let mut r = gantry::Registry::new();
+        r.register_platform(Arc::new(gantry::backends::cpu::CpuPlatform::new()))?;
+        r
+    } else {
+        local_registry()?
+    };
     let mut out: Vec<ServedDevice> = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let ids: Vec<_> = match registry.find_device(name) {

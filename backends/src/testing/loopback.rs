@@ -61,10 +61,12 @@ pub fn cpu_server(pki: &Pki, threads: usize, weights: WeightCache) -> Result<Run
 }
 
 /// A client configuration for `servers` with `pki`'s client certificate and
-/// short timeouts (`timeout` per call step, and as the idle timeout).
+/// short timeouts: `timeout` per call step and as the connection's idle
+/// timeout (a compute may take ten times as long).
 pub fn client_config(pki: &Pki, servers: &[String], timeout: Duration) -> Result<RemoteConfig> {
     let mut config = RemoteConfig::new(servers.to_vec(), Arc::new(client_identity(pki)?));
     config.call_timeout = timeout;
+    config.compute_timeout = timeout * 10;
     config.times = TransportTimes { idle_timeout: timeout };
     Ok(config)
 }

@@ -6,7 +6,8 @@
 //! | `GANTRY_REMOTE` | `host:port,host:port,...` of the servers (unset: no remote devices) |
 //! | `GANTRY_REMOTE_TLS` | a directory from `gantry rpc-certs` (`ca.pem`, `client.pem`, `client.key`) |
 //! | `GANTRY_REMOTE_CA`, `GANTRY_REMOTE_CERT`, `GANTRY_REMOTE_KEY` | the three files one by one (override the directory's) |
-//! | `GANTRY_REMOTE_TIMEOUT_MS` | the call timeout (default 60000) |
+//! | `GANTRY_REMOTE_TIMEOUT_MS` | the call timeout: each step of a call (default 30000) |
+//! | `GANTRY_REMOTE_COMPUTE_TIMEOUT_MS` | how long a compute may take (default 600000) |
 //! | `GANTRY_REMOTE_IDLE_MS` | the connection's idle timeout (default 10000) |
 //! | `GANTRY_REMOTE_WEIGHT_CACHE` | `0` never asks servers for weights they hold |
 
@@ -29,6 +30,9 @@ pub struct RemoteConfig {
     pub identity: Arc<TlsIdentity>,
     /// How long one step of a call may wait for the server.
     pub call_timeout: Duration,
+    /// How long the server may compute one split (a dead server is noticed
+    /// sooner, by the idle timeout).
+    pub compute_timeout: Duration,
     /// Connection timing.
     pub times: TransportTimes,
     /// Ask servers for weights they hold before sending them.
@@ -64,7 +68,8 @@ impl RemoteConfig {
         Self {
             servers,
             identity,
-            call_timeout: Duration::from_secs(60),
+            call_timeout: Duration::from_secs(30),
+            compute_timeout: Duration::from_secs(600),
             times: TransportTimes::default(),
             weight_cache: true,
             limits: Limits::default(),
@@ -93,7 +98,8 @@ impl RemoteConfig {
     pub fn for_servers(servers: Vec<String>) -> Result<Self> {
         let identity = Arc::new(TlsIdentity::from_files(&Self::tls_files_from_env()?)?);
         let mut config = Self::new(servers, identity);
-        config.call_timeout = env_ms("GANTRY_REMOTE_TIMEOUT_MS", 60_000)?;
+        config.call_timeout = env_ms("GANTRY_REMOTE_TIMEOUT_MS", 30_000)?;
+        config.compute_timeout = env_ms("GANTRY_REMOTE_COMPUTE_TIMEOUT_MS", 600_000)?;
         config.times.idle_timeout = env_ms("GANTRY_REMOTE_IDLE_MS", 10_000)?;
         config.weight_cache = env("GANTRY_REMOTE_WEIGHT_CACHE").is_none_or(|v| v != "0");
         Ok(config)

@@ -3,9 +3,10 @@
 //!
 //! Every call is bounded in time: each step of it (opening its stream,
 //! sending a chunk, waiting for the answer, receiving a chunk) must make
-//! progress within the call timeout, and the connection itself is lost when
-//! nothing is heard from the server for the transport's idle timeout (the
-//! server sends keep-alives while it computes). A call that fails in
+//! progress within the call timeout (a compute's answer within the compute
+//! timeout), and the connection itself is lost when nothing is heard from
+//! the server for the transport's idle timeout (the server sends
+//! keep-alives while it computes), which ends every call waiting on it. A call that fails in
 //! transport marks the connection lost; objects made over it (buffers)
 //! remember the connection's *generation* and say so when used afterwards,
 //! while the next call that needs no old object dials again. A server's
@@ -51,6 +52,16 @@ pub struct WireBytes {
     pub received: u64,
 }
 
+/// How long a call may wait for the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTimeouts {
+    /// Each step of a call (a stream opened, a chunk sent or received, an answer).
+    pub call: Duration,
+    /// The answer to a graph compute (the server is alive meanwhile: its
+    /// keep-alives hold the connection, whose idle timeout notices a death).
+    pub compute: Duration,
+}
+
 /// A link to one server.
 pub struct Link {
     address: String,
@@ -60,6 +71,7 @@ pub struct Link {
     endpoint: quinn::Endpoint,
     config: quinn::ClientConfig,
     call_timeout: Duration,
+    compute_timeout: Duration,
     limits: Limits,
     welcome: Welcome,
     state: Mutex<State>,
@@ -99,6 +111,7 @@ async fn exchange(
     request: &[u8],
     payload: Payload<'_>,
     timeout: Duration,
+    answer_timeout: Duration,
     limits: &Limits,
 ) -> std::result::Result<Response, String> {
     let (mut send, mut recv) = step(timeout, "opening a stream", conn.open_bi()).await?;
@@ -125,7 +138,7 @@ async fn exchange(
     // The server may have stopped reading already (an early refusal): then the stream is done anyway.
     let _ = send.finish();
     let mut len = [0u8; 4];
-    step(timeout, "waiting for the answer", recv.read_exact(&mut len)).await?;
+    step(answer_timeout, "waiting for the answer", recv.read_exact(&mut len)).await?;
     let len = u32::from_le_bytes(len) as usize;
     if len > limits.max_message_bytes {
         return Err(format!("an answer of {len} bytes is larger than any message"));
@@ -149,12 +162,13 @@ fn host_of(address: &str) -> &str {
 
 impl Link {
     /// Dials `address` (`host:port`) and says hello; the server's certificate
-    /// must name `host`.
+    /// must name `host`. Each step of a call waits at most `timeouts.call`,
+    /// the answer to a compute at most `timeouts.compute`.
     pub fn connect(
         address: &str,
         runtime: Arc<Runtime>,
         config: quinn::ClientConfig,
-        call_timeout: Duration,
+        timeouts: CallTimeouts,
         limits: Limits,
     ) -> Result<Arc<Self>> {
         let fail = |reason: String| Error::Backend { backend: format!("remote {address}"), reason };
@@ -175,7 +189,8 @@ impl Link {
             runtime,
             endpoint,
             config,
-            call_timeout,
+            call_timeout: timeouts.call,
+            compute_timeout: timeouts.compute,
             limits,
             welcome: Welcome { server: String::new(), cached_weights: 0, devices: Vec::new() },
             state: Mutex::new(State::Down { generation: 0, reason: "not connected yet".into() }),
@@ -230,7 +245,7 @@ impl Link {
                 .connect_with(self.config.clone(), self.socket, &self.server_name)
                 .map_err(|e| format!("cannot connect: {e}"))?;
             let conn = step(timeout, "TLS handshake", connecting).await?;
-            let response = exchange(&conn, &hello, Payload::None, timeout, &limits).await;
+            let response = exchange(&conn, &hello, Payload::None, timeout, timeout, &limits).await;
             Ok::<_, String>((conn, response))
         })?;
         let (conn, response) = result.map_err(|e| self.error(e))?;
@@ -317,13 +332,22 @@ impl Link {
                 self.limits.max_message_bytes
             )));
         }
-        let outcome = self.block_on(exchange(&conn, &bytes, payload, self.call_timeout, &self.limits))?;
+        // A compute may take long; a server that died meanwhile is noticed by the idle timeout.
+        let answer_timeout = match request {
+            Request::GraphCompute { .. } => self.compute_timeout.max(self.call_timeout),
+            _ => self.call_timeout,
+        };
+        let outcome =
+            self.block_on(exchange(&conn, &bytes, payload, self.call_timeout, answer_timeout, &self.limits))?;
         match outcome {
             Ok(Response::Error(message)) => Err(self.error(format!("{}: {message}", request.name()))),
             Ok(response) => Ok(response),
             Err(reason) => {
                 self.lose(generation, &reason);
-                Err(self.error(format!("{}: {reason} (connection lost)", request.name())))
+                Err(self.error(format!(
+                    "{}: {reason}; the connection is closed, and what was made on it is gone",
+                    request.name()
+                )))
             }
         }
     }
@@ -359,7 +383,7 @@ impl Link {
         let bytes = request.encode();
         let (timeout, limits) = (self.call_timeout, self.limits);
         self.runtime.spawn(async move {
-            let _ = exchange(&conn, &bytes, Payload::None, timeout, &limits).await;
+            let _ = exchange(&conn, &bytes, Payload::None, timeout, timeout, &limits).await;
         });
     }
 

@@ -16,5 +16,5 @@ pub use buffer::{RemoteBuffer, RemoteBufferType};
 pub use config::{RemoteConfig, parse_servers};
 pub use device::RemoteDevice;
 pub use encode::{encode_query, encode_split};
-pub use link::{Link, Welcome, WireBytes};
+pub use link::{CallTimeouts, Link, Welcome, WireBytes};
 pub use platform::{RemotePlatform, WireStats};

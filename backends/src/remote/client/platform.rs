@@ -10,7 +10,7 @@ use tokio::runtime::Runtime;
 
 use super::config::RemoteConfig;
 use super::device::RemoteDevice;
-use super::link::{Link, WireBytes};
+use super::link::{CallTimeouts, Link, WireBytes};
 use crate::remote::tls::client_config;
 
 /// The bytes every link of a platform moved, as a platform extension
@@ -64,7 +64,8 @@ impl RemotePlatform {
         let mut skipped = Vec::new();
         let mut links = Vec::new();
         for server in &config.servers {
-            match Link::connect(server, runtime.clone(), quic.clone(), config.call_timeout, config.limits) {
+            let timeouts = CallTimeouts { call: config.call_timeout, compute: config.compute_timeout };
+            match Link::connect(server, runtime.clone(), quic.clone(), timeouts, config.limits) {
                 Ok(link) => {
                     for index in 0..link.welcome().devices.len() {
                         let name = format!("remote{}", devices.len());
