@@ -2,23 +2,45 @@
 //! server has computed it.
 
 use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::Mutex;
 
 use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, EventId, Graph, Result, TensorId};
 
 use super::buffer::RemoteBuffer;
 use super::device::RemoteDevice;
 use super::encode::encode_split;
-use crate::remote::wire::{Request, Response, WireLocation};
+use crate::remote::wire::{DIGEST_BYTES, Request, Response, WireLocation, graph_digest};
 
 /// A backend on a [`RemoteDevice`]. Computing is synchronous (the call
 /// returns once the server is done), so events complete when recorded.
+///
+/// A split computed before, unchanged (a decode step's), is asked for by its
+/// digest: the server computes the graph it kept, and neither the graph nor
+/// its checks cross the wire again.
 pub struct RemoteBackend {
     device: RemoteDevice,
+    /// (connection generation, digest) of the graphs the server should hold, most recent last.
+    held: Mutex<VecDeque<(u64, [u8; DIGEST_BYTES])>>,
 }
 
 impl RemoteBackend {
     pub(crate) fn new(device: RemoteDevice) -> Self {
-        Self { device }
+        Self { device, held: Mutex::new(VecDeque::new()) }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, [u8; DIGEST_BYTES])>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn done(&self, what: &str, response: Response) -> Result<()> {
+        match response {
+            Response::Done => Ok(()),
+            other => Err(Error::Backend {
+                backend: self.device.name().to_owned(),
+                reason: format!("{what} answered {other:?}"),
+            }),
+        }
     }
 
     fn compute(&self, ctx: &Context, graph: Graph<'_>) -> Result<()> {
@@ -52,13 +74,23 @@ impl RemoteBackend {
         };
         let wire = encode_split(ctx, graph.nodes(), &mut locate)?;
         let Some(generation) = generation else { return Ok(()) };
-        match inner.link.call_on(generation, &Request::GraphCompute { device: inner.index, graph: wire })? {
-            Response::Done => Ok(()),
-            other => Err(Error::Backend {
-                backend: self.device.name().to_owned(),
-                reason: format!("compute answered {other:?}"),
-            }),
+        let digest = graph_digest(inner.index, &wire);
+        let key = (generation, digest);
+        if self.held().contains(&key) {
+            match inner.link.call_on(generation, &Request::GraphComputeAgain { device: inner.index, digest })? {
+                Response::UnknownGraph => self.held().retain(|k| *k != key),
+                other => return self.done("compute again", other),
+            }
         }
+        let response = inner.link.call_on(generation, &Request::GraphCompute { device: inner.index, graph: wire })?;
+        self.done("compute", response)?;
+        let mut held = self.held();
+        held.retain(|k| *k != key && k.0 == generation);
+        held.push_back(key);
+        while held.len() > inner.link.limits().kept_graphs {
+            held.pop_front();
+        }
+        Ok(())
     }
 }
 

@@ -34,18 +34,35 @@ pub enum BuildMode {
     Query,
 }
 
-/// Builds `graph` into `ctx` and returns its computed tensors in order. The
-/// caller removes what was built (a [`Context::mark`] before, a rewind after)
-/// whether or not this succeeds. `resolve` turns a buffer handle into the
-/// session's buffer.
+/// A graph built into a context.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuiltGraph {
+    /// The computed tensors, in order.
+    pub nodes: Vec<TensorId>,
+    /// Every tensor made for the graph (to remove it again).
+    pub tensors: Vec<TensorId>,
+}
+
+/// Builds `graph` into `ctx`. On an error the caller removes what was built
+/// (a [`Context::mark`] before, a rewind after). `resolve` turns a buffer
+/// handle into the session's buffer.
 pub fn build_graph(
     ctx: &mut Context,
     graph: &WireGraph<'_>,
     resolve: &dyn Fn(u64) -> Result<BufferId>,
     mode: BuildMode,
     limits: &Limits,
-) -> Result<Vec<TensorId>> {
-    let mut b = Builder { ctx, resolve, mode, limits, roots: Vec::new(), ids: Vec::with_capacity(graph.tensors.len()) };
+) -> Result<BuiltGraph> {
+    let n = graph.tensors.len();
+    let mut b = Builder {
+        ctx,
+        resolve,
+        mode,
+        limits,
+        roots: Vec::new(),
+        ids: Vec::with_capacity(n),
+        created: Vec::with_capacity(n + 4),
+    };
     let mut nodes = Vec::new();
     for (i, t) in graph.tensors.iter().enumerate() {
         let id = if t.computed { b.computed(i, t)? } else { b.external(i, t)? };
@@ -54,7 +71,7 @@ pub fn build_graph(
         }
         b.ids.push(id);
     }
-    Ok(nodes)
+    Ok(BuiltGraph { nodes, tensors: b.created })
 }
 
 struct Builder<'a, 'c> {
@@ -66,6 +83,8 @@ struct Builder<'a, 'c> {
     roots: Vec<(BufferId, TensorId)>,
     /// The tensor built for each wire tensor so far.
     ids: Vec<TensorId>,
+    /// Every tensor inserted.
+    created: Vec<TensorId>,
 }
 
 /// How messages name a wire tensor.
@@ -139,6 +158,7 @@ impl Builder<'_, '_> {
         let desc = TensorDesc::contiguous(DType::I32, [size / 4, 1, 1, 1])
             .map_err(|reason| Error::InvalidTensor { tensor: "buffer root".into(), reason })?;
         let t = self.ctx.insert(desc);
+        self.created.push(t);
         self.ctx.place(t, buffer, 0)?;
         self.roots.push((buffer, t));
         Ok(t)
@@ -185,7 +205,9 @@ impl Builder<'_, '_> {
             desc.view_src = Some(self.root(buffer)?);
             desc.view_offset = offset;
         }
-        Ok(self.ctx.insert(desc))
+        let t = self.ctx.insert(desc);
+        self.created.push(t);
+        Ok(t)
     }
 
     fn external(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
@@ -197,6 +219,7 @@ impl Builder<'_, '_> {
 
     fn computed(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
         let built = self.replay(i, t)?;
+        self.created.push(built);
         let d = *self.ctx.desc(built)?;
         if d.dtype != t.dtype || d.ne != t.ne || d.nb != t.nb || d.op != t.op {
             return Err(invalid(
@@ -458,7 +481,7 @@ mod tests {
         let resolve = move |h: u64| {
             if h == 7 { Ok(b) } else { Err(Error::StaleHandle { kind: "buffer", handle: h.to_string() }) }
         };
-        build_graph(ctx, &WireGraph { tensors }, &resolve, BuildMode::Compute, &Limits::default())
+        build_graph(ctx, &WireGraph { tensors }, &resolve, BuildMode::Compute, &Limits::default()).map(|g| g.nodes)
     }
 
     #[test]

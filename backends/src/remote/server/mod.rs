@@ -8,7 +8,7 @@ mod listener;
 mod session;
 mod weight_cache;
 
-pub use graph_build::{BuildMode, build_graph};
+pub use graph_build::{BuildMode, BuiltGraph, build_graph};
 pub use listener::{ListenConfig, RunningServer};
 pub use session::{ServedDevice, ServerState, Session, device_type_code};
 pub use weight_cache::WeightCache;

@@ -14,9 +14,11 @@ use std::sync::Arc;
 
 use gantry_engine::{Backend, BufferId, BufferUsage, Context, Device, DeviceType, Error, Graph, Result};
 
-use super::graph_build::{BuildMode, build_graph};
+use super::graph_build::{BuildMode, BuiltGraph, build_graph};
 use super::weight_cache::WeightCache;
-use crate::remote::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireDevice, WireGraph};
+use crate::remote::wire::{
+    DIGEST_BYTES, Limits, PROTOCOL_VERSION, Request, Response, WireDevice, WireGraph, graph_digest,
+};
 
 /// A device the server exposes, with the backend its computes run on
 /// (shared by every session).
@@ -63,6 +65,14 @@ struct SessionBuffer {
     size: usize,
 }
 
+/// A graph built for a compute and kept, so that the same graph asked again
+/// by digest ([`Request::GraphComputeAgain`]) is neither sent nor checked again.
+struct KeptGraph {
+    device: u32,
+    digest: [u8; DIGEST_BYTES],
+    built: BuiltGraph,
+}
+
 /// One client connection's state: its buffers, and whether it said hello.
 pub struct Session {
     state: Arc<ServerState>,
@@ -73,6 +83,10 @@ pub struct Session {
     greeted: bool,
     /// Reused for staging copies between buffers that cannot copy directly.
     staging: Vec<u8>,
+    /// Graphs kept for computing again, most recently used last.
+    graphs: Vec<KeptGraph>,
+    /// The graph the request being handled built and computed, to keep.
+    to_keep: Option<KeptGraph>,
 }
 
 impl Session {
@@ -86,6 +100,8 @@ impl Session {
             allocated: 0,
             greeted: false,
             staging: Vec::new(),
+            graphs: Vec::new(),
+            to_keep: None,
         }
     }
 
@@ -105,8 +121,12 @@ impl Session {
     pub fn handle(&mut self, request: &Request<'_>) -> Response {
         let mark = self.ctx.mark();
         let outcome = catch_unwind(AssertUnwindSafe(|| self.dispatch(request)));
-        // Whatever a graph left behind goes, also after a failure or a panic.
-        self.ctx.rewind(mark);
+        match self.to_keep.take() {
+            // The tensors made since the mark are exactly the kept graph's.
+            Some(graph) if matches!(outcome, Ok(Ok(_))) => self.keep(graph),
+            // Whatever a request left behind goes, also after a failure or a panic.
+            _ => self.ctx.rewind(mark),
+        }
         match outcome {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => Response::Error(format!("{}: {e}", request.name())),
@@ -131,6 +151,8 @@ impl Session {
             Request::AllocBuffer { device, size } => self.alloc(*device, *size),
             Request::FreeBuffer { buffer } => {
                 let b = self.buffers.remove(buffer).ok_or_else(|| stale(*buffer))?;
+                // Kept graphs may read it: they go first.
+                self.drop_graphs();
                 self.allocated -= b.size;
                 self.ctx.free_buffer(b.id)?;
                 Ok(Response::Done)
@@ -157,6 +179,36 @@ impl Session {
                 }
             }
             Request::GraphCompute { device, graph } => self.compute(*device, graph),
+            Request::GraphComputeAgain { device, digest } => self.compute_again(*device, digest),
+        }
+    }
+
+    /// Number of graphs kept for computing again.
+    pub fn kept_graphs(&self) -> usize {
+        self.graphs.len()
+    }
+
+    fn keep(&mut self, graph: KeptGraph) {
+        if let Some(same) = self.graphs.iter().position(|g| g.device == graph.device && g.digest == graph.digest) {
+            let old = self.graphs.remove(same);
+            self.remove_tensors(&old.built);
+        }
+        self.graphs.push(graph);
+        while self.graphs.len() > self.state.limits.kept_graphs {
+            let oldest = self.graphs.remove(0);
+            self.remove_tensors(&oldest.built);
+        }
+    }
+
+    fn remove_tensors(&mut self, built: &BuiltGraph) {
+        for &t in built.tensors.iter().rev() {
+            let _ = self.ctx.remove(t);
+        }
+    }
+
+    fn drop_graphs(&mut self) {
+        for g in std::mem::take(&mut self.graphs) {
+            self.remove_tensors(&g.built);
         }
     }
 
@@ -279,7 +331,7 @@ impl Session {
         let limits = self.state.limits;
         let nodes = {
             let no_buffers = |h: u64| -> Result<BufferId> { Err(stale(h)) };
-            build_graph(&mut self.ctx, graph, &no_buffers, BuildMode::Query, &limits)?
+            build_graph(&mut self.ctx, graph, &no_buffers, BuildMode::Query, &limits)?.nodes
         };
         let last = *nodes.last().ok_or_else(|| Error::Unsupported("the graph has no node to ask about".into()))?;
         Ok(Response::Supported(served.device.supports_op(&self.ctx, last)))
@@ -298,8 +350,9 @@ impl Session {
                 Err(Error::Unsupported(format!("buffer {handle} belongs to device {}, not {device}", b.device)))
             }
         };
-        let nodes = build_graph(&mut self.ctx, graph, &resolve, BuildMode::Compute, &limits)?;
-        for &n in &nodes {
+        let built = build_graph(&mut self.ctx, graph, &resolve, BuildMode::Compute, &limits)?;
+        let nodes = &built.nodes;
+        for &n in nodes {
             let op = self.ctx.desc(n)?.op;
             if !op.is_empty() && !served.device.supports_op(&self.ctx, n) {
                 return Err(Error::Unsupported(format!(
@@ -310,7 +363,22 @@ impl Session {
                 )));
             }
         }
-        served.backend.graph_compute(&self.ctx, Graph::from_parts(&nodes, &[], &[])).into_result()?;
+        served.backend.graph_compute(&self.ctx, Graph::from_parts(nodes, &[], &[])).into_result()?;
+        served.backend.synchronize()?;
+        self.to_keep = Some(KeptGraph { device, digest: graph_digest(device, graph), built });
+        Ok(Response::Done)
+    }
+
+    fn compute_again(&mut self, device: u32, digest: &[u8; DIGEST_BYTES]) -> Result<Response> {
+        let served = self.device(device)?.clone();
+        let Some(at) = self.graphs.iter().position(|g| g.device == device && &g.digest == digest) else {
+            return Ok(Response::UnknownGraph);
+        };
+        let graph = self.graphs.remove(at);
+        let computed = served.backend.graph_compute(&self.ctx, Graph::from_parts(&graph.built.nodes, &[], &[]));
+        // Most recently used last, whatever the outcome.
+        self.graphs.push(graph);
+        computed.into_result()?;
         served.backend.synchronize()?;
         Ok(Response::Done)
     }
@@ -496,11 +564,27 @@ mod tests {
         let (_, bytes) = reply(&mut s, &Request::ReadBuffer { buffer, offset: 64, len: 16 }, &[]);
         let y: Vec<f32> = bytes.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(y, vec![-1.0, 2.0, -3.0, 4.0]);
+        // The same graph again by its digest, without sending it.
+        assert_eq!(s.kept_graphs(), 1);
+        let digest = graph_digest(0, &graph);
+        let x2: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        reply(&mut s, &Request::WriteBuffer { buffer, offset: 0, len: 16 }, &x2);
+        let (r, _) = reply(&mut s, &Request::GraphComputeAgain { device: 0, digest }, &[]);
+        assert_eq!(r, Response::Done);
+        let (_, bytes) = reply(&mut s, &Request::ReadBuffer { buffer, offset: 64, len: 16 }, &[]);
+        let y: Vec<f32> = bytes.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(y, vec![-1.0, -2.0, -3.0, -4.0], "computed from the new input");
+        let (r, _) = reply(&mut s, &Request::GraphComputeAgain { device: 0, digest: [0; DIGEST_BYTES] }, &[]);
+        assert_eq!(r, Response::UnknownGraph);
         let mut bad = graph;
         bad.tensors[1].location = Some(WireLocation { buffer, offset: 250 });
         let (r, _) = reply(&mut s, &Request::GraphCompute { device: 0, graph: bad }, &[]);
         assert!(matches!(r, Response::Error(ref m) if m.contains("do not fit")), "{r:?}");
-        assert_eq!(s.ctx.tensor_count(), tensors_before, "the graph's tensors were removed");
+        assert_eq!(s.kept_graphs(), 1, "a refused graph is not kept");
+        let (r, _) = reply(&mut s, &Request::FreeBuffer { buffer }, &[]);
+        assert_eq!(r, Response::Done);
+        assert_eq!(s.kept_graphs(), 0, "graphs over a freed buffer go with it");
+        assert_eq!(s.ctx.tensor_count(), tensors_before, "the graphs' tensors were removed");
         let (r, _) = reply(&mut s, &Request::SupportsOp { device: 0, graph: WireGraph::default() }, &[]);
         assert!(matches!(r, Response::Error(_)), "{r:?}");
     }

@@ -15,3 +15,13 @@ pub fn content_digest(data: &[u8]) -> [u8; DIGEST_BYTES] {
     out.copy_from_slice(digest.as_ref());
     out
 }
+
+/// The name of a graph for [`super::Request::GraphComputeAgain`]: SHA-256
+/// of the device index and the graph as encoded (the encoding is canonical,
+/// so client and server agree).
+pub fn graph_digest(device: u32, graph: &super::WireGraph<'_>) -> [u8; DIGEST_BYTES] {
+    let mut w = super::Writer::new();
+    w.u32(device);
+    graph.write(&mut w);
+    content_digest(w.as_bytes())
+}

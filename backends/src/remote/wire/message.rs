@@ -121,12 +121,23 @@ pub enum Request<'a> {
         /// SHA-256 of the bytes.
         digest: [u8; DIGEST_BYTES],
     },
-    /// Computes the graph's computed tensors, in order, on a device.
+    /// Computes the graph's computed tensors, in order, on a device. The
+    /// server keeps the graph it built (a few per client), under
+    /// [`super::graph_digest`] of the device and graph.
     GraphCompute {
         /// The device's index.
         device: u32,
         /// The split.
         graph: WireGraph<'a>,
+    },
+    /// Computes again a graph the server built for an earlier
+    /// [`Request::GraphCompute`] (a decode step repeats its graph exactly);
+    /// answered [`Response::UnknownGraph`] when it no longer holds it.
+    GraphComputeAgain {
+        /// The device's index.
+        device: u32,
+        /// [`super::graph_digest`] of the device and graph.
+        digest: [u8; DIGEST_BYTES],
     },
 }
 
@@ -165,6 +176,8 @@ pub enum Response {
     Cached(bool),
     /// The request was refused or failed; the message says why.
     Error(String),
+    /// The graph named by a digest is not held (send it whole).
+    UnknownGraph,
 }
 
 mod tag {
@@ -179,6 +192,7 @@ mod tag {
     pub const COPY_BUFFER: u8 = 9;
     pub const WRITE_FROM_CACHE: u8 = 10;
     pub const GRAPH_COMPUTE: u8 = 11;
+    pub const GRAPH_COMPUTE_AGAIN: u8 = 12;
 
     pub const WELCOME: u8 = 101;
     pub const MEMORY: u8 = 102;
@@ -187,6 +201,7 @@ mod tag {
     pub const DONE: u8 = 105;
     pub const CACHED: u8 = 106;
     pub const ERROR: u8 = 107;
+    pub const UNKNOWN_GRAPH: u8 = 108;
 }
 
 /// Longest string in a message (names, descriptions, error messages).
@@ -259,6 +274,11 @@ impl Request<'_> {
                 w.u32(*device);
                 graph.write(&mut w);
             }
+            Request::GraphComputeAgain { device, digest } => {
+                w.u8(tag::GRAPH_COMPUTE_AGAIN);
+                w.u32(*device);
+                w.raw(digest);
+            }
         }
         w.into_bytes()
     }
@@ -306,6 +326,12 @@ impl<'a> Request<'a> {
                 device: r.u32("device")?,
                 graph: WireGraph::read(&mut r, limits.max_graph_tensors)?,
             },
+            tag::GRAPH_COMPUTE_AGAIN => {
+                let device = r.u32("device")?;
+                let mut digest = [0u8; DIGEST_BYTES];
+                digest.copy_from_slice(r.take(DIGEST_BYTES, "digest")?);
+                Request::GraphComputeAgain { device, digest }
+            }
             other => return Err(wire_err!("unknown request kind {other}")),
         };
         r.finish("request")?;
@@ -326,6 +352,7 @@ impl<'a> Request<'a> {
             Request::CopyBuffer { .. } => "copy buffer",
             Request::WriteFromCache { .. } => "write from cache",
             Request::GraphCompute { .. } => "graph compute",
+            Request::GraphComputeAgain { .. } => "graph compute again",
         }
     }
 }
@@ -396,6 +423,7 @@ impl Response {
                 }
                 w.str(&message[..end]);
             }
+            Response::UnknownGraph => w.u8(tag::UNKNOWN_GRAPH),
         }
         w.into_bytes()
     }
@@ -421,6 +449,7 @@ impl Response {
             tag::DONE => Response::Done,
             tag::CACHED => Response::Cached(r.bool("cached")?),
             tag::ERROR => Response::Error(r.str(MAX_TEXT, "error message")?.to_owned()),
+            tag::UNKNOWN_GRAPH => Response::UnknownGraph,
             other => return Err(wire_err!("unknown response kind {other}")),
         };
         r.finish("response")?;
@@ -447,6 +476,7 @@ mod tests {
             Request::CopyBuffer { src: 1, src_offset: 2, dst: 3, dst_offset: 4, len: 5 },
             Request::WriteFromCache { buffer: 1, offset: 0, len: 10, digest: [7; DIGEST_BYTES] },
             Request::GraphCompute { device: 1, graph: WireGraph::default() },
+            Request::GraphComputeAgain { device: 1, digest: [3; DIGEST_BYTES] },
         ];
         for req in requests {
             let bytes = req.encode();
@@ -479,6 +509,7 @@ mod tests {
             Response::Done,
             Response::Cached(false),
             Response::Error("no such buffer".into()),
+            Response::UnknownGraph,
         ];
         for resp in responses {
             assert_eq!(Response::decode(&resp.encode()).unwrap(), resp);

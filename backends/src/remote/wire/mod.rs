@@ -16,7 +16,7 @@ mod graph;
 mod message;
 
 pub use codec::{Reader, WireError, Writer};
-pub use digest::content_digest;
+pub use digest::{content_digest, graph_digest};
 pub use graph::{MIN_TENSOR_BYTES, WireGraph, WireLocation, WireTensor, dtype_code, dtype_of};
 pub use message::{DIGEST_BYTES, Request, Response, WireDevice};
 
@@ -40,6 +40,8 @@ pub struct Limits {
     /// Bytes moved per step of a write or read (what a transfer holds in
     /// memory at once, besides the buffer itself).
     pub chunk_bytes: usize,
+    /// Graphs a server keeps per client for computing again by digest.
+    pub kept_graphs: usize,
 }
 
 impl Default for Limits {
@@ -50,6 +52,7 @@ impl Default for Limits {
             max_tensor_elements: 1 << 36,
             max_buffers: 1 << 16,
             chunk_bytes: 1 << 20,
+            kept_graphs: 8,
         }
     }
 }
