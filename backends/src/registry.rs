@@ -12,12 +12,11 @@ use crate::cpu::CpuPlatform;
 /// registered first; the scheduler's priority order
 /// (`Registry::devices_by_priority`) still puts it last.
 pub fn default_registry() -> Result<Registry> {
-    let mut registry = local_registry()?;
     #[cfg(feature = "remote")]
     if let Some(config) = crate::remote::RemoteConfig::from_env()? {
-        registry.register_platform(Arc::new(crate::remote::RemotePlatform::connect(&config)?))?;
+        return registry_with_remote(&config);
     }
-    Ok(registry)
+    local_registry()
 }
 
 /// [`default_registry`] with the remote servers of `remote` instead of those
@@ -39,12 +38,16 @@ pub fn local_registry() -> Result<Registry> {
 }
 
 /// Hook for the GPU platforms behind cargo features: the wgpu platform
-/// registers here (feature `wgpu`), and later CUDA. A platform that finds no
-/// device should register nothing rather than fail.
+/// registers here (feature `wgpu`), and CUDA (feature `cuda`). A platform
+/// that finds no device registers with none (and, for CUDA, the reason)
+/// rather than fail.
 fn register_gpu_platforms(registry: &mut Registry) -> Result<()> {
     // One device per GPU wgpu finds (none on a machine without an adapter).
     #[cfg(feature = "wgpu")]
     registry.register_platform(crate::wgpu::platform())?;
+    // One device per NVIDIA GPU; none, with the reason, without the driver or its libraries.
+    #[cfg(feature = "cuda")]
+    registry.register_platform(crate::cuda::platform())?;
     let _ = registry;
     Ok(())
 }

@@ -64,7 +64,10 @@ pub fn run(args: &DevicesArgs) -> ExitCode {
             }
         }
         if !any {
-            println!("  (no device found)");
+            match platform.unavailable_reason() {
+                Some(why) => println!("  (no device found: {why})"),
+                None => println!("  (no device found)"),
+            }
         }
     }
     ExitCode::SUCCESS

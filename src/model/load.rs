@@ -275,7 +275,7 @@ fn load_copied(
             file: gguf.source().to_owned(),
             reason: format!("tensor '{}': {reason}", info.name),
         })?;
-        let size = buft.alloc_size(&desc);
+        let size = buft.alloc_size(&desc.layout());
         if size > max_size {
             return Err(gantry_engine::Error::OutOfMemory { buffer_type: buft.name().to_owned(), size }.into());
         }

@@ -83,7 +83,7 @@ impl KvCache {
             let mut size = 0usize;
             for &t in layers.iter().map(|&l| &k[l]).chain(layers.iter().map(|&l| &v[l])) {
                 offsets.push(size);
-                let n = buft.alloc_size(ctx.desc(t)?);
+                let n = buft.alloc_size(&ctx.desc(t)?.layout());
                 size = (size + n).next_multiple_of(align);
             }
             let buffer = ctx.alloc_buffer(buft, size, BufferUsage::Any)?;
