@@ -75,11 +75,16 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         bar.set_length(p.bytes_total as u64);
         bar.set_position(p.bytes_done as u64);
     };
+    let load_wire = wire_bytes(&registry);
     let load_start = Instant::now();
     let model = load_llama(&args.model, &mut ctx, &backends, Some(&mut progress));
     bar.finish_and_clear();
     let model = model?;
     let load_time = load_start.elapsed();
+    let load_wire = match (load_wire, wire_bytes(&registry)) {
+        (Some((s0, r0)), Some((s1, r1))) => format!(", {} on the wire", bytes((s1 - s0 + r1 - r0) as usize)),
+        _ => String::new(),
+    };
     let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
@@ -100,7 +105,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let prompt_time = t0.elapsed();
     let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
     eprintln!(
-        "backends: {}; {} splits; weights {} ({}, loaded in {:.0} ms); KV cache {}",
+        "backends: {}; {} splits; weights {} ({}, loaded in {:.0} ms{load_wire}); KV cache {}",
         names.join(", "),
         session.scheduler().n_splits(),
         bytes(model.loaded.bytes()),
