@@ -17,7 +17,14 @@
 //! - `remote` (feature `remote`): devices on other machines over QUIC with
 //!   mutual TLS — the client platform, the server behind `gantry
 //!   rpc-server`, the wire protocol, certificates.
-//! - [`default_registry`]: every platform compiled in and found on this machine.
+//! - `testing` (feature `testing`): the test GPU platform, loopback
+//!   `rpc-server`s with certificates made at test time
+//!   (`testing::loopback`, with `remote`), and the fuzz cases of the
+//!   scheduler (`testing::sched_fuzz`, with `arbitrary`) and of the remote
+//!   server (`testing::remote_fuzz`, with `arbitrary` and `remote`).
+//! - [`default_registry`]: every platform compiled in and found on this
+//!   machine, with the servers `GANTRY_REMOTE` names; [`local_registry`]:
+//!   this machine's only (what `gantry rpc-server` serves from).
 
 pub mod conformance;
 pub mod cpu;
