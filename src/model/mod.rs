@@ -5,7 +5,7 @@
 pub mod fetch;
 pub mod gguf;
 pub mod llama;
-mod load;
+pub(crate) mod load;
 pub mod sampler;
 pub mod tokenizer;
 
