@@ -220,7 +220,6 @@ pub unsafe extern "C" fn gantry_model_detokenize(
 /// function of that signature, called with `user_data`; `n_generated` null
 /// or valid for one write.
 #[unsafe(no_mangle)]
-#[expect(clippy::too_many_arguments, reason = "a flat C signature; each argument is documented above")]
 pub unsafe extern "C" fn gantry_model_generate(
     model: GantryModel,
     prompt: *const u32,
