@@ -4,8 +4,8 @@
 use std::ffi::c_char;
 use std::sync::LazyLock;
 
-use slotmap::{Key, KeyData};
 use gantry::{BufferUsage, Context, DType, MAX_DIMS, TensorId};
+use slotmap::{Key, KeyData};
 
 use crate::backend::{GantryBackend, backend_of};
 use crate::entry::{CallResult, Failure, entry};
@@ -87,7 +87,10 @@ impl GantryDType {
 }
 
 /// Runs `f` on the context behind `ctx`.
-pub(crate) fn with_context<R>(ctx: GantryContext, f: impl FnOnce(&mut Context) -> Result<R, Failure>) -> Result<R, Failure> {
+pub(crate) fn with_context<R>(
+    ctx: GantryContext,
+    f: impl FnOnce(&mut Context) -> Result<R, Failure>,
+) -> Result<R, Failure> {
     let context = CONTEXTS.get(ctx.id)?;
     let mut context = lock(&context, "context")?;
     f(&mut context)
@@ -191,7 +194,11 @@ pub extern "C" fn gantry_tensor_set_output(ctx: GantryContext, t: GantryTensor) 
 /// # Safety
 /// `name` is null or a NUL-terminated string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_tensor_set_name(ctx: GantryContext, t: GantryTensor, name: *const c_char) -> GantryStatus {
+pub unsafe extern "C" fn gantry_tensor_set_name(
+    ctx: GantryContext,
+    t: GantryTensor,
+    name: *const c_char,
+) -> GantryStatus {
     entry("gantry_tensor_set_name", || {
         // SAFETY: the caller's contract.
         let name = unsafe { read_str(name, "name")? };
@@ -225,10 +232,9 @@ pub unsafe extern "C" fn gantry_tensor_shape(
             *out = n as i64;
         }
         if !dtype.is_null() {
-            let c = GantryDType::ALL
-                .into_iter()
-            .find(|c| c.dtype() == dt)
-            .ok_or_else(|| Failure::new(GantryStatus::GantryErrorUnsupported, format!("dtype {dt} has no C name")))?;
+            let c = GantryDType::ALL.into_iter().find(|c| c.dtype() == dt).ok_or_else(|| {
+                Failure::new(GantryStatus::GantryErrorUnsupported, format!("dtype {dt} has no C name"))
+            })?;
             // SAFETY: the caller's contract.
             unsafe { write_out(dtype, c, "dtype")? };
         }

@@ -38,11 +38,7 @@ impl GraphEntry {
 
     /// Fails unless the graph was built in `ctx`.
     pub(crate) fn check_context(&self, ctx: GantryContext) -> Result<(), Failure> {
-        if self.ctx == ctx.id {
-            Ok(())
-        } else {
-            Err(Failure::invalid("the graph was built in another context"))
-        }
+        if self.ctx == ctx.id { Ok(()) } else { Err(Failure::invalid("the graph was built in another context")) }
     }
 }
 

@@ -62,7 +62,8 @@ fn load(path: &str, p: &GantryModelParams, backends: Option<&str>) -> Result<Mod
         None => registry.backends_by_priority()?,
     };
     if p.n_threads > 0 {
-        let set = registry.find_platform("CPU").and_then(|cpu| platform_extension::<SetThreadCount>(cpu.as_ref()).copied());
+        let set =
+            registry.find_platform("CPU").and_then(|cpu| platform_extension::<SetThreadCount>(cpu.as_ref()).copied());
         for b in backends.iter().filter(|b| b.device().device_type() == DeviceType::Cpu) {
             if let Some(set) = set {
                 (set.0)(b.as_ref(), p.n_threads as usize)?;
@@ -248,7 +249,11 @@ pub unsafe extern "C" fn gantry_model_generate(
             return Err(Failure::invalid(format!("token {bad} is outside the vocabulary ({n_vocab})")));
         }
         if prompt.len() >= session.n_ctx() {
-            return Err(Failure::invalid(format!("{} prompt tokens do not fit a context of {}", prompt.len(), session.n_ctx())));
+            return Err(Failure::invalid(format!(
+                "{} prompt tokens do not fit a context of {}",
+                prompt.len(),
+                session.n_ctx()
+            )));
         }
         session.clear(ctx)?;
         let mut sampler = Sampler::new(SamplerParams { temperature, top_k: 40, seed });

@@ -57,7 +57,12 @@ pub(crate) unsafe fn shape_from(ne: *const i64, n_dims: usize) -> Result<Vec<usi
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_add(ctx: GantryContext, a: GantryTensor, b: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_add(
+    ctx: GantryContext,
+    a: GantryTensor,
+    b: GantryTensor,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_add", ctx, out, |c| Ok(c.add(live(c, a)?, live(c, b)?)?)) }
 }
@@ -67,7 +72,12 @@ pub unsafe extern "C" fn gantry_add(ctx: GantryContext, a: GantryTensor, b: Gant
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_sub(ctx: GantryContext, a: GantryTensor, b: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_sub(
+    ctx: GantryContext,
+    a: GantryTensor,
+    b: GantryTensor,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_sub", ctx, out, |c| Ok(c.sub(live(c, a)?, live(c, b)?)?)) }
 }
@@ -77,7 +87,12 @@ pub unsafe extern "C" fn gantry_sub(ctx: GantryContext, a: GantryTensor, b: Gant
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_mul(ctx: GantryContext, a: GantryTensor, b: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_mul(
+    ctx: GantryContext,
+    a: GantryTensor,
+    b: GantryTensor,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_mul", ctx, out, |c| Ok(c.mul(live(c, a)?, live(c, b)?)?)) }
 }
@@ -87,7 +102,12 @@ pub unsafe extern "C" fn gantry_mul(ctx: GantryContext, a: GantryTensor, b: Gant
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_div(ctx: GantryContext, a: GantryTensor, b: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_div(
+    ctx: GantryContext,
+    a: GantryTensor,
+    b: GantryTensor,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_div", ctx, out, |c| Ok(c.div(live(c, a)?, live(c, b)?)?)) }
 }
@@ -98,7 +118,12 @@ pub unsafe extern "C" fn gantry_div(ctx: GantryContext, a: GantryTensor, b: Gant
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_mul_mat(ctx: GantryContext, a: GantryTensor, b: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_mul_mat(
+    ctx: GantryContext,
+    a: GantryTensor,
+    b: GantryTensor,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_mul_mat", ctx, out, |c| Ok(c.mul_mat(live(c, a)?, live(c, b)?)?)) }
 }
@@ -108,7 +133,12 @@ pub unsafe extern "C" fn gantry_mul_mat(ctx: GantryContext, a: GantryTensor, b: 
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_get_rows(ctx: GantryContext, a: GantryTensor, b: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_get_rows(
+    ctx: GantryContext,
+    a: GantryTensor,
+    b: GantryTensor,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_get_rows", ctx, out, |c| Ok(c.get_rows(live(c, a)?, live(c, b)?)?)) }
 }
@@ -204,7 +234,12 @@ pub unsafe extern "C" fn gantry_scale(
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gantry_rms_norm(ctx: GantryContext, a: GantryTensor, eps: f32, out: *mut GantryTensor) -> GantryStatus {
+pub unsafe extern "C" fn gantry_rms_norm(
+    ctx: GantryContext,
+    a: GantryTensor,
+    eps: f32,
+    out: *mut GantryTensor,
+) -> GantryStatus {
     // SAFETY: the caller's contract.
     unsafe { op("gantry_rms_norm", ctx, out, |c| Ok(c.rms_norm(live(c, a)?, eps)?)) }
 }

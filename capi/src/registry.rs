@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 use gantry::engine::{DeviceId, DeviceType, Registry, platform_extension};
 use gantry::{Backend, RegistryDefaults, SetAbortCallback, SetThreadCount};
 
-use crate::backend::{BackendEntry, BACKENDS, GantryBackend};
+use crate::backend::{BACKENDS, BackendEntry, GantryBackend};
 use crate::entry::{Failure, entry};
 use crate::handles::{Table, lock};
 use crate::ptr::{read_str, slice_mut, write_out, write_string};
@@ -219,7 +219,8 @@ pub unsafe extern "C" fn gantry_registry_backends_by_priority(
         }
         // SAFETY: the caller's contract.
         let out = unsafe { slice_mut(out, ids.len(), "out")? };
-        let started: Vec<BackendEntry> = ids.iter().map(|&id| start_backend(&registry, id)).collect::<Result<_, _>>()?;
+        let started: Vec<BackendEntry> =
+            ids.iter().map(|&id| start_backend(&registry, id)).collect::<Result<_, _>>()?;
         for (slot, backend) in out.iter_mut().zip(started) {
             *slot = GantryBackend { id: BACKENDS.insert(backend) };
         }

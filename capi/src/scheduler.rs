@@ -146,7 +146,11 @@ pub unsafe extern "C" fn gantry_scheduler_reserve(
 ///
 /// Threading: as the scheduler and context.
 #[unsafe(no_mangle)]
-pub extern "C" fn gantry_scheduler_alloc(sched: GantryScheduler, ctx: GantryContext, graph: GantryGraph) -> GantryStatus {
+pub extern "C" fn gantry_scheduler_alloc(
+    sched: GantryScheduler,
+    ctx: GantryContext,
+    graph: GantryGraph,
+) -> GantryStatus {
     entry("gantry_scheduler_alloc", || with_sched_graph(sched, ctx, graph, |s, c, g| Ok(s.alloc_graph(c, g)?)))
 }
 

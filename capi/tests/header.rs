@@ -7,11 +7,8 @@ use std::path::Path;
 fn committed_header_matches_the_source() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
-    let bindings = cbindgen::Builder::new()
-        .with_crate(dir)
-        .with_config(config)
-        .generate()
-        .expect("cbindgen reads capi/src");
+    let bindings =
+        cbindgen::Builder::new().with_crate(dir).with_config(config).generate().expect("cbindgen reads capi/src");
     let mut fresh = Vec::new();
     bindings.write(&mut fresh);
     let path = dir.join("include").join("gantry.h");
