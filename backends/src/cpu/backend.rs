@@ -1,7 +1,9 @@
-//! The CPU backend: computes graphs node by node on a rayon pool it owns.
+//! The CPU backend: computes graphs node by node on a rayon pool, its own
+//! or the host's.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use gantry_engine::{AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, Result};
 use rayon::ThreadPool;
@@ -14,9 +16,13 @@ use super::parallel::Par;
 
 /// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
 /// concurrent computes on one backend run one after the other.
+///
+/// Its threads are a rayon pool: one it builds ([`CpuBackend::with_threads`])
+/// or the host's ([`CpuBackend::with_pool`]), in which case it starts no
+/// thread of its own.
 pub struct CpuBackend {
     device: CpuDevice,
-    state: SharedComputeState<ThreadPool>,
+    state: SharedComputeState<Arc<ThreadPool>>,
     abort: AbortSlot,
 }
 
@@ -36,12 +42,31 @@ impl CpuBackend {
         Ok(Self { device, state: SharedComputeState::new(n_threads)?, abort: AbortSlot::default() })
     }
 
+    /// A backend on `device` that computes on the host's rayon `pool` and
+    /// starts no threads of its own: kernels split their work over the
+    /// pool's threads (a graph of several nodes runs on one of them, the
+    /// caller waiting). The host may use the pool for its own work
+    /// meanwhile; computes and host jobs share its threads.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gantry_backends::cpu::{CpuBackend, CpuDevice};
+    /// let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+    /// let backend = CpuBackend::with_pool(CpuDevice::new(), pool.clone());
+    /// assert_eq!(backend.n_threads(), 2);
+    /// assert!(backend.set_n_threads(4).is_err()); // the host sizes its own pool
+    /// ```
+    pub fn with_pool(device: CpuDevice, pool: Arc<ThreadPool>) -> Self {
+        Self { device, state: SharedComputeState::with_pool(pool), abort: AbortSlot::default() }
+    }
+
     /// The number of threads kernels split work over.
     pub fn n_threads(&self) -> usize {
         self.state.n_threads()
     }
 
-    /// Sets the number of threads (a new pool; the scratch starts over).
+    /// Sets the number of threads (a new pool; the scratch starts over). A
+    /// backend on the host's pool answers `Err` for any other count.
     pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
         self.state.set_n_threads(n_threads)
     }

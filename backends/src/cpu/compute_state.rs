@@ -7,6 +7,8 @@
 //! every interleaving with a stand-in pool (rayon's threads cannot run under
 //! loom).
 
+use std::sync::Arc;
+
 use gantry_engine::sync::{Mutex, lock};
 use gantry_engine::{Error, Result};
 use rayon::ThreadPool;
@@ -41,10 +43,25 @@ impl WorkerPool for ThreadPool {
     }
 }
 
+/// A pool shared with its owner: the backend's own (built by
+/// [`WorkerPool::build`]) or the host's, handed in with
+/// [`SharedComputeState::with_pool`].
+impl WorkerPool for Arc<ThreadPool> {
+    fn build(n_threads: usize) -> Result<Self> {
+        <ThreadPool as WorkerPool>::build(n_threads).map(Arc::new)
+    }
+
+    fn n_threads(&self) -> usize {
+        self.current_num_threads()
+    }
+}
+
 /// What one compute needs and keeps between computes: the pool and the
 /// scratch memory (so steady-state computes allocate nothing).
 pub struct ComputeState<P> {
     pool: P,
+    /// Whether the pool is the host's: then the backend never replaces it.
+    host_pool: bool,
     n_threads: usize,
     per_thread: PerThreadScratch,
     shared: Vec<f32>,
@@ -56,7 +73,17 @@ impl<P: WorkerPool> ComputeState<P> {
             return Err(Error::Unsupported("a CPU backend needs at least one thread".into()));
         }
         let pool = P::build(n_threads)?;
-        Ok(Self { pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() })
+        Ok(Self::over(pool, false))
+    }
+
+    fn over(pool: P, host_pool: bool) -> Self {
+        let n_threads = pool.n_threads().max(1);
+        Self { pool, host_pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() }
+    }
+
+    /// Whether the pool is the host's (see [`SharedComputeState::with_pool`]).
+    pub fn is_host_pool(&self) -> bool {
+        self.host_pool
     }
 
     /// The pool.
@@ -90,6 +117,13 @@ impl<P: WorkerPool> SharedComputeState<P> {
         Ok(Self(Mutex::new(ComputeState::new(n_threads)?)))
     }
 
+    /// A state over the host's `pool`: kernels split work over its threads
+    /// and the backend starts none of its own. The thread count is the
+    /// pool's; [`SharedComputeState::set_n_threads`] then fails.
+    pub fn with_pool(pool: P) -> Self {
+        Self(Mutex::new(ComputeState::over(pool, true)))
+    }
+
     /// The number of threads kernels split work over now.
     pub fn n_threads(&self) -> usize {
         lock(&self.0).n_threads
@@ -100,6 +134,12 @@ impl<P: WorkerPool> SharedComputeState<P> {
     /// on the new one. On `Err` the old state stays.
     pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
         let mut state = lock(&self.0);
+        if state.host_pool && state.n_threads != n_threads {
+            return Err(Error::Unsupported(format!(
+                "this CPU backend runs on the host's pool of {} threads; size that pool instead",
+                state.n_threads
+            )));
+        }
         if state.n_threads != n_threads {
             *state = ComputeState::new(n_threads)?;
         }

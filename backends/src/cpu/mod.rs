@@ -67,6 +67,9 @@ pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
 pub use isa::{Isa, cpu_features};
 pub use platform::CpuPlatform;
+/// The rayon crate the CPU backend is built with, so a host hands
+/// [`CpuBackend::with_pool`] a pool of the same version.
+pub use rayon;
 pub use tasks::TaskCounter;
 
 /// Whether the CPU kernels can compute `tensor`: its op with its source

@@ -72,7 +72,11 @@ pub fn compute_splits(
             )?;
         }
         let nodes = &graph.nodes()[split.nodes.clone()];
-        let fail = |e: Error| Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") };
+        // An abort is the caller's wish, not a backend failure: it stays `Aborted`.
+        let fail = |e: Error| match e {
+            Error::Aborted => Error::Aborted,
+            e => Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") },
+        };
         match callback.as_deref_mut() {
             None => backend.graph_compute_async(ctx, Graph::from_parts(nodes, &[], &[])).into_result().map_err(fail)?,
             Some(cb) => {

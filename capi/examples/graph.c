@@ -1,0 +1,179 @@
+/* Builds a small graph by hand through Gantry's C API, computes it on the
+ * CPU, checks the numbers, then checks that misuse (null and freed handles,
+ * wrong shapes, bad arguments) is answered with error codes. Exits 0 only
+ * when every check holds.
+ *
+ *   cc -fsanitize=address -I capi/include capi/examples/graph.c \
+ *      -L target/release -lgantry_capi -Wl,-rpath,target/release -o graph
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gantry.h"
+
+static int failures = 0;
+
+#define CHECK(call)                                                              \
+    do {                                                                         \
+        GantryStatus s_ = (call);                                                \
+        if (s_ != GANTRY_OK) {                                                   \
+            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, \
+                    gantry_status_name(s_), gantry_last_error());                \
+            return 1;                                                            \
+        }                                                                        \
+    } while (0)
+
+/* A call that must fail with `want` and leave a message. */
+#define EXPECT_FAIL(call, want)                                                      \
+    do {                                                                             \
+        GantryStatus s_ = (call);                                                    \
+        if (s_ != (want) || gantry_last_error()[0] == '\0') {                        \
+            fprintf(stderr, "%s:%d: %s -> %s (wanted %s)\n", __FILE__, __LINE__,     \
+                    #call, gantry_status_name(s_), gantry_status_name(want));        \
+            failures++;                                                              \
+        } else {                                                                     \
+            printf("misuse ok: %-28s %s\n", gantry_status_name(s_), gantry_last_error()); \
+        }                                                                            \
+    } while (0)
+
+static bool abort_now(void *user_data) {
+    int *polls = user_data;
+    (*polls)++;
+    return true;
+}
+
+int main(void) {
+    GantryRegistry reg;
+    CHECK(gantry_registry_new(&reg));
+    size_t n_devices = 0;
+    CHECK(gantry_registry_device_count(reg, &n_devices));
+    for (size_t i = 0; i < n_devices; i++) {
+        char name[64];
+        GantryDeviceInfo info;
+        CHECK(gantry_registry_device(reg, i, name, sizeof name, NULL, &info));
+        printf("device %zu: %s (type %d, %llu MiB total)\n", i, name, (int)info.device_type,
+               (unsigned long long)(info.memory_total >> 20));
+    }
+    GantryBackend cpu;
+    CHECK(gantry_registry_backend(reg, "cpu", &cpu));
+
+    /* y = silu(0.5 * W x + b): W is [k=4, m=3] (3 rows of 4), x is [4, n=2]. */
+    GantryContext ctx;
+    CHECK(gantry_context_new(&ctx));
+    GantryTensor w, b, x, y;
+    int64_t ne_w[2] = {4, 3}, ne_b[1] = {3}, ne_x[2] = {4, 2};
+    CHECK(gantry_tensor_new(ctx, GANTRY_F32, 2, ne_w, &w));
+    CHECK(gantry_tensor_new(ctx, GANTRY_F32, 1, ne_b, &b));
+    CHECK(gantry_tensor_new(ctx, GANTRY_F32, 2, ne_x, &x));
+    CHECK(gantry_tensor_set_name(ctx, x, "x"));
+    CHECK(gantry_tensor_set_input(ctx, x));
+    GantryTensor weights[2] = {w, b};
+    CHECK(gantry_context_alloc_weights(ctx, cpu, weights, 2));
+    float wv[12], bv[3] = {0.5f, -1.0f, 0.25f}, xv[8];
+    for (int i = 0; i < 12; i++) wv[i] = 0.1f * (float)(i - 5);
+    for (int i = 0; i < 8; i++) xv[i] = (float)(i % 5) - 1.5f;
+    CHECK(gantry_tensor_set_f32(ctx, w, wv, 12));
+    CHECK(gantry_tensor_set_f32(ctx, b, bv, 3));
+    GantryTensor wx, scaled, biased;
+    CHECK(gantry_mul_mat(ctx, w, x, &wx));
+    CHECK(gantry_scale(ctx, wx, 0.5f, 0.0f, &scaled));
+    CHECK(gantry_add(ctx, scaled, b, &biased));
+    CHECK(gantry_silu(ctx, biased, &y));
+    CHECK(gantry_tensor_set_output(ctx, y));
+    int64_t ne_y[4];
+    GantryDType dt;
+    CHECK(gantry_tensor_shape(ctx, y, ne_y, &dt));
+    if (ne_y[0] != 3 || ne_y[1] != 2 || dt != GANTRY_F32) {
+        fprintf(stderr, "y has shape [%lld, %lld], dtype %d\n", (long long)ne_y[0], (long long)ne_y[1], (int)dt);
+        return 1;
+    }
+
+    GantryGraph graph;
+    CHECK(gantry_graph_build(ctx, &y, 1, &graph));
+    size_t n_nodes = 0;
+    CHECK(gantry_graph_n_nodes(graph, &n_nodes));
+    GantryScheduler sched;
+    CHECK(gantry_scheduler_new(&cpu, 1, NULL, &sched));
+    size_t bytes[4], n_bytes = 0;
+    CHECK(gantry_scheduler_reserve(sched, ctx, graph, bytes, 4, &n_bytes));
+    printf("graph: %zu nodes; compute memory: %zu bytes on %zu backend(s)\n", n_nodes, bytes[0], n_bytes);
+    CHECK(gantry_scheduler_alloc(sched, ctx, graph));
+    CHECK(gantry_tensor_set_f32(ctx, x, xv, 8));
+    CHECK(gantry_scheduler_compute(sched, ctx, graph));
+    float out[6];
+    CHECK(gantry_tensor_get_f32(ctx, y, out, 6));
+
+    double worst = 0.0;
+    for (int col = 0; col < 2; col++) {
+        for (int row = 0; row < 3; row++) {
+            double acc = 0.0;
+            for (int k = 0; k < 4; k++) acc += (double)wv[row * 4 + k] * (double)xv[col * 4 + k];
+            double v = 0.5 * acc + bv[row];
+            double want = v / (1.0 + exp(-v));
+            double err = fabs(want - (double)out[col * 3 + row]);
+            if (err > worst) worst = err;
+            printf("y[%d][%d] = %+.6f (expected %+.6f)\n", col, row, out[col * 3 + row], want);
+        }
+    }
+    if (worst > 1e-5) {
+        fprintf(stderr, "max |error| %.3g is over 1e-5\n", worst);
+        return 1;
+    }
+    printf("numbers ok: max |error| %.3g\n", worst);
+
+    /* The abort callback stops a compute; removing it lets the next one run. */
+    int polls = 0;
+    CHECK(gantry_backend_set_abort_callback(cpu, abort_now, &polls));
+    EXPECT_FAIL(gantry_scheduler_compute(sched, ctx, graph), GANTRY_ERROR_ABORTED);
+    if (polls < 1) {
+        fprintf(stderr, "the abort callback was never polled\n");
+        failures++;
+    }
+    CHECK(gantry_backend_set_abort_callback(cpu, NULL, NULL));
+    CHECK(gantry_scheduler_compute(sched, ctx, graph));
+
+    /* Misuse: every one an error code and a message, never a crash. */
+    GantryContext null_ctx = {0};
+    GantryTensor t;
+    EXPECT_FAIL(gantry_tensor_new(null_ctx, GANTRY_F32, 2, ne_w, &t), GANTRY_ERROR_INVALID_HANDLE);
+    GantryContext made_up = {0x123456789abcULL};
+    EXPECT_FAIL(gantry_tensor_new(made_up, GANTRY_F32, 2, ne_w, &t), GANTRY_ERROR_INVALID_HANDLE);
+    GantryTensor bad_x;
+    int64_t ne_bad[2] = {5, 2};
+    CHECK(gantry_tensor_new(ctx, GANTRY_F32, 2, ne_bad, &bad_x));
+    EXPECT_FAIL(gantry_mul_mat(ctx, w, bad_x, &t), GANTRY_ERROR_INVALID_ARGUMENT); /* 4 vs 5 */
+    EXPECT_FAIL(gantry_tensor_new(ctx, 99, 2, ne_w, &t), GANTRY_ERROR_INVALID_ARGUMENT);
+    EXPECT_FAIL(gantry_tensor_new(ctx, GANTRY_F32, 7, ne_w, &t), GANTRY_ERROR_INVALID_ARGUMENT);
+    EXPECT_FAIL(gantry_tensor_new(ctx, GANTRY_F32, 2, NULL, &t), GANTRY_ERROR_INVALID_ARGUMENT);
+    EXPECT_FAIL(gantry_tensor_new(ctx, GANTRY_F32, 2, ne_w, NULL), GANTRY_ERROR_INVALID_ARGUMENT);
+    EXPECT_FAIL(gantry_tensor_get_f32(ctx, y, out, 5), GANTRY_ERROR_INVALID_ARGUMENT);
+    float ten[10] = {0};
+    EXPECT_FAIL(gantry_tensor_set_f32(ctx, bad_x, ten, 10), GANTRY_ERROR_STATE); /* not in memory */
+    EXPECT_FAIL(gantry_tensor_set_f32(ctx, w, xv, 8), GANTRY_ERROR_INVALID_ARGUMENT); /* 8 values, 12 elements */
+    char tiny[2];
+    size_t len = 0;
+    EXPECT_FAIL(gantry_backend_name(cpu, tiny, sizeof tiny, &len), GANTRY_ERROR_BUFFER_TOO_SMALL);
+    if (len == 0) failures++;
+    EXPECT_FAIL(gantry_registry_backend(reg, "no-such-device", &cpu), GANTRY_ERROR_NOT_FOUND);
+    GantryTensor stale = {0x7fffffff00000001ULL};
+    EXPECT_FAIL(gantry_silu(ctx, stale, &t), GANTRY_ERROR_INVALID_HANDLE);
+
+    /* A freed handle is stale, and freeing it again is an error too. */
+    CHECK(gantry_graph_free(graph));
+    EXPECT_FAIL(gantry_scheduler_compute(sched, ctx, graph), GANTRY_ERROR_INVALID_HANDLE);
+    EXPECT_FAIL(gantry_graph_free(graph), GANTRY_ERROR_INVALID_HANDLE);
+
+    CHECK(gantry_scheduler_release(sched, ctx));
+    CHECK(gantry_scheduler_free(sched));
+    CHECK(gantry_context_free(ctx));
+    EXPECT_FAIL(gantry_tensor_get_f32(ctx, y, out, 6), GANTRY_ERROR_INVALID_HANDLE);
+    CHECK(gantry_backend_free(cpu));
+    CHECK(gantry_registry_free(reg));
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("graph.c: all checks hold\n");
+    return 0;
+}

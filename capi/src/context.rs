@@ -1,0 +1,268 @@
+//! Contexts (the tensor tables) and tensors: creating them, their flags,
+//! shapes, and placing weights in a backend's memory.
+
+use std::ffi::c_char;
+use std::sync::LazyLock;
+
+use gantry::{BufferUsage, Context, DType, MAX_DIMS, TensorId};
+use slotmap::{Key, KeyData};
+
+use crate::backend::{GantryBackend, backend_of};
+use crate::entry::{CallResult, Failure, entry};
+use crate::handles::{Table, lock};
+use crate::ptr::{read_str, slice, write_out};
+use crate::status::GantryStatus;
+
+/// A context: tensors (descriptions, placements, data) and the buffers
+/// holding them.
+///
+/// A zero-initialized value (`{0}`) is the null handle.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GantryContext {
+    /// The handle's number (0 = null). Opaque: only copy or compare it.
+    pub id: u64,
+}
+
+/// A tensor of a context: valid with that context only.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GantryTensor {
+    /// The tensor's number in its context (0 = null). Opaque.
+    pub id: u64,
+}
+
+pub(crate) static CONTEXTS: LazyLock<Table<Context>> = LazyLock::new(|| Table::new("context"));
+
+/// Element types (ggml's, block formats bit-exact).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GantryDType {
+    /// 32-bit float.
+    GantryF32 = 0,
+    /// 16-bit IEEE float.
+    GantryF16 = 1,
+    /// bfloat16.
+    GantryBf16 = 2,
+    /// 32-bit signed integer (indices, positions).
+    GantryI32 = 3,
+    /// 4-bit blocks of 32 (f16 scale).
+    GantryQ4_0 = 4,
+    /// 4-bit blocks of 32 (f16 scale and min).
+    GantryQ4_1 = 5,
+    /// 8-bit blocks of 32 (f16 scale).
+    GantryQ8_0 = 6,
+}
+
+impl GantryDType {
+    const ALL: [Self; 7] = [
+        Self::GantryF32,
+        Self::GantryF16,
+        Self::GantryBf16,
+        Self::GantryI32,
+        Self::GantryQ4_0,
+        Self::GantryQ4_1,
+        Self::GantryQ8_0,
+    ];
+
+    /// The dtype a C integer names (C may pass any value: enums are taken as integers).
+    fn from_c(value: i32) -> Result<Self, Failure> {
+        Self::ALL
+            .into_iter()
+            .find(|d| *d as i32 == value)
+            .ok_or_else(|| Failure::invalid(format!("{value} is not a GantryDType")))
+    }
+
+    fn dtype(self) -> DType {
+        match self {
+            Self::GantryF32 => DType::F32,
+            Self::GantryF16 => DType::F16,
+            Self::GantryBf16 => DType::BF16,
+            Self::GantryI32 => DType::I32,
+            Self::GantryQ4_0 => DType::Q4_0,
+            Self::GantryQ4_1 => DType::Q4_1,
+            Self::GantryQ8_0 => DType::Q8_0,
+        }
+    }
+}
+
+/// Runs `f` on the context behind `ctx`.
+pub(crate) fn with_context<R>(
+    ctx: GantryContext,
+    f: impl FnOnce(&mut Context) -> Result<R, Failure>,
+) -> Result<R, Failure> {
+    let context = CONTEXTS.get(ctx.id)?;
+    let mut context = lock(&context, "context")?;
+    f(&mut context)
+}
+
+/// The engine's id for a C tensor (not yet checked against a context: the
+/// engine answers a stale one with `GANTRY_ERROR_INVALID_HANDLE`).
+pub(crate) fn tensor_id(t: GantryTensor) -> Result<TensorId, Failure> {
+    if t.id == 0 {
+        return Err(Failure::new(GantryStatus::GantryErrorInvalidHandle, "null tensor"));
+    }
+    // A made-up number is a key of no live tensor: the engine reports it stale.
+    Ok(TensorId::from(KeyData::from_ffi(t.id)))
+}
+
+/// The engine's id for a C tensor that is live in `c` (a stale or made-up
+/// one is `GANTRY_ERROR_INVALID_HANDLE`, before any op looks at it).
+pub(crate) fn live(c: &Context, t: GantryTensor) -> Result<TensorId, Failure> {
+    let id = tensor_id(t)?;
+    c.desc(id)?;
+    Ok(id)
+}
+
+/// The C handle of a tensor.
+pub(crate) fn tensor_out(t: TensorId) -> GantryTensor {
+    GantryTensor { id: t.data().as_ffi() }
+}
+
+/// A new, empty context.
+///
+/// Threading: any thread. A context may be used from several threads; calls
+/// on it are serialized (a compute holds it for its whole duration).
+///
+/// # Safety
+/// `out` is null or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_context_new(out: *mut GantryContext) -> GantryStatus {
+    entry("gantry_context_new", || {
+        // SAFETY: the caller's contract.
+        unsafe { write_out(out, GantryContext { id: CONTEXTS.insert(Context::new()) }, "out") }
+    })
+}
+
+/// Frees a context, its tensors and buffers. Its tensor handles become stale.
+///
+/// Threading: any thread; waits for calls in flight on it.
+#[unsafe(no_mangle)]
+pub extern "C" fn gantry_context_free(ctx: GantryContext) -> GantryStatus {
+    entry("gantry_context_free", || CONTEXTS.remove(ctx.id).map(drop))
+}
+
+/// A new tensor of `dtype` (a `GantryDType` value) with `n_dims` (1 to 4) sizes `ne` (innermost
+/// first, as ggml's `ne`), not yet in any memory.
+///
+/// Threading: as the context.
+///
+/// # Safety
+/// `ne` is null or valid for `n_dims` reads; `out` is null or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_new(
+    ctx: GantryContext,
+    dtype: i32,
+    n_dims: usize,
+    ne: *const i64,
+    out: *mut GantryTensor,
+) -> GantryStatus {
+    entry("gantry_tensor_new", || {
+        let dtype = GantryDType::from_c(dtype)?;
+        // SAFETY: the caller's contract.
+        let shape = unsafe { crate::ops::shape_from(ne, n_dims)? };
+        if out.is_null() {
+            return Err(Failure::invalid("out is a null pointer"));
+        }
+        let t = with_context(ctx, |c| Ok(c.tensor(dtype.dtype(), &shape)?))?;
+        // SAFETY: the caller's contract.
+        unsafe { write_out(out, tensor_out(t), "out") }
+    })
+}
+
+/// Marks `t` as a graph input (the scheduler gives it memory; write it after
+/// `gantry_scheduler_alloc`).
+///
+/// Threading: as the context.
+#[unsafe(no_mangle)]
+pub extern "C" fn gantry_tensor_set_input(ctx: GantryContext, t: GantryTensor) -> GantryStatus {
+    entry("gantry_tensor_set_input", || with_context(ctx, |c| Ok(c.set_input(tensor_id(t)?)?)))
+}
+
+/// Marks `t` as a graph output (its memory is not reused before it is read).
+///
+/// Threading: as the context.
+#[unsafe(no_mangle)]
+pub extern "C" fn gantry_tensor_set_output(ctx: GantryContext, t: GantryTensor) -> GantryStatus {
+    entry("gantry_tensor_set_output", || with_context(ctx, |c| Ok(c.set_output(tensor_id(t)?)?)))
+}
+
+/// Names `t` (for messages and debugging; up to 63 bytes kept).
+///
+/// Threading: as the context.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_set_name(
+    ctx: GantryContext,
+    t: GantryTensor,
+    name: *const c_char,
+) -> GantryStatus {
+    entry("gantry_tensor_set_name", || {
+        // SAFETY: the caller's contract.
+        let name = unsafe { read_str(name, "name")? };
+        with_context(ctx, |c| c.set_name(tensor_id(t)?, name).map(drop).map_err(Failure::from))
+    })
+}
+
+/// `t`'s sizes (4, innermost first; unused dimensions are 1) into `ne` and,
+/// when `dtype` is not null, its element type there (types outside
+/// `GantryDType` answer `GANTRY_ERROR_UNSUPPORTED`).
+///
+/// Threading: as the context.
+///
+/// # Safety
+/// `ne` is null or valid for 4 writes; `dtype` is null or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_shape(
+    ctx: GantryContext,
+    t: GantryTensor,
+    ne: *mut i64,
+    dtype: *mut GantryDType,
+) -> GantryStatus {
+    entry("gantry_tensor_shape", || {
+        let (shape, dt) = with_context(ctx, |c| {
+            let desc = c.desc(tensor_id(t)?)?;
+            Ok((desc.ne, desc.dtype))
+        })?;
+        // SAFETY: the caller's contract.
+        let ne = unsafe { crate::ptr::slice_mut(ne, MAX_DIMS, "ne")? };
+        for (out, n) in ne.iter_mut().zip(shape) {
+            *out = n as i64;
+        }
+        if !dtype.is_null() {
+            let c = GantryDType::ALL.into_iter().find(|c| c.dtype() == dt).ok_or_else(|| {
+                Failure::new(GantryStatus::GantryErrorUnsupported, format!("dtype {dt} has no C name"))
+            })?;
+            // SAFETY: the caller's contract.
+            unsafe { write_out(dtype, c, "dtype")? };
+        }
+        Ok(())
+    })
+}
+
+/// Places `tensors` (weights, constants) in one buffer of `backend`'s device
+/// memory, so they can be written now and read by every compute. Inputs and
+/// intermediate tensors need no call: the scheduler places them.
+///
+/// Threading: as the context.
+///
+/// # Safety
+/// `tensors` is null or valid for `n` reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_context_alloc_weights(
+    ctx: GantryContext,
+    backend: GantryBackend,
+    tensors: *const GantryTensor,
+    n: usize,
+) -> GantryStatus {
+    entry("gantry_context_alloc_weights", || -> CallResult {
+        // SAFETY: the caller's contract.
+        let tensors = unsafe { slice(tensors, n, "tensors")? };
+        let ids: Vec<TensorId> = tensors.iter().map(|&t| tensor_id(t)).collect::<Result<_, _>>()?;
+        let backend = backend_of(backend)?;
+        let buft = backend.device().buffer_type();
+        with_context(ctx, |c| c.alloc_tensors(&ids, &buft, BufferUsage::Weights).map(drop).map_err(Failure::from))
+    })
+}

@@ -1,0 +1,95 @@
+//! Tensor data: writing inputs and weights, reading results.
+
+use crate::context::{GantryContext, GantryTensor, live, with_context};
+use crate::entry::{Failure, entry};
+use crate::ptr::{slice, slice_mut};
+use crate::status::GantryStatus;
+
+/// Writes `n` floats into `t` (an F32, F16 or BF16 tensor with exactly `n`
+/// elements, in memory: a weight after `gantry_context_alloc_weights`, an
+/// input after `gantry_scheduler_alloc`).
+///
+/// Threading: as the context. Blocks until the data is in the tensor's memory.
+///
+/// # Safety
+/// `data` is null or valid for `n` reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_set_f32(
+    ctx: GantryContext,
+    t: GantryTensor,
+    data: *const f32,
+    n: usize,
+) -> GantryStatus {
+    entry("gantry_tensor_set_f32", || {
+        // SAFETY: the caller's contract.
+        let data = unsafe { slice(data, n, "data")? };
+        with_context(ctx, |c| Ok(c.set_f32(live(c, t)?, data)?))
+    })
+}
+
+/// Writes `n` 32-bit integers into `t` (an I32 tensor of `n` elements: row
+/// indices, positions).
+///
+/// Threading: as the context.
+///
+/// # Safety
+/// `data` is null or valid for `n` reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_set_i32(
+    ctx: GantryContext,
+    t: GantryTensor,
+    data: *const i32,
+    n: usize,
+) -> GantryStatus {
+    entry("gantry_tensor_set_i32", || {
+        // SAFETY: the caller's contract.
+        let data = unsafe { slice(data, n, "data")? };
+        with_context(ctx, |c| Ok(c.set_i32(live(c, t)?, data)?))
+    })
+}
+
+/// Writes `n` bytes, the tensor's whole data in its own layout (any dtype,
+/// block formats included).
+///
+/// Threading: as the context.
+///
+/// # Safety
+/// `data` is null or valid for `n` reads.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_set_bytes(
+    ctx: GantryContext,
+    t: GantryTensor,
+    data: *const u8,
+    n: usize,
+) -> GantryStatus {
+    entry("gantry_tensor_set_bytes", || {
+        // SAFETY: the caller's contract.
+        let data = unsafe { slice(data, n, "data")? };
+        with_context(ctx, |c| Ok(c.set_bytes(live(c, t)?, data)?))
+    })
+}
+
+/// Reads `t` as floats into `out` (`n` must be its element count; any
+/// dtype the engine converts to f32).
+///
+/// Threading: as the context. Blocks until the data is read.
+///
+/// # Safety
+/// `out` is null or valid for `n` writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_tensor_get_f32(
+    ctx: GantryContext,
+    t: GantryTensor,
+    out: *mut f32,
+    n: usize,
+) -> GantryStatus {
+    entry("gantry_tensor_get_f32", || {
+        let values = with_context(ctx, |c| Ok(c.read_f32(live(c, t)?)?))?;
+        if values.len() != n {
+            return Err(Failure::invalid(format!("the tensor has {} elements, the buffer {n}", values.len())));
+        }
+        // SAFETY: the caller's contract.
+        unsafe { slice_mut(out, n, "out")? }.copy_from_slice(&values);
+        Ok(())
+    })
+}
