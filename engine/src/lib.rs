@@ -48,7 +48,7 @@ pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement, TensorBuffers};
 pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{Error, Result};
-pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, TensorId};
+pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, PlanId, TensorId};
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use rng::SplitMix64;

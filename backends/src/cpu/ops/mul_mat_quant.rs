@@ -49,6 +49,13 @@ fn batches_continue(t: &Bound) -> bool {
     (t.ne[2] <= 1 || t.nb[2] == t.ne[1] * t.nb[1]) && (t.ne[3] <= 1 || t.nb[3] == t.ne[2] * t.nb[2])
 }
 
+/// Floats of shared scratch a product of `total_cols` columns of `k`
+/// values needs at most (packed columns and the driver's scratch).
+pub fn work_floats(dtype: DType, k: usize, total_cols: usize, threads: usize) -> Result<usize> {
+    let scratch_bytes = quant_mul_mat_scratch_size(dtype, k, total_cols, threads)?;
+    Ok(total_cols * k + scratch_bytes.div_ceil(size_of::<f32>()))
+}
+
 pub fn compute(
     ctx: &Context,
     t: TensorId,
@@ -88,9 +95,7 @@ pub fn compute(
     let scratch_bytes = quant_mul_mat_scratch_size(a.dtype, k, total_cols, threads)?;
     // The packed columns first (f32), then the driver's scratch (bytes).
     let need = packed_len + scratch_bytes.div_ceil(f);
-    if shared.len() < need {
-        shared.resize(need, 0.0);
-    }
+    super::grow_scratch(shared, need)?;
     let (packed, driver_scratch) = shared.split_at_mut(packed_len);
     let driver_scratch: &mut [u8] = bytemuck::cast_slice_mut(driver_scratch);
     if let Columns::Packed = columns {
