@@ -217,3 +217,19 @@ impl Backend for CpuBackend {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_that_cannot_be_allocated_is_alloc_failed() {
+        let mut shared = Vec::new();
+        let err = ops::grow_scratch(&mut shared, usize::MAX / 8).unwrap_err();
+        assert!(err.to_string().contains("CPU compute scratch"), "{err}");
+        assert!(matches!(status_of(err), ComputeStatus::AllocFailed));
+        assert!(matches!(status_of(Error::Aborted), ComputeStatus::Failed(_)));
+        ops::grow_scratch(&mut shared, 16).unwrap();
+        assert_eq!(shared.len(), 16);
+    }
+}

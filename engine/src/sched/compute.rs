@@ -9,7 +9,7 @@ use super::split::SplitTables;
 use super::tables::Assignments;
 use super::{BackendIndex, BackendSet};
 use crate::alloc::TensorTable;
-use crate::{Context, Error, Graph, Result, TensorFlags};
+use crate::{Context, Error, Graph, Result, TensorFlags, tensor_copy_async_with};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
 /// "do you want to see this node?" — then, once it is computed and its
@@ -70,9 +70,10 @@ pub fn compute_splits(
             let input_backend = set.backend(inputs.assigned.of(inputs.table, input).unwrap_or(set.cpu()));
             slot.copy_input(
                 user_input,
-                || backend.cpy_tensor_async(input_backend.as_ref(), ctx, input, copy),
-                || input_backend.synchronize(),
                 || ctx.copy_tensor(input, copy),
+                |wait_slot| {
+                    tensor_copy_async_with(ctx, input_backend.as_ref(), backend.as_ref(), input, copy, wait_slot)
+                },
             )?;
         }
         let nodes = &graph.nodes()[split.nodes.clone()];

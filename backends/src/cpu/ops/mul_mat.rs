@@ -46,7 +46,14 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
         Some(Src0Path::Quantized) => a.ne[0] <= a.dtype.block_size() || a.nb[0] == a.dtype.bytes_per_block(),
         None => false,
     };
-    weights_ok && b.dtype == DType::F32 && d.dtype == DType::F32
+    // The activations in F32, or already in the weights' dot partner
+    // (Q8_0 / Q8_1 / Q8_K, as ggml's CPU backend takes them): whole blocks.
+    let acts_ok = b.dtype == DType::F32
+        || matches!(src0_path(a.dtype), Some(Src0Path::Quantized))
+            && crate::cpu::quant::dot_partner(a.dtype) == Some(b.dtype)
+            && b.ne[0].is_multiple_of(b.dtype.block_size())
+            && b.nb[0] == b.dtype.bytes_per_block();
+    weights_ok && acts_ok && d.dtype == DType::F32
 }
 
 /// How a src0 dtype is multiplied.
