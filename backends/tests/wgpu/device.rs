@@ -171,7 +171,7 @@ fn wgpu_reads_only_its_own_buffers() {
         fn is_host(&self) -> bool {
             true
         }
-        fn device(&self) -> Option<Arc<dyn gantry_engine::Device>> {
+        fn device(&self) -> Option<std::sync::Arc<dyn Device>> {
             None
         }
         fn as_any(&self) -> &dyn std::any::Any {

@@ -3,7 +3,7 @@
 
 use super::support::{Harness, assert_close, values};
 use gantry_arenas::GraphArena;
-use gantry_engine::{Backend, DType};
+use gantry_engine::{DType, Device};
 
 #[test]
 fn a_recorded_plan_computes_new_data_and_follows_changes() {
@@ -43,4 +43,12 @@ fn a_recorded_plan_computes_new_data_and_follows_changes() {
     assert_close("neg", &h.read(n), &xs.iter().map(|v| -v).collect::<Vec<_>>(), 0.0, 0.0);
     backend.graph_plan_free(plan).unwrap();
     assert!(backend.graph_plan_compute(&h.ctx, plan).into_result().is_err(), "a freed plan is stale");
+}
+
+#[test]
+fn the_buffer_type_names_its_device_by_handle() {
+    let device = device_or_skip!();
+    let named = device.buffer_type().device().expect("a wgpu buffer type has a device");
+    assert_eq!(named.name(), device.name());
+    assert!(named.supports_buft(device.buffer_type().as_ref()));
 }

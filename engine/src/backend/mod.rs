@@ -2,7 +2,9 @@
 //! devices, platforms and registry, as traits and handles.
 //!
 //! The engine knows backends only through these traits; `gantry-backends`
-//! implements them for the CPU and for GPUs.
+//! implements them for the CPU and for GPUs. Beside them: `plan` (graph
+//! plans and the table backends keep them in), `multi_buffer` (one handle
+//! over several chunks), `copy` (`tensor_copy_async`).
 
 mod buffer;
 mod buffer_type;
