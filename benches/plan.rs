@@ -55,7 +55,6 @@ fn setup(hp: LlamaHparams, n_kv: usize, backend: &Arc<dyn Backend>) -> Setup {
     ctx.set_i32(g.positions, &[n_kv as i32 - 1]).unwrap();
     ctx.set_i32(g.kv_slots, &[n_kv as i32 - 1]).unwrap();
     ctx.set_f32(g.mask, &vec![0.0; n_kv]).unwrap();
-    drop(graph);
     Setup { ctx, arena, logits: g.logits, sched }
 }
 

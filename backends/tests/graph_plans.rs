@@ -24,7 +24,7 @@ fn small_net(ctx: &mut Context) -> (TensorId, TensorId, TensorId) {
     let y = ctx.mul_mat(wq_in, x).unwrap();
     let y = ctx.silu(y).unwrap();
     let y = ctx.add(y, b).unwrap();
-    let y = ctx.reshape(y, &[96]).unwrap();
+    let y = ctx.reshape(y, [96]).unwrap();
     let y = ctx.scale(y, 0.5, 0.0).unwrap();
     let all: Vec<TensorId> = ctx.tensors().map(|(t, _)| t).collect();
     let owners: Vec<TensorId> = all.into_iter().filter(|&t| ctx.desc(t).unwrap().view_src.is_none()).collect();
