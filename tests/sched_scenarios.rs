@@ -137,6 +137,15 @@ fn pins_are_honoured() {
     assert_eq!(out, reference(11));
     assert_eq!(sched.tensor_backend(net.softmax).unwrap().name(), "CPU");
     assert_eq!(sched.n_splits(), 3);
+    // Unlike ggml, a pin survives `reset` (README, "Differences from ggml")...
+    sched.reset(&mut ctx);
+    assert_eq!(sched.tensor_backend(net.softmax).unwrap().name(), "CPU", "a pin outlives reset");
+    assert_eq!(run(&mut sched, &mut ctx, &net, 12), reference(12));
+    assert_eq!(sched.n_splits(), 3, "and still places the node");
+    // ... until `clear_pins`.
+    sched.clear_pins();
+    sched.reset(&mut ctx);
+    assert!(sched.tensor_backend(net.softmax).is_none(), "no pin and nothing placed after clear_pins + reset");
 }
 
 #[test]

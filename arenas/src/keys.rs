@@ -15,6 +15,9 @@ new_key_type! {
     pub struct DeviceId;
     /// A synchronization event recorded on a backend's stream.
     pub struct EventId;
+    /// A graph plan: the work for one graph on one backend, made once and
+    /// computed many times (kept in the backend's plan table).
+    pub struct PlanId;
 }
 
 /// The dense slot index of a key (its position in the table's slot array).

@@ -16,7 +16,7 @@ pub mod keys;
 pub use bitset::BitSet;
 pub use column::Column;
 pub use graph_arena::GraphArena;
-pub use keys::{BufferId, DeviceId, EventId, TensorId};
+pub use keys::{BufferId, DeviceId, EventId, PlanId, TensorId};
 
 /// Re-exported so that downstream crates name the same slotmap version.
 pub use slotmap;

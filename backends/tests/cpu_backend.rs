@@ -290,3 +290,60 @@ fn quantized_graphs_on_the_pool_match_one_thread() {
         }
     }
 }
+
+#[test]
+fn mul_mat_takes_activations_already_in_the_dot_partner() {
+    let backend = CpuBackend::with_threads(2).unwrap();
+    for (weights, partner, k) in
+        [(DType::Q4_0, DType::Q8_0, 64), (DType::Q4_1, DType::Q8_1, 64), (DType::Q4_K, DType::Q8_K, 256)]
+    {
+        let mut ctx = Context::new();
+        let w = ctx.tensor(weights, [k, 8]).unwrap();
+        let x = ctx.tensor(DType::F32, [k, 3]).unwrap();
+        let xq = ctx.tensor(partner, [k, 3]).unwrap();
+        alloc(&mut ctx, &[w, x, xq]);
+        let ws = gantry_engine::SplitMix64::new(3).values(k * 8, -1.0, 1.0);
+        let wrow = weights.row_size(k).unwrap();
+        let mut wbytes = vec![0u8; 8 * wrow];
+        for (r, out) in ws.chunks(k).zip(wbytes.chunks_mut(wrow)) {
+            gantry_engine::quant::quantize_row(weights, r, out).unwrap();
+        }
+        ctx.set_bytes(w, &wbytes).unwrap();
+        let xs = gantry_engine::SplitMix64::new(4).values(k * 3, -1.0, 1.0);
+        // The activations quantized on the host, column by column; the F32
+        // product gets the same (dequantized) values.
+        let row = partner.row_size(k).unwrap();
+        let mut bytes = vec![0u8; 3 * row];
+        let mut same = vec![0f32; k * 3];
+        for ((col, out), back) in xs.chunks(k).zip(bytes.chunks_mut(row)).zip(same.chunks_mut(k)) {
+            gantry_engine::quant::quantize_row(partner, col, out).unwrap();
+            gantry_engine::quant::dequantize_row(partner, out, back).unwrap();
+        }
+        ctx.set_bytes(xq, &bytes).unwrap();
+        ctx.set_f32(x, &same).unwrap();
+        let wq = w;
+        let from_f32 = ctx.mul_mat(wq, x).unwrap();
+        let from_partner = ctx.mul_mat(wq, xq).unwrap();
+        let other = ctx.tensor(DType::Q8_0, [k, 3]).unwrap();
+        let wrong = ctx.mul_mat(wq, other).unwrap();
+        let outs = [from_f32, from_partner];
+        alloc(&mut ctx, &outs);
+        assert!(cpu::supports_op(&ctx, from_partner), "{weights} x {partner}");
+        assert_eq!(cpu::supports_op(&ctx, wrong), partner == DType::Q8_0, "{weights} x Q8_0");
+        let arena = GraphArena::new();
+        let graph = ctx.build_graph(&arena, &outs).unwrap();
+        backend.graph_compute(&ctx, graph).into_result().unwrap();
+        let (a, b) = (ctx.read_f32(from_f32).unwrap(), ctx.read_f32(from_partner).unwrap());
+        for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+            assert!((a - b).abs() <= 1e-3 * (1.0 + a.abs()), "{weights} x {partner}, element {i}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn a_buffer_type_names_its_device_by_handle() {
+    let device = cpu::buffer_type().device().expect("the CPU buffer type has a device");
+    assert_eq!((device.name(), device.device_type()), ("CPU", DeviceType::Cpu));
+    assert!(device.supports_buft(cpu::buffer_type().as_ref()));
+    assert_eq!(cpu::mapped_buffer_type().device().unwrap().name(), "CPU");
+}

@@ -16,8 +16,10 @@
 //! - ops: `op` ([`Op`], the op set) and [`ops`] (the builders with shape
 //!   inference, one file per op family: `ctx.mul_mat`, `ctx.rope`, ...);
 //! - [`backend`]: the traits a backend implements — [`BufferType`],
-//!   [`Buffer`], [`Backend`] (a stream), [`Device`], [`Platform`] — and the
-//!   [`Registry`] of platforms and devices, events, extensions;
+//!   [`Buffer`], [`Backend`] (a stream, with graph plans: [`GraphPlan`],
+//!   [`PlanTable`]), [`Device`], [`Platform`] — and the [`Registry`] of
+//!   platforms and devices, events, extensions, multi-buffers
+//!   ([`MultiBuffer`]) and copies between backends ([`tensor_copy_async`]);
 //! - [`alloc`]: the graph allocator ([`GraphAllocator`]: memory planning with
 //!   reuse, ggml-alloc);
 //! - [`sched`]: the multi-backend scheduler ([`sched::Scheduler`]: assign,
@@ -48,7 +50,7 @@ pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement, TensorBuffers};
 pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{Error, Result};
-pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, TensorId};
+pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, PlanId, TensorId};
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use rng::SplitMix64;

@@ -18,7 +18,7 @@ use gantry_engine::sched::BackendIndex;
 use gantry_engine::sched::pipeline::{PipelineStream, SlotGuard, event_index, next_copy};
 use gantry_engine::sync::atomic::{AtomicBool, Ordering};
 use gantry_engine::sync::{Arc, Condvar, Mutex, lock, thread, wait};
-use gantry_engine::{Error, EventId, EventState, EventTable, Result};
+use gantry_engine::{Error, EventId, EventState, EventTable, Result, copy_or_fallback};
 use loom::cell::UnsafeCell;
 
 /// Work a model stream runs, in submission order.
@@ -158,7 +158,8 @@ impl PipelineStream for ModelStream {
 }
 
 /// How the split's input reaches its copy slot (the three paths of
-/// `SlotGuard::copy_input`).
+/// `SlotGuard::copy_input` with `copy_or_fallback`, the steps of
+/// `tensor_copy_async`).
 #[derive(Clone, Copy)]
 enum InputPath {
     /// A user input: the host copies it.
@@ -187,17 +188,27 @@ fn pipeline(n_copies: usize, runs: usize, path: InputPath, use_events: bool, fau
             Ok(())
         };
         match path {
-            InputPath::User => guard.copy_input(true, || unreachable!(), || unreachable!(), host_copy),
+            InputPath::User => guard.copy_input(true, host_copy, |_| unreachable!()),
             InputPath::StreamCopy => guard.copy_input(
                 false,
-                || {
-                    stream.submit(Work::CopyIn { slot: copy, run });
-                    Ok(true)
+                || unreachable!(),
+                |wait| {
+                    copy_or_fallback(
+                        || {
+                            stream.submit(Work::CopyIn { slot: copy, run });
+                            Ok(true)
+                        },
+                        || unreachable!(),
+                        wait,
+                        || unreachable!(),
+                    )
                 },
-                || unreachable!(),
-                || unreachable!(),
             ),
-            InputPath::HostFallback => guard.copy_input(false, || Ok(false), || stream.host_synchronize(), host_copy),
+            InputPath::HostFallback => guard.copy_input(
+                false,
+                || unreachable!(),
+                |wait| copy_or_fallback(|| Ok(false), || stream.host_synchronize(), wait, host_copy),
+            ),
         }
         .unwrap();
         stream.submit(Work::Compute { slot: copy, run });

@@ -5,7 +5,10 @@ use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use gantry_engine::{AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, Result};
+use gantry_engine::{
+    AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, GraphPlan, PlanTable, Result,
+    TensorId,
+};
 use rayon::ThreadPool;
 
 use super::CpuDevice;
@@ -13,6 +16,7 @@ use super::abort::{AbortSlot, run_nodes};
 use super::compute_state::SharedComputeState;
 use super::ops;
 use super::parallel::Par;
+use super::plan::CpuPlan;
 
 /// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
 /// concurrent computes on one backend run one after the other.
@@ -24,6 +28,7 @@ pub struct CpuBackend {
     device: CpuDevice,
     state: SharedComputeState<Arc<ThreadPool>>,
     abort: AbortSlot,
+    plans: PlanTable<CpuPlan>,
 }
 
 impl CpuBackend {
@@ -39,7 +44,12 @@ impl CpuBackend {
 
     /// A backend on `device` with `n_threads` threads.
     pub fn with_device(device: CpuDevice, n_threads: usize) -> Result<Self> {
-        Ok(Self { device, state: SharedComputeState::new(n_threads)?, abort: AbortSlot::default() })
+        Ok(Self {
+            device,
+            state: SharedComputeState::new(n_threads)?,
+            abort: AbortSlot::default(),
+            plans: PlanTable::new(),
+        })
     }
 
     /// A backend on `device` that computes on the host's rayon `pool` and
@@ -105,6 +115,68 @@ impl CpuBackend {
     }
 }
 
+impl CpuBackend {
+    /// Computes plan `plan` (see [`Backend::graph_plan_compute`]): the
+    /// planned steps on their planned thread counts, checked again first
+    /// only when the context changed since.
+    fn compute_plan(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        let abort = self.abort.current();
+        let outcome = self.plans.with(self.name(), plan, |plan| {
+            self.state.with(|state| {
+                let (pool, n_threads, per_thread, shared) = state.parts();
+                if let Err(e) = plan.refresh(ctx, n_threads) {
+                    return ComputeStatus::Failed(e);
+                }
+                if let Err(e) = ops::grow_scratch(shared, plan.work_floats()) {
+                    return status_of(e);
+                }
+                let run = |shared: &mut Vec<f32>| {
+                    run_nodes(plan.steps(), abort.as_ref(), |step| {
+                        let par = Par::new(pool, step.threads, per_thread);
+                        guarded(ctx, step.node, || {
+                            let d = ctx.desc(step.node)?;
+                            ops::dispatch(ctx, step.node, d, &par, shared)
+                        })
+                    })
+                };
+                // As in `compute_graph`: several nodes run on a pool thread.
+                if n_threads == 1 || plan.steps().len() < 2 { run(shared) } else { pool.install(|| run(shared)) }
+            })
+        });
+        outcome.unwrap_or_else(ComputeStatus::Failed)
+    }
+}
+
+/// The status of a failed node: a scratch allocation that failed is
+/// `AllocFailed` (ggml's `GGML_STATUS_ALLOC_FAILED`), anything else `Failed`.
+fn status_of(e: Error) -> ComputeStatus {
+    match e {
+        Error::OutOfMemory { .. } => ComputeStatus::AllocFailed,
+        e => ComputeStatus::Failed(e),
+    }
+}
+
+/// Runs one node's `kernel`, turning its error or panic into a status that
+/// names the op and tensor.
+fn guarded(ctx: &Context, node: TensorId, kernel: impl FnOnce() -> Result<()>) -> ComputeStatus {
+    match catch_unwind(AssertUnwindSafe(kernel)) {
+        Ok(Ok(())) => ComputeStatus::Success,
+        Ok(Err(e)) => status_of(e),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let op = ctx.get(node).map_or("?", |d| d.op.name());
+            ComputeStatus::Failed(Error::Backend {
+                backend: "CPU".into(),
+                reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
+            })
+        }
+    }
+}
+
 /// Computes the nodes of `graph` in order (see [`CpuBackend::compute_graph`]),
 /// polling `abort` before each ([`run_nodes`]).
 fn compute_nodes(
@@ -114,25 +186,7 @@ fn compute_nodes(
     shared: &mut Vec<f32>,
     abort: Option<&AbortCallback>,
 ) -> ComputeStatus {
-    run_nodes(graph.nodes(), abort, |node| {
-        let outcome = catch_unwind(AssertUnwindSafe(|| ops::compute_node(ctx, node, par, shared)));
-        match outcome {
-            Ok(Ok(())) => ComputeStatus::Success,
-            Ok(Err(e)) => ComputeStatus::Failed(e),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                let op = ctx.get(node).map_or("?", |d| d.op.name());
-                ComputeStatus::Failed(Error::Backend {
-                    backend: "CPU".into(),
-                    reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
-                })
-            }
-        }
-    })
+    run_nodes(graph.nodes(), abort, |node| guarded(ctx, node, || ops::compute_node(ctx, node, par, shared)))
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -154,6 +208,27 @@ impl Backend for CpuBackend {
         self.compute_graph(ctx, graph)
     }
 
+    fn supports_graph_plans(&self) -> bool {
+        true
+    }
+
+    fn graph_plan_create(&self, ctx: &Context, graph: Graph<'_>) -> Result<GraphPlan> {
+        Ok(self.plans.insert(CpuPlan::new(ctx, graph, self.n_threads())?))
+    }
+
+    fn graph_plan_update(&self, ctx: &Context, plan: GraphPlan, graph: Graph<'_>) -> Result<()> {
+        let n_threads = self.n_threads();
+        self.plans.with(self.name(), plan, |p| p.update(ctx, graph, n_threads))?
+    }
+
+    fn graph_plan_compute(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        self.compute_plan(ctx, plan)
+    }
+
+    fn graph_plan_free(&self, plan: GraphPlan) -> Result<()> {
+        self.plans.remove(self.name(), plan).map(drop)
+    }
+
     fn event_record(&self, event: EventId) -> Result<()> {
         // Everything submitted before this point has already run.
         self.device.events().record(event)
@@ -165,5 +240,21 @@ impl Backend for CpuBackend {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_that_cannot_be_allocated_is_alloc_failed() {
+        let mut shared = Vec::new();
+        let err = ops::grow_scratch(&mut shared, usize::MAX / 8).unwrap_err();
+        assert!(err.to_string().contains("CPU compute scratch"), "{err}");
+        assert!(matches!(status_of(err), ComputeStatus::AllocFailed));
+        assert!(matches!(status_of(Error::Aborted), ComputeStatus::Failed(_)));
+        ops::grow_scratch(&mut shared, 16).unwrap();
+        assert_eq!(shared.len(), 16);
     }
 }

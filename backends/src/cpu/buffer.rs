@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
-use gantry_engine::{Buffer, BufferType, Error, HostMemory, Result, check_range};
+use gantry_engine::{Buffer, BufferType, Device, Error, HostMemory, Result, check_range};
 
 use super::aligned::{AlignedBytes, CPU_ALIGNMENT};
 
@@ -41,8 +41,8 @@ impl BufferType for CpuBufferType {
         true
     }
 
-    fn device_name(&self) -> &str {
-        "CPU"
+    fn device(&self) -> Option<Arc<dyn Device>> {
+        Some(super::device::shared_device())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -1,7 +1,7 @@
 //! The CPU device.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gantry_engine::{
     Backend, Buffer, BufferType, Context, Device, DeviceCaps, DeviceType, Error, EventId, EventTable, HostMemory,
@@ -38,6 +38,13 @@ impl CpuDevice {
     pub(crate) fn events(&self) -> &EventTable {
         &self.inner.events
     }
+}
+
+/// The CPU device the CPU buffer types name as their device (one per
+/// process; every [`CpuDevice`] is the same host CPU, named `"CPU"`).
+pub(crate) fn shared_device() -> Arc<dyn Device> {
+    static DEVICE: OnceLock<Arc<dyn Device>> = OnceLock::new();
+    DEVICE.get_or_init(|| Arc::new(CpuDevice::new())).clone()
 }
 
 impl Default for CpuDevice {

@@ -3,7 +3,8 @@
 //! for every op of the core set in F32, F16 and BF16.
 //!
 //! - The backend: `platform`, `device`, `backend` (graphs node by node),
-//!   `buffer` over `aligned` memory, `compute_state` (pool and scratch
+//!   `buffer` over `aligned` memory, `plan` (graph plans: nodes
+//!   checked, task split and work buffer sized once), `compute_state` (pool and scratch
 //!   behind one lock), `parallel` / `tasks` / `first_error` (splitting a
 //!   kernel's work), `abort`, `sysinfo`.
 //! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
@@ -49,6 +50,7 @@ pub mod float_matvec;
 pub(crate) mod isa;
 pub(crate) mod ops;
 pub(crate) mod parallel;
+mod plan;
 mod platform;
 pub mod quant;
 pub(crate) mod simd;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaEvent, CudaStream, result, sys};
 use gantry_arenas::{EventId, TensorId};
-use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, Result};
+use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, GraphPlan, PlanTable, Result};
 
 use super::buffer::CudaBuffer;
 use super::cublas::Blas;
@@ -20,6 +20,7 @@ use super::graphs::{GraphAction, GraphCache, graphs_enabled};
 use super::kernels::constants::ERR_ROW_INDEX;
 use super::launch::{Launch, resolve_scratch};
 use super::ops::Planner;
+use super::plan::CudaPlan;
 
 /// Dynamic shared memory a kernel gets without asking (48 KiB).
 const DEFAULT_SHARED_LIMIT: u32 = 48 << 10;
@@ -102,6 +103,9 @@ impl Drop for ErrorWord {
 struct StreamState {
     launches: Vec<Launch>,
     scratch: Option<CudaBuffer>,
+    /// Counts scratch replacements (graph plans resolved against an older
+    /// scratch are planned again).
+    scratch_generation: u64,
     graphs: GraphCache<GraphExec>,
 }
 
@@ -114,6 +118,8 @@ pub struct CudaBackend {
     copy_event: CudaEvent,
     err: ErrorWord,
     state: Mutex<StreamState>,
+    plans: PlanTable<CudaPlan>,
+    graphs_on: bool,
 }
 
 impl CudaBackend {
@@ -124,8 +130,14 @@ impl CudaBackend {
         let blas = Blas::new(&gpu, stream.cu_stream())?;
         let copy_event = gpu.new_event()?;
         let err = ErrorWord::new(&gpu)?;
-        let state = StreamState { launches: Vec::new(), scratch: None, graphs: GraphCache::new(graphs_enabled()) };
-        Ok(Self { device, stream, blas, copy_event, err, state: Mutex::new(state) })
+        let graphs_on = graphs_enabled();
+        let state = StreamState {
+            launches: Vec::new(),
+            scratch: None,
+            scratch_generation: 0,
+            graphs: GraphCache::new(graphs_on),
+        };
+        Ok(Self { device, stream, blas, copy_event, err, state: Mutex::new(state), plans: PlanTable::new(), graphs_on })
     }
 
     fn gpu(&self) -> &Arc<Gpu> {
@@ -218,6 +230,63 @@ impl CudaBackend {
         Error::Unsupported(format!("{}: {op} {}: {reason}", self.name(), ctx.describe(node)))
     }
 
+    /// Makes the stream's scratch at least `need` bytes and returns its
+    /// address (0 when none is needed yet).
+    fn ensure_scratch(&self, st: &mut StreamState, need: usize) -> Result<u64> {
+        let gpu = self.gpu();
+        if st.scratch.as_ref().is_none_or(|s| s.size_bytes() < need) {
+            // The old scratch may still be read by queued work.
+            self.stream.synchronize().map_err(|e| gpu.error("cuStreamSynchronize", e))?;
+            st.graphs.clear();
+            st.scratch = None;
+            st.scratch = Some(CudaBuffer::alloc(gpu, need.next_power_of_two())?);
+            st.scratch_generation += 1;
+        }
+        Ok(st.scratch.as_ref().map_or(0, CudaBuffer::device_ptr))
+    }
+
+    /// Plans `plan`'s nodes into launches against the stream's scratch.
+    fn plan_launches(&self, ctx: &Context, st: &mut StreamState, plan: &mut CudaPlan) -> Result<()> {
+        let gpu = self.gpu().clone();
+        plan.exec = None;
+        plan.uncapturable = false;
+        plan.launches.clear();
+        let mut planner = Planner::recording(ctx, &gpu, &mut plan.launches, self.err.device);
+        for &node in plan.nodes.nodes() {
+            planner.plan(node).map_err(|reason| self.unsupported(ctx, node, &reason))?;
+        }
+        let need = planner.max_scratch;
+        let base = self.ensure_scratch(st, need)?;
+        resolve_scratch(&mut plan.launches, base);
+        plan.scratch_generation = st.scratch_generation;
+        plan.nodes.stamp(ctx);
+        Ok(())
+    }
+
+    /// Runs `plan`: its CUDA graph (captured at the first compute), or its
+    /// launches where graphs are off or the capture failed.
+    fn compute_plan(&self, ctx: &Context, plan: GraphPlan, wait: bool) -> Result<()> {
+        self.gpu().context()?;
+        self.plans.with(self.name(), plan, |plan| {
+            let mut guard = self.lock();
+            let st = &mut *guard;
+            if !plan.nodes.is_current(ctx) || plan.scratch_generation != st.scratch_generation {
+                self.plan_launches(ctx, st, plan)?;
+            }
+            if plan.exec.is_none() && !plan.uncapturable && self.graphs_on && !plan.launches.is_empty() {
+                match self.capture(&plan.launches) {
+                    Ok(exec) => plan.exec = Some(exec),
+                    Err(_) => plan.uncapturable = true,
+                }
+            }
+            match &plan.exec {
+                Some(exec) => self.launch_graph(exec),
+                None => self.run(&plan.launches),
+            }
+        })??;
+        if wait { self.synchronize() } else { Ok(()) }
+    }
+
     fn compute(&self, ctx: &Context, graph: Graph<'_>, wait: bool) -> Result<()> {
         let gpu = self.gpu().clone();
         gpu.context()?;
@@ -229,14 +298,7 @@ impl CudaBackend {
             planner.plan(node).map_err(|reason| self.unsupported(ctx, node, &reason))?;
         }
         let need = planner.max_scratch;
-        if st.scratch.as_ref().is_none_or(|s| s.size_bytes() < need) {
-            // The old scratch may still be read by queued work.
-            self.stream.synchronize().map_err(|e| gpu.error("cuStreamSynchronize", e))?;
-            st.graphs.clear();
-            st.scratch = None;
-            st.scratch = Some(CudaBuffer::alloc(&gpu, need.next_power_of_two())?);
-        }
-        let base = st.scratch.as_ref().map_or(0, CudaBuffer::device_ptr);
+        let base = self.ensure_scratch(st, need)?;
         resolve_scratch(&mut st.launches, base);
         match st.graphs.action(&st.launches) {
             GraphAction::Direct => self.run(&st.launches)?,
@@ -301,6 +363,43 @@ impl Backend for CudaBackend {
             Ok(()) => ComputeStatus::Success,
             Err(e) => ComputeStatus::Failed(e),
         }
+    }
+
+    fn supports_graph_plans(&self) -> bool {
+        true
+    }
+
+    fn graph_plan_create(&self, ctx: &Context, graph: Graph<'_>) -> Result<GraphPlan> {
+        self.gpu().context()?;
+        let mut plan = CudaPlan::new(ctx, graph);
+        self.plan_launches(ctx, &mut self.lock(), &mut plan)?;
+        Ok(self.plans.insert(plan))
+    }
+
+    fn graph_plan_update(&self, ctx: &Context, plan: GraphPlan, graph: Graph<'_>) -> Result<()> {
+        self.gpu().context()?;
+        self.plans.with(self.name(), plan, |plan| {
+            plan.nodes.set(ctx, graph);
+            self.plan_launches(ctx, &mut self.lock(), plan)
+        })?
+    }
+
+    fn graph_plan_compute(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        match self.compute_plan(ctx, plan, true) {
+            Ok(()) => ComputeStatus::Success,
+            Err(e) => ComputeStatus::Failed(e),
+        }
+    }
+
+    fn graph_plan_compute_async(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        match self.compute_plan(ctx, plan, false) {
+            Ok(()) => ComputeStatus::Success,
+            Err(e) => ComputeStatus::Failed(e),
+        }
+    }
+
+    fn graph_plan_free(&self, plan: GraphPlan) -> Result<()> {
+        self.plans.remove(self.name(), plan).map(drop)
     }
 
     /// Waits for the stream, then reports what its kernels flagged.

@@ -8,8 +8,9 @@ use std::any::Any;
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
-use gantry_engine::{Buffer, BufferType, Error, Result, check_range};
+use gantry_engine::{Buffer, BufferType, Device, Error, Result, check_range};
 
+use super::device::DeviceLink;
 use super::gpu::Gpu;
 
 /// Tensor offsets in device buffers are aligned to this (ggml's CUDA value:
@@ -19,11 +20,12 @@ pub const DEVICE_ALIGNMENT: usize = 128;
 /// Device memory of one GPU.
 pub struct CudaBufferType {
     gpu: Arc<Gpu>,
+    device: DeviceLink,
 }
 
 impl CudaBufferType {
-    pub(crate) fn new(gpu: Arc<Gpu>) -> Self {
-        Self { gpu }
+    pub(crate) fn new(gpu: Arc<Gpu>, device: DeviceLink) -> Self {
+        Self { gpu, device }
     }
 
     pub(crate) fn gpu(&self) -> &Arc<Gpu> {
@@ -52,8 +54,8 @@ impl BufferType for CudaBufferType {
         false
     }
 
-    fn device_name(&self) -> &str {
-        &self.gpu.name
+    fn device(&self) -> Option<Arc<dyn Device>> {
+        self.device.device()
     }
 
     fn as_any(&self) -> &dyn Any {

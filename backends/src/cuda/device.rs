@@ -2,8 +2,8 @@
 //! wants host-resident work, and its events.
 
 use std::any::Any;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 use gantry_arenas::{EventId, TensorId};
 use gantry_engine::{
@@ -20,13 +20,23 @@ use super::ops::Planner;
 /// worth moving to the GPU (ggml's rule for GPUs).
 pub const DEFAULT_OFFLOAD_MIN_BATCH: usize = 32;
 
-struct DeviceInner {
+pub(crate) struct DeviceInner {
     gpu: Arc<Gpu>,
     description: String,
     buffer_type: Arc<CudaBufferType>,
     host_type: Arc<CudaHostBufferType>,
     mapped_type: Arc<CudaMappedBufferType>,
     offload_min_batch: AtomicUsize,
+}
+
+/// A buffer type's way back to its device (weak: the device owns the type).
+pub(crate) struct DeviceLink(Weak<DeviceInner>);
+
+impl DeviceLink {
+    /// The device, while it lives.
+    pub fn device(&self) -> Option<Arc<dyn Device>> {
+        self.0.upgrade().map(|inner| Arc::new(CudaDevice { inner }) as Arc<dyn Device>)
+    }
 }
 
 /// An NVIDIA GPU (`cuda0`, `cuda1`, ...). Cheap to clone; clones share the
@@ -41,16 +51,15 @@ impl CudaDevice {
         let gpu = Arc::new(gpu);
         let f = &gpu.facts;
         let description = format!("{} ({}, {} SMs)", f.model, f.arch, f.multiprocessors);
-        Self {
-            inner: Arc::new(DeviceInner {
-                buffer_type: Arc::new(CudaBufferType::new(gpu.clone())),
-                host_type: Arc::new(CudaHostBufferType::new(gpu.clone())),
-                mapped_type: Arc::new(CudaMappedBufferType::new(gpu.clone())),
-                description,
-                offload_min_batch: AtomicUsize::new(DEFAULT_OFFLOAD_MIN_BATCH),
-                gpu,
-            }),
-        }
+        let inner = Arc::new_cyclic(|link: &Weak<DeviceInner>| DeviceInner {
+            buffer_type: Arc::new(CudaBufferType::new(gpu.clone(), DeviceLink(link.clone()))),
+            host_type: Arc::new(CudaHostBufferType::new(gpu.clone(), DeviceLink(link.clone()))),
+            mapped_type: Arc::new(CudaMappedBufferType::new(gpu.clone(), DeviceLink(link.clone()))),
+            description,
+            offload_min_batch: AtomicUsize::new(DEFAULT_OFFLOAD_MIN_BATCH),
+            gpu,
+        });
+        Self { inner }
     }
 
     pub(crate) fn gpu(&self) -> &Arc<Gpu> {

@@ -8,20 +8,22 @@ use std::any::Any;
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
-use gantry_engine::{Buffer, BufferType, Error, HostMemory, Result, check_range};
+use gantry_engine::{Buffer, BufferType, Device, Error, HostMemory, Result, check_range};
 
+use super::device::DeviceLink;
 use super::gpu::Gpu;
 
 /// Pinned host memory of one GPU's platform (`"cuda0_host"`).
 pub struct CudaHostBufferType {
     gpu: Arc<Gpu>,
     name: String,
+    device: DeviceLink,
 }
 
 impl CudaHostBufferType {
-    pub(crate) fn new(gpu: Arc<Gpu>) -> Self {
+    pub(crate) fn new(gpu: Arc<Gpu>, device: DeviceLink) -> Self {
         let name = format!("{}_host", gpu.name);
-        Self { gpu, name }
+        Self { gpu, name, device }
     }
 }
 
@@ -51,8 +53,8 @@ impl BufferType for CudaHostBufferType {
         true
     }
 
-    fn device_name(&self) -> &str {
-        &self.gpu.name
+    fn device(&self) -> Option<Arc<dyn Device>> {
+        self.device.device()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -64,12 +66,13 @@ impl BufferType for CudaHostBufferType {
 pub struct CudaMappedBufferType {
     gpu: Arc<Gpu>,
     name: String,
+    device: DeviceLink,
 }
 
 impl CudaMappedBufferType {
-    pub(crate) fn new(gpu: Arc<Gpu>) -> Self {
+    pub(crate) fn new(gpu: Arc<Gpu>, device: DeviceLink) -> Self {
         let name = format!("{}_mapped", gpu.name);
-        Self { gpu, name }
+        Self { gpu, name, device }
     }
 
     /// A buffer over `memory`, pinned for `gpu` while the buffer lives.
@@ -111,8 +114,8 @@ impl BufferType for CudaMappedBufferType {
         true
     }
 
-    fn device_name(&self) -> &str {
-        &self.gpu.name
+    fn device(&self) -> Option<Arc<dyn Device>> {
+        self.device.device()
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -16,7 +16,8 @@
 //!   (`host_buffer.rs`).
 //! - [`CudaBackend`] (`backend.rs`): a stream; graphs planned into launches
 //!   (`ops/`, one file per op family; `launch.rs`), products through cuBLAS
-//!   (`cublas.rs`), CUDA graphs for plans that repeat (`graphs.rs`).
+//!   (`cublas.rs`), CUDA graphs for plans that repeat (`graphs.rs`); graph
+//!   plans (`plan.rs`) captured as CUDA graphs at their first compute.
 //! - [`kernels`]: the header-free CUDA C sources; [`nvrtc`]: compiling them
 //!   for the device's exact architecture (PTX for one NVRTC does not know);
 //!   [`kernel_cache`]: compiled images kept in memory and on disk.
@@ -43,6 +44,7 @@ pub mod launch;
 pub mod libraries;
 pub mod nvrtc;
 mod ops;
+mod plan;
 mod platform;
 
 pub use backend::CudaBackend;

@@ -3,12 +3,13 @@
 use std::any::Any;
 
 use gantry_arenas::{EventId, TensorId};
-use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, Result};
+use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, GraphPlan, PlanTable, Result};
 
 use super::buffer::WgpuBuffer;
 use super::device::WgpuDevice;
 use super::gpu::{GpuBuffer, Recorder, STORAGE_SLOTS};
 use super::kernels::{self, Launch};
+use super::plan::WgpuPlan;
 use crate::device_state::BatchRecorder;
 
 /// A stream on a [`WgpuDevice`]. `graph_compute` plans every node, records
@@ -18,12 +19,13 @@ use crate::device_state::BatchRecorder;
 pub struct WgpuBackend {
     device: WgpuDevice,
     recorder: BatchRecorder<Recorder>,
+    plans: PlanTable<WgpuPlan>,
 }
 
 impl WgpuBackend {
     pub(crate) fn new(device: WgpuDevice) -> Self {
         let recorder = BatchRecorder::new(Recorder::new(device.gpu()));
-        Self { device, recorder }
+        Self { device, recorder, plans: PlanTable::new() }
     }
 
     fn unsupported(&self, ctx: &Context, node: TensorId, reason: &str) -> Error {
@@ -74,19 +76,43 @@ impl WgpuBackend {
         recorder.push(&pipeline, bytemuck::bytes_of(&params), slots, launch.groups)
     }
 
+    /// Records every node of `nodes` into `recorder` (begun for them).
+    fn record_nodes(&self, recorder: &mut Recorder, ctx: &Context, nodes: &[TensorId]) -> Result<()> {
+        let caps = self.device.kernel_caps();
+        for &node in nodes {
+            match kernels::plan(ctx, node, caps) {
+                Ok(Some(launch)) => self.record(recorder, ctx, node, &launch)?,
+                Ok(None) => {}
+                Err(reason) => return Err(self.unsupported(ctx, node, &reason)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `plan`'s nodes and writes their parameters once.
+    fn record_plan(&self, ctx: &Context, plan: &mut WgpuPlan) -> Result<()> {
+        plan.begin()?;
+        let WgpuPlan { nodes, recorder } = plan;
+        self.record_nodes(recorder, ctx, nodes.nodes())?;
+        recorder.write_params()?;
+        nodes.stamp(ctx);
+        Ok(())
+    }
+
+    /// Submits `plan`'s recorded dispatches, recording them again first
+    /// when the context changed since.
+    fn compute_plan(&self, ctx: &Context, plan: GraphPlan, wait: bool) -> Result<()> {
+        self.plans.with(self.name(), plan, |plan| {
+            if !plan.nodes.is_current(ctx) {
+                self.record_plan(ctx, plan)?;
+            }
+            plan.recorder.submit_steps(wait)
+        })?
+    }
+
     fn compute(&self, ctx: &Context, graph: Graph<'_>, wait: bool) -> Result<()> {
         let batch = self.recorder.lock().map_err(|_| self.device.gpu().error("recorder poisoned"))?;
-        let caps = self.device.kernel_caps();
-        batch.record(graph.n_nodes(), wait, |recorder| {
-            for &node in graph.nodes() {
-                match kernels::plan(ctx, node, caps) {
-                    Ok(Some(launch)) => self.record(recorder, ctx, node, &launch)?,
-                    Ok(None) => {}
-                    Err(reason) => return Err(self.unsupported(ctx, node, &reason)),
-                }
-            }
-            Ok(())
-        })
+        batch.record(graph.n_nodes(), wait, |recorder| self.record_nodes(recorder, ctx, graph.nodes()))
     }
 }
 
@@ -111,6 +137,41 @@ impl Backend for WgpuBackend {
             Ok(()) => ComputeStatus::Success,
             Err(e) => ComputeStatus::Failed(e),
         }
+    }
+
+    fn supports_graph_plans(&self) -> bool {
+        true
+    }
+
+    fn graph_plan_create(&self, ctx: &Context, graph: Graph<'_>) -> Result<GraphPlan> {
+        let mut plan = WgpuPlan::new(ctx, graph, self.device.gpu());
+        self.record_plan(ctx, &mut plan)?;
+        Ok(self.plans.insert(plan))
+    }
+
+    fn graph_plan_update(&self, ctx: &Context, plan: GraphPlan, graph: Graph<'_>) -> Result<()> {
+        self.plans.with(self.name(), plan, |plan| {
+            plan.nodes.set(ctx, graph);
+            self.record_plan(ctx, plan)
+        })?
+    }
+
+    fn graph_plan_compute(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        match self.compute_plan(ctx, plan, true) {
+            Ok(()) => ComputeStatus::Success,
+            Err(e) => ComputeStatus::Failed(e),
+        }
+    }
+
+    fn graph_plan_compute_async(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        match self.compute_plan(ctx, plan, false) {
+            Ok(()) => ComputeStatus::Success,
+            Err(e) => ComputeStatus::Failed(e),
+        }
+    }
+
+    fn graph_plan_free(&self, plan: GraphPlan) -> Result<()> {
+        self.plans.remove(self.name(), plan).map(drop)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -3,8 +3,9 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use gantry_engine::{Buffer, BufferType, Result};
+use gantry_engine::{Buffer, BufferType, Device, Result};
 
+use super::device::DeviceLink;
 use super::gpu::{Gpu, GpuBuffer};
 
 /// Storage buffers of one GPU. Tensor offsets are aligned to at least the
@@ -13,11 +14,12 @@ use super::gpu::{Gpu, GpuBuffer};
 /// so every buffer can be bound whole and larger requests are an `Err`.
 pub struct WgpuBufferType {
     gpu: Arc<Gpu>,
+    device: DeviceLink,
 }
 
 impl WgpuBufferType {
-    pub(crate) fn new(gpu: &Arc<Gpu>) -> Self {
-        Self { gpu: gpu.clone() }
+    pub(crate) fn new(gpu: &Arc<Gpu>, device: DeviceLink) -> Self {
+        Self { gpu: gpu.clone(), device }
     }
 
     pub(crate) fn gpu(&self) -> &Arc<Gpu> {
@@ -56,8 +58,8 @@ impl BufferType for WgpuBufferType {
         false
     }
 
-    fn device_name(&self) -> &str {
-        &self.gpu.name
+    fn device(&self) -> Option<Arc<dyn Device>> {
+        self.device.device()
     }
 
     fn as_any(&self) -> &dyn Any {

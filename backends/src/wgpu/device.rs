@@ -1,7 +1,7 @@
 //! The wgpu device: one adapter, its buffer type, its kernels, and what it supports.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use gantry_arenas::{EventId, TensorId};
 use gantry_engine::{Backend, BufferType, Context, Device, DeviceCaps, DeviceType, Error, MemoryInfo, Result};
@@ -12,7 +12,7 @@ use super::gpu::{AdapterFacts, AdapterKind, Gpu, Submission};
 use super::kernels::{self, Caps, Kernels};
 use crate::device_state::QueueEvents;
 
-struct DeviceInner {
+pub(crate) struct DeviceInner {
     gpu: Arc<Gpu>,
     description: String,
     buffer_type: Arc<WgpuBufferType>,
@@ -29,6 +29,16 @@ struct DeviceInner {
 #[derive(Clone)]
 pub struct WgpuDevice {
     inner: Arc<DeviceInner>,
+}
+
+/// A buffer type's way back to its device (weak: the device owns the type).
+pub(crate) struct DeviceLink(Weak<DeviceInner>);
+
+impl DeviceLink {
+    /// The device, while it lives.
+    pub fn device(&self) -> Option<Arc<dyn Device>> {
+        self.0.upgrade().map(|inner| Arc::new(WgpuDevice { inner }) as Arc<dyn Device>)
+    }
 }
 
 /// The scheduler's device type for an adapter kind.
@@ -50,15 +60,15 @@ impl WgpuDevice {
         let description = format!("{} ({}{software})", f.name, f.api);
         let caps =
             Caps { shader_f16: f.shader_f16, max_groups: f.limits.max_compute_workgroups_per_dimension.min(65535) };
-        let inner = DeviceInner {
-            buffer_type: Arc::new(WgpuBufferType::new(&gpu)),
+        let inner = Arc::new_cyclic(|link: &Weak<DeviceInner>| DeviceInner {
+            buffer_type: Arc::new(WgpuBufferType::new(&gpu, DeviceLink(link.clone()))),
             kernels: Kernels::new(&gpu),
             description,
             caps,
             events: QueueEvents::default(),
             gpu,
-        };
-        Self { inner: Arc::new(inner) }
+        });
+        Self { inner }
     }
 
     /// What the adapter is: name, API, kind, ids, driver, limits, `shader-f16`.

@@ -5,7 +5,8 @@
 //! - [`WgpuBufferType`] / [`WgpuBuffer`]: tensors in storage buffers.
 //! - [`WgpuBackend`]: computes a graph as one submission of one command
 //!   encoder; `supports_op` is false for anything without a kernel, so the
-//!   scheduler leaves it to another backend.
+//!   scheduler leaves it to another backend. Its graph plans (`plan`)
+//!   record the pipelines, bind groups, parameters and dispatch list once.
 //!
 //! Only the `gpu` module calls wgpu (its API changes every major version).
 //!
@@ -35,6 +36,7 @@ mod buffer;
 mod device;
 pub mod gpu;
 pub mod kernels;
+mod plan;
 mod platform;
 
 pub use backend::WgpuBackend;

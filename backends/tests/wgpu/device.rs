@@ -171,8 +171,8 @@ fn wgpu_reads_only_its_own_buffers() {
         fn is_host(&self) -> bool {
             true
         }
-        fn device_name(&self) -> &str {
-            "host"
+        fn device(&self) -> Option<std::sync::Arc<dyn Device>> {
+            None
         }
         fn as_any(&self) -> &dyn std::any::Any {
             self

@@ -11,5 +11,6 @@ mod support;
 
 mod device;
 mod ops;
+mod plans;
 mod quant;
 mod scheduler;

@@ -250,7 +250,17 @@ impl GraphAllocator {
             before_moving()?;
         }
         self.grow_buffers(ctx)?;
-        self.bind(ctx)?;
+        if moving {
+            // The buffers are reused for a new plan: their per-tensor state
+            // goes (ggml resets a buffer before placing a graph in it), and
+            // every tensor is placed (and initialized) again.
+            for &id in &self.own_buffers {
+                if let Ok(entry) = ctx.buffer(id) {
+                    entry.buffer.reset();
+                }
+            }
+        }
+        self.bind(ctx, moving)?;
         Ok(moving)
     }
 
@@ -496,8 +506,9 @@ impl GraphAllocator {
         Ok(())
     }
 
-    /// Places every tensor the plan gives memory at its planned offset.
-    fn bind(&self, ctx: &mut Context) -> Result<()> {
+    /// Places every tensor the plan gives memory at its planned offset
+    /// (`all`: also those already there, after their buffers were reset).
+    fn bind(&self, ctx: &mut Context, all: bool) -> Result<()> {
         for d in 0..self.table.len() {
             if self.table.flags(d) & (flag::VIEW | flag::EXTERNAL) != 0 {
                 continue;
@@ -517,7 +528,7 @@ impl GraphAllocator {
                     self.buffer_types[b].name()
                 ))
             })?;
-            if ctx.placement(t) == Some(Placement { buffer, offset }) {
+            if !all && ctx.placement(t) == Some(Placement { buffer, offset }) {
                 // Bound by the last call (a graph computed again): nothing moves.
                 continue;
             }

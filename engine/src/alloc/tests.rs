@@ -524,3 +524,33 @@ fn the_allocator_can_move_between_threads() {
     send_sync::<GraphAllocator>();
     send_sync::<PlanSizes>();
 }
+
+#[test]
+fn placing_initializes_tensors_and_a_new_plan_resets_the_buffers_first() {
+    let buft_arc = host("hooks");
+    // The counters live in the type, shared by its buffers: read them through a downcast.
+    let hooks = |b: &Arc<dyn BufferType>| {
+        let t = b.as_any().downcast_ref::<TestBufferType>().unwrap();
+        (t.init_tensor_calls(), t.reset_calls())
+    };
+    let mut ctx = Context::new();
+    let x = f32_1d(&mut ctx, 16, "x");
+    ctx.alloc_tensors(&[x], &buft_arc, BufferUsage::Any).unwrap();
+    assert_eq!(hooks(&buft_arc), (1, 0), "placing x called init_tensor once");
+    let a = ctx.neg(x).unwrap();
+    let b = ctx.neg(a).unwrap();
+    let arena = GraphArena::new();
+    let g = graph(&ctx, &arena, &[b]);
+    let mut alloc = GraphAllocator::new(std::slice::from_ref(&buft_arc));
+    alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
+    let (inits, resets) = hooks(&buft_arc);
+    assert!(inits >= 3 && resets >= 1, "a fresh plan resets its buffer and initializes a and b: {inits}, {resets}");
+    alloc.alloc_graph(&mut ctx, g, &[], &[]).unwrap();
+    assert_eq!(hooks(&buft_arc), (inits, resets), "the same plan again moves nothing: no hook runs");
+    let c = ctx.neg(b).unwrap();
+    let arena2 = GraphArena::new();
+    let g2 = graph(&ctx, &arena2, &[c]);
+    alloc.alloc_graph(&mut ctx, g2, &[], &[]).unwrap();
+    let (inits2, resets2) = hooks(&buft_arc);
+    assert!(resets2 > resets && inits2 >= inits + 3, "another plan resets and places every tensor again");
+}

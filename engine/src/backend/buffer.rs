@@ -2,7 +2,9 @@
 
 use std::any::Any;
 
-use crate::{Error, Result};
+use gantry_arenas::TensorId;
+
+use crate::{Error, Result, TensorLayout};
 
 /// What a buffer is used for; the scheduler keeps nodes that read a
 /// `Weights` buffer on the buffer's backend.
@@ -64,8 +66,28 @@ pub trait Buffer: Send + Sync + 'static {
         self.fill(0, self.size(), value)
     }
 
-    /// Forgets any per-tensor state (nothing for plain memory).
+    /// Called when `tensor` (of `layout`) is placed at `offset` in this
+    /// buffer (ggml's `init_tensor`), after the placement was checked:
+    /// backends that keep side data per tensor (a repacked weight layout, a
+    /// descriptor) make it here; an `Err` (naming the tensor) undoes the
+    /// placement. Views are not placed (their bytes are their source's) and
+    /// get no call, as in ggml's CUDA backend. Nothing for plain memory.
+    fn init_tensor(&self, tensor: TensorId, layout: &TensorLayout, offset: usize) -> Result<()> {
+        let _ = (tensor, layout, offset);
+        Ok(())
+    }
+
+    /// Forgets all per-tensor state (ggml's `ggml_backend_buffer_reset`):
+    /// the graph allocator calls it on a compute buffer it reuses for a new
+    /// plan, before placing the plan's tensors (each with
+    /// [`Buffer::init_tensor`]) again. Nothing for plain memory.
     fn reset(&self) {}
+
+    /// Whether this is a multi-buffer's handle ([`crate::MultiBuffer`]),
+    /// whose tensors live in its chunks.
+    fn is_multi(&self) -> bool {
+        false
+    }
 
     /// For downcasting to the concrete type.
     fn as_any(&self) -> &dyn Any;

@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::{Buffer, Result, TensorLayout};
+use crate::{Buffer, Device, Result, TensorLayout};
 
 /// A kind of buffer a device allocates (ggml's `ggml_backend_buffer_type`).
 ///
@@ -34,8 +34,10 @@ pub trait BufferType: Send + Sync + 'static {
     /// Whether the memory is host memory the CPU can read and write directly.
     fn is_host(&self) -> bool;
 
-    /// Name of the device owning this buffer type.
-    fn device_name(&self) -> &str;
+    /// The device owning this buffer type (ggml's `ggml_backend_buft_get_device`):
+    /// a handle to the same device the platform lists, or `None` for memory
+    /// no device owns (a test's) and for a device that is gone.
+    fn device(&self) -> Option<Arc<dyn Device>>;
 
     /// For downcasting to the concrete type.
     fn as_any(&self) -> &dyn Any;

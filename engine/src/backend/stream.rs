@@ -4,7 +4,7 @@ use std::any::Any;
 
 use gantry_arenas::{EventId, TensorId};
 
-use crate::{Context, Device, Error, Graph, Result};
+use crate::{Context, Device, Error, Graph, GraphPlan, Result};
 
 /// How a graph computation ended (ggml's `ggml_status`).
 #[derive(Debug)]
@@ -54,6 +54,50 @@ pub trait Backend: Send + Sync + 'static {
     /// Starts computing `graph`; the result is ready after [`Backend::synchronize`].
     fn graph_compute_async(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
         self.graph_compute(ctx, graph)
+    }
+
+    /// Whether this backend makes graph plans ([`Backend::graph_plan_create`]).
+    /// The scheduler runs a split whose graph did not change from a plan
+    /// where the backend has them, and with `graph_compute_async` elsewhere.
+    fn supports_graph_plans(&self) -> bool {
+        false
+    }
+
+    /// Makes a plan for `graph`: everything about computing it that does
+    /// not depend on tensor data, done once (see [`crate::PlanTable`]).
+    /// `graph` must be allocated; a node the backend cannot compute is an
+    /// `Err` naming it, as `graph_compute` would report it.
+    fn graph_plan_create(&self, ctx: &Context, graph: Graph<'_>) -> Result<GraphPlan> {
+        let _ = (ctx, graph);
+        Err(Error::Unsupported(format!("backend {} has no graph plans", self.name())))
+    }
+
+    /// Points `plan` at `graph` (the same graph with new tensors or
+    /// placements, or another one), reusing what it can: memory, compiled
+    /// kernels, recorded work that still fits.
+    fn graph_plan_update(&self, ctx: &Context, plan: GraphPlan, graph: Graph<'_>) -> Result<()> {
+        let _ = (ctx, plan, graph);
+        Err(Error::Unsupported(format!("backend {} has no graph plans", self.name())))
+    }
+
+    /// Computes `plan`'s graph and waits for the result. A context changed
+    /// since the plan was made or updated ([`Context::revision`]) is
+    /// checked again first, so a plan never computes with stale placements.
+    fn graph_plan_compute(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        let _ = (ctx, plan);
+        ComputeStatus::Failed(Error::Unsupported(format!("backend {} has no graph plans", self.name())))
+    }
+
+    /// Starts computing `plan`'s graph; the result is ready after
+    /// [`Backend::synchronize`].
+    fn graph_plan_compute_async(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
+        self.graph_plan_compute(ctx, plan)
+    }
+
+    /// Frees `plan`; its handle is stale afterwards.
+    fn graph_plan_free(&self, plan: GraphPlan) -> Result<()> {
+        let _ = plan;
+        Err(Error::Unsupported(format!("backend {} has no graph plans", self.name())))
     }
 
     /// Waits for all submitted work.

@@ -6,18 +6,26 @@ use super::{BufferEntry, Context, Placement};
 use crate::{DType, Error, Result, check_range};
 
 impl Context {
-    fn check_tensor_range(&self, t: TensorId, offset: usize, len: usize) -> Result<(&BufferEntry, Placement)> {
+    /// `t`'s buffer and placement for an access of `len` bytes at `offset`
+    /// inside the tensor; `None` for an empty access, which needs no memory
+    /// (ggml's set/get/memset of zero bytes return before looking at the
+    /// buffer, so a tensor without memory takes them quietly).
+    fn check_tensor_range(&self, t: TensorId, offset: usize, len: usize) -> Result<Option<(&BufferEntry, Placement)>> {
         let nbytes = self.desc(t)?.nbytes();
         if offset.checked_add(len).is_none_or(|end| end > nbytes) {
             // Only the failing path pays for the description.
             check_range(&self.describe(t), nbytes, offset, len)?;
         }
-        self.tensor_buffer(t)
+        if len == 0 {
+            return Ok(None);
+        }
+        self.tensor_buffer(t).map(Some)
     }
 
-    /// Writes `data` into `t`'s bytes at `offset` (within `nbytes`).
+    /// Writes `data` into `t`'s bytes at `offset` (within `nbytes`). Writing
+    /// nothing succeeds even when `t` has no memory.
     pub fn write_tensor_bytes(&self, t: TensorId, offset: usize, data: &[u8]) -> Result<()> {
-        let (entry, p) = self.check_tensor_range(t, offset, data.len())?;
+        let Some((entry, p)) = self.check_tensor_range(t, offset, data.len())? else { return Ok(()) };
         if !entry.buffer.is_writable() {
             return Err(Error::Unsupported(format!("tensor {} is in read-only memory", self.describe(t))));
         }
@@ -26,24 +34,27 @@ impl Context {
 
     /// Writes all of `t`'s bytes from where its buffer's device already has
     /// them ([`crate::Buffer::write_from_cache`]): `Ok(false)` when it has
-    /// not, and nothing was written.
+    /// not, and nothing was written. Writing nothing succeeds even when `t`
+    /// has no memory.
     pub fn write_tensor_from_cache(&self, t: TensorId, data: &[u8]) -> Result<bool> {
-        let (entry, p) = self.check_tensor_range(t, 0, data.len())?;
+        let Some((entry, p)) = self.check_tensor_range(t, 0, data.len())? else { return Ok(true) };
         if !entry.buffer.is_writable() {
             return Err(Error::Unsupported(format!("tensor {} is in read-only memory", self.describe(t))));
         }
         entry.buffer.write_from_cache(p.offset, data)
     }
 
-    /// Reads `out.len()` bytes of `t` at `offset` (within `nbytes`).
+    /// Reads `out.len()` bytes of `t` at `offset` (within `nbytes`); reading
+    /// nothing succeeds even when `t` has no memory.
     pub fn read_tensor_bytes(&self, t: TensorId, offset: usize, out: &mut [u8]) -> Result<()> {
-        let (entry, p) = self.check_tensor_range(t, offset, out.len())?;
+        let Some((entry, p)) = self.check_tensor_range(t, offset, out.len())? else { return Ok(()) };
         entry.buffer.read(p.offset + offset, out)
     }
 
-    /// Sets `len` bytes of `t` at `offset` to `value`.
+    /// Sets `len` bytes of `t` at `offset` to `value`; setting none
+    /// succeeds even when `t` has no memory.
     pub fn fill_tensor_bytes(&mut self, t: TensorId, offset: usize, len: usize, value: u8) -> Result<()> {
-        let (entry, p) = self.check_tensor_range(t, offset, len)?;
+        let Some((entry, p)) = self.check_tensor_range(t, offset, len)? else { return Ok(()) };
         if !entry.buffer.is_writable() {
             return Err(Error::Unsupported(format!("tensor {} is in read-only memory", self.describe(t))));
         }
@@ -191,6 +202,22 @@ mod tests {
         assert_eq!(ctx.read_i32(t).unwrap(), values);
         let tr = ctx.view_1d(t, 2, 4).unwrap();
         assert_eq!(ctx.read_i32(tr).unwrap(), &values[1..]);
+    }
+
+    #[test]
+    fn zero_byte_accesses_need_no_memory_and_others_name_the_tensor() {
+        let mut ctx = Context::new();
+        let t = ctx.tensor(DType::F32, [4]).unwrap();
+        ctx.set_name(t, "nowhere").unwrap();
+        ctx.write_tensor_bytes(t, 0, &[]).unwrap();
+        ctx.write_tensor_bytes(t, 16, &[]).unwrap();
+        ctx.read_tensor_bytes(t, 8, &mut []).unwrap();
+        ctx.fill_tensor_bytes(t, 4, 0, 7).unwrap();
+        let beyond = ctx.write_tensor_bytes(t, 17, &[]).unwrap_err().to_string();
+        assert!(beyond.contains("'nowhere'"), "an empty access past the end is still out of range: {beyond}");
+        let err = ctx.write_tensor_bytes(t, 0, &[1]).unwrap_err().to_string();
+        assert!(err.contains("'nowhere'") && err.contains("not allocated"), "{err}");
+        assert!(ctx.fill_tensor_bytes(t, 0, 1, 0).is_err() && ctx.read_tensor_bytes(t, 0, &mut [0]).is_err());
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct BufferEntry {
     pub buffer_type: Arc<dyn BufferType>,
     /// What it holds.
     pub usage: BufferUsage,
+    /// A multi-buffer's chunks (each a buffer of its own); empty otherwise.
+    pub chunks: Vec<BufferId>,
 }
 
 /// A point in the tensor table to [`Context::rewind`] to.

@@ -7,7 +7,9 @@ use crate::{Error, Result, check_range};
 
 impl Context {
     /// Places `t` at `offset` in `buffer`. The tensor must not be a view, must
-    /// fit in the buffer, and the offset must respect the buffer type's alignment.
+    /// fit in the buffer, and the offset must respect the buffer type's
+    /// alignment; the buffer's [`crate::Buffer::init_tensor`] hook is called
+    /// then (its `Err` leaves `t` where it was).
     pub fn place(&mut self, t: TensorId, buffer: BufferId, offset: usize) -> Result<()> {
         let desc = self.desc(t)?;
         if desc.view_src.is_some() {
@@ -17,6 +19,15 @@ impl Context {
             });
         }
         let entry = self.buffer(buffer)?;
+        if entry.buffer.is_multi() {
+            return Err(Error::InvalidTensor {
+                tensor: self.describe(t),
+                reason: format!(
+                    "a {} multi-buffer holds no bytes itself: place it in one of its chunks",
+                    entry.buffer_type.name()
+                ),
+            });
+        }
         let align = entry.buffer_type.alignment();
         if !offset.is_multiple_of(align) {
             return Err(Error::InvalidTensor {
@@ -30,6 +41,10 @@ impl Context {
         let size = entry.buffer_type.alloc_size(&desc.layout());
         check_range(entry.buffer_type.name(), entry.buffer.size(), offset, size)
             .map_err(|e| Error::InvalidTensor { tensor: self.describe(t), reason: e.to_string() })?;
+        entry.buffer.init_tensor(t, &desc.layout(), offset).map_err(|e| Error::InvalidTensor {
+            tensor: self.describe(t),
+            reason: format!("{} buffer refused it at offset {offset}: {e}", entry.buffer_type.name()),
+        })?;
         self.placements.insert(t, Placement { buffer, offset });
         self.revision += 1;
         Ok(())

@@ -23,7 +23,10 @@ impl Context {
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         const OP: &str = "MUL_MAT";
         let da = self.src(OP, a)?;
-        let db = self.expect_dtype(OP, b, &[DType::F32])?;
+        // F32 activations, or activations already quantized to a weight
+        // type's dot partner (backends that cannot take those say so in
+        // `supports_op`, and the scheduler places the node elsewhere).
+        let db = self.expect_dtype(OP, b, &[DType::F32, DType::Q8_0, DType::Q8_1, DType::Q8_K])?;
         if da.dtype == DType::I32 {
             return Err(op_err!(OP, "{} has dtype i32, which has no product", self.describe(a)));
         }

@@ -4,11 +4,12 @@
 use gantry_arenas::{EventId, TensorId};
 
 use super::pipeline::{SlotGuard, event_index};
+use super::plans::SplitPlans;
 use super::split::SplitTables;
 use super::tables::Assignments;
 use super::{BackendIndex, BackendSet};
 use crate::alloc::TensorTable;
-use crate::{Context, Error, Graph, Result, TensorFlags};
+use crate::{Context, Error, Graph, Result, TensorFlags, tensor_copy_async_with};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
 /// "do you want to see this node?" — then, once it is computed and its
@@ -42,14 +43,17 @@ impl ComputeInputs<'_> {
 
 /// Runs every split of `graph` in order. Returns `Ok` when all ran or the
 /// eval callback asked to stop; a failed backend status is an `Err` naming
-/// the backend and split.
+/// the backend and split. Without a callback, splits run from their graph
+/// plans in `plans` from the placement's second compute on ([`SplitPlans`]).
 pub fn compute_splits(
     ctx: &Context,
     graph: Graph<'_>,
     inputs: &ComputeInputs<'_>,
+    plans: &mut SplitPlans,
     mut callback: Option<&mut EvalCallback>,
 ) -> Result<()> {
     let set = inputs.set;
+    let use_plans = callback.is_none() && plans.begin(inputs.tables.splits.len());
     for (s, split) in inputs.tables.splits.iter().enumerate() {
         let backend = set.backend(split.backend);
         let _span =
@@ -66,9 +70,10 @@ pub fn compute_splits(
             let input_backend = set.backend(inputs.assigned.of(inputs.table, input).unwrap_or(set.cpu()));
             slot.copy_input(
                 user_input,
-                || backend.cpy_tensor_async(input_backend.as_ref(), ctx, input, copy),
-                || input_backend.synchronize(),
                 || ctx.copy_tensor(input, copy),
+                |wait_slot| {
+                    tensor_copy_async_with(ctx, input_backend.as_ref(), backend.as_ref(), input, copy, wait_slot)
+                },
             )?;
         }
         let nodes = &graph.nodes()[split.nodes.clone()];
@@ -78,6 +83,10 @@ pub fn compute_splits(
             e => Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") },
         };
         match callback.as_deref_mut() {
+            None if use_plans => plans
+                .compute_async(s, split.backend, backend.as_ref(), ctx, Graph::from_parts(nodes, &[], &[]))
+                .into_result()
+                .map_err(fail)?,
             None => backend.graph_compute_async(ctx, Graph::from_parts(nodes, &[], &[])).into_result().map_err(fail)?,
             Some(cb) => {
                 let mut j0 = 0;

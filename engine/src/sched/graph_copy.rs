@@ -16,7 +16,8 @@ pub struct GraphCopy {
     pub nodes: Vec<TensorId>,
     /// The copied leafs, in the original order.
     pub leafs: Vec<TensorId>,
-    /// The buffer holding every copied tensor.
+    /// The multi-buffer holding every copied tensor (in chunks of at most
+    /// the backend buffer type's `max_size`).
     pub buffer: BufferId,
     map: HashMap<TensorId, TensorId>,
 }
@@ -41,9 +42,11 @@ impl GraphCopy {
     }
 }
 
-/// Copies every tensor of the allocated `graph` into one buffer of
-/// `backend`'s buffer type: views are re-created over the copied sources,
-/// everything else gets the original's bytes.
+/// Copies every tensor of the allocated `graph` into a multi-buffer of
+/// `backend`'s buffer type (as many chunks as its `max_size` demands):
+/// views are re-created over the copied sources, everything else gets the
+/// original's bytes. A single tensor larger than `max_size` is an `Err`
+/// naming it; on an error the copies made so far are removed.
 pub fn graph_copy(ctx: &mut Context, graph: Graph<'_>, backend: &dyn Backend) -> Result<GraphCopy> {
     // Every tensor the graph touches: nodes, leafs, and their view sources.
     let mut order: Vec<TensorId> = Vec::new();
@@ -66,52 +69,81 @@ pub fn graph_copy(ctx: &mut Context, graph: Graph<'_>, backend: &dyn Backend) ->
     for &t in graph.leafs().iter().chain(graph.nodes()) {
         visit(t, &mut order, ctx)?;
     }
+    // Pack the roots into chunks of at most the buffer type's max size
+    // (wgpu binds at most 128 MiB on many adapters), one multi-buffer over them.
     let buft = backend.device().buffer_type();
-    let align = buft.alignment();
-    let mut size = 0usize;
+    let (align, max_size) = (buft.alignment(), buft.max_size());
+    let mut chunk_sizes: Vec<usize> = vec![0];
     let mut offsets = HashMap::new();
     for &t in &order {
         let d = ctx.desc(t)?;
         if d.view_src.is_none() {
-            offsets.insert(t, size);
-            size = size
-                .checked_add(buft.alloc_size(&d.layout()))
-                .map(|s| s.next_multiple_of(align))
-                .ok_or_else(|| Error::Overflow("graph copy size".into()))?;
+            let size = buft
+                .alloc_size(&d.layout())
+                .checked_next_multiple_of(align)
+                .ok_or_else(|| Error::Overflow(format!("graph copy of {}", ctx.describe(t))))?;
+            if size > max_size {
+                return Err(Error::InvalidTensor {
+                    tensor: ctx.describe(t),
+                    reason: format!(
+                        "needs {size} bytes, more than {}'s largest buffer of {max_size} bytes",
+                        buft.name()
+                    ),
+                });
+            }
+            let last = chunk_sizes.len() - 1;
+            if chunk_sizes[last] > 0 && chunk_sizes[last] + size > max_size {
+                chunk_sizes.push(0);
+            }
+            let chunk = chunk_sizes.len() - 1;
+            offsets.insert(t, (chunk, chunk_sizes[chunk]));
+            chunk_sizes[chunk] += size;
         }
     }
-    let buffer = ctx.alloc_buffer(&buft, size, BufferUsage::Compute)?;
+    let buffer = ctx.alloc_multi_buffer(&buft, &chunk_sizes, BufferUsage::Compute)?;
+    let chunks = ctx.buffer_chunks(buffer)?.to_vec();
     let mut map = HashMap::new();
-    // Roots first (no view source), then views over the copied roots.
-    for pass_views in [false, true] {
+    let filled = (|| -> Result<()> {
+        // Roots first (no view source), then views over the copied roots.
+        for pass_views in [false, true] {
+            for &t in &order {
+                let d = *ctx.desc(t)?;
+                if d.view_src.is_some() != pass_views {
+                    continue;
+                }
+                let mut copy = d;
+                copy.view_src = d.view_src.and_then(|v| map.get(&v).copied());
+                let id = ctx.insert_scratch(copy);
+                if !pass_views {
+                    let (chunk, offset) = offsets[&t];
+                    ctx.place(id, chunks[chunk], offset)?;
+                }
+                map.insert(t, id);
+            }
+        }
+        // Rewire sources to the copies, then copy the bytes of every root.
+        for (&orig, &copy) in &map {
+            let srcs = ctx.desc(orig)?.srcs;
+            let mut remapped = [None; MAX_SRC];
+            for (j, s) in srcs.iter().enumerate() {
+                remapped[j] = s.and_then(|s| map.get(&s).copied());
+            }
+            ctx.desc_mut(copy)?.srcs = remapped;
+        }
         for &t in &order {
-            let d = *ctx.desc(t)?;
-            if d.view_src.is_some() != pass_views {
-                continue;
+            let d = ctx.desc(t)?;
+            if d.view_src.is_none() && d.nbytes() > 0 && ctx.is_allocated(t) {
+                ctx.copy_tensor(t, map[&t])?;
             }
-            let mut copy = d;
-            copy.view_src = d.view_src.and_then(|v| map.get(&v).copied());
-            let id = ctx.insert_scratch(copy);
-            if !pass_views {
-                ctx.place(id, buffer, offsets[&t])?;
-            }
-            map.insert(t, id);
         }
-    }
-    // Rewire sources to the copies, then copy the bytes of every root.
-    for (&orig, &copy) in &map {
-        let srcs = ctx.desc(orig)?.srcs;
-        let mut remapped = [None; MAX_SRC];
-        for (j, s) in srcs.iter().enumerate() {
-            remapped[j] = s.and_then(|s| map.get(&s).copied());
+        Ok(())
+    })();
+    if let Err(e) = filled {
+        for &t in map.values() {
+            let _ = ctx.remove(t);
         }
-        ctx.desc_mut(copy)?.srcs = remapped;
-    }
-    for &t in &order {
-        let d = ctx.desc(t)?;
-        if d.view_src.is_none() && d.nbytes() > 0 && ctx.is_allocated(t) {
-            ctx.copy_tensor(t, map[&t])?;
-        }
+        let _ = ctx.free_buffer(buffer);
+        return Err(e);
     }
     let nodes = graph.nodes().iter().map(|t| map[t]).collect();
     let leafs = graph.leafs().iter().map(|t| map[t]).collect();
@@ -147,4 +179,61 @@ pub fn compare_backends(
     })();
     copy.free(ctx)?;
     result
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testing::TestBufferType;
+    use crate::testing::mock_devices::{all_ops, gpu_with};
+    use crate::{DType, GraphArena};
+
+    #[test]
+    fn a_graph_larger_than_max_size_is_copied_into_a_multi_buffer() {
+        let mut ctx = Context::new();
+        let host = TestBufferType::host("host", 32).shared();
+        let a = ctx.tensor(DType::F32, [40]).unwrap();
+        let b = ctx.tensor(DType::F32, [40]).unwrap();
+        let s = ctx.add(a, b).unwrap();
+        let v = ctx.view_1d(s, 10, 4 * 5).unwrap();
+        let y = ctx.neg(v).unwrap();
+        ctx.alloc_tensors(&[a, b, s, y], &host, BufferUsage::Any).unwrap();
+        ctx.set_f32(a, &(0..40).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+        ctx.set_f32(b, &[0.5; 40]).unwrap();
+        ctx.set_f32(s, &[7.0; 40]).unwrap();
+        let arena = GraphArena::new();
+        let graph = ctx.build_graph(&arena, &[y]).unwrap();
+        // 160-byte tensors, buffers of at most 200 bytes: one chunk each.
+        let small = TestBufferType::device("small", 32).with_max_size(200).shared();
+        let gpu = gpu_with("Small", all_ops, small);
+        let copy = graph_copy(&mut ctx, graph, gpu.as_ref()).unwrap();
+        assert!(ctx.is_multi_buffer(copy.buffer).unwrap());
+        let chunks = ctx.buffer_chunks(copy.buffer).unwrap().to_vec();
+        assert_eq!(chunks.len(), 4, "a, b, s and y in chunks of their own");
+        for t in [a, b, s] {
+            let c = copy.copy_of(t).unwrap();
+            assert_eq!(ctx.read_f32(c).unwrap(), ctx.read_f32(t).unwrap());
+            assert!(chunks.contains(&ctx.placement(c).unwrap().buffer));
+        }
+        assert_eq!(
+            ctx.read_f32(copy.copy_of(v).unwrap()).unwrap(),
+            vec![7.0; 10],
+            "the view follows its copied source"
+        );
+        ctx.set_buffer_usage(copy.buffer, BufferUsage::Weights).unwrap();
+        assert!(chunks.iter().all(|&c| ctx.buffer(c).unwrap().usage == BufferUsage::Weights), "usage on every chunk");
+        ctx.clear_buffer(copy.buffer, 0).unwrap();
+        assert_eq!(ctx.read_f32(copy.copy_of(a).unwrap()).unwrap(), vec![0.0; 40], "clear of every chunk");
+        let err = ctx.place(a, copy.buffer, 0).unwrap_err().to_string();
+        assert!(err.contains("multi-buffer") && err.contains("chunks"), "{err}");
+        copy.free(&mut ctx).unwrap();
+        assert!(chunks.iter().all(|&c| ctx.buffer(c).is_err()), "freeing the handle frees the chunks");
+
+        // One tensor larger than any buffer: an error naming it, nothing left behind.
+        let tiny = gpu_with("Tiny", all_ops, TestBufferType::device("tiny", 32).with_max_size(100).shared());
+        let before = ctx.buffers().count();
+        let err = graph_copy(&mut ctx, graph, tiny.as_ref()).unwrap_err().to_string();
+        assert!(err.contains("tiny") && err.contains("largest buffer"), "{err}");
+        assert_eq!(ctx.buffers().count(), before);
+    }
 }

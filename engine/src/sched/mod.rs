@@ -13,8 +13,9 @@
 //!    copies [pass 5];
 //! 4. [`alloc`] — plan and bind memory over every backend's buffer type with
 //!    the graph allocator; rotate pipeline copies;
-//! 5. [`compute`] — copy inputs in, run each split, record events
-//!    ([`pipeline`]), call the eval callback.
+//! 5. [`compute`] — copy inputs in, run each split (from its backend's
+//!    graph plan once the placement is computed again: [`plans`]), record
+//!    events ([`pipeline`]), call the eval callback.
 //!
 //! [`placement`] runs the first three in order. The same graph placed again
 //! in a context nothing changed since keeps its placement ([`reuse`]): the
@@ -38,6 +39,7 @@ pub mod graph_copy;
 pub mod graphviz;
 pub mod pipeline;
 pub mod placement;
+pub mod plans;
 pub mod reuse;
 mod scheduler;
 pub mod split;

@@ -71,17 +71,15 @@ impl<S: PipelineStream + ?Sized> SlotGuard<'_, S> {
 
     /// Copies one input into the slot. A user input is copied by the host at
     /// once (`host_copy`), after [`SlotGuard::host_wait`]: the user may
-    /// overwrite it as soon as compute returns. Any other input is copied by
-    /// the stream (`stream_copy` submits it and returns `false` when the
-    /// stream cannot); the stream first waits for the slot's event. When it
-    /// cannot copy, the source's stream is synchronized (`sync_source`) and
-    /// the host copies after waiting for the slot.
+    /// overwrite it as soon as compute returns. Any other input is copied
+    /// by `copy_async` (the scheduler's: [`crate::tensor_copy_async_with`])
+    /// once the stream waits for the slot's event; it is handed the slot
+    /// wait, for a copy that falls back to the host.
     pub fn copy_input(
         &self,
         user_input: bool,
-        stream_copy: impl FnOnce() -> Result<bool>,
-        sync_source: impl FnOnce() -> Result<()>,
         host_copy: impl FnOnce() -> Result<()>,
+        copy_async: impl FnOnce(&dyn Fn() -> Result<()>) -> Result<()>,
     ) -> Result<()> {
         if user_input {
             self.host_wait()?;
@@ -91,12 +89,7 @@ impl<S: PipelineStream + ?Sized> SlotGuard<'_, S> {
             Some(ev) => self.stream.stream_wait(ev)?,
             None => self.stream.host_synchronize()?,
         }
-        if !stream_copy()? {
-            sync_source()?;
-            self.host_wait()?;
-            host_copy()?;
-        }
-        Ok(())
+        copy_async(&|| self.host_wait())
     }
 
     /// After the split's compute is submitted: the slot is free again once

@@ -10,6 +10,7 @@ use super::describe::{debug_level_from_env, describe_splits};
 use super::graphviz::to_dot;
 use super::pipeline::next_copy;
 use super::placement::{PlacementInputs, RunTables, place_graph};
+use super::plans::SplitPlans;
 use super::reuse::PlacedGraph;
 use super::split::{Split, SplitParams};
 use super::tables::Pins;
@@ -89,6 +90,8 @@ pub struct Scheduler {
     rotation: PipelineRotation,
     /// Graphs placed from scratch so far.
     placements: u64,
+    /// The current placement's graph plans, one per split.
+    plans: SplitPlans,
     debug: u8,
 }
 
@@ -119,6 +122,7 @@ impl Scheduler {
             placed: PlacedGraph::default(),
             rotation: PipelineRotation::default(),
             placements: 0,
+            plans: SplitPlans::default(),
             debug: debug_level_from_env(),
         };
         sched.make_events()?;
@@ -252,6 +256,7 @@ impl Scheduler {
 
     /// Removes the current placement's copies from `ctx` and forgets it.
     fn discard_placement(&mut self, ctx: &mut Context) {
+        self.plans.release(&self.set);
         self.run.split.undo(ctx);
         self.placed.forget();
         self.rotation.bound();
@@ -308,7 +313,7 @@ impl Scheduler {
             n_copies: self.params.n_copies,
             events: &self.events,
         };
-        let result = compute_splits(ctx, graph, &inputs, self.eval_callback.as_mut());
+        let result = compute_splits(ctx, graph, &inputs, &mut self.plans, self.eval_callback.as_mut());
         // Backends have taken what they need from the graph: restore the user's sources.
         self.run.split.unapply(ctx);
         self.cur_copy = next_copy(self.cur_copy, self.params.n_copies);
@@ -418,6 +423,12 @@ impl Scheduler {
         self.placements
     }
 
+    /// Graph plans the current placement's splits run from (made at a
+    /// placement's second compute, where the backend has plans).
+    pub fn graph_plans_live(&self) -> usize {
+        self.plans.live()
+    }
+
     /// Pipeline copies.
     pub fn n_copies(&self) -> usize {
         self.params.n_copies
@@ -443,6 +454,7 @@ impl Scheduler {
 
 impl Drop for Scheduler {
     fn drop(&mut self) {
+        self.plans.release(&self.set);
         self.free_events();
     }
 }

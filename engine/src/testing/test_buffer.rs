@@ -49,6 +49,14 @@ pub struct TestBufferType {
     writable: bool,
     fill: u8,
     allocated: AtomicUsize,
+    hooks: Arc<HookCalls>,
+}
+
+/// How often the per-tensor hooks of a test type's buffers were called.
+#[derive(Debug, Default)]
+struct HookCalls {
+    init_tensor: AtomicUsize,
+    reset: AtomicUsize,
 }
 
 impl TestBufferType {
@@ -61,6 +69,7 @@ impl TestBufferType {
             writable: true,
             fill: 0,
             allocated: AtomicUsize::new(0),
+            hooks: Arc::default(),
         }
     }
 
@@ -114,6 +123,16 @@ impl TestBufferType {
         Arc::new(self)
     }
 
+    /// Calls of [`Buffer::init_tensor`] on this type's buffers so far.
+    pub fn init_tensor_calls(&self) -> usize {
+        self.hooks.init_tensor.load(Ordering::Relaxed)
+    }
+
+    /// Calls of [`Buffer::reset`] on this type's buffers so far.
+    pub fn reset_calls(&self) -> usize {
+        self.hooks.reset.load(Ordering::Relaxed)
+    }
+
     /// Number of buffers allocated so far.
     pub fn buffers_allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
@@ -128,6 +147,7 @@ impl TestBufferType {
             bytes: Bytes::Borrowed(memory),
             host_ptr: true,
             writable: false,
+            hooks: self.hooks.clone(),
         })
     }
 }
@@ -155,7 +175,14 @@ impl BufferType for TestBufferType {
         };
         self.allocated.fetch_add(1, Ordering::Relaxed);
         let host_ptr = matches!(self.memory, Memory::Host | Memory::Device { host_ptr: true });
-        Ok(Box::new(TestBuffer { name: self.name.clone(), size, bytes, host_ptr, writable: self.writable }))
+        Ok(Box::new(TestBuffer {
+            name: self.name.clone(),
+            size,
+            bytes,
+            host_ptr,
+            writable: self.writable,
+            hooks: self.hooks.clone(),
+        }))
     }
 
     fn alignment(&self) -> usize {
@@ -170,8 +197,8 @@ impl BufferType for TestBufferType {
         self.memory == Memory::Host
     }
 
-    fn device_name(&self) -> &str {
-        &self.name
+    fn device(&self) -> Option<Arc<dyn crate::Device>> {
+        None
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -196,6 +223,7 @@ struct TestBuffer {
     bytes: Bytes,
     host_ptr: bool,
     writable: bool,
+    hooks: Arc<HookCalls>,
 }
 
 // SAFETY: the buffer owns (or keeps alive) its memory; every access goes
@@ -236,6 +264,15 @@ impl TestBuffer {
 impl Buffer for TestBuffer {
     fn size(&self) -> usize {
         self.size
+    }
+
+    fn init_tensor(&self, _tensor: crate::TensorId, layout: &crate::TensorLayout, offset: usize) -> Result<()> {
+        self.hooks.init_tensor.fetch_add(1, Ordering::Relaxed);
+        check_range(&self.name, self.size, offset, layout.nbytes())
+    }
+
+    fn reset(&self) {
+        self.hooks.reset.fetch_add(1, Ordering::Relaxed);
     }
 
     fn host_ptr(&self) -> Option<*mut u8> {

@@ -53,6 +53,19 @@ pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, shared: &mut Vec<
     if d.nelements() == 0 {
         return Ok(());
     }
+    dispatch(ctx, t, &d, par, shared)
+}
+
+/// Whether `compute_node` does anything for `d`: views and empty tensors
+/// compute nothing.
+pub fn computes_anything(d: &TensorDesc) -> bool {
+    !d.op.is_empty() && d.nelements() > 0
+}
+
+/// Runs node `t`'s kernel: `t` was checked with [`supports_op`] (by
+/// `compute_node`, or by a plan against the same context revision).
+pub fn dispatch(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
+    let d = *d;
     match d.op {
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(()),
         Op::Cpy | Op::Cont | Op::Dup => copy::compute(ctx, t, &d, par),
@@ -72,8 +85,31 @@ pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, shared: &mut Vec<
     }
 }
 
+/// Floats of the backend's shared scratch node `t` needs on `n_threads`
+/// threads (a graph plan sizes it once for all its nodes).
+pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize) -> Result<usize> {
+    match d.op {
+        Op::MulMat => mul_mat::work_floats(ctx, t, d, n_threads),
+        _ => Ok(0),
+    }
+}
+
+/// Grows the shared scratch to `len` floats; a failed allocation is
+/// [`Error::OutOfMemory`], which the backend reports as
+/// `ComputeStatus::AllocFailed`.
+pub fn grow_scratch(shared: &mut Vec<f32>, len: usize) -> Result<()> {
+    if shared.len() < len {
+        shared.try_reserve_exact(len - shared.len()).map_err(|_| Error::OutOfMemory {
+            buffer_type: "CPU compute scratch".into(),
+            size: len.saturating_mul(size_of::<f32>()),
+        })?;
+        shared.resize(len, 0.0);
+    }
+    Ok(())
+}
+
 /// The error for a node the CPU cannot compute, listing the source dtypes.
-fn unsupported(ctx: &Context, t: TensorId, d: &TensorDesc) -> Error {
+pub fn unsupported(ctx: &Context, t: TensorId, d: &TensorDesc) -> Error {
     let srcs: Vec<String> = d.sources().map(|s| ctx.describe(s)).collect();
     Error::Unsupported(format!(
         "the CPU backend cannot compute {} {} from [{}]",

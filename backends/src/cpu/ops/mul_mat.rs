@@ -46,7 +46,14 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
         Some(Src0Path::Quantized) => a.ne[0] <= a.dtype.block_size() || a.nb[0] == a.dtype.bytes_per_block(),
         None => false,
     };
-    weights_ok && b.dtype == DType::F32 && d.dtype == DType::F32
+    // The activations in F32, or already in the weights' dot partner
+    // (Q8_0 / Q8_1 / Q8_K, as ggml's CPU backend takes them): whole blocks.
+    let acts_ok = b.dtype == DType::F32
+        || matches!(src0_path(a.dtype), Some(Src0Path::Quantized))
+            && crate::cpu::quant::dot_partner(a.dtype) == Some(b.dtype)
+            && b.ne[0].is_multiple_of(b.dtype.block_size())
+            && b.nb[0] == b.dtype.bytes_per_block();
+    weights_ok && acts_ok && d.dtype == DType::F32
 }
 
 /// How a src0 dtype is multiplied.
@@ -211,9 +218,26 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     if dims.n <= DOT_MAX_COLS {
         mul_mat_dots(&a, kernels, &b, &dst, dims, par);
     } else {
-        mul_mat_gemm(&a, kernels, &b, &dst, dims, par, shared);
+        mul_mat_gemm(&a, kernels, &b, &dst, dims, par, shared)?;
     }
     Ok(())
+}
+
+/// Floats of the shared scratch node `t` needs on `n_threads` threads: the
+/// quantized path's packed columns and driver scratch, or the gemm path's
+/// converted weight rows (an upper bound: sizing it once is the point).
+pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize) -> Result<usize> {
+    let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else {
+        return Err(shape_err(ctx, t, d, "missing a source"));
+    };
+    let (k, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    Ok(match src0_path(a.dtype) {
+        Some(Src0Path::Quantized) if k > 0 => {
+            mul_mat_quant::work_floats(a.dtype, k, n * b.ne[2] * b.ne[3], n_threads.max(1))?
+        }
+        Some(Src0Path::Plain(kernels)) if n > DOT_MAX_COLS && !kernels.in_place => CONVERT_BLOCK_ROWS.min(m) * k,
+        _ => 0,
+    })
 }
 
 /// One weight matrix times one column (token generation with F16 / F32
@@ -407,7 +431,7 @@ fn mul_mat_gemm(
     dims: Dims,
     par: &Par<'_>,
     shared: &mut Vec<f32>,
-) {
+) -> Result<()> {
     let Dims { k, m, n, .. } = dims;
     let per_batch = m * n * k;
     let f = size_of::<f32>();
@@ -433,7 +457,7 @@ fn mul_mat_gemm(
                 }
             }
         });
-        return;
+        return Ok(());
     }
     let threads = Parallelism::Rayon(par.n_threads());
     let a_batches = a.ne[2] * a.ne[3];
@@ -454,9 +478,7 @@ fn mul_mat_gemm(
             continue;
         }
         let block = CONVERT_BLOCK_ROWS.min(m);
-        if shared.len() < block * k {
-            shared.resize(block * k, 0.0);
-        }
+        super::grow_scratch(shared, block * k)?;
         for r0 in (0..m).step_by(block) {
             let rows = block.min(m - r0);
             let out = SendPtr(shared.as_mut_ptr());
@@ -480,4 +502,5 @@ fn mul_mat_gemm(
             }
         }
     }
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! MUL_MAT with quantized src0 (Q4_0 … Q6_K weights) and F32 src1, through
+//! MUL_MAT with quantized src0 (Q4_0 … Q6_K weights) and F32 src1 (or src1
+//! already in the weights' dot partner, unpacked first), through
 //! the quantized driver [`quant_mul_mat`]: the activations are quantized
 //! once per compute to the weights' dot partner and multiplied with integer
 //! dot products.
@@ -49,6 +50,13 @@ fn batches_continue(t: &Bound) -> bool {
     (t.ne[2] <= 1 || t.nb[2] == t.ne[1] * t.nb[1]) && (t.ne[3] <= 1 || t.nb[3] == t.ne[2] * t.nb[2])
 }
 
+/// Floats of shared scratch a product of `total_cols` columns of `k`
+/// values needs at most (packed columns and the driver's scratch).
+pub fn work_floats(dtype: DType, k: usize, total_cols: usize, threads: usize) -> Result<usize> {
+    let scratch_bytes = quant_mul_mat_scratch_size(dtype, k, total_cols, threads)?;
+    Ok(total_cols * k + scratch_bytes.div_ceil(size_of::<f32>()))
+}
+
 pub fn compute(
     ctx: &Context,
     t: TensorId,
@@ -76,7 +84,9 @@ pub fn compute(
     let Some(row_bytes) = row_bytes.filter(|_| a.rows_are_dense()) else {
         return Err(shape_err(ctx, t, d, format!("{} weights need dense rows of whole blocks", a.dtype)));
     };
-    let columns = if b.rows_are_dense() && batches_continue(b) {
+    // Activations already in the dot partner are unpacked to F32 columns
+    // (the driver quantizes them again, to the same blocks).
+    let columns = if b.dtype == DType::F32 && b.rows_are_dense() && batches_continue(b) {
         Columns::InPlace { stride: b.nb[1] / f }
     } else {
         Columns::Packed
@@ -88,9 +98,7 @@ pub fn compute(
     let scratch_bytes = quant_mul_mat_scratch_size(a.dtype, k, total_cols, threads)?;
     // The packed columns first (f32), then the driver's scratch (bytes).
     let need = packed_len + scratch_bytes.div_ceil(f);
-    if shared.len() < need {
-        shared.resize(need, 0.0);
-    }
+    super::grow_scratch(shared, need)?;
     let (packed, driver_scratch) = shared.split_at_mut(packed_len);
     let driver_scratch: &mut [u8] = bytemuck::cast_slice_mut(driver_scratch);
     if let Columns::Packed = columns {
@@ -210,7 +218,19 @@ fn pack_columns(b: &Bound, dims: Dims, out: &mut [f32], par: &Par<'_>) {
             // SAFETY: column c of the packed block is `k` floats inside `out`
             // (sized for every column), written by this thread only; the
             // source row is within src1's shape.
-            unsafe { b.load_row(j, i2, i3, std::slice::from_raw_parts_mut(out.get().add(c * k), k)) };
+            unsafe {
+                let column = std::slice::from_raw_parts_mut(out.get().add(c * k), k);
+                if b.dtype == DType::F32 {
+                    b.load_row(j, i2, i3, column);
+                } else {
+                    // A row of whole blocks (checked by `supports`).
+                    let bytes = b.dtype.row_size(k).unwrap_or(0);
+                    let row = std::slice::from_raw_parts(b.row(j, i2, i3) as *const u8, bytes);
+                    if gantry_engine::quant::dequantize_row(b.dtype, row, column).is_err() {
+                        column.fill(f32::NAN);
+                    }
+                }
+            }
         }
     });
 }

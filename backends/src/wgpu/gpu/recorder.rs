@@ -100,6 +100,17 @@ impl CommandBatch for Recorder {
     /// Writes the parameters, encodes every step into one compute pass and
     /// submits it; waits for the GPU when `wait`.
     fn submit(&mut self, wait: bool) -> Result<()> {
+        self.write_params()?;
+        let submitted = self.submit_steps(wait);
+        self.steps.clear();
+        submitted
+    }
+}
+
+impl Recorder {
+    /// Queues the write of every recorded step's parameters (before the
+    /// next submission). A graph plan does this once, when it is recorded.
+    pub fn write_params(&self) -> Result<()> {
         if self.steps.is_empty() {
             return Ok(());
         }
@@ -107,6 +118,16 @@ impl CommandBatch for Recorder {
             return Err(self.gpu.error("submit before begin"));
         };
         self.gpu.queue.write_buffer(params_buffer.raw(), 0, &self.params);
+        Ok(())
+    }
+
+    /// Encodes the recorded steps into one compute pass and submits it,
+    /// keeping them (a graph plan submits the same steps again and again);
+    /// waits for the GPU when `wait`.
+    pub fn submit_steps(&self, wait: bool) -> Result<()> {
+        if self.steps.is_empty() {
+            return Ok(());
+        }
         let mut encoder = self.gpu.encoder("gantry graph");
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -123,7 +144,6 @@ impl CommandBatch for Recorder {
             }
         }
         let commands = encoder.finish();
-        self.steps.clear();
         if wait { self.gpu.submit_and_wait(commands) } else { self.gpu.submit(commands) }
     }
 }
