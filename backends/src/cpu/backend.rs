@@ -67,7 +67,12 @@ impl CpuBackend {
     /// assert!(backend.set_n_threads(4).is_err()); // the host sizes its own pool
     /// ```
     pub fn with_pool(device: CpuDevice, pool: Arc<ThreadPool>) -> Self {
-        Self { device, state: SharedComputeState::with_pool(pool), abort: AbortSlot::default() }
+        Self {
+            device,
+            state: SharedComputeState::with_pool(pool),
+            abort: AbortSlot::default(),
+            plans: PlanTable::new(),
+        }
     }
 
     /// The number of threads kernels split work over.

@@ -2,10 +2,11 @@
 //! against the buffer's size before it is sent (and again by the server).
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use gantry_engine::{Buffer, BufferType, Error, Result, check_range};
+use gantry_engine::{Buffer, BufferType, Device, Error, Result, check_range};
 
+use super::device::{DeviceInner, RemoteDevice};
 use super::link::Link;
 use crate::remote::wire::{Request, Response, WireDevice, content_digest};
 
@@ -21,14 +22,23 @@ pub struct RemoteBufferType {
     alignment: usize,
     max_size: usize,
     weight_cache: bool,
+    /// The device this memory belongs to (gone once every handle to it is).
+    owner: Weak<DeviceInner>,
 }
 
 impl RemoteBufferType {
-    pub(crate) fn new(link: Arc<Link>, device: u32, name: String, info: &WireDevice, weight_cache: bool) -> Self {
+    pub(crate) fn new(
+        link: Arc<Link>,
+        device: u32,
+        name: String,
+        info: &WireDevice,
+        weight_cache: bool,
+        owner: Weak<DeviceInner>,
+    ) -> Self {
         // The server's alignment, at least ggml's tensor alignment, as a power of two.
         let alignment = usize::try_from(info.alignment).unwrap_or(64).max(32).next_power_of_two();
         let max_size = usize::try_from(info.max_buffer).unwrap_or(usize::MAX);
-        Self { link, device, name, alignment, max_size, weight_cache }
+        Self { link, device, name, alignment, max_size, weight_cache, owner }
     }
 }
 
@@ -72,8 +82,8 @@ impl BufferType for RemoteBufferType {
         false
     }
 
-    fn device_name(&self) -> &str {
-        &self.name
+    fn device(&self) -> Option<Arc<dyn Device>> {
+        self.owner.upgrade().map(|inner| Arc::new(RemoteDevice { inner }) as Arc<dyn Device>)
     }
 
     fn as_any(&self) -> &dyn Any {

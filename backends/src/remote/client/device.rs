@@ -47,18 +47,22 @@ impl RemoteDevice {
         let info = link.welcome().devices[index as usize].clone();
         let description = format!("{} ({}) on {}", info.name, info.description, link.address());
         let cache = weight_cache && link.welcome().cached_weights > 0;
-        let buffer_type = Arc::new(RemoteBufferType::new(link.clone(), index, name.clone(), &info, cache));
-        let inner = DeviceInner {
-            link,
-            index,
-            name,
-            description,
-            info,
-            buffer_type,
-            events: EventTable::default(),
-            supported: Mutex::new(HashMap::new()),
-        };
-        Self { inner: Arc::new(inner) }
+        // The buffer type names its device through a weak link (no cycle).
+        let inner = Arc::new_cyclic(|owner| {
+            let buffer_type =
+                Arc::new(RemoteBufferType::new(link.clone(), index, name.clone(), &info, cache, owner.clone()));
+            DeviceInner {
+                link,
+                index,
+                name,
+                description,
+                info,
+                buffer_type,
+                events: EventTable::default(),
+                supported: Mutex::new(HashMap::new()),
+            }
+        });
+        Self { inner }
     }
 
     /// The device's name on its server (`"CPU"`).
