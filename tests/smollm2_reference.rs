@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
-use gantry::model::llama::{Attention, LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{Attention, DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::testing::reference_dir;
 use gantry::{Backend, Context, DType};
 
@@ -90,7 +90,7 @@ fn run(
     n_greedy: usize,
 ) -> (Vec<u32>, Vec<f32>, String) {
     let mut ctx = Context::new();
-    let model = LlamaModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
+    let model = DecoderModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
     let ids = model.tokenizer.encode(&r.prompt, false, true).unwrap();
     let params = SessionParams { n_ctx: 256, kv_dtype: DType::F32, attention, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), backends, params).unwrap();

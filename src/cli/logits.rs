@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::{Context, Error};
 
 use super::common::backends;
@@ -53,7 +53,7 @@ pub fn prompt_logits(
 ) -> Result<(Vec<u32>, Vec<f32>), Error> {
     let (_registry, backends) = backends(backend_list, threads)?;
     let mut ctx = Context::new();
-    let model = LlamaModel::load(model_path, &mut ctx, backends[0].device(), None)?;
+    let model = DecoderModel::load(model_path, &mut ctx, backends[0].device(), None)?;
     let tokens = model.tokenizer.encode(prompt, add_bos, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::model::sampler::{Sampler, SamplerParams};
 use gantry::{Context, Error};
 
@@ -68,7 +68,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let mut ctx = Context::new();
     let mut bar = ProgressBar::new("loading");
     let mut progress = |p: gantry::model::LoadProgress| bar.update(p.bytes_done, p.bytes_total);
-    let model = LlamaModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress))?;
+    let model = DecoderModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress))?;
     let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));

@@ -1,6 +1,6 @@
-//! Loading a GGUF file's tensors into a [`Context`]: over the file mapping
-//! when the device reads host memory (no copy), else copied into buffers of
-//! the device's buffer type.
+//! Loading a weights file's tensors (GGUF, safetensors) into a
+//! [`Context`]: over the file mapping when the device reads host memory (no
+//! copy), else copied into buffers of the device's buffer type.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId
 use crate::{Error, Result};
 
 use super::gguf::{Gguf, TensorInfo};
+use super::{TensorEntry, WeightsFile};
 
 /// How far loading has got, for a progress bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,12 +96,13 @@ impl LoadedWeights {
     }
 }
 
-/// Creates one tensor per GGUF tensor in `ctx` (named as in the file, shape =
-/// the file's dimensions in ggml order, contiguous) and gives them memory in
-/// buffers marked [`BufferUsage::Weights`]:
+/// Creates one tensor per tensor of `file` in `ctx` (named as in the file,
+/// shape = the file's dimensions in ggml order, contiguous) and gives them
+/// memory in buffers marked [`BufferUsage::Weights`]:
 ///
-/// - when `options.use_mmap` is set, the device's buffer type is host memory
-///   and [`Device::buffer_from_host_memory`] succeeds, in one buffer over the
+/// - when `options.use_mmap` is set, the device's buffer type is host memory,
+///   every tensor lies at an offset the buffer type's alignment allows, and
+///   [`Device::buffer_from_host_memory`] succeeds, in one buffer over the
 ///   file's bytes, each tensor where it lies in the file: nothing is copied
 ///   (the buffer is registered under [`Device::host_memory_buffer_type`]);
 /// - otherwise in buffers of the device's buffer type, with the bytes copied
@@ -108,27 +110,37 @@ impl LoadedWeights {
 ///
 /// On error nothing is left in `ctx`: the tensors and buffers made so far are removed.
 pub fn load_tensors(
-    gguf: &Gguf,
+    file: &dyn WeightsFile,
     ctx: &mut Context,
     device: &dyn Device,
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
     let LoadOptions { use_mmap, progress } = options;
-    let mut report = Progress::new(gguf, progress);
+    let entries = file.tensor_entries()?;
+    let mut report = Progress::new(&entries, progress);
     let mut made = Made::default();
     let result = if use_mmap && device.buffer_type().is_host() {
-        match load_mapped(gguf, ctx, device, &mut made, &mut report) {
+        match load_mapped(file, &entries, ctx, device, &mut made, &mut report) {
             Ok(Some(w)) => Ok(w),
-            Ok(None) => load_copied(gguf, ctx, device, &mut made, &mut report),
+            Ok(None) => load_copied(file, &entries, ctx, device, &mut made, &mut report),
             Err(e) => Err(e),
         }
     } else {
-        load_copied(gguf, ctx, device, &mut made, &mut report)
+        load_copied(file, &entries, ctx, device, &mut made, &mut report)
     };
     if result.is_err() {
         made.undo(ctx);
     }
     result
+}
+
+impl LoadedWeights {
+    /// Removes the tensors and frees the buffers from `ctx` (a model that
+    /// failed to build after its file loaded leaves nothing behind).
+    pub fn unload(self, ctx: &mut Context) {
+        let mut made = Made { tensors: self.tensors, buffers: self.buffers };
+        made.undo(ctx);
+    }
 }
 
 /// What a load created, to remove again when it fails.
@@ -148,16 +160,16 @@ impl Made {
         }
     }
 
-    fn finish(&mut self, gguf: &Gguf, mapped: bool) -> LoadedWeights {
+    fn finish(&mut self, file: &dyn WeightsFile, entries: &[TensorEntry<'_>], mapped: bool) -> LoadedWeights {
         let tensors = std::mem::take(&mut self.tensors);
         let index = tensors.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
         LoadedWeights {
-            source: gguf.source().to_owned(),
+            source: file.source().to_owned(),
             tensors,
             index,
             buffers: std::mem::take(&mut self.buffers),
             mapped,
-            bytes: gguf.tensor_bytes(),
+            bytes: entries.iter().map(|e| e.data.len()).sum(),
         }
     }
 }
@@ -168,12 +180,12 @@ struct Progress<'a> {
 }
 
 impl<'a> Progress<'a> {
-    fn new(gguf: &Gguf, callback: Option<&'a mut dyn FnMut(LoadProgress)>) -> Self {
+    fn new(entries: &[TensorEntry<'_>], callback: Option<&'a mut dyn FnMut(LoadProgress)>) -> Self {
         let state = LoadProgress {
             bytes_done: 0,
-            bytes_total: gguf.tensor_bytes(),
+            bytes_total: entries.iter().map(|e| e.data.len()).sum(),
             tensors_done: 0,
-            tensors_total: gguf.tensors().len(),
+            tensors_total: entries.len(),
         };
         Self { callback, state }
     }
@@ -191,19 +203,16 @@ impl<'a> Progress<'a> {
     }
 }
 
-fn create_tensor(gguf: &Gguf, ctx: &mut Context, made: &mut Made, info: &TensorInfo) -> Result<TensorId> {
-    let desc = info.desc().map_err(|reason| Error::InvalidModel {
-        file: gguf.source().to_owned(),
-        reason: format!("tensor '{}': {reason}", info.name),
-    })?;
-    let t = ctx.insert(desc);
-    made.tensors.push((info.name.clone(), t));
-    Ok(t)
+fn create_tensor(ctx: &mut Context, made: &mut Made, entry: &TensorEntry<'_>) -> TensorId {
+    let t = ctx.insert(entry.desc);
+    made.tensors.push((entry.name.to_owned(), t));
+    t
 }
 
 /// The no-copy path; `Ok(None)` when the device or the file's layout does not allow it.
 fn load_mapped(
-    gguf: &Gguf,
+    file: &dyn WeightsFile,
+    entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     device: &dyn Device,
     made: &mut Made,
@@ -211,23 +220,23 @@ fn load_mapped(
 ) -> Result<Option<LoadedWeights>> {
     let buft = device.host_memory_buffer_type();
     let align = buft.alignment().max(1);
-    if !gguf.tensors().iter().all(|t| gguf.tensor_file_offset(t).is_multiple_of(align)) {
+    if !entries.iter().all(|e| e.offset.is_multiple_of(align)) {
         // The buffer type wants stricter alignment than the file gives.
         return Ok(None);
     }
-    let max_tensor = gguf.tensors().iter().map(|t| t.size).max().unwrap_or(0);
-    let Ok(buffer) = device.buffer_from_host_memory(gguf.host_memory(), max_tensor) else {
+    let max_tensor = entries.iter().map(|e| e.data.len()).max().unwrap_or(0);
+    let Ok(buffer) = device.buffer_from_host_memory(file.host_memory(), max_tensor) else {
         return Ok(None);
     };
     let id = ctx.add_buffer(buffer, buft, BufferUsage::Weights);
     made.buffers.push(id);
-    for info in gguf.tensors() {
-        let t = create_tensor(gguf, ctx, made, info)?;
-        ctx.place(t, id, gguf.tensor_file_offset(info))?;
-        report.bytes(info.size);
+    for entry in entries {
+        let t = create_tensor(ctx, made, entry);
+        ctx.place(t, id, entry.offset)?;
+        report.bytes(entry.data.len());
         report.tensor_done();
     }
-    Ok(Some(made.finish(gguf, true)))
+    Ok(Some(made.finish(file, entries, true)))
 }
 
 /// Bytes copied between progress reports.
@@ -236,7 +245,8 @@ const COPY_CHUNK: usize = 8 << 20;
 /// The copying path: lay tensors out in as few buffers of the device's type
 /// as its `max_size` allows, then copy each tensor's bytes in.
 fn load_copied(
-    gguf: &Gguf,
+    file: &dyn WeightsFile,
+    entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     device: &dyn Device,
     made: &mut Made,
@@ -246,48 +256,70 @@ fn load_copied(
     let align = buft.alignment().max(1);
     let max_size = buft.max_size();
     let overflow = |what: &str| {
-        gantry_engine::Error::Overflow(format!("laying out {what} of {} in {}", gguf.source(), buft.name()))
+        gantry_engine::Error::Overflow(format!("laying out {what} of {} in {}", file.source(), buft.name()))
     };
 
-    // (tensor index, buffer number, offset) and the size of each buffer.
-    let mut layout = Vec::with_capacity(gguf.tensors().len());
+    // (buffer number, offset) of each tensor and the size of each buffer.
+    let mut layout = Vec::with_capacity(entries.len());
     let mut sizes = vec![0usize];
-    for (i, info) in gguf.tensors().iter().enumerate() {
-        let desc = info.desc().map_err(|reason| Error::InvalidModel {
-            file: gguf.source().to_owned(),
-            reason: format!("tensor '{}': {reason}", info.name),
-        })?;
-        let size = buft.alloc_size(&desc);
+    for entry in entries {
+        let size = buft.alloc_size(&entry.desc);
         if size > max_size {
             return Err(gantry_engine::Error::OutOfMemory { buffer_type: buft.name().to_owned(), size }.into());
         }
         let mut current = sizes.len() - 1;
-        let mut offset = sizes[current].checked_next_multiple_of(align).ok_or_else(|| overflow(&info.name))?;
+        let mut offset = sizes[current].checked_next_multiple_of(align).ok_or_else(|| overflow(entry.name))?;
         if offset.checked_add(size).is_none_or(|end| end > max_size) {
             sizes.push(0);
             current += 1;
             offset = 0;
         }
         sizes[current] = offset + size;
-        layout.push((i, current, offset));
+        layout.push((current, offset));
     }
 
     for &size in &sizes {
         let id = ctx.alloc_buffer(&buft, size, BufferUsage::Weights)?;
         made.buffers.push(id);
     }
-    for (i, buffer, offset) in layout {
-        let info = &gguf.tensors()[i];
-        let t = create_tensor(gguf, ctx, made, info)?;
+    for (entry, (buffer, offset)) in entries.iter().zip(layout) {
+        let t = create_tensor(ctx, made, entry);
         ctx.place(t, made.buffers[buffer], offset)?;
-        let data = gguf.tensor_data(info)?;
-        for (k, chunk) in data.chunks(COPY_CHUNK).enumerate() {
+        for (k, chunk) in entry.data.chunks(COPY_CHUNK).enumerate() {
             ctx.write_tensor_bytes(t, k * COPY_CHUNK, chunk)?;
             report.bytes(chunk.len());
         }
         report.tensor_done();
     }
-    Ok(made.finish(gguf, false))
+    Ok(made.finish(file, entries, false))
+}
+
+impl WeightsFile for Gguf {
+    fn source(&self) -> &str {
+        Gguf::source(self)
+    }
+
+    fn host_memory(&self) -> gantry_engine::HostMemory {
+        Gguf::host_memory(self)
+    }
+
+    fn tensor_entries(&self) -> Result<Vec<TensorEntry<'_>>> {
+        self.tensors()
+            .iter()
+            .map(|info: &TensorInfo| {
+                let desc = info.desc().map_err(|reason| Error::InvalidModel {
+                    file: self.source().to_owned(),
+                    reason: format!("tensor '{}': {reason}", info.name),
+                })?;
+                Ok(TensorEntry {
+                    name: &info.name,
+                    desc,
+                    offset: self.tensor_file_offset(info),
+                    data: self.tensor_data(info)?,
+                })
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

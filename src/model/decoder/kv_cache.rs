@@ -4,41 +4,52 @@ use std::sync::Arc;
 
 use gantry_engine::{BufferId, BufferType, BufferUsage, Context, DType, TensorId};
 
-use super::LlamaHparams;
+use super::DecoderHparams;
 use crate::{Error, Result};
 
-/// Keys and values of every past position, per layer: `[n_head_kv *
-/// head_dim, n_ctx]`, row `p` holding position `p`'s (roped) keys or values.
-/// Rows are written by SET_ROWS at the slots the batch names, so a graph
-/// does not change as the cache fills.
+/// Keys and values of every cached token, per layer: `[n_head_kv *
+/// head_dim, n_ctx]`, cell `c` (a row) holding one token's roped keys or
+/// values. Rows are written by SET_ROWS at the cells the batch names
+/// ([`super::KvCells`] decides which), so a graph does not change as the
+/// cache fills, and tokens of different sequences share one cache.
 #[derive(Debug, Clone)]
 pub struct KvCache {
     /// Keys per layer.
     pub k: Vec<TensorId>,
     /// Values per layer.
     pub v: Vec<TensorId>,
-    /// Positions the cache holds.
+    /// Cells the cache holds.
     pub n_ctx: usize,
-    /// Element type (F16 or F32).
+    /// Element type (F16, F32 or Q8_0).
     pub dtype: DType,
     /// The buffer holding every layer.
     pub buffer: BufferId,
 }
 
+/// The element types a cache may hold.
+pub const KV_DTYPES: [DType; 3] = [DType::F16, DType::F32, DType::Q8_0];
+
 impl KvCache {
-    /// Allocates a zeroed cache of `n_ctx` positions in one buffer of `buft`.
+    /// Allocates a zeroed cache of `n_ctx` cells in one buffer of `buft`.
     pub fn new(
         ctx: &mut Context,
-        hp: &LlamaHparams,
+        hp: &DecoderHparams,
         n_ctx: usize,
         dtype: DType,
         buft: &Arc<dyn BufferType>,
     ) -> Result<Self> {
-        if !matches!(dtype, DType::F16 | DType::F32) {
-            return Err(Error::Model(format!("a KV cache holds f16 or f32, not {dtype}")));
+        if !KV_DTYPES.contains(&dtype) {
+            return Err(Error::Model(format!("a KV cache holds f16, f32 or q8_0, not {dtype}")));
+        }
+        if dtype.is_quantized() && !hp.head_dim.is_multiple_of(dtype.block_size()) {
+            return Err(Error::Model(format!(
+                "a {dtype} KV cache needs heads of a multiple of {} values, not {}",
+                dtype.block_size(),
+                hp.head_dim
+            )));
         }
         if n_ctx == 0 {
-            return Err(Error::Model("a KV cache needs at least one position".into()));
+            return Err(Error::Model("a KV cache needs at least one cell".into()));
         }
         let width = hp.n_head_kv * hp.head_dim;
         let mut k = Vec::with_capacity(hp.n_layer);
@@ -67,7 +78,7 @@ impl KvCache {
         Ok(Self { k, v, n_ctx, dtype, buffer })
     }
 
-    /// Forgets every position.
+    /// Zeroes every cell.
     pub fn clear(&self, ctx: &Context) -> Result<()> {
         Ok(ctx.buffer(self.buffer)?.buffer.clear(0)?)
     }
