@@ -163,12 +163,13 @@ mod tests {
         assert_eq!((p.cells.clone(), p.positions.clone()), (vec![3, 4], vec![1, 2]));
         let mut mask = Vec::new();
         cells.fill_mask(&[1, 0], &p.positions, 5, MaskRule::CAUSAL, &mut mask);
-        let seen = |row: usize| (0..5).filter(|&j| mask[row * 5 + j] == f16::ZERO).collect::<Vec<_>>();
-        assert_eq!(seen(0), [2, 3], "sequence 1 at position 1 sees its cells 2 and 3");
-        assert_eq!(seen(1), [0, 1, 4], "sequence 0 at position 2 sees its cells 0, 1, 4");
+        let seen =
+            |mask: &[f16], row: usize| (0..5).filter(|&j| mask[row * 5 + j] == f16::ZERO).collect::<Vec<_>>();
+        assert_eq!(seen(&mask, 0), [2, 3], "sequence 1 at position 1 sees its cells 2 and 3");
+        assert_eq!(seen(&mask, 1), [0, 1, 4], "sequence 0 at position 2 sees its cells 0, 1, 4");
         let window = MaskRule { causal: true, window: 2 };
         cells.fill_mask(&[0], &[2], 5, window, &mut mask);
-        assert_eq!(seen(0), [1, 4], "a window of 2 hides position 0");
+        assert_eq!(seen(&mask, 0), [1, 4], "a window of 2 hides position 0");
 
         let before = cells.clone();
         cells.place(&[0, 5], &mut p).unwrap();
