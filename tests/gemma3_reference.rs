@@ -6,12 +6,13 @@
 //!
 //! How close is close: this model amplifies rounding. A float64 forward
 //! over the same dequantized weights (no quantized activations, nothing
-//! rounded) lands on average 0.088 nat from llama.cpp's listed values on
-//! the shared prompt, 0.43 at worst; Gantry's CPU path lands 0.092 on
-//! average, 0.47 at worst. So each case is held to the exact forward's
-//! distance with some margin: a mean below [`MEAN_TOLERANCE`] and no entry
-//! beyond [`MAX_TOLERANCE`] (the 0.1 per entry is tighter than
-//! llama.cpp is to the exact result). The references: the shared one
+//! rounded) lands on average 0.088 / 0.110 / 0.127 nat from llama.cpp's
+//! listed values on the three prompts, 0.43 / 0.49 / 0.70 at worst; Gantry's
+//! CPU path lands 0.092 / 0.125 / 0.155 on average, 0.47 / 0.68 / 0.67 at
+//! worst. So each case is held to the exact forward's distance with some
+//! margin: a mean below [`MEAN_TOLERANCE`] and no entry beyond
+//! [`MAX_TOLERANCE`] (the 0.1 per entry is tighter than llama.cpp
+//! itself is to the exact result). The references: the shared one
 //! (`shared/reference/gemma3/gemma3_270m_topk.json`) and ours
 //! (`tests/data/gemma3_270m_topk_more.json`, made with the shared
 //! `scripts/gemma3_topk_xllamacpp.py`; it adds llama.cpp's prompt token ids).
@@ -28,9 +29,9 @@ use gantry::{Backend, Context, DType};
 use serde_json::Value;
 
 /// The mean distance from llama.cpp's listed log-probabilities a case may have (nat).
-const MEAN_TOLERANCE: f64 = 0.15;
+const MEAN_TOLERANCE: f64 = 0.2;
 /// The largest distance any one listed log-probability may have (nat).
-const MAX_TOLERANCE: f64 = 0.6;
+const MAX_TOLERANCE: f64 = 1.0;
 /// Where llama.cpp's two best tokens are closer than this, either may win.
 const GREEDY_GAP: f64 = 0.5;
 

@@ -32,11 +32,15 @@ pub struct LoadOptions<'a> {
     pub use_mmap: bool,
     /// Called as tensors are placed or copied (copies report every few MiB).
     pub progress: Option<&'a mut dyn FnMut(LoadProgress)>,
+    /// Where a copied tensor goes that is larger than one buffer of the
+    /// device may be (a 262k-token embedding table on a software GPU, say);
+    /// `None` makes such a tensor an out-of-memory error.
+    pub oversize: Option<Arc<dyn BufferType>>,
 }
 
 impl Default for LoadOptions<'_> {
     fn default() -> Self {
-        Self { use_mmap: true, progress: None }
+        Self { use_mmap: true, progress: None, oversize: None }
     }
 }
 
@@ -115,18 +119,18 @@ pub fn load_tensors(
     device: &dyn Device,
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
-    let LoadOptions { use_mmap, progress } = options;
+    let LoadOptions { use_mmap, progress, oversize } = options;
     let entries = file.tensor_entries()?;
     let mut report = Progress::new(&entries, progress);
     let mut made = Made::default();
     let result = if use_mmap && device.buffer_type().is_host() {
         match load_mapped(file, &entries, ctx, device, &mut made, &mut report) {
             Ok(Some(w)) => Ok(w),
-            Ok(None) => load_copied(file, &entries, ctx, device, &mut made, &mut report),
+            Ok(None) => load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report),
             Err(e) => Err(e),
         }
     } else {
-        load_copied(file, &entries, ctx, device, &mut made, &mut report)
+        load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report)
     };
     if result.is_err() {
         made.undo(ctx);
@@ -243,48 +247,38 @@ fn load_mapped(
 const COPY_CHUNK: usize = 8 << 20;
 
 /// The copying path: lay tensors out in as few buffers of the device's type
-/// as its `max_size` allows, then copy each tensor's bytes in.
+/// as its `max_size` allows (tensors larger than that in buffers of the
+/// `oversize` type), then copy each tensor's bytes in.
 fn load_copied(
     file: &dyn WeightsFile,
     entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     device: &dyn Device,
+    oversize: Option<Arc<dyn BufferType>>,
     made: &mut Made,
     report: &mut Progress<'_>,
 ) -> Result<LoadedWeights> {
     let buft: Arc<dyn BufferType> = device.buffer_type();
-    let align = buft.alignment().max(1);
-    let max_size = buft.max_size();
-    let overflow = |what: &str| {
-        gantry_engine::Error::Overflow(format!("laying out {what} of {} in {}", file.source(), buft.name()))
-    };
-
-    // (buffer number, offset) of each tensor and the size of each buffer.
-    let mut layout = Vec::with_capacity(entries.len());
-    let mut sizes = vec![0usize];
+    let mut device_layout = Layout::new(buft.clone());
+    let mut oversize_layout = oversize.map(Layout::new);
+    let mut placed = Vec::with_capacity(entries.len());
     for entry in entries {
         let size = buft.alloc_size(&entry.desc);
-        if size > max_size {
-            return Err(gantry_engine::Error::OutOfMemory { buffer_type: buft.name().to_owned(), size }.into());
-        }
-        let mut current = sizes.len() - 1;
-        let mut offset = sizes[current].checked_next_multiple_of(align).ok_or_else(|| overflow(entry.name))?;
-        if offset.checked_add(size).is_none_or(|end| end > max_size) {
-            sizes.push(0);
-            current += 1;
-            offset = 0;
-        }
-        sizes[current] = offset + size;
-        layout.push((current, offset));
+        let at = match &mut oversize_layout {
+            Some(big) if size > buft.max_size() => (true, big.add(file, entry)?),
+            _ => (false, device_layout.add(file, entry)?),
+        };
+        placed.push(at);
     }
-
-    for &size in &sizes {
-        let id = ctx.alloc_buffer(&buft, size, BufferUsage::Weights)?;
-        made.buffers.push(id);
-    }
-    for (entry, (buffer, offset)) in entries.iter().zip(layout) {
+    let device_buffers = device_layout.allocate(ctx, made)?;
+    let oversize_buffers = match &oversize_layout {
+        Some(big) => big.allocate(ctx, made)?,
+        None => Vec::new(),
+    };
+    for (entry, (big, (buffer, offset))) in entries.iter().zip(placed) {
         let t = create_tensor(ctx, made, entry);
-        ctx.place(t, made.buffers[buffer], offset)?;
+        let buffer = if big { oversize_buffers[buffer] } else { device_buffers[buffer] };
+        ctx.place(t, buffer, offset)?;
         for (k, chunk) in entry.data.chunks(COPY_CHUNK).enumerate() {
             ctx.write_tensor_bytes(t, k * COPY_CHUNK, chunk)?;
             report.bytes(chunk.len());
@@ -292,6 +286,59 @@ fn load_copied(
         report.tensor_done();
     }
     Ok(made.finish(file, entries, false))
+}
+
+/// Tensors laid out in as few buffers of one type as its `max_size` allows.
+struct Layout {
+    buft: Arc<dyn BufferType>,
+    /// Bytes used in each buffer so far.
+    sizes: Vec<usize>,
+}
+
+impl Layout {
+    fn new(buft: Arc<dyn BufferType>) -> Self {
+        Self { buft, sizes: Vec::new() }
+    }
+
+    /// Finds room for `entry`: (buffer number, offset).
+    fn add(&mut self, file: &dyn WeightsFile, entry: &TensorEntry<'_>) -> Result<(usize, usize)> {
+        let (align, max_size) = (self.buft.alignment().max(1), self.buft.max_size());
+        let size = self.buft.alloc_size(&entry.desc);
+        if size > max_size {
+            return Err(gantry_engine::Error::OutOfMemory { buffer_type: self.buft.name().to_owned(), size }.into());
+        }
+        let overflow = || {
+            gantry_engine::Error::Overflow(format!(
+                "laying out {} of {} in {}",
+                entry.name,
+                file.source(),
+                self.buft.name()
+            ))
+        };
+        if self.sizes.is_empty() {
+            self.sizes.push(0);
+        }
+        let mut current = self.sizes.len() - 1;
+        let mut offset = self.sizes[current].checked_next_multiple_of(align).ok_or_else(overflow)?;
+        if offset.checked_add(size).is_none_or(|end| end > max_size) {
+            self.sizes.push(0);
+            current += 1;
+            offset = 0;
+        }
+        self.sizes[current] = offset + size;
+        Ok((current, offset))
+    }
+
+    /// Allocates the buffers (recorded in `made`, to undo on failure).
+    fn allocate(&self, ctx: &mut Context, made: &mut Made) -> Result<Vec<BufferId>> {
+        let mut ids = Vec::with_capacity(self.sizes.len());
+        for &size in &self.sizes {
+            let id = ctx.alloc_buffer(&self.buft, size, BufferUsage::Weights)?;
+            made.buffers.push(id);
+            ids.push(id);
+        }
+        Ok(ids)
+    }
 }
 
 impl WeightsFile for Gguf {

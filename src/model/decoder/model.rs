@@ -77,7 +77,11 @@ impl DecoderModel {
                 ),
             });
         }
-        let loaded = load_tensors(&gguf, ctx, device, LoadOptions { use_mmap: true, progress })?;
+        // Tensors too large for one of the device's buffers (a big vocabulary's
+        // embeddings on a GPU that caps buffers) stay in host memory, as
+        // llama.cpp keeps its input layer on the CPU.
+        let options = LoadOptions { use_mmap: true, progress, oversize: Some(gantry_backends::cpu::buffer_type()) };
+        let loaded = load_tensors(&gguf, ctx, device, options)?;
         let names = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
         match DecoderWeights::from_names(ctx, gguf.source(), &names, &hp) {
             Ok(weights) => Ok(Self { hp, weights, tokenizer, loaded, gguf }),
