@@ -119,6 +119,12 @@ impl SafetensorsFile {
         &self.tensors
     }
 
+    /// The tensors the loader leaves out, by name, with their file dtype
+    /// (types Gantry cannot hold: I64, U8, ...).
+    pub fn unloadable(&self) -> std::collections::HashMap<String, String> {
+        self.tensors.iter().filter(|t| t.dtype.is_none()).map(|t| (t.name.clone(), t.file_dtype.clone())).collect()
+    }
+
     /// The tensor named `name`.
     pub fn tensor(&self, name: &str) -> Option<&SafetensorsInfo> {
         self.tensors.iter().find(|t| t.name == name)
@@ -159,8 +165,11 @@ impl WeightsFile for SafetensorsFile {
         }
     }
 
+    /// Every tensor of a dtype the engine holds; the others (integer
+    /// buffers such as BERT's `position_ids`) are left out: a model that
+    /// needs one reports it, with its type ([`SafetensorsFile::unloadable`]).
     fn tensor_entries(&self) -> Result<Vec<TensorEntry<'_>>> {
-        self.tensors.iter().map(|t| self.entry(t)).collect()
+        self.tensors.iter().filter(|t| t.dtype.is_some()).map(|t| self.entry(t)).collect()
     }
 }
 
@@ -186,7 +195,10 @@ mod tests {
         let entry = file.entry(w).unwrap();
         assert_eq!(entry.desc.ne, [3, 2, 1, 1]);
         assert_eq!(entry.data, &f32s[..]);
-        let err = file.tensor_entries().unwrap_err().to_string();
+        let entries = file.tensor_entries().unwrap();
+        assert_eq!(entries.iter().map(|e| e.name).collect::<Vec<_>>(), ["w"], "I64 tensors are not loaded");
+        assert_eq!(file.unloadable().get("ids").map(String::as_str), Some("I64"));
+        let err = file.entry(file.tensor("ids").unwrap()).unwrap_err().to_string();
         assert!(err.contains("test.safetensors") && err.contains("'ids'") && err.contains("I64"), "{err}");
         let err = SafetensorsFile::from_vec("broken.safetensors", vec![1, 2, 3]).unwrap_err().to_string();
         assert!(err.contains("broken.safetensors"), "{err}");

@@ -22,4 +22,4 @@ pub use kv_cells::{KvCells, BatchPlacement, SeqId};
 pub use model::{DECODER_ARCHITECTURES, DecoderModel};
 pub use session::{KV_BUCKET, Session, SessionParams};
 pub use weights::{DecoderWeights, LayerWeights};
-pub(crate) use weights::{WeightRole, check_dtype, check_shape, decoder_norm};
+pub(crate) use weights::{WeightRole, check_dtype, check_shape};
