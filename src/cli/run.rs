@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use clap::Args;
 use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
-use gantry::model::sampler::{Sampler, SamplerParams};
+use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ProgressBar, backends, bytes};
+use super::common::{ContextArgs, ProgressBar, SamplingArgs, backends, bytes};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
@@ -30,15 +30,12 @@ pub struct RunArgs {
     /// Backends in priority order, CPU last: device or platform names, comma-separated (default: all found).
     #[arg(long)]
     pub backends: Option<String>,
-    /// Sampling temperature (0 = greedy).
-    #[arg(long, default_value_t = 0.8)]
-    pub temp: f32,
-    /// Sample among the K most likely tokens (0 = all).
-    #[arg(long, default_value_t = 40)]
-    pub top_k: usize,
-    /// Random seed.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    /// How tokens are chosen.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// The KV cache.
+    #[command(flatten)]
+    pub context: ContextArgs,
     /// Print the placement and timings only, not the text (for benchmarks).
     #[arg(long)]
     pub quiet: bool,
@@ -73,10 +70,13 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
     }
-    let n_ctx = (tokens.len() + args.n_predict).next_multiple_of(256);
-    let params = SessionParams { n_ctx, ..SessionParams::default() };
+    let n_ctx = args.context.n_ctx(tokens.len() + args.n_predict);
+    let params = SessionParams { n_ctx, kv_dtype: args.context.kv_dtype()?, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
-    let mut sampler = Sampler::new(SamplerParams { temperature: args.temp, top_k: args.top_k, seed: args.seed });
+    let mut sampler = Sampler::new(args.sampling.params());
+    for &t in &tokens {
+        sampler.accept(t);
+    }
 
     if args.warmup {
         session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
@@ -114,6 +114,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         if generated == args.n_predict || session.n_past() >= session.n_ctx() {
             break;
         }
+        sampler.accept(next);
         let logits = session.eval(&mut ctx, &[next], LogitsFor::Last)?;
         next = sampler.sample(logits);
     }

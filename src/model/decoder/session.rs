@@ -75,6 +75,11 @@ impl Session {
         params: SessionParams,
     ) -> Result<Self> {
         hp.validate()?;
+        if params.kv_dtype.is_quantized() && params.attention == Attention::Explicit {
+            // Explicit attention transposes V, which a block-quantized cache cannot be
+            // (llama.cpp likewise needs flash attention for a quantized V cache).
+            return Err(Error::Model(format!("a {} KV cache needs flash attention", params.kv_dtype)));
+        }
         let first = backends.first().ok_or_else(|| Error::Model("no backends given".into()))?;
         let n_ctx = params.n_ctx.max(1);
         let kv = KvCache::new(ctx, &hp, n_ctx, params.kv_dtype, &first.device().buffer_type())?;

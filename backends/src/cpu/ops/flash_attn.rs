@@ -34,7 +34,8 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(q), Some(k), Some(v)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1), src_desc(ctx, d, 2)) else {
         return false;
     };
-    let kv = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16);
+    // Q8_0: a quantized KV cache (`--kv-type q8_0`), rows dequantized as they are read.
+    let kv = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0);
     let mask_ok = match d.srcs[3] {
         None => true,
         Some(_) => src_desc(ctx, d, 3).is_some_and(|m| matches!(m.dtype, DType::F32 | DType::F16)),
@@ -53,6 +54,10 @@ unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
     unsafe {
         let p = k.row(row[0], row[1], row[2]);
         match k.dtype {
+            DType::Q8_0 => {
+                dequantize_q8_0_row(p, &mut tmp[..n]);
+                simd::dot_f32(&tmp[..n], q)
+            }
             _ if !k.rows_are_dense() => {
                 k.load_row(row[0], row[1], row[2], &mut tmp[..n]);
                 simd::dot_f32(&tmp[..n], q)
@@ -62,6 +67,19 @@ unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
             _ => simd::dot_f32(std::slice::from_raw_parts(p as *const f32, n), q),
         }
     }
+}
+
+/// Dequantizes the Q8_0 row of `out.len()` values starting at `p`.
+///
+/// # Safety
+/// `p` points at `out.len() / 32` whole Q8_0 blocks.
+#[inline]
+unsafe fn dequantize_q8_0_row(p: *const u8, out: &mut [f32]) {
+    let len = DType::Q8_0.row_size(out.len()).unwrap_or(0);
+    // SAFETY: the caller's contract: the row's blocks lie at p.
+    let bytes = unsafe { std::slice::from_raw_parts(p, len) };
+    // The row length is a whole number of blocks (checked when the cache was made).
+    let _ = gantry_engine::quant::dequantize_row(DType::Q8_0, bytes, out);
 }
 
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<'_>) -> Result<()> {
@@ -148,6 +166,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
                             simd::axpy(acc, w, std::slice::from_raw_parts(vp as *const f32, dv));
                         } else if v.dtype == DType::F16 && v.rows_are_dense() {
                             simd::axpy_f16(acc, w, std::slice::from_raw_parts(vp as *const f16, dv));
+                        } else if v.dtype == DType::Q8_0 {
+                            dequantize_q8_0_row(vp, &mut row_tmp[..dv]);
+                            simd::axpy(acc, w, &row_tmp[..dv]);
                         } else {
                             v.load_row(ic, vh[0], vh[1], &mut row_tmp[..dv]);
                             simd::axpy(acc, w, &row_tmp[..dv]);
