@@ -140,6 +140,23 @@ impl KvCells {
         self.next_pos.remove(&seq);
     }
 
+    /// Keeps the first `n_keep` positions of `seq` and frees the rest; its
+    /// next token goes to position `n_keep` (a conversation re-rendered
+    /// with a different ending continues from the common prefix).
+    pub fn truncate_seq(&mut self, seq: SeqId, n_keep: usize) {
+        for (i, cell) in self.cells.iter_mut().enumerate() {
+            if cell.is_some_and(|c| c.seq == seq && c.pos >= n_keep) {
+                *cell = None;
+                self.used -= 1;
+                self.first_free = self.first_free.min(i);
+            }
+        }
+        if let Some(next) = self.next_pos.get_mut(&seq) {
+            *next = (*next).min(n_keep);
+        }
+        self.next_pos.retain(|_, &mut next| next > 0);
+    }
+
     /// Frees every cell.
     pub fn clear(&mut self) {
         self.cells.fill(None);
@@ -176,6 +193,10 @@ mod tests {
         cells.unplace(&[0, 5], &p);
         assert_eq!((cells.used(), cells.next_pos(0), cells.next_pos(5)), (5, 3, 0), "unplace undoes place");
         assert_eq!(cells.cells, before.cells);
+
+        let mut cut = cells.clone();
+        cut.truncate_seq(0, 1);
+        assert_eq!((cut.used(), cut.next_pos(0), cut.next_pos(1)), (3, 1, 2), "seq 0 keeps position 0 only");
 
         cells.remove_seq(0);
         assert_eq!((cells.used(), cells.next_pos(0), cells.extent()), (2, 0, 4));

@@ -151,6 +151,11 @@ impl Session {
         self.cells.remove_seq(seq);
     }
 
+    /// Keeps the first `n_keep` positions of `seq` and forgets the rest.
+    pub fn truncate_seq(&mut self, seq: SeqId, n_keep: usize) {
+        self.cells.truncate_seq(seq, n_keep);
+    }
+
     /// Sizes the scheduler's memory for a batch of `n_tokens` over the whole
     /// context (the largest graph), so later batches never re-allocate.
     pub fn reserve(&mut self, ctx: &mut Context, n_tokens: usize) -> Result<Vec<usize>> {
