@@ -76,7 +76,13 @@ struct Summary {
 
 /// Runs `case` on `backends` for at most `max_steps` steps; panics naming
 /// the step where Gantry and llama.cpp disagree.
-fn check_case(backends: &[Arc<dyn Backend>], model: &DecoderModel, ctx: &mut Context, case: &Value, max_steps: usize) -> Summary {
+fn check_case(
+    backends: &[Arc<dyn Backend>],
+    model: &DecoderModel,
+    ctx: &mut Context,
+    case: &Value,
+    max_steps: usize,
+) -> Summary {
     let prompt = case["prompt"].as_str().unwrap();
     let ids = model.tokenizer.encode(prompt, case["add_bos"].as_bool().unwrap(), true).unwrap();
     assert_eq!(ids.len() as u64, case["prompt_tokens"].as_u64().unwrap(), "prompt length of {prompt:?}: {ids:?}");

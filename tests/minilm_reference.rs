@@ -132,7 +132,9 @@ fn minilm_from_f16_safetensors_matches_the_reference() {
         .collect();
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = converted
         .iter()
-        .map(|(n, s, d)| (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap()))
+        .map(|(n, s, d)| {
+            (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F16, s.clone(), d).unwrap())
+        })
         .collect();
     std::fs::write(f16_dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
     for f in ["config.json", "tokenizer.json"] {

@@ -75,7 +75,9 @@ fn tiny_llama(path: &Path, arch: &str, change: impl Fn(&mut Vec<(String, Vec<usi
         let bytes = dtype.row_size(n).unwrap();
         // Small values, norms one: a stable forward pass.
         let data: Vec<u8> = match dtype {
-            DType::F32 => (0..n).flat_map(|i| (if dims.len() == 1 { 1.0f32 } else { ((i % 7) as f32 - 3.0) * 0.01 }).to_le_bytes()).collect(),
+            DType::F32 => (0..n)
+                .flat_map(|i| (if dims.len() == 1 { 1.0f32 } else { ((i % 7) as f32 - 3.0) * 0.01 }).to_le_bytes())
+                .collect(),
             _ => vec![0; bytes],
         };
         w.add_tensor(name, dims, *dtype, data).unwrap();
@@ -83,7 +85,11 @@ fn tiny_llama(path: &Path, arch: &str, change: impl Fn(&mut Vec<(String, Vec<usi
     std::fs::write(path, w.to_bytes()).unwrap();
 }
 
-fn load_gguf_err(name: &str, arch: &str, change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter)) -> (String, String) {
+fn load_gguf_err(
+    name: &str,
+    arch: &str,
+    change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
+) -> (String, String) {
     let path = temp_dir("gguf").join(format!("{name}.gguf"));
     tiny_llama(&path, arch, change);
     let mut ctx = Context::new();
@@ -103,7 +109,14 @@ fn a_valid_tiny_gguf_loads_and_runs() {
     let device = cpu();
     let model = DecoderModel::load(&path, &mut ctx, &device, None).unwrap();
     let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
-    let mut s = Session::new(&mut ctx, model.hp, model.weights.clone(), &[backend], SessionParams { n_ctx: 16, ..Default::default() }).unwrap();
+    let mut s = Session::new(
+        &mut ctx,
+        model.hp,
+        model.weights.clone(),
+        &[backend],
+        SessionParams { n_ctx: 16, ..Default::default() },
+    )
+    .unwrap();
     let logits = s.eval(&mut ctx, &[1, 4, 5], LogitsFor::Last).unwrap();
     assert!(logits.len() == N_VOCAB && logits.iter().all(|v| v.is_finite()));
 }
@@ -209,7 +222,12 @@ fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(String, Dty
     std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
 }
 
-fn load_bert_err(name: &str, config: &str, tokenizer: &str, tensors: &[(String, Dtype, Vec<usize>)]) -> (String, PathBuf) {
+fn load_bert_err(
+    name: &str,
+    config: &str,
+    tokenizer: &str,
+    tensors: &[(String, Dtype, Vec<usize>)],
+) -> (String, PathBuf) {
     let dir = temp_dir(name);
     write_bert(&dir, config, tokenizer, tensors);
     let mut ctx = Context::new();
@@ -247,7 +265,8 @@ fn bert_folders_that_cannot_load_name_the_file_and_key() {
     let (err, dir) = load_bert_err("bert-bad-tokenizer", &bert_config(BERT_H), "{\"model\": 42", &good);
     assert!(err.contains(&dir.join("tokenizer.json").display().to_string()), "{err}");
 
-    let (err, dir) = load_bert_err("bert-bad-config", &bert_config(BERT_H).replace("\"bert\"", "\"t5\""), WORDPIECE, &good);
+    let (err, dir) =
+        load_bert_err("bert-bad-config", &bert_config(BERT_H).replace("\"bert\"", "\"t5\""), WORDPIECE, &good);
     assert!(err.contains(&dir.join("config.json").display().to_string()) && err.contains("model_type"), "{err}");
 
     let missing: Vec<_> = good.iter().filter(|t| t.0 != "encoder.layer.0.output.dense.bias").cloned().collect();

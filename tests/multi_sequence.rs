@@ -87,7 +87,10 @@ fn mixed_batches_of_several_sequences_equal_each_sequence_alone() {
     check("seq 0 decode 1".into(), &alone[0][1], &out[..n_vocab]);
     check("seq 2 prompt".into(), &alone[2][0], &out[n_vocab..2 * n_vocab]);
     check("seq 1 decode 1".into(), &alone[1][1], &out[2 * n_vocab..]);
-    assert_eq!([s.seq_pos(0), s.seq_pos(1), s.seq_pos(2)], [prompts[0].len() + 1, prompts[1].len() + 1, prompts[2].len()]);
+    assert_eq!(
+        [s.seq_pos(0), s.seq_pos(1), s.seq_pos(2)],
+        [prompts[0].len() + 1, prompts[1].len() + 1, prompts[2].len()]
+    );
     // 3: one decode token of each, in another order.
     let mut b = Batch::new();
     for seq in [2, 0, 1] {

@@ -131,7 +131,8 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
         .filter(|d| gantry::model::decoder::KV_DTYPES.contains(d))
         .ok_or_else(|| Error::Model(format!("--kv-type {:?}: f16, f32 or q8_0", args.kv_type)))?;
     let longest = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0);
-    let parallel_cells = args.parallel.iter().map(|&s| s * (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))).max();
+    let parallel_cells =
+        args.parallel.iter().map(|&s| s * (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))).max();
     let n_ctx = longest.max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
     let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
@@ -168,7 +169,15 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
         }
         print(&header, &row, std::mem::take(&mut first));
         for &n_seq in args.parallel.iter().filter(|&&s| s > 0) {
-            let row = bench_parallel(&mut ctx, &mut session, n_seq, args.parallel_prompt.max(1), n, reps, &mut random_tokens)?;
+            let row = bench_parallel(
+                &mut ctx,
+                &mut session,
+                n_seq,
+                args.parallel_prompt.max(1),
+                n,
+                reps,
+                &mut random_tokens,
+            )?;
             print(&header, &row, std::mem::take(&mut first));
         }
     }
@@ -270,11 +279,7 @@ fn describe_model(model: &DecoderModel) -> String {
 }
 
 fn human_params(n: usize) -> String {
-    if n >= 1_000_000_000 {
-        format!("{:.2} B", n as f64 / 1e9)
-    } else {
-        format!("{:.2} M", n as f64 / 1e6)
-    }
+    if n >= 1_000_000_000 { format!("{:.2} B", n as f64 / 1e9) } else { format!("{:.2} M", n as f64 / 1e6) }
 }
 
 fn print_row(output: Output, h: &Header, row: &Row, first: bool) {

@@ -91,7 +91,8 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|source| Error::Io { context: format!("reading {}", path.display()), source })?;
-            let piece = |id: Option<u32>| id.and_then(|id| tok.token(id).ok()).map_or_else(String::new, |t| t.text.clone());
+            let piece =
+                |id: Option<u32>| id.and_then(|id| tok.token(id).ok()).map_or_else(String::new, |t| t.text.clone());
             ChatTemplate::new(&path.display().to_string(), &text, &piece(tok.bos()), &piece(tok.eos()))?
         }
         None => ChatTemplate::from_gguf(&model.gguf, tok)?.ok_or_else(|| Error::InvalidModel {
@@ -117,12 +118,20 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
     let mut cached: Vec<u32> = Vec::new();
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
-    eprintln!("gantry chat: {} ({} layers); Ctrl-C stops a reply, Ctrl-D or /exit leaves", model.hp.arch, model.hp.n_layer);
+    eprintln!(
+        "gantry chat: {} ({} layers); Ctrl-C stops a reply, Ctrl-D or /exit leaves",
+        model.hp.arch, model.hp.n_layer
+    );
     loop {
         let _ = write!(out, "\n> ");
         let _ = out.flush();
         let mut line = String::new();
-        if stdin.lock().read_line(&mut line).map_err(|source| Error::Io { context: "reading standard input".into(), source })? == 0 {
+        if stdin
+            .lock()
+            .read_line(&mut line)
+            .map_err(|source| Error::Io { context: "reading standard input".into(), source })?
+            == 0
+        {
             break;
         }
         let line = line.trim_end_matches(['\n', '\r']);
@@ -141,7 +150,11 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         session.truncate_seq(0, keep);
         cached.truncate(keep);
         if tokens.len() + 1 > session.n_ctx() {
-            return Err(Error::Model(format!("the conversation ({} tokens) no longer fits --ctx-size {}", tokens.len(), session.n_ctx())));
+            return Err(Error::Model(format!(
+                "the conversation ({} tokens) no longer fits --ctx-size {}",
+                tokens.len(),
+                session.n_ctx()
+            )));
         }
         let t0 = Instant::now();
         let new = &tokens[keep..];

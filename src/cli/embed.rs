@@ -61,10 +61,16 @@ fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
             rows.iter().map(|b| format!("{:7.4}", a.iter().zip(*b).map(|(x, y)| x * y).sum::<f32>())).collect();
         println!("  [{i}] {}  {:?}", line.join(" "), texts[i]);
     }
-    eprintln!("{} texts in {:.1} ms ({:.1} sentences/s, one batch)", rows.len(), elapsed * 1e3, rows.len() as f64 / elapsed);
+    eprintln!(
+        "{} texts in {:.1} ms ({:.1} sentences/s, one batch)",
+        rows.len(),
+        elapsed * 1e3,
+        rows.len() as f64 / elapsed
+    );
     if let Some(out) = &args.out {
         let bytes: Vec<u8> = embeddings.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(out, bytes).map_err(|source| Error::Io { context: format!("writing {}", out.display()), source })?;
+        std::fs::write(out, bytes)
+            .map_err(|source| Error::Io { context: format!("writing {}", out.display()), source })?;
         eprintln!("wrote {} x {dim} f32 to {}", rows.len(), out.display());
     }
     Ok(())

@@ -51,9 +51,8 @@ impl ChatTemplate {
         let Some(text) = gguf.get_opt::<&str>(CHAT_TEMPLATE_KEY)? else {
             return Ok(None);
         };
-        let piece = |id: Option<u32>| {
-            id.and_then(|id| tokenizer.token(id).ok()).map_or_else(String::new, |t| t.text.clone())
-        };
+        let piece =
+            |id: Option<u32>| id.and_then(|id| tokenizer.token(id).ok()).map_or_else(String::new, |t| t.text.clone());
         let source = format!("{} ({CHAT_TEMPLATE_KEY})", gguf.source());
         Self::new(&source, text, &piece(tokenizer.bos()), &piece(tokenizer.eos())).map(Some)
     }
@@ -155,10 +154,15 @@ fn python_method(_: &mut State, value: &Value, method: &str, args: &[Value]) -> 
                 Ok(if v.is_undefined() { args.get(1).cloned().unwrap_or_default() } else { v })
             }
             "items" => Ok(Value::from(
-                value.try_iter()?.map(|k| Value::from(vec![k.clone(), value.get_item(&k).unwrap_or_default()])).collect::<Vec<_>>(),
+                value
+                    .try_iter()?
+                    .map(|k| Value::from(vec![k.clone(), value.get_item(&k).unwrap_or_default()]))
+                    .collect::<Vec<_>>(),
             )),
             "keys" => Ok(Value::from(value.try_iter()?.collect::<Vec<_>>())),
-            "values" => Ok(Value::from(value.try_iter()?.map(|k| value.get_item(&k).unwrap_or_default()).collect::<Vec<_>>())),
+            "values" => {
+                Ok(Value::from(value.try_iter()?.map(|k| value.get_item(&k).unwrap_or_default()).collect::<Vec<_>>()))
+            }
             _ => Err(JinjaError::new(ErrorKind::UnknownMethod, format!("dict has no method {method}"))),
         };
     }
@@ -178,13 +182,17 @@ mod tests {
     #[test]
     fn chatml_and_gemma_templates_render_as_their_models_expect() {
         let t = ChatTemplate::new("test", CHATML, "", "<|im_end|>").unwrap();
-        let msgs = [ChatMessage::new("user", "Hi!"), ChatMessage::new("assistant", "Hello."), ChatMessage::new("user", "Bye")];
+        let msgs =
+            [ChatMessage::new("user", "Hi!"), ChatMessage::new("assistant", "Hello."), ChatMessage::new("user", "Bye")];
         let out = t.render(&msgs, true).unwrap();
         assert!(out.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"), "{out}");
         assert!(out.ends_with("<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"), "{out}");
         let g = ChatTemplate::new("test", GEMMA, "<bos>", "<eos>").unwrap();
         let msgs = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", " Hi! ")];
-        assert_eq!(g.render(&msgs, true).unwrap(), "<bos><start_of_turn>user\nBe brief.\n\nHi!<end_of_turn>\n<start_of_turn>model\n");
+        assert_eq!(
+            g.render(&msgs, true).unwrap(),
+            "<bos><start_of_turn>user\nBe brief.\n\nHi!<end_of_turn>\n<start_of_turn>model\n"
+        );
         let err = g.render(&[ChatMessage::new("assistant", "x")], true).unwrap_err().to_string();
         assert!(err.contains("alternate"), "raise_exception reaches the caller: {err}");
     }

@@ -93,11 +93,8 @@ pub fn gemma3_path() -> Result<PathBuf> {
 /// `tokenizer.json`), downloaded once into the cache.
 pub fn minilm_dir() -> Result<PathBuf> {
     let dir = cache_dir().join("all-MiniLM-L6-v2");
-    let files = [
-        ("model.safetensors", Some(MINILM_SAFETENSORS_SHA256)),
-        ("config.json", None),
-        ("tokenizer.json", None),
-    ];
+    let files =
+        [("model.safetensors", Some(MINILM_SAFETENSORS_SHA256)), ("config.json", None), ("tokenizer.json", None)];
     let members: Vec<(String, PathBuf, Option<&str>)> =
         files.iter().map(|(f, sha)| (format!("{MINILM_FOLDER}/{f}"), dir.join(f), *sha)).collect();
     let members: Vec<(&str, &Path, Option<&str>)> =

@@ -133,7 +133,10 @@ impl SafetensorsFile {
     fn entry<'a>(&'a self, info: &'a SafetensorsInfo) -> Result<TensorEntry<'a>> {
         let bad = |reason: String| Error::InvalidModel { file: self.source.clone(), reason };
         let dtype = info.dtype.ok_or_else(|| {
-            bad(format!("tensor '{}' has type {}, which Gantry cannot hold (F32, F16, BF16, I32)", info.name, info.file_dtype))
+            bad(format!(
+                "tensor '{}' has type {}, which Gantry cannot hold (F32, F16, BF16, I32)",
+                info.name, info.file_dtype
+            ))
         })?;
         if info.shape.len() > MAX_DIMS {
             return Err(bad(format!("tensor '{}' has {} dimensions, at most {MAX_DIMS}", info.name, info.shape.len())));

@@ -29,15 +29,7 @@ pub struct SamplerParams {
 impl Default for SamplerParams {
     /// llama.cpp's defaults, except greedy.
     fn default() -> Self {
-        Self {
-            temperature: 0.0,
-            top_k: 40,
-            top_p: 0.95,
-            min_p: 0.05,
-            repeat_penalty: 1.0,
-            repeat_last_n: 64,
-            seed: 42,
-        }
+        Self { temperature: 0.0, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.0, repeat_last_n: 64, seed: 42 }
     }
 }
 

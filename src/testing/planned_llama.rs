@@ -7,7 +7,7 @@ use gantry_engine::{BufferId, BufferType, BufferUsage, Context, DType, TensorId}
 
 use crate::Result;
 use crate::model::decoder::{
-    Attention, BatchShape, KvCache, DecoderGraph, DecoderHparams, DecoderWeights, LogitsFor, build_decoder_graph,
+    Attention, BatchShape, DecoderGraph, DecoderHparams, DecoderWeights, KvCache, LogitsFor, build_decoder_graph,
 };
 
 /// The weights and KV cache of a llama model, placed in buffers of one

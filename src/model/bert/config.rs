@@ -50,7 +50,8 @@ impl BertConfig {
     /// Reads and checks `config.json`; errors name the file and the key.
     pub fn from_file(path: &Path) -> Result<Self> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { context: format!("reading {file}"), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| Error::Io { context: format!("reading {file}"), source })?;
         Self::from_json(&file, &text)
     }
 

@@ -67,10 +67,8 @@ impl BertModel {
     pub fn tokenize(&self, texts: &[&str]) -> Result<EncodedBatch> {
         let mut batch = EncodedBatch::default();
         for text in texts {
-            let enc = self
-                .tokenizer
-                .encode(*text, true)
-                .map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
+            let enc =
+                self.tokenizer.encode(*text, true).map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
             batch.ids.push(enc.get_ids().to_vec());
             batch.type_ids.push(enc.get_type_ids().to_vec());
         }
@@ -89,7 +87,10 @@ fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
     tokenizer.with_truncation(Some(truncation)).map_err(|e| bad(format!("truncation: {e}")))?;
     let vocab = tokenizer.get_vocab_size(true);
     if vocab > config.vocab_size {
-        return Err(bad(format!("the vocabulary has {vocab} tokens, config.json's vocab_size says {}", config.vocab_size)));
+        return Err(bad(format!(
+            "the vocabulary has {vocab} tokens, config.json's vocab_size says {}",
+            config.vocab_size
+        )));
     }
     Ok(tokenizer)
 }
@@ -119,7 +120,12 @@ pub struct Encoder {
 
 impl Encoder {
     /// An encoder over `backends` (priority order, CPU last).
-    pub fn new(ctx: &mut Context, model: &BertModel, backends: &[Arc<dyn Backend>], params: EncoderParams) -> Result<Self> {
+    pub fn new(
+        ctx: &mut Context,
+        model: &BertModel,
+        backends: &[Arc<dyn Backend>],
+        params: EncoderParams,
+    ) -> Result<Self> {
         let sched = Scheduler::new(backends, SchedulerParams::default())?;
         Ok(Self {
             config: model.config.clone(),
@@ -149,7 +155,10 @@ impl Encoder {
             return Err(Error::Model("a batch needs at least one sentence of at least one token".into()));
         }
         if let Some(&bad) = batch.ids.iter().flatten().find(|&&t| t as usize >= self.config.vocab_size) {
-            return Err(Error::Model(format!("token id {bad} is outside the vocabulary of {}", self.config.vocab_size)));
+            return Err(Error::Model(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
         }
         if let Some(&bad) = batch.type_ids.iter().flatten().find(|&&t| t as usize >= self.config.type_vocab_size) {
             return Err(Error::Model(format!("token type {bad} is outside the {} types", self.config.type_vocab_size)));

@@ -85,19 +85,21 @@ impl BertWeights {
             vectors.push(t);
             Ok(t)
         };
-        let layer_norm = |weight, bias| Norm { kind: NormKind::Layer, weight, bias: Some(bias), eps: cfg.layer_norm_eps };
+        let layer_norm =
+            |weight, bias| Norm { kind: NormKind::Layer, weight, bias: Some(bias), eps: cfg.layer_norm_eps };
         let word_embeddings = get(ctx, "embeddings.word_embeddings.weight", &[h, cfg.vocab_size])?;
         let position_embeddings = get(ctx, "embeddings.position_embeddings.weight", &[h, cfg.max_position_embeddings])?;
         let token_type_embeddings = get(ctx, "embeddings.token_type_embeddings.weight", &[h, cfg.type_vocab_size])?;
-        let embeddings_norm = layer_norm(
-            vector(ctx, "embeddings.LayerNorm.weight", h)?,
-            vector(ctx, "embeddings.LayerNorm.bias", h)?,
-        );
+        let embeddings_norm =
+            layer_norm(vector(ctx, "embeddings.LayerNorm.weight", h)?, vector(ctx, "embeddings.LayerNorm.bias", h)?);
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for l in 0..cfg.num_hidden_layers {
             let p = format!("encoder.layer.{l}.");
             let mut proj = |ctx: &Context, name: &str, n_in: usize, n_out: usize| -> Result<(TensorId, TensorId)> {
-                Ok((get(ctx, &format!("{p}{name}.weight"), &[n_in, n_out])?, vector(ctx, &format!("{p}{name}.bias"), n_out)?))
+                Ok((
+                    get(ctx, &format!("{p}{name}.weight"), &[n_in, n_out])?,
+                    vector(ctx, &format!("{p}{name}.bias"), n_out)?,
+                ))
             };
             let q = proj(ctx, "attention.self.query", h, h)?;
             let k = proj(ctx, "attention.self.key", h, h)?;
@@ -123,7 +125,14 @@ impl BertWeights {
             };
             layers.push(BertLayerWeights { q, k, v, attn_out, attn_norm, ffn, ffn_norm });
         }
-        let mut w = Self { word_embeddings, position_embeddings, token_type_embeddings, embeddings_norm, layers, converted: None };
+        let mut w = Self {
+            word_embeddings,
+            position_embeddings,
+            token_type_embeddings,
+            embeddings_norm,
+            layers,
+            converted: None,
+        };
         w.convert_vectors(ctx, &vectors, buft)?;
         Ok(w)
     }

@@ -22,7 +22,11 @@ pub struct RopeSpec {
 impl RopeSpec {
     /// The op's parameters.
     pub fn params(&self) -> RopeParams {
-        RopeParams { n_ctx_orig: self.n_ctx_orig, freq_scale: self.freq_scale, ..RopeParams::new(self.n_dims, self.mode, self.base) }
+        RopeParams {
+            n_ctx_orig: self.n_ctx_orig,
+            freq_scale: self.freq_scale,
+            ..RopeParams::new(self.n_dims, self.mode, self.base)
+        }
     }
 
     /// Rotates `x` (`[head_dim, n_head, n_tokens]`) at the I32 `positions`.

@@ -106,11 +106,8 @@ pub fn build_decoder_graph(
     let positions = input(ctx, DType::I32, &[n_tokens], "inp_pos")?;
     let kv_slots = input(ctx, DType::I32, &[n_tokens], "inp_kv_slots")?;
     let mask = input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask")?;
-    let mask_swa = if hp.has_sliding_layers() {
-        Some(input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask_swa")?)
-    } else {
-        None
-    };
+    let mask_swa =
+        if hp.has_sliding_layers() { Some(input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask_swa")?) } else { None };
     let outputs = match logits_for {
         LogitsFor::Rows(n) => Some(input(ctx, DType::I32, &[n], "inp_out_ids")?),
         LogitsFor::All | LogitsFor::Last => None,

@@ -92,7 +92,7 @@ impl DecoderHparams {
 
     /// Whether layer `l` attends over a sliding window.
     pub fn is_sliding(&self, l: usize) -> bool {
-        self.sliding_window > 0 && (self.swa_pattern == 0 || (l + 1) % self.swa_pattern != 0)
+        self.sliding_window > 0 && (self.swa_pattern == 0 || !(l + 1).is_multiple_of(self.swa_pattern))
     }
 
     /// Whether any layer slides (the graph then takes a second mask).
@@ -119,8 +119,7 @@ impl DecoderHparams {
 
     /// Checks that the numbers fit together.
     pub fn validate(&self) -> Result<(), Error> {
-        let bad =
-            |what: &str| Err(Error::Model(format!("invalid {} hyperparameters: {what} ({self:?})", self.arch)));
+        let bad = |what: &str| Err(Error::Model(format!("invalid {} hyperparameters: {what} ({self:?})", self.arch)));
         if [self.n_vocab, self.n_embd, self.n_layer, self.n_head, self.n_head_kv, self.head_dim, self.n_ff].contains(&0)
         {
             return bad("a size is zero");

@@ -106,9 +106,11 @@ impl KvCells {
         out.clear();
         out.reserve(seqs.len() * n_kv);
         for (&seq, &pos) in seqs.iter().zip(positions) {
-            out.extend(self.cells[..n_kv].iter().map(|cell| {
-                mask_value(cell.is_some_and(|c| c.seq == seq && rule.sees(pos as usize, c.pos)))
-            }));
+            out.extend(
+                self.cells[..n_kv]
+                    .iter()
+                    .map(|cell| mask_value(cell.is_some_and(|c| c.seq == seq && rule.sees(pos as usize, c.pos)))),
+            );
         }
     }
 
@@ -180,8 +182,7 @@ mod tests {
         assert_eq!((p.cells.clone(), p.positions.clone()), (vec![3, 4], vec![1, 2]));
         let mut mask = Vec::new();
         cells.fill_mask(&[1, 0], &p.positions, 5, MaskRule::CAUSAL, &mut mask);
-        let seen =
-            |mask: &[f16], row: usize| (0..5).filter(|&j| mask[row * 5 + j] == f16::ZERO).collect::<Vec<_>>();
+        let seen = |mask: &[f16], row: usize| (0..5).filter(|&j| mask[row * 5 + j] == f16::ZERO).collect::<Vec<_>>();
         assert_eq!(seen(&mask, 0), [2, 3], "sequence 1 at position 1 sees its cells 2 and 3");
         assert_eq!(seen(&mask, 1), [0, 1, 4], "sequence 0 at position 2 sees its cells 0, 1, 4");
         let window = MaskRule { causal: true, window: 2 };

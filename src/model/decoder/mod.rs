@@ -18,7 +18,7 @@ pub use batch::Batch;
 pub use graph::{BatchShape, DecoderGraph, LogitsFor, build_decoder_graph};
 pub use hparams::DecoderHparams;
 pub use kv_cache::{KV_DTYPES, KvCache};
-pub use kv_cells::{KvCells, BatchPlacement, SeqId};
+pub use kv_cells::{BatchPlacement, KvCells, SeqId};
 pub use model::{DECODER_ARCHITECTURES, DecoderModel};
 pub use session::{KV_BUCKET, Session, SessionParams};
 pub use weights::{DecoderWeights, LayerWeights};

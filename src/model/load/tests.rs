@@ -205,7 +205,8 @@ fn progress_reaches_the_total() {
         let mut seen = Vec::new();
         let mut record = |p: LoadProgress| seen.push(p);
         let mut ctx = Context::new();
-        load_tensors(&gguf, &mut ctx, &device, LoadOptions { progress: Some(&mut record), ..LoadOptions::default() }).unwrap();
+        load_tensors(&gguf, &mut ctx, &device, LoadOptions { progress: Some(&mut record), ..LoadOptions::default() })
+            .unwrap();
         let last = *seen.last().unwrap();
         assert_eq!(last.bytes_done, gguf.tensor_bytes());
         assert_eq!(last.bytes_total, gguf.tensor_bytes());
