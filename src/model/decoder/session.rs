@@ -191,6 +191,9 @@ impl Session {
     /// logits: `[n_vocab]` per position for `LogitsFor::All`, the last
     /// position's for `LogitsFor::Last`.
     pub fn eval(&mut self, ctx: &mut Context, tokens: &[u32], logits_for: LogitsFor) -> Result<&[f32]> {
+        if let LogitsFor::Rows(_) = logits_for {
+            return Err(Error::Model("eval gives the logits of all tokens or the last; decode takes a batch naming its rows".into()));
+        }
         let mut batch = std::mem::take(&mut self.single);
         batch.clear();
         for &t in tokens {
