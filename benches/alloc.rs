@@ -34,7 +34,7 @@ fn bump_bind(ctx: &mut Context, graph: Graph<'_>, buffer: BufferId, buft: &dyn B
         if d.view_src.is_some() || ctx.is_allocated(t) && ctx.placement(t).unwrap().buffer != buffer {
             continue;
         }
-        let size = buft.alloc_size(d).next_multiple_of(buft.alignment());
+        let size = buft.alloc_size(&d.layout()).next_multiple_of(buft.alignment());
         ctx.place(t, buffer, end).unwrap();
         end += size;
     }

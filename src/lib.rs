@@ -4,7 +4,7 @@
 //! - everything of the engine at the top level (`gantry::Context`,
 //!   `gantry::sched::Scheduler`, ...; the crate itself as [`engine`]):
 //!   tensors, ops, graphs, backend traits, allocator, scheduler;
-//! - [`backends`]: the CPU and wgpu backends and the conformance suite;
+//! - [`backends`]: the CPU, wgpu and CUDA backends and the conformance suite;
 //!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
 //!   compiled in and found on this machine;
 //! - [`model`]: model files (GGUF), their tensors loaded into a context,

@@ -41,6 +41,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    cli::logging::init();
     match args.command {
         Some(Command::Devices(a)) => cli::devices::run(&a),
         Some(Command::Run(a)) => cli::run::run(&a),

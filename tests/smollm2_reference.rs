@@ -167,3 +167,28 @@ fn smollm2_on_wgpu_and_the_cpu_matches_llama_cpp() {
     }
     assert!(text.starts_with(" Paris"), "greedy continuation {text:?}");
 }
+
+#[cfg(feature = "cuda")]
+#[test]
+fn smollm2_on_cuda_and_the_cpu_matches_llama_cpp() {
+    use gantry::Device;
+    use gantry::backends::cuda::CudaPlatform;
+    let Some(path) = model_path() else { return };
+    let platform = CudaPlatform::new();
+    let Some(gpu) = platform.cuda_devices().first() else {
+        eprintln!("SKIPPED: no CUDA device ({})", platform.unavailable().unwrap_or("none found"));
+        return;
+    };
+    let r = reference();
+    let backends =
+        [gpu.init_backend(None).unwrap(), Arc::new(CpuBackend::with_threads(2).unwrap()) as Arc<dyn Backend>];
+    for (attention, n_greedy) in [(Attention::Flash, 10), (Attention::Explicit, 3)] {
+        let (ids, logits, text) = run(&backends, &path, &r, attention, DType::F32, n_greedy);
+        assert_eq!(ids, r.ids, "token ids");
+        match check_logits(&logits, &r.logits, 49152) {
+            Ok(s) => eprintln!("cuda0 + CPU, {attention:?} attention: {s}; greedy: {text:?}"),
+            Err(s) => panic!("cuda0 + CPU logits with {attention:?} attention outside the tolerances: {s}"),
+        }
+        assert!(text.starts_with(" Paris"), "greedy continuation {text:?} (llama.cpp: {:?})", r.continuation);
+    }
+}

@@ -35,6 +35,11 @@ impl<T: Clone> Column<T> {
         self.data.push(value);
     }
 
+    /// Appends every entry of `values` (allocates only past the retained capacity).
+    pub fn extend_from_slice(&mut self, values: &[T]) {
+        self.data.extend_from_slice(values);
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.data.len()

@@ -1,11 +1,14 @@
-//! Gantry's backends: the CPU (always), wgpu (feature `wgpu`), and the
-//! conformance suite every backend is checked with.
+//! Gantry's backends: the CPU (always), wgpu (feature `wgpu`), CUDA
+//! (feature `cuda`), and the conformance suite every backend is checked with.
 //!
 //! - [`cpu`]: the CPU backend (kernels in `cpu/ops`, vector primitives in
 //!   `cpu/simd`, the F16/F32 mat-vec in `cpu/float_matvec.rs`, quantized
 //!   kernels in `cpu/quant`, instruction-set paths in `cpu/isa.rs`).
 //! - `wgpu` (feature `wgpu`): the wgpu backend (WGSL kernels in
 //!   `wgpu/shaders`, their plans and composition in `wgpu/kernels`).
+//! - `cuda` (feature `cuda`): the CUDA backend (CUDA C kernels in
+//!   `cuda/kernels`, compiled by NVRTC at run time; their launch plans in
+//!   `cuda/ops`).
 //! - [`conformance`]: the suite every backend passes, with an f64 reference.
 //! - [`device_state`]: the state a device shares between threads (events,
 //!   caches, counters), as small generic types the wgpu backend keeps its
@@ -14,6 +17,8 @@
 
 pub mod conformance;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device_state;
 mod registry;
 #[cfg(any(test, feature = "testing"))]

@@ -17,12 +17,16 @@ pub fn default_registry() -> Result<Registry> {
 }
 
 /// Hook for the GPU platforms behind cargo features: the wgpu platform
-/// registers here (feature `wgpu`), and later CUDA. A platform that finds no
-/// device should register nothing rather than fail.
+/// registers here (feature `wgpu`), and CUDA (feature `cuda`). A platform
+/// that finds no device registers with none (and, for CUDA, the reason)
+/// rather than fail.
 fn register_gpu_platforms(registry: &mut Registry) -> Result<()> {
     // One device per GPU wgpu finds (none on a machine without an adapter).
     #[cfg(feature = "wgpu")]
     registry.register_platform(crate::wgpu::platform())?;
+    // One device per NVIDIA GPU; none, with the reason, without the driver or its libraries.
+    #[cfg(feature = "cuda")]
+    registry.register_platform(crate::cuda::platform())?;
     let _ = registry;
     Ok(())
 }

@@ -248,13 +248,15 @@ impl Counter for LoadThenStore {
         self.0.store(id + 1, Ordering::Relaxed);
         id
     }
+    // Wrapping, so that a lost update shows as a wrong count (what the
+    // model checks), not as an overflow panic in builds with overflow checks.
     fn add(&self, bytes: u64) {
         let n = self.1.load(Ordering::Relaxed);
-        self.1.store(n + bytes, Ordering::Relaxed);
+        self.1.store(n.wrapping_add(bytes), Ordering::Relaxed);
     }
     fn sub(&self, bytes: u64) {
         let n = self.1.load(Ordering::Relaxed);
-        self.1.store(n - bytes, Ordering::Relaxed);
+        self.1.store(n.wrapping_sub(bytes), Ordering::Relaxed);
     }
     fn get(&self) -> u64 {
         self.1.load(Ordering::Relaxed)

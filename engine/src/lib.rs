@@ -52,4 +52,4 @@ pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, TensorId};
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use rng::SplitMix64;
-pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags};
+pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags, TensorLayout};

@@ -67,6 +67,32 @@ impl Name {
         Self { len: end as u8, bytes }
     }
 
+    /// The parts joined end to end (cut to [`MAX_NAME`] bytes at a character
+    /// boundary), without the formatting machinery: for names made on hot
+    /// paths (the scheduler's copies).
+    ///
+    /// ```
+    /// use gantry_engine::Name;
+    /// assert_eq!(Name::concat(&["CPU", "#", "x", "#", "2"]).as_str(), "CPU#x#2");
+    /// ```
+    pub fn concat(parts: &[&str]) -> Self {
+        let mut name = Self::EMPTY;
+        for part in parts {
+            let room = MAX_NAME - name.len as usize;
+            let mut end = part.len().min(room);
+            while !part.is_char_boundary(end) {
+                end -= 1;
+            }
+            let at = name.len as usize;
+            name.bytes[at..at + end].copy_from_slice(&part.as_bytes()[..end]);
+            name.len += end as u8;
+            if end < part.len() {
+                break;
+            }
+        }
+        name
+    }
+
     /// A name from format arguments, written in place without allocating
     /// (cut to [`MAX_NAME`] bytes at a character boundary).
     ///
@@ -152,7 +178,55 @@ pub struct TensorDesc {
     pub name: Name,
 }
 
+/// What a tensor's bytes look like: element type, shape and strides — all
+/// that decides how much memory it takes and whether another tensor can be
+/// computed element for element over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TensorLayout {
+    /// Element type.
+    pub dtype: DType,
+    /// Elements per dimension.
+    pub ne: [usize; MAX_DIMS],
+    /// Byte stride per dimension.
+    pub nb: [usize; MAX_DIMS],
+}
+
+impl Default for TensorLayout {
+    fn default() -> Self {
+        Self { dtype: DType::F32, ne: [0; MAX_DIMS], nb: [0; MAX_DIMS] }
+    }
+}
+
+impl TensorLayout {
+    /// Bytes spanned in memory, from the first byte to the last (ggml's
+    /// `ggml_nbytes`); 0 for an empty tensor.
+    ///
+    /// ```
+    /// use gantry_engine::{DType, TensorDesc};
+    /// let d = TensorDesc::contiguous(DType::F32, [4, 3, 1, 1]).unwrap();
+    /// assert_eq!(d.layout().nbytes(), 48);
+    /// ```
+    pub fn nbytes(&self) -> usize {
+        if self.ne.contains(&0) {
+            return 0;
+        }
+        let bs = self.dtype.block_size();
+        let mut n = if bs == 1 { self.dtype.bytes_per_block() } else { self.ne[0] * self.nb[0] / bs };
+        let first = if bs == 1 { 0 } else { 1 };
+        for i in first..MAX_DIMS {
+            n += (self.ne[i] - 1) * self.nb[i];
+        }
+        n
+    }
+}
+
 impl TensorDesc {
+    /// The tensor's dtype, shape and strides.
+    #[inline]
+    pub fn layout(&self) -> TensorLayout {
+        TensorLayout { dtype: self.dtype, ne: self.ne, nb: self.nb }
+    }
+
     /// A contiguous leaf of `dtype` with `ne` elements per dimension. Fails when
     /// a row is not a whole number of blocks or a size overflows.
     pub fn contiguous(dtype: DType, ne: [usize; MAX_DIMS]) -> Result<Self, String> {
@@ -192,16 +266,7 @@ impl TensorDesc {
     /// Bytes spanned by the tensor in memory, from its first byte to its last
     /// (ggml's `ggml_nbytes`); 0 for an empty tensor.
     pub fn nbytes(&self) -> usize {
-        if self.ne.contains(&0) {
-            return 0;
-        }
-        let bs = self.dtype.block_size();
-        let mut n = if bs == 1 { self.dtype.bytes_per_block() } else { self.ne[0] * self.nb[0] / bs };
-        let first = if bs == 1 { 0 } else { 1 };
-        for i in first..MAX_DIMS {
-            n += (self.ne[i] - 1) * self.nb[i];
-        }
-        n
+        self.layout().nbytes()
     }
 
     /// Number of dimensions, counting up to the last one that is not 1.

@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use clap::Args;
 use gantry::model::chat_template::{ChatMessage, ChatTemplate};
-use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ContextArgs, SamplingArgs, backends};
+use super::common::{ContextArgs, SamplingArgs, backends, load_decoder};
 
 /// Options of `gantry chat`.
 #[derive(Args, Debug)]
@@ -85,7 +85,7 @@ pub fn run(args: &ChatArgs) -> ExitCode {
 fn run_inner(args: &ChatArgs) -> Result<(), Error> {
     let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
     let mut ctx = Context::new();
-    let model = DecoderModel::load(&args.model, &mut ctx, backends[0].device(), None)?;
+    let model = load_decoder(&args.model, &mut ctx, backends[0].device())?;
     let tok = &model.tokenizer;
     let template = match &args.chat_template {
         Some(path) => {

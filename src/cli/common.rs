@@ -1,10 +1,11 @@
 //! What the subcommands share: choosing backends, threads, a progress bar.
 
-use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 
 use gantry::backends::default_registry;
-use gantry::{Backend, DeviceType, Registry, SetThreadCount, platform_extension};
+use gantry::model::decoder::DecoderModel;
+use gantry::{Backend, Context, Device, DeviceType, Registry, SetThreadCount, platform_extension};
 
 /// The registry with every platform compiled in, and backends in priority
 /// order: the `--backends` list (device or platform names, CPU last), or
@@ -37,33 +38,29 @@ pub fn bytes(n: usize) -> String {
     gantry::sched::describe::fmt_bytes(n)
 }
 
-/// A one-line progress bar on stderr.
-pub struct ProgressBar {
-    label: &'static str,
-    last: usize,
+/// The model-load progress bar: bytes placed or copied of the total, drawn
+/// on stderr only when it is a terminal (in a log file or a pipe it stays
+/// silent; the load's `tracing` event says how it went).
+pub fn load_progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    let style = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style.progress_chars("#>."));
+    bar.set_message("loading");
+    bar
 }
 
-impl ProgressBar {
-    /// A bar titled `label`.
-    pub fn new(label: &'static str) -> Self {
-        Self { label, last: usize::MAX }
-    }
-
-    /// Draws `done` of `total`.
-    pub fn update(&mut self, done: usize, total: usize) {
-        let pct = (done * 100).checked_div(total).unwrap_or(100);
-        if pct == self.last {
-            return;
-        }
-        self.last = pct;
-        let filled = pct * 30 / 100;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{} [{}{}] {pct:3}%", self.label, "#".repeat(filled), ".".repeat(30 - filled));
-        if done >= total {
-            let _ = writeln!(err);
-        }
-        let _ = err.flush();
-    }
+/// Loads a decoder model (llama, gemma3) from a GGUF file onto `device`,
+/// with the load progress bar.
+pub fn load_decoder(path: &Path, ctx: &mut Context, device: &dyn Device) -> gantry::Result<DecoderModel> {
+    let bar = load_progress_bar();
+    let mut progress = |p: gantry::model::LoadProgress| {
+        bar.set_length(p.bytes_total as u64);
+        bar.set_position(p.bytes_done as u64);
+    };
+    let model = DecoderModel::load(path, ctx, device, Some(&mut progress));
+    bar.finish_and_clear();
+    model
 }
 
 /// The sampling options llama.cpp users expect (`--temp`, `--top-k`,

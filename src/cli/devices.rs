@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
+use gantry::DeviceType;
+use gantry::backends::cpu::{Isa, cpu_features};
 use gantry::backends::default_registry;
 
 use super::common::bytes;
@@ -52,9 +54,18 @@ pub fn run(_: &DevicesArgs) -> ExitCode {
                 if buft.max_size() == usize::MAX { "unlimited".into() } else { bytes(buft.max_size()) }
             );
             println!("    caps: {}", if caps.is_empty() { "none".into() } else { caps.join(", ") });
+            if p.device_type == DeviceType::Cpu {
+                let paths: Vec<&str> = Isa::available().map(Isa::name).collect();
+                println!("    kernels: {} (this CPU runs: {})", Isa::best().name(), paths.join(", "));
+                let features = cpu_features();
+                println!("    features: {}", if features.is_empty() { "none".into() } else { features.join(" ") });
+            }
         }
         if !any {
-            println!("  (no device found)");
+            match platform.unavailable_reason() {
+                Some(why) => println!("  (no device found: {why})"),
+                None => println!("  (no device found)"),
+            }
         }
     }
     ExitCode::SUCCESS

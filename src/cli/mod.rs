@@ -6,6 +6,7 @@ pub mod common;
 pub mod demo;
 pub mod devices;
 pub mod embed;
+pub mod logging;
 pub mod logits;
 pub mod run;
 pub mod test_ops;

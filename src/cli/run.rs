@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ContextArgs, ProgressBar, SamplingArgs, backends, bytes};
+use super::common::{ContextArgs, SamplingArgs, backends, bytes, load_decoder};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
@@ -63,9 +63,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
 fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
     let mut ctx = Context::new();
-    let mut bar = ProgressBar::new("loading");
-    let mut progress = |p: gantry::model::LoadProgress| bar.update(p.bytes_done, p.bytes_total);
-    let model = DecoderModel::load(&args.model, &mut ctx, backends[0].device(), Some(&mut progress))?;
+    let model = load_decoder(&args.model, &mut ctx, backends[0].device())?;
     let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));

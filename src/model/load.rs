@@ -120,6 +120,8 @@ pub fn load_tensors(
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
     let LoadOptions { use_mmap, progress, oversize } = options;
+    let _span = tracing::info_span!("load", file = %file.source(), device = device.name()).entered();
+    let started = std::time::Instant::now();
     let entries = file.tensor_entries()?;
     let mut report = Progress::new(&entries, progress);
     let mut made = Made::default();
@@ -132,8 +134,18 @@ pub fn load_tensors(
     } else {
         load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report)
     };
-    if result.is_err() {
-        made.undo(ctx);
+    match &result {
+        Ok(w) => tracing::info!(
+            tensors = w.len(),
+            bytes = w.bytes(),
+            mapped = w.is_mapped(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "weights loaded"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "loading failed; nothing kept");
+            made.undo(ctx);
+        }
     }
     result
 }
@@ -263,7 +275,7 @@ fn load_copied(
     let mut oversize_layout = oversize.map(Layout::new);
     let mut placed = Vec::with_capacity(entries.len());
     for entry in entries {
-        let size = buft.alloc_size(&entry.desc);
+        let size = buft.alloc_size(&entry.desc.layout());
         let at = match &mut oversize_layout {
             Some(big) if size > buft.max_size() => (true, big.add(file, entry)?),
             _ => (false, device_layout.add(file, entry)?),
@@ -303,7 +315,7 @@ impl Layout {
     /// Finds room for `entry`: (buffer number, offset).
     fn add(&mut self, file: &dyn WeightsFile, entry: &TensorEntry<'_>) -> Result<(usize, usize)> {
         let (align, max_size) = (self.buft.alignment().max(1), self.buft.max_size());
-        let size = self.buft.alloc_size(&entry.desc);
+        let size = self.buft.alloc_size(&entry.desc.layout());
         if size > max_size {
             return Err(gantry_engine::Error::OutOfMemory { buffer_type: self.buft.name().to_owned(), size }.into());
         }

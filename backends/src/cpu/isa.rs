@@ -82,6 +82,49 @@ impl Isa {
     fn simd() -> impl Iterator<Item = Isa> {
         std::iter::empty()
     }
+
+    /// The path's name as users know it (`gantry devices` prints it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "portable (no SIMD)",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => "AVX2",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => "AVX-512",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => "AVX-512 VNNI",
+        }
+    }
+}
+
+/// The SIMD features of this CPU that a kernel path could use, as
+/// `is_x86_feature_detected!` names them (empty off x86-64).
+pub fn cpu_features() -> Vec<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! detected {
+            ($($f:tt),*) => { [$((is_x86_feature_detected!($f), $f)),*] };
+        }
+        let all = detected!(
+            "sse4.2",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "bmi2",
+            "avx512f",
+            "avx512bw",
+            "avx512vl",
+            "avx512dq",
+            "avx512vnni",
+            "avx512bf16",
+            "avx512fp16",
+            "avxvnni"
+        );
+        all.into_iter().filter_map(|(on, name)| on.then_some(name)).collect()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    Vec::new()
 }
 
 /// Adds `#[target_feature(enable = $features)]` to one function, after its

@@ -65,7 +65,7 @@ pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};
 pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
-pub use isa::Isa;
+pub use isa::{Isa, cpu_features};
 pub use platform::CpuPlatform;
 pub use tasks::TaskCounter;
 

@@ -123,8 +123,12 @@ impl Harness {
     pub fn allocate(&mut self) {
         let buft = self.device.buffer_type();
         let align = buft.alignment();
-        let owners: Vec<(TensorId, usize)> =
-            self.ctx.tensors().filter(|(_, d)| d.view_src.is_none()).map(|(t, d)| (t, buft.alloc_size(d))).collect();
+        let owners: Vec<(TensorId, usize)> = self
+            .ctx
+            .tensors()
+            .filter(|(_, d)| d.view_src.is_none())
+            .map(|(t, d)| (t, buft.alloc_size(&d.layout())))
+            .collect();
         let mut offsets = Vec::with_capacity(owners.len());
         let mut end = 0usize;
         for &(t, size) in &owners {

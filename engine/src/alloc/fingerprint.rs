@@ -3,44 +3,39 @@
 /// The inputs of the last plan as a flat list of words (per tensor: role,
 /// buffer type, flags, in-place candidates, size, source and view links).
 ///
-/// A new graph is written over the old record in place: each word is
-/// compared with the one it replaces, so comparing costs one pass over the
-/// graph and, once the vector has grown to the graph's size, no allocation.
-/// Unlike a hash, equal records mean equal plan inputs, never a collision.
+/// A new record is written beside the previous one and the two are compared
+/// at the end in one pass (a vectorized memory compare), so writing a word
+/// costs a store; once both vectors have grown to the graph's size, no
+/// allocation. Unlike a hash, equal records mean equal plan inputs, never a
+/// collision.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Fingerprint {
     words: Vec<u64>,
-    len: usize,
-    same: bool,
-    /// Whether `words` is a complete record (false while one is being
-    /// written, and after a write that was abandoned by an error).
-    complete: bool,
+    previous: Vec<u64>,
+    /// Whether `previous` is a complete record (false after a write that
+    /// was abandoned by an error, or an invalidation).
+    previous_complete: bool,
+    /// Whether `words` is being written.
+    writing: bool,
 }
 
 impl Fingerprint {
-    /// Starts writing a new record over the old one.
+    /// Starts writing a new record; the last complete one is kept to compare with.
     pub(crate) fn begin(&mut self) {
-        self.same = self.complete;
-        self.complete = false;
-        self.len = 0;
+        if !self.writing {
+            std::mem::swap(&mut self.words, &mut self.previous);
+        } else {
+            // The last write was abandoned: it is no record to compare with.
+            self.previous_complete = false;
+        }
+        self.words.clear();
+        self.writing = true;
     }
 
     /// Appends one word.
     #[inline]
     pub(crate) fn push(&mut self, word: u64) {
-        match self.words.get_mut(self.len) {
-            Some(old) => {
-                if *old != word {
-                    self.same = false;
-                    *old = word;
-                }
-            }
-            None => {
-                self.same = false;
-                self.words.push(word);
-            }
-        }
-        self.len += 1;
+        self.words.push(word);
     }
 
     /// Appends two 32-bit values as one word.
@@ -51,17 +46,27 @@ impl Fingerprint {
 
     /// Ends the record; returns whether it equals the previous complete one.
     pub(crate) fn finish(&mut self) -> bool {
-        if self.len != self.words.len() {
-            self.same = false;
-            self.words.truncate(self.len);
+        let same = self.previous_complete && self.words == self.previous;
+        // The next record is written into `previous`: grow it now, while this
+        // call allocates anyway, so the same graph again allocates nothing.
+        if self.previous.capacity() < self.words.len() {
+            self.previous.reserve(self.words.len() - self.previous.len());
         }
-        self.complete = true;
-        self.same
+        self.writing = false;
+        self.previous_complete = true;
+        same
     }
 
     /// Forgets the record, so the next one never compares equal.
     pub(crate) fn invalidate(&mut self) {
-        self.complete = false;
+        if self.writing {
+            self.writing = false;
+            self.words.clear();
+        }
+        self.previous_complete = false;
+        // The record just finished is what the next begin compares against.
+        self.words.clear();
+        self.previous.clear();
     }
 }
 

@@ -9,8 +9,8 @@ use smallvec::SmallVec;
 use super::BufferTypeIndex;
 use super::chunked_allocator::{ChunkAddress, ChunkedAllocator};
 use super::fingerprint::Fingerprint;
-use super::planner::PlanColumns;
-use super::tensor_table::{GatherEnv, NONE, TensorTable, flag};
+use super::planner::{PlanColumns, STEP_NEVER};
+use super::tensor_table::{FinishEnv, NONE, TensorTable, flag};
 use crate::{BufferType, BufferUsage, Context, Error, Graph, Placement, Result, same_buffer_type};
 
 /// Bytes a plan needs, per buffer type and per chunk (one buffer each).
@@ -230,6 +230,17 @@ impl GraphAllocator {
         before_moving: impl FnOnce() -> Result<()>,
     ) -> Result<bool> {
         let same = self.gather(ctx, graph, node_buft, leaf_buft)?;
+        self.plan_and_bind(ctx, same, before_moving)
+    }
+
+    /// Plans again unless the plan's inputs are `same` as last time's, grows
+    /// the buffers, binds; returns whether tensors could move.
+    fn plan_and_bind(
+        &mut self,
+        ctx: &mut Context,
+        same: bool,
+        before_moving: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
         let replan = !(same && self.plan_valid);
         if replan {
             self.walk();
@@ -330,17 +341,17 @@ impl GraphAllocator {
     /// allocator, in plan order (leafs, nodes, then tensors read but not listed).
     pub fn planned_tensors(&self) -> impl Iterator<Item = PlannedTensor> + '_ {
         let n = if self.plan_valid { self.table.len() } else { 0 };
-        (0..n).filter(|&d| self.table.flags[d] & (flag::VIEW | flag::EXTERNAL) == 0).map(move |d| {
+        (0..n).filter(|&d| self.table.flags(d) & (flag::VIEW | flag::EXTERNAL) == 0).map(move |d| {
             let took = self.plan.took_over[d];
             PlannedTensor {
-                tensor: self.table.tensor[d],
+                tensor: self.table.tensor(d),
                 buffer_type: self.table.buft[d],
                 chunk: self.plan.addr[d].chunk as usize,
                 offset: self.plan.addr[d].offset,
                 size: self.plan.reserved[d],
                 first_step: self.plan.first_step[d],
                 last_step: self.plan.last_step[d],
-                in_place_of: (took != NONE).then(|| self.table.tensor[took as usize]),
+                in_place_of: (took != NONE).then(|| self.table.tensor(took as usize)),
             }
         })
     }
@@ -354,6 +365,20 @@ impl GraphAllocator {
         node_buft: &[BufferTypeIndex],
         leaf_buft: &[BufferTypeIndex],
     ) -> Result<bool> {
+        let result = self.check_types().and_then(|()| {
+            self.table.gather(ctx, graph, &self.own_buffers)?;
+            let env = FinishEnv { buffer_types: &self.buffer_types, canonical: &self.canonical };
+            self.table.assign_bufts(ctx, node_buft, leaf_buft, &env)?;
+            self.table.finish(ctx, &env, &mut self.fingerprint)
+        });
+        if result.is_err() {
+            self.fingerprint.invalidate();
+            self.plan_valid = false;
+        }
+        result
+    }
+
+    fn check_types(&self) -> Result<()> {
         if self.too_many_types {
             return Err(Error::Allocator(format!(
                 "{} buffer types given; the graph allocator handles at most {}",
@@ -361,14 +386,54 @@ impl GraphAllocator {
                 BufferTypeIndex::MAX
             )));
         }
-        let env =
-            GatherEnv { buffer_types: &self.buffer_types, canonical: &self.canonical, own_buffers: &self.own_buffers };
-        let result = self.table.gather(ctx, graph, node_buft, leaf_buft, &env, &mut self.fingerprint);
+        Ok(())
+    }
+
+    // ---- the scheduler's path: it gathers, the allocator plans ------------------
+
+    /// The table for the scheduler to gather a graph into (with the
+    /// allocator's own buffers, whose tensors are not pre-allocated), set
+    /// buffer types and the walk order in, and hand back with
+    /// [`GraphAllocator::alloc_gathered`] or [`GraphAllocator::reserve_gathered`].
+    pub(crate) fn table_mut(&mut self) -> (&mut TensorTable, &[BufferId]) {
+        (&mut self.table, &self.own_buffers)
+    }
+
+    /// The table as last gathered (the scheduler's placement reads it
+    /// through its dense indices).
+    pub(crate) fn table(&self) -> &TensorTable {
+        &self.table
+    }
+
+    /// Finishes the gathered table: sizes, readers, the plan's record.
+    fn finish_gathered(&mut self, ctx: &Context) -> Result<bool> {
+        let result = self.check_types().and_then(|()| {
+            let env = FinishEnv { buffer_types: &self.buffer_types, canonical: &self.canonical };
+            self.table.finish(ctx, &env, &mut self.fingerprint)
+        });
         if result.is_err() {
             self.fingerprint.invalidate();
             self.plan_valid = false;
         }
         result
+    }
+
+    /// [`GraphAllocator::reserve`] of the table the caller gathered.
+    pub(crate) fn reserve_gathered(&mut self, ctx: &mut Context) -> Result<PlanSizes> {
+        self.finish_gathered(ctx)?;
+        self.walk();
+        self.grow_buffers(ctx)?;
+        Ok(self.planned_sizes())
+    }
+
+    /// [`GraphAllocator::alloc_graph_with`] of the table the caller gathered.
+    pub(crate) fn alloc_gathered(
+        &mut self,
+        ctx: &mut Context,
+        before_moving: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        let same = self.finish_gathered(ctx)?;
+        self.plan_and_bind(ctx, same, before_moving)
     }
 
     fn walk(&mut self) {
@@ -434,10 +499,15 @@ impl GraphAllocator {
     /// Places every tensor the plan gives memory at its planned offset.
     fn bind(&self, ctx: &mut Context) -> Result<()> {
         for d in 0..self.table.len() {
-            if self.table.flags[d] & (flag::VIEW | flag::EXTERNAL) != 0 {
+            if self.table.flags(d) & (flag::VIEW | flag::EXTERNAL) != 0 {
                 continue;
             }
-            let t = self.table.tensor[d];
+            if self.plan.first_step[d] == STEP_NEVER {
+                // The walk never reached it (a source the scheduler replaced
+                // by its copy): it keeps whatever memory it had.
+                continue;
+            }
+            let t = self.table.tensor(d);
             let ChunkAddress { chunk, offset } = self.plan.addr[d];
             let b = self.table.buft[d].get();
             let buffer = *self.buffers[b].get(chunk as usize).ok_or_else(|| {

@@ -6,8 +6,10 @@
 //!   when the graph changed), `needs_replan` (ask first).
 //! - [`BufferTypeIndex`]: a buffer type's position in the allocator's list
 //!   (what node and leaf assignments hold).
-//! - `tensor_table`: the per-tensor facts, gathered in one pass into dense
-//!   columns; `fingerprint`: the record of a plan's inputs that tells whether
+//! - [`TensorTable`]: the per-tensor facts, gathered in one pass into dense
+//!   columns — by the allocator for a graph it is given, or by the
+//!   scheduler, whose systems read the same table before the allocator
+//!   plans it; `fingerprint`: the record of a plan's inputs that tells whether
 //!   a graph needs a new plan; `planner`: the liveness walk;
 //!   `chunked_allocator`: the best-fit free list of one buffer type, spread
 //!   over chunks no larger than the buffer type's maximum size.
@@ -42,10 +44,11 @@ mod chunked_allocator;
 mod fingerprint;
 mod graph_allocator;
 mod planner;
-mod tensor_table;
+pub(crate) mod tensor_table;
 
 pub use buffer_type_index::BufferTypeIndex;
 pub use graph_allocator::{GraphAllocator, PlanSizes, PlannedTensor};
+pub use tensor_table::TensorTable;
 
 #[cfg(test)]
 mod tests;

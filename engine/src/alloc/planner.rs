@@ -21,7 +21,7 @@
 use gantry_arenas::Column;
 
 use super::chunked_allocator::{ChunkAddress, ChunkedAllocator};
-use super::tensor_table::{NONE, Role, TensorTable, flag};
+use super::tensor_table::{NONE, TensorTable, flag};
 
 /// "Before the first node" / "never", in walk steps.
 pub(crate) const STEP_NEVER: u32 = u32::MAX;
@@ -80,33 +80,30 @@ impl PlanColumns {
         for d in 0..n {
             self.children_left.push(table.children[d]);
             self.views_left.push(table.views[d]);
-            if table.flags[d] & (flag::VIEW | flag::EXTERNAL) == 0 {
+            if table.flags(d) & (flag::VIEW | flag::EXTERNAL) == 0 {
                 self.state[d] = MemoryState::Unplaced;
             }
         }
         let mut walk = Walk { table, pools, plan: self, step: 0 };
 
-        for d in 0..n {
-            if table.flags[d] & flag::INPUT != 0 {
-                walk.ensure_memory(d);
+        for &d in table.listing.as_slice() {
+            if table.flags(d as usize) & flag::INPUT != 0 {
+                walk.ensure_memory(d as usize);
             }
         }
-        for d in 0..n {
-            if table.role[d] == Role::Leaf {
-                walk.ensure_memory(d);
-            }
+        for &d in table.leaf_walk.as_slice() {
+            walk.ensure_memory(d as usize);
         }
         // Leaf views nothing reads hold their root for no one.
-        for d in 0..n {
-            if table.role[d] == Role::Leaf && table.flags[d] & flag::VIEW != 0 && table.children[d] == 0 {
+        for &d in table.leaf_walk.as_slice() {
+            let d = d as usize;
+            if table.flags(d) & flag::VIEW != 0 && table.children[d] == 0 {
                 walk.release(d);
             }
         }
-        for d in 0..n {
-            if table.role[d] == Role::Node {
-                walk.step += 1;
-                walk.compute_node(d);
-            }
+        for &d in table.walk.as_slice() {
+            walk.step += 1;
+            walk.compute_node(d as usize);
         }
     }
 }
@@ -130,7 +127,7 @@ impl Walk<'_> {
 
     /// The tensor whose memory `d` uses.
     fn memory_owner(&self, d: usize) -> usize {
-        if self.table.flags[d] & flag::VIEW != 0 { self.table.root[d] as usize } else { d }
+        self.table.memory_owner(d)
     }
 
     fn take_fresh(&mut self, d: usize) {
@@ -143,7 +140,7 @@ impl Walk<'_> {
     }
 
     fn compute_node(&mut self, d: usize) {
-        let srcs = self.table.srcs[d];
+        let srcs = self.table.srcs(d);
         for &s in &srcs {
             if s != NONE {
                 self.ensure_memory(s as usize);
@@ -169,7 +166,7 @@ impl Walk<'_> {
         }
         // A view that nothing reads (a dependency, or a write into its root
         // like SET_ROWS whose result is unused) stops holding its root now.
-        if self.table.flags[d] & flag::VIEW != 0 && self.table.children[d] == 0 {
+        if self.table.flags(d) & flag::VIEW != 0 && self.table.children[d] == 0 {
             self.release(d);
         }
     }
@@ -181,12 +178,12 @@ impl Walk<'_> {
         if candidates == 0 {
             return false;
         }
-        for j in 0..table.srcs[d].len() {
+        for j in 0..table.srcs(d).len() {
             if candidates & (1 << j) == 0 {
                 continue;
             }
-            let p = table.srcs[d][j] as usize;
-            if table.flags[p] & flag::PROTECTED != 0 || self.plan.children_left[p] != 1 || self.plan.views_left[p] != 0
+            let p = table.srcs(d)[j] as usize;
+            if table.flags(p) & flag::PROTECTED != 0 || self.plan.children_left[p] != 1 || self.plan.views_left[p] != 0
             {
                 continue;
             }
@@ -194,7 +191,7 @@ impl Walk<'_> {
             if owner != p && (self.plan.views_left[owner] != 1 || self.plan.children_left[owner] != 0) {
                 continue;
             }
-            if table.flags[owner] & flag::PROTECTED != 0
+            if table.flags(owner) & flag::PROTECTED != 0
                 || self.plan.state[owner] != MemoryState::Live
                 || table.size[owner] < table.size[d]
             {
@@ -217,11 +214,11 @@ impl Walk<'_> {
 
     /// `d` has no readers left: free its memory (or, for a view, drop its hold on its root).
     fn release(&mut self, d: usize) {
-        if self.table.flags[d] & flag::PROTECTED != 0 {
+        if self.table.flags(d) & flag::PROTECTED != 0 {
             return;
         }
-        if self.table.flags[d] & flag::VIEW != 0 {
-            let root = self.table.root[d] as usize;
+        if self.table.flags(d) & flag::VIEW != 0 {
+            let root = self.table.root(d) as usize;
             self.plan.views_left[root] -= 1;
             if self.plan.views_left[root] == 0 && self.plan.children_left[root] == 0 {
                 self.free(root);
@@ -232,7 +229,7 @@ impl Walk<'_> {
     }
 
     fn free(&mut self, d: usize) {
-        if self.plan.state[d] != MemoryState::Live || self.table.flags[d] & flag::PROTECTED != 0 {
+        if self.plan.state[d] != MemoryState::Live || self.table.flags(d) & flag::PROTECTED != 0 {
             return;
         }
         self.pools[self.table.buft[d].get()].free(self.plan.addr[d], self.plan.reserved[d]);

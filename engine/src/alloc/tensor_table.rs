@@ -1,13 +1,28 @@
-//! The facts the planner needs about every tensor a graph touches, in dense
-//! columns, gathered in one pass over the graph.
+//! The facts about every tensor a graph touches, in dense columns, gathered
+//! in one pass over the graph — the table both the scheduler's systems and
+//! the allocator's planner read.
+//!
+//! Filling it takes three steps:
+//! 1. [`TensorTable::gather`] walks the graph once, looking up each
+//!    tensor's description once: its role, op kind, flags, view root,
+//!    sources, and whether its memory is pre-allocated (in a buffer the
+//!    allocator does not own).
+//! 2. The memory's buffer type is set per entry ([`TensorTable::set_buft`]):
+//!    from the caller's assignment arrays ([`TensorTable::assign_bufts`]),
+//!    or by the scheduler, which also appends the tensors it creates (input
+//!    copies, dependency markers: [`TensorTable::push_added`]) and sets the
+//!    order the planner walks in.
+//! 3. [`TensorTable::finish`] adds what depends on the buffer types — sizes,
+//!    readers, in-place candidates — and records the plan's inputs in a
+//!    [`Fingerprint`].
 //!
 //! Dense indices are given in a fixed order — leafs by position, then nodes
 //! by position, then tensors the graph reads without listing them
-//! ("extras", in the order they are first read) — so the same graph
-//! structure always gets the same indices, whichever tensors sit at its
-//! positions. That is what lets a plan be reused for a graph rebuilt from
-//! new tensors, and lets the scheduler bind a different tensor to a leaf
-//! position on each run.
+//! ("extras", in the order they are first read), then tensors added by the
+//! scheduler — so the same graph structure always gets the same indices,
+//! whichever tensors sit at its positions. That is what lets a plan be
+//! reused for a graph rebuilt from new tensors, and lets the scheduler bind
+//! a different tensor to a leaf position on each run.
 
 use std::sync::Arc;
 
@@ -17,18 +32,21 @@ use gantry_arenas::{BufferId, Column, TensorId};
 use super::BufferTypeIndex;
 use super::fingerprint::Fingerprint;
 use crate::tensor::MAX_SRC;
-use crate::{BufferType, Context, Error, Graph, Result, TensorDesc, TensorFlags};
+use crate::{BufferType, Context, Error, Graph, Op, Result, TensorFlags, TensorLayout};
 
 /// "No tensor" in a dense link.
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// Why a tensor is in the table.
+/// "Not pre-allocated" in [`TensorTable::external`].
+pub(crate) const NOT_EXTERNAL: u8 = u8::MAX;
+
+/// Why a tensor is in the table, and whether the planner walks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
 pub(crate) enum Role {
-    /// Listed among the graph's leafs.
+    /// Given memory before the walk (a listed leaf, a pipeline copy).
     Leaf = 0,
-    /// Listed among the graph's nodes.
+    /// Walked: its sources are read, it gets memory, readers are counted.
     Node = 1,
     /// Read by a node (as a source or view source) without being listed.
     #[default]
@@ -51,143 +69,237 @@ pub(crate) mod flag {
     pub(crate) const PROTECTED: u8 = INPUT | OUTPUT;
 }
 
-/// Dense per-tensor columns. Every column has one entry per tensor.
+/// What a tensor's op is, as the scheduler's systems ask (bits of
+/// [`TensorTable::kind`]).
+pub(crate) mod kind {
+    /// VIEW, RESHAPE, PERMUTE, TRANSPOSE: describes memory, computes nothing.
+    pub(crate) const VIEW_OP: u8 = 1;
+    /// Computes something (not NONE, not a view op).
+    pub(crate) const COMPUTES: u8 = 2;
+    /// ROPE or FLASH_ATTN_EXT: their small side tensors do not decide where they run.
+    pub(crate) const SIDE_INPUTS: u8 = 4;
+    /// May write its result over its first source (ggml's in-place list).
+    pub(crate) const IN_PLACE_OP: u8 = 8;
+}
+
+/// Dense per-tensor columns of a gathered graph, one entry per tensor: what
+/// the scheduler's systems and the allocator's planner read (see the
+/// module docs). Filled and read inside the engine.
 #[derive(Default)]
-pub(crate) struct TensorTable {
+pub struct TensorTable {
     /// Dense index of each tensor slot (`NONE` when not in the table).
     slot_to_dense: Vec<u32>,
-    /// The tensor.
-    pub(crate) tensor: Column<TensorId>,
-    /// Why it is in the table.
-    pub(crate) role: Column<Role>,
+    /// What gathering found out about each tensor, one look at its
+    /// description (one record per entry: gathering writes them together).
+    entries: Vec<Entry>,
+    /// Each entry's dtype, shape and strides (what sizes and in-place
+    /// checks read, so that no description is looked up twice).
+    layout: Column<TensorLayout>,
     /// Index of its buffer type (the first of equal buffer types).
     pub(crate) buft: Column<BufferTypeIndex>,
-    /// [`flag`] bits.
-    pub(crate) flags: Column<u8>,
-    /// For views: the dense index of the tensor owning the memory.
-    pub(crate) root: Column<u32>,
-    /// For nodes: dense indices of the sources (`NONE` where unset).
-    pub(crate) srcs: Column<[u32; MAX_SRC]>,
     /// Bytes the tensor takes in its buffer type (tensors with memory of their own).
     pub(crate) size: Column<usize>,
-    /// Number of source slots of nodes that read this tensor.
+    /// Number of source slots of walked nodes that read this tensor.
     pub(crate) children: Column<u32>,
     /// Number of views of this tensor.
     pub(crate) views: Column<u32>,
     /// For nodes: bit `j` set when source `j` may be overwritten in place
     /// (as far as the layout and buffer types go; liveness decides at plan time).
     pub(crate) in_place: Column<u8>,
-    /// Dense index of the tensor at each leaf position.
+    /// Position in [`TensorTable::walk`] (`NONE` when not walked).
+    walk_pos: Column<u32>,
+    /// Whether the entry is queued in `leaf_walk` (bit 0) or `walk` (bit 1)
+    /// while the scheduler builds the walk.
+    queued: Column<u8>,
+    /// Dense index of the tensor at each leaf position of the gathered graph.
     pub(crate) leaf_dense: Column<u32>,
-    /// Dense index of the tensor at each node position.
+    /// Dense index of the tensor at each node position of the gathered graph.
     pub(crate) node_dense: Column<u32>,
+    /// The leafs given memory up front, in order.
+    pub(crate) leaf_walk: Column<u32>,
+    /// The nodes, in the order the planner walks them.
+    pub(crate) walk: Column<u32>,
+    /// Every entry in listing order: `leaf_walk`, then `walk`, then the
+    /// rest by dense index (inputs get their memory in this order).
+    pub(crate) listing: Column<u32>,
+    /// The pre-allocated buffers the graph reads (at most 254).
+    pub(crate) externals: Vec<BufferId>,
 }
 
-/// What `gather` needs to know about the allocator.
-pub(crate) struct GatherEnv<'a> {
+/// What gathering records about one tensor.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// The tensor.
+    tensor: TensorId,
+    /// Dense indices of the sources (`NONE` where unset).
+    srcs: [u32; MAX_SRC],
+    /// For views: the dense index of the tensor owning the memory.
+    root: u32,
+    /// For extras: the dense index of the tensor that first read it.
+    first_reader: u32,
+    /// Why it is in the table.
+    role: Role,
+    /// [`kind`] bits of its op.
+    kind: u8,
+    /// [`flag`] bits.
+    flags: u8,
+    /// Index into [`TensorTable::externals`] of the buffer holding the
+    /// memory (the root's, for a view), or [`NOT_EXTERNAL`].
+    external: u8,
+}
+
+/// What filling the table needs to know about the allocator.
+pub(crate) struct FinishEnv<'a> {
     /// The buffer types, by index.
     pub(crate) buffer_types: &'a [Arc<dyn BufferType>],
     /// For each buffer type index, the first index of an equal buffer type.
     pub(crate) canonical: &'a [BufferTypeIndex],
-    /// The buffers the allocator owns (tensors in them are re-bound, not left alone).
-    pub(crate) own_buffers: &'a [BufferId],
 }
 
 impl TensorTable {
     /// Number of tensors.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.tensor.len()
+        self.entries.len()
     }
 
-    /// Fills the table from `graph` and writes the plan's inputs into
-    /// `fingerprint`; returns whether they equal the previous ones.
-    pub(crate) fn gather(
-        &mut self,
-        ctx: &Context,
-        graph: Graph<'_>,
-        node_buft: &[BufferTypeIndex],
-        leaf_buft: &[BufferTypeIndex],
-        env: &GatherEnv<'_>,
-        fingerprint: &mut Fingerprint,
-    ) -> Result<bool> {
-        fingerprint.begin();
+    /// The dense index of `t`, if it is in the table.
+    #[inline]
+    pub(crate) fn lookup(&self, t: TensorId) -> Option<u32> {
+        let d = *self.slot_to_dense.get(slot_index(t))?;
+        (d != NONE && self.entries.get(d as usize).is_some_and(|e| e.tensor == t)).then_some(d)
+    }
+
+    /// Entry `d`'s tensor.
+    #[inline]
+    pub(crate) fn tensor(&self, d: usize) -> TensorId {
+        self.entries[d].tensor
+    }
+
+    /// Why entry `d` is in the table.
+    #[inline]
+    pub(crate) fn role(&self, d: usize) -> Role {
+        self.entries[d].role
+    }
+
+    /// The [`kind`] bits of entry `d`'s op.
+    #[inline]
+    pub(crate) fn kind(&self, d: usize) -> u8 {
+        self.entries[d].kind
+    }
+
+    /// Entry `d`'s [`flag`] bits.
+    #[inline]
+    pub(crate) fn flags(&self, d: usize) -> u8 {
+        self.entries[d].flags
+    }
+
+    /// For a view: the dense index of the tensor owning its memory (`NONE` otherwise).
+    #[inline]
+    pub(crate) fn root(&self, d: usize) -> u32 {
+        self.entries[d].root
+    }
+
+    /// Dense indices of entry `d`'s sources (`NONE` where unset).
+    #[inline]
+    pub(crate) fn srcs(&self, d: usize) -> [u32; MAX_SRC] {
+        self.entries[d].srcs
+    }
+
+    /// Index into [`TensorTable::externals`] of the buffer holding `d`'s
+    /// memory, or [`NOT_EXTERNAL`].
+    #[inline]
+    pub(crate) fn external(&self, d: usize) -> u8 {
+        self.entries[d].external
+    }
+
+    /// The tensor owning `d`'s memory: its root, or itself.
+    #[inline]
+    pub(crate) fn memory_owner(&self, d: usize) -> usize {
+        let e = &self.entries[d];
+        if e.flags & flag::VIEW != 0 { e.root as usize } else { d }
+    }
+
+    /// Step 1: fills the table from `graph`. Tensors placed in a live buffer
+    /// that is not in `own_buffers` are pre-allocated ([`flag::EXTERNAL`]).
+    /// The walk is the graph's: leafs first, then nodes in order.
+    pub(crate) fn gather(&mut self, ctx: &Context, graph: Graph<'_>, own_buffers: &[BufferId]) -> Result<()> {
         // Slot indices run up to the capacity inclusive (slotmap keeps slot 0 as a sentinel).
         self.clear(ctx.slot_capacity() + 1);
-        check_assignment("node", graph.nodes(), node_buft, env, ctx)?;
-        check_assignment("leaf", graph.leafs(), leaf_buft, env, ctx)?;
-
-        for (i, &t) in graph.leafs().iter().enumerate() {
-            let d = self.intern(t, Role::Leaf, buft_at(leaf_buft, i, env))?;
+        for &t in graph.leafs() {
+            let (d, new) = self.intern(t, Role::Leaf, NONE)?;
             self.leaf_dense.push(d);
+            if new {
+                self.leaf_walk.push(d);
+            }
         }
-        for (i, &t) in graph.nodes().iter().enumerate() {
-            let d = self.intern(t, Role::Node, buft_at(node_buft, i, env))?;
+        for &t in graph.nodes() {
+            let (d, new) = self.intern(t, Role::Node, NONE)?;
             self.node_dense.push(d);
+            if new {
+                self.walk.push(d);
+            }
         }
         // Leafs and nodes in order; tensors read without being listed are
         // described as soon as they are met, so a node's sources are always
         // described before the node (in a topologically ordered graph).
         let listed = self.len();
         for d in 0..listed {
-            self.describe_entry(ctx, d, env)?;
+            self.describe_entry(ctx, d, own_buffers)?;
         }
         for &t in graph.outputs() {
             if let Some(d) = self.lookup(t) {
-                self.flags[d as usize] |= flag::OUTPUT;
+                self.entries[d as usize].flags |= flag::OUTPUT;
             }
         }
-        for d in 0..self.len() {
-            let root = self.root[d];
-            if root != NONE && self.flags[root as usize] & flag::VIEW != 0 {
+        for e in &self.entries {
+            if e.root != NONE && self.entries[e.root as usize].flags & flag::VIEW != 0 {
                 return Err(Error::Allocator(format!(
                     "view {} reads {}, itself a view: a view's source must own its memory",
-                    ctx.describe(self.tensor[d]),
-                    ctx.describe(self.tensor[root as usize])
+                    ctx.describe(e.tensor),
+                    ctx.describe(self.entries[e.root as usize].tensor)
                 )));
             }
         }
-        self.write_fingerprint(fingerprint);
-        Ok(fingerprint.finish())
+        Ok(())
     }
 
     /// Empties the table (keeping capacity) and sizes the slot map for `slots` slots.
     fn clear(&mut self, slots: usize) {
-        for &t in self.tensor.as_slice() {
-            if let Some(s) = self.slot_to_dense.get_mut(slot_index(t)) {
+        for e in &self.entries {
+            if let Some(s) = self.slot_to_dense.get_mut(slot_index(e.tensor)) {
                 *s = NONE;
             }
         }
         if self.slot_to_dense.len() < slots {
             self.slot_to_dense.resize(slots, NONE);
         }
-        self.tensor.clear();
-        self.role.clear();
+        self.entries.clear();
+        self.layout.clear();
         self.buft.clear();
-        self.flags.clear();
-        self.root.clear();
-        self.srcs.clear();
-        self.size.clear();
-        self.children.clear();
-        self.views.clear();
-        self.in_place.clear();
+        self.queued.clear();
         self.leaf_dense.clear();
         self.node_dense.clear();
+        self.leaf_walk.clear();
+        self.walk.clear();
+        self.listing.clear();
+        self.externals.clear();
     }
 
-    /// The dense index of `t`, if it is in the table.
-    pub(crate) fn lookup(&self, t: TensorId) -> Option<u32> {
-        let d = *self.slot_to_dense.get(slot_index(t))?;
-        (d != NONE && self.tensor[d as usize] == t).then_some(d)
-    }
-
-    /// The dense index of `t`, adding it when new.
-    fn intern(&mut self, t: TensorId, role: Role, buft: BufferTypeIndex) -> Result<u32> {
-        if let Some(d) = self.lookup(t) {
-            return Ok(d);
+    /// The dense index of `t` and whether it is new, adding it with `role` when new.
+    #[inline]
+    fn intern(&mut self, t: TensorId, role: Role, first_reader: u32) -> Result<(u32, bool)> {
+        match self.lookup(t) {
+            Some(d) => Ok((d, false)),
+            None => self.add(t, role, first_reader).map(|d| (d, true)),
         }
+    }
+
+    /// Adds `t` (not in the table) with `role`.
+    fn add(&mut self, t: TensorId, role: Role, first_reader: u32) -> Result<u32> {
         let s = slot_index(t);
         if s >= self.slot_to_dense.len() {
-            // Only a tensor created after `clear` sized the map can get here.
+            // A tensor created after `clear` sized the map (the scheduler's copies).
             self.slot_to_dense.resize(s + 1, NONE);
         }
         let d = u32::try_from(self.len())
@@ -195,36 +307,39 @@ impl TensorTable {
             .filter(|&d| d != NONE)
             .ok_or_else(|| Error::Allocator("graph touches more than 2^32 - 1 tensors".into()))?;
         self.slot_to_dense[s] = d;
-        self.tensor.push(t);
-        self.role.push(role);
-        self.buft.push(buft);
-        self.flags.push(0);
-        self.root.push(NONE);
-        self.srcs.push([NONE; MAX_SRC]);
-        self.size.push(0);
-        self.children.push(0);
-        self.views.push(0);
-        self.in_place.push(0);
+        self.entries.push(Entry {
+            tensor: t,
+            srcs: [NONE; MAX_SRC],
+            root: NONE,
+            first_reader,
+            role,
+            kind: 0,
+            flags: 0,
+            external: NOT_EXTERNAL,
+        });
+        self.layout.push(TensorLayout::default());
+        self.buft.push(BufferTypeIndex::default());
+        self.queued.push(0);
         Ok(d)
     }
 
     /// The dense index of `t`, adding and describing it when new (a tensor
-    /// the graph reads without listing it).
-    fn intern_extra(&mut self, ctx: &Context, t: TensorId, buft: BufferTypeIndex, env: &GatherEnv<'_>) -> Result<u32> {
+    /// the graph reads without listing it, first read by `reader`).
+    #[inline]
+    fn intern_extra(&mut self, ctx: &Context, t: TensorId, reader: usize, own: &[BufferId]) -> Result<u32> {
         if let Some(d) = self.lookup(t) {
             return Ok(d);
         }
-        let d = self.intern(t, Role::Extra, buft)?;
-        self.describe_entry(ctx, d as usize, env)?;
+        let d = self.add(t, Role::Extra, reader as u32)?;
+        self.describe_entry(ctx, d as usize, own)?;
         Ok(d)
     }
 
-    /// Records entry `d`'s layout, view link, memory, flags and (for nodes)
-    /// sources and in-place candidates, from one look at its description.
-    fn describe_entry(&mut self, ctx: &Context, d: usize, env: &GatherEnv<'_>) -> Result<()> {
-        let t = self.tensor[d];
+    /// Records entry `d`'s op kind, flags, view link, sources and whether
+    /// its memory is pre-allocated, from one look at its description.
+    fn describe_entry(&mut self, ctx: &Context, d: usize, own: &[BufferId]) -> Result<()> {
+        let t = self.entries[d].tensor;
         let desc = ctx.desc(t)?;
-        let buft = self.buft[d];
         let mut flags = 0;
         if desc.flags.contains(TensorFlags::INPUT) {
             flags |= flag::INPUT;
@@ -232,119 +347,277 @@ impl TensorTable {
         if desc.flags.contains(TensorFlags::OUTPUT) {
             flags |= flag::OUTPUT;
         }
-        match desc.view_src {
+        let (op_kind, view_src, view_offset, srcs) = (kind_of(&desc.op), desc.view_src, desc.view_offset, desc.srcs);
+        self.layout[d] = desc.layout();
+        let (mut root, mut external) = (NONE, NOT_EXTERNAL);
+        match view_src {
             Some(r) => {
-                let root = self.intern_extra(ctx, r, buft, env)? as usize;
-                self.root[d] = root as u32;
-                self.views[root] += 1;
+                root = self.intern_extra(ctx, r, d, own)?;
+                external = self.entries[root as usize].external;
                 flags |= flag::VIEW;
-                if desc.view_offset == 0 {
+                if view_offset == 0 {
                     flags |= flag::AT_ROOT_START;
                 }
             }
-            None if is_external(ctx, t, env.own_buffers) => flags |= flag::EXTERNAL,
-            None => self.size[d] = env.buffer_types[buft.get()].alloc_size(desc),
-        }
-        self.flags[d] = flags;
-        if self.role[d] == Role::Node {
-            let runs_in_place = desc.op.can_run_in_place() && flags & (flag::VIEW | flag::EXTERNAL) == 0;
-            let srcs = desc.srcs;
-            let mut mask = 0;
-            for (j, src) in srcs.iter().enumerate() {
-                if let Some(s) = *src {
-                    let sd = self.intern_extra(ctx, s, buft, env)?;
-                    self.srcs[d][j] = sd;
-                    self.children[sd as usize] += 1;
-                    if runs_in_place && self.may_take_over(ctx, desc, d, sd as usize) {
-                        mask |= 1 << j;
-                    }
+            None => {
+                if let Some(i) = self.external_buffer(ctx, t, own)? {
+                    external = i;
+                    flags |= flag::EXTERNAL;
                 }
             }
-            self.in_place[d] = mask;
+        }
+        let mut dense_srcs = [NONE; MAX_SRC];
+        if self.entries[d].role == Role::Node {
+            for (j, src) in srcs.iter().enumerate() {
+                if let Some(s) = *src {
+                    dense_srcs[j] = self.intern_extra(ctx, s, d, own)?;
+                }
+            }
+        }
+        let e = &mut self.entries[d];
+        e.kind = op_kind;
+        e.flags = flags;
+        e.root = root;
+        e.external = external;
+        e.srcs = dense_srcs;
+        Ok(())
+    }
+
+    /// The index in `externals` of the live buffer holding `t` (not a view)
+    /// when it is not one of `own`.
+    fn external_buffer(&mut self, ctx: &Context, t: TensorId, own: &[BufferId]) -> Result<Option<u8>> {
+        let Some(p) = ctx.own_placement(t) else { return Ok(None) };
+        if own.contains(&p.buffer) || ctx.buffer(p.buffer).is_err() {
+            return Ok(None);
+        }
+        if let Some(i) = self.externals.iter().position(|&b| b == p.buffer) {
+            return Ok(Some(i as u8));
+        }
+        if self.externals.len() >= NOT_EXTERNAL as usize {
+            return Err(Error::Allocator(format!(
+                "a graph reading tensors from more than {} pre-allocated buffers",
+                NOT_EXTERNAL
+            )));
+        }
+        self.externals.push(p.buffer);
+        Ok(Some((self.externals.len() - 1) as u8))
+    }
+
+    /// Step 2, for a graph given with buffer-type arrays: leaf `i` and node
+    /// `i` get `leaf_buft[i]` / `node_buft[i]` (index 0 for all when empty),
+    /// extras their first reader's.
+    pub(crate) fn assign_bufts(
+        &mut self,
+        ctx: &Context,
+        node_buft: &[BufferTypeIndex],
+        leaf_buft: &[BufferTypeIndex],
+        env: &FinishEnv<'_>,
+    ) -> Result<()> {
+        check_assignment("node", self.node_dense.as_slice(), node_buft, env, self, ctx)?;
+        check_assignment("leaf", self.leaf_dense.as_slice(), leaf_buft, env, self, ctx)?;
+        // The first position of an entry decides (leafs before nodes), as when interned.
+        for (i, &d) in self.node_dense.as_slice().iter().enumerate().rev() {
+            self.buft[d as usize] = env.canonical[node_buft.get(i).copied().unwrap_or_default().get()];
+        }
+        for (i, &d) in self.leaf_dense.as_slice().iter().enumerate().rev() {
+            self.buft[d as usize] = env.canonical[leaf_buft.get(i).copied().unwrap_or_default().get()];
+        }
+        for d in 0..self.len() {
+            let e = self.entries[d];
+            if e.role == Role::Extra {
+                // Readers come before the tensors they introduce.
+                self.buft[d] = self.buft[e.first_reader as usize];
+            }
         }
         Ok(())
     }
 
+    /// Sets the buffer type of entry `d`'s memory.
+    #[inline]
+    pub(crate) fn set_buft(&mut self, d: usize, buft: BufferTypeIndex) {
+        self.buft[d] = buft;
+    }
+
+    /// Step 2, for the scheduler: appends a tensor it created (an input
+    /// copy, a dependency marker) with the given role, described from
+    /// `ctx`, and returns its dense index.
+    pub(crate) fn push_added(&mut self, ctx: &Context, t: TensorId, role: Role) -> Result<u32> {
+        let (d, new) = self.intern(t, role, NONE)?;
+        if !new {
+            return Err(Error::Scheduler(format!("{} is in the graph already", ctx.describe(t))));
+        }
+        // Added tensors read only tensors of the table (their sources are listed).
+        self.describe_entry(ctx, d as usize, &[])?;
+        Ok(d)
+    }
+
+    /// Points source slot `j` of node `d` at entry `src` (the scheduler's
+    /// rewrite of a source to its copy).
+    #[inline]
+    pub(crate) fn set_src(&mut self, d: usize, j: usize, src: u32) {
+        self.entries[d].srcs[j] = src;
+    }
+
+    /// Starts a new walk order (the scheduler's allocator graph).
+    pub(crate) fn clear_walk(&mut self) {
+        self.leaf_walk.clear();
+        self.walk.clear();
+        self.queued.as_mut_slice().fill(0);
+    }
+
+    /// Queues `d` to get its memory before the walk (once; it becomes a leaf).
+    pub(crate) fn walk_leaf(&mut self, d: usize) {
+        if self.queued[d] & 1 == 0 {
+            self.queued[d] |= 1;
+            self.entries[d].role = Role::Leaf;
+            self.leaf_walk.push(d as u32);
+        }
+    }
+
+    /// Queues `d` as the walk's next node (once; never a leaf queued before).
+    pub(crate) fn walk_node(&mut self, d: usize) {
+        if self.queued[d] == 0 {
+            self.queued[d] |= 2;
+            self.entries[d].role = Role::Node;
+            self.walk.push(d as u32);
+        }
+    }
+
+    /// Step 3: sizes (in each entry's buffer type), readers, views and
+    /// in-place candidates; then writes the plan's inputs into
+    /// `fingerprint` and returns whether they equal the previous ones.
+    pub(crate) fn finish(&mut self, ctx: &Context, env: &FinishEnv<'_>, fingerprint: &mut Fingerprint) -> Result<bool> {
+        fingerprint.begin();
+        let n = self.len();
+        self.walk_pos.reset(n, NONE);
+        self.children.reset(n, 0);
+        self.views.reset(n, 0);
+        self.in_place.reset(n, 0);
+        self.size.reset(n, 0);
+        for (i, &d) in self.walk.as_slice().iter().enumerate() {
+            self.walk_pos[d as usize] = i as u32;
+            for s in self.entries[d as usize].srcs {
+                if s != NONE {
+                    self.children[s as usize] += 1;
+                }
+            }
+        }
+        self.listing.clear();
+        self.listing.extend_from_slice(self.leaf_walk.as_slice());
+        self.listing.extend_from_slice(self.walk.as_slice());
+        for (d, e) in self.entries.iter().enumerate() {
+            if e.role == Role::Extra {
+                self.listing.push(d as u32);
+            }
+        }
+        for d in 0..n {
+            let e = self.entries[d];
+            if e.root != NONE {
+                self.views[e.root as usize] += 1;
+            }
+            if e.flags & (flag::VIEW | flag::EXTERNAL) != 0 {
+                continue;
+            }
+            let buft = self.buft[d].get();
+            let Some(buffer_type) = env.buffer_types.get(buft) else {
+                return Err(Error::Allocator(format!(
+                    "{} is assigned buffer type {buft}, but the allocator has {}",
+                    ctx.describe(e.tensor),
+                    env.buffer_types.len()
+                )));
+            };
+            self.size[d] = buffer_type.alloc_size(&self.layout[d]);
+            if self.walk_pos[d] != NONE && e.kind & kind::IN_PLACE_OP != 0 {
+                let mut mask = 0;
+                for (j, &p) in e.srcs.iter().enumerate() {
+                    if p != NONE && self.may_take_over(d, p as usize) {
+                        mask |= 1 << j;
+                    }
+                }
+                self.in_place[d] = mask;
+            }
+        }
+        self.write_fingerprint(fingerprint);
+        Ok(fingerprint.finish())
+    }
+
     /// Whether node `d` may take over the memory of its source `p`, as far as
-    /// static facts go: `p` has `d`'s layout, its memory is planned here in
+    /// static facts go (ggml's `ggml_are_same_layout` and more): `p` has
+    /// `d`'s dtype, shape and strides, its memory is planned here in
     /// `d`'s buffer type, and (for a view) starts at its root's first byte.
-    /// A source listed after `d` (not yet described) is never taken over.
-    fn may_take_over(&self, ctx: &Context, desc: &TensorDesc, d: usize, p: usize) -> bool {
-        if self.role[p] == Role::Node && p > d {
+    /// A source walked after `d` is never taken over.
+    fn may_take_over(&self, d: usize, p: usize) -> bool {
+        if self.walk_pos[p] != NONE && self.walk_pos[p] > self.walk_pos[d] {
             return false;
         }
-        let is_view = self.flags[p] & flag::VIEW != 0;
-        let owner = if is_view { self.root[p] as usize } else { p };
-        self.flags[owner] & (flag::EXTERNAL | flag::VIEW) == 0
+        let ep = &self.entries[p];
+        let is_view = ep.flags & flag::VIEW != 0;
+        let owner = if is_view { ep.root as usize } else { p };
+        self.entries[owner].flags & (flag::EXTERNAL | flag::VIEW) == 0
             && self.buft[owner] == self.buft[d]
-            && (!is_view || self.flags[p] & flag::AT_ROOT_START != 0)
-            && ctx.get(self.tensor[p]).is_some_and(|src| same_layout(src, desc))
+            && (!is_view || ep.flags & flag::AT_ROOT_START != 0)
+            && self.layout[p] == self.layout[d]
     }
 
     fn write_fingerprint(&self, f: &mut Fingerprint) {
         f.push_pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32);
-        for pair in self.leaf_dense.as_slice().chunks(2) {
-            f.push_pair(pair[0], pair.get(1).copied().unwrap_or(NONE));
-        }
-        for pair in self.node_dense.as_slice().chunks(2) {
-            f.push_pair(pair[0], pair.get(1).copied().unwrap_or(NONE));
-        }
-        for d in 0..self.len() {
-            let head = u32::from(self.role[d] as u8)
-                | (self.buft[d].get() as u32) << 8
-                | u32::from(self.flags[d]) << 16
-                | u32::from(self.in_place[d]) << 24;
-            f.push_pair(head, self.root[d]);
-            f.push(self.size[d] as u64);
-            // Only nodes have sources (the role in `head` keeps the record unambiguous).
-            if self.role[d] == Role::Node {
-                let s = self.srcs[d];
-                f.push_pair(s[0], s[1]);
-                f.push_pair(s[2], s[3]);
+        f.push_pair(self.leaf_walk.len() as u32, self.walk.len() as u32);
+        for list in [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk] {
+            for pair in list.as_slice().chunks(2) {
+                f.push_pair(pair[0], pair.get(1).copied().unwrap_or(NONE));
             }
+        }
+        for (d, e) in self.entries.iter().enumerate() {
+            let head = u32::from(e.role as u8)
+                | (self.buft[d].get() as u32) << 8
+                | u32::from(e.flags) << 16
+                | u32::from(self.in_place[d]) << 24;
+            f.push_pair(head, e.root);
+            f.push(self.size[d] as u64);
+            f.push_pair(e.srcs[0], e.srcs[1]);
+            f.push_pair(e.srcs[2], e.srcs[3]);
         }
     }
 }
 
-/// Whether two tensors have the same dtype, shape and strides, so that one
-/// can be computed element for element over the other (ggml's `ggml_are_same_layout`).
-fn same_layout(a: &TensorDesc, b: &TensorDesc) -> bool {
-    a.dtype == b.dtype && a.ne == b.ne && a.nb == b.nb
-}
-
-/// Whether `t` (not a view) already has memory in a live buffer that this allocator does not own.
-fn is_external(ctx: &Context, t: TensorId, own_buffers: &[BufferId]) -> bool {
-    ctx.placement(t).is_some_and(|p| !own_buffers.contains(&p.buffer) && ctx.buffer(p.buffer).is_ok())
-}
-
-fn buft_at(assignment: &[BufferTypeIndex], i: usize, env: &GatherEnv<'_>) -> BufferTypeIndex {
-    env.canonical[assignment.get(i).copied().unwrap_or_default().get()]
+/// The [`kind`] bits of `op`.
+fn kind_of(op: &Op) -> u8 {
+    match op {
+        Op::None => 0,
+        Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => kind::VIEW_OP,
+        Op::Rope(_) | Op::FlashAttnExt { .. } => {
+            kind::COMPUTES | kind::SIDE_INPUTS | if op.can_run_in_place() { kind::IN_PLACE_OP } else { 0 }
+        }
+        _ if op.can_run_in_place() => kind::COMPUTES | kind::IN_PLACE_OP,
+        _ => kind::COMPUTES,
+    }
 }
 
 /// Checks a node or leaf buffer-type assignment: empty (all 0), or one valid
 /// index per position.
 fn check_assignment(
     what: &str,
-    tensors: &[TensorId],
+    positions: &[u32],
     assignment: &[BufferTypeIndex],
-    env: &GatherEnv<'_>,
+    env: &FinishEnv<'_>,
+    table: &TensorTable,
     ctx: &Context,
 ) -> Result<()> {
     let n_types = env.buffer_types.len();
     if n_types == 0 {
         return Err(Error::Allocator("the graph allocator was created without buffer types".into()));
     }
-    if !assignment.is_empty() && assignment.len() != tensors.len() {
+    if !assignment.is_empty() && assignment.len() != positions.len() {
         return Err(Error::Allocator(format!(
             "{} {what} buffer-type indices given for a graph of {} {what}s",
             assignment.len(),
-            tensors.len()
+            positions.len()
         )));
     }
     if let Some(i) = assignment.iter().position(|&b| b.get() >= n_types) {
         return Err(Error::Allocator(format!(
             "{what} {i} ({}) is assigned buffer type {}, but the allocator has {n_types}",
-            ctx.describe(tensors[i]),
+            ctx.describe(table.tensor(positions[i] as usize)),
             assignment[i].get()
         )));
     }

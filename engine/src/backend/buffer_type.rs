@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::{Buffer, Result, TensorDesc};
+use crate::{Buffer, Result, TensorLayout};
 
 /// A kind of buffer a device allocates (ggml's `ggml_backend_buffer_type`).
 ///
@@ -25,9 +25,10 @@ pub trait BufferType: Send + Sync + 'static {
         usize::MAX
     }
 
-    /// Bytes a tensor takes in a buffer of this type (some devices pad).
-    fn alloc_size(&self, desc: &TensorDesc) -> usize {
-        desc.nbytes()
+    /// Bytes a tensor of this layout takes in a buffer of this type (some
+    /// devices pad rows).
+    fn alloc_size(&self, layout: &TensorLayout) -> usize {
+        layout.nbytes()
     }
 
     /// Whether the memory is host memory the CPU can read and write directly.

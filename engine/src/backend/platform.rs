@@ -13,6 +13,13 @@ pub trait Platform: Send + Sync + 'static {
     /// The devices this platform found.
     fn devices(&self) -> Vec<Arc<dyn Device>>;
 
+    /// Why the platform found no device, when there is a reason worth
+    /// telling (a missing driver library), for listings such as `gantry
+    /// devices`. `None` when it has devices or nothing to say.
+    fn unavailable_reason(&self) -> Option<String> {
+        None
+    }
+
     /// An optional feature, looked up by its type (see [`platform_extension`]).
     fn extension(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
         let _ = type_id;

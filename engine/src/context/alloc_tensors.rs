@@ -77,7 +77,7 @@ impl Context {
             if desc.is_view() || self.is_allocated(t) || std::mem::replace(&mut seen[slot], true) {
                 continue;
             }
-            let size = align_up(buffer_type.alloc_size(desc), align)
+            let size = align_up(buffer_type.alloc_size(&desc.layout()), align)
                 .ok_or_else(|| Error::Overflow(format!("allocation size of {}", self.describe(t))))?;
             if size > max_size {
                 return Err(Error::InvalidTensor {

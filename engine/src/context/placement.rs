@@ -27,7 +27,7 @@ impl Context {
                 ),
             });
         }
-        let size = entry.buffer_type.alloc_size(desc);
+        let size = entry.buffer_type.alloc_size(&desc.layout());
         check_range(entry.buffer_type.name(), entry.buffer.size(), offset, size)
             .map_err(|e| Error::InvalidTensor { tensor: self.describe(t), reason: e.to_string() })?;
         self.placements.insert(t, Placement { buffer, offset });
@@ -53,6 +53,13 @@ impl Context {
                 Some(Placement { buffer: p.buffer, offset: p.offset + desc.view_offset })
             }
         }
+    }
+
+    /// Where `t` itself was placed, not looking through a view (for tables
+    /// that already know `t` is no view).
+    #[inline]
+    pub(crate) fn own_placement(&self, t: TensorId) -> Option<Placement> {
+        self.placements.get(t).copied()
     }
 
     /// Whether `t` (or its view source) has memory.

@@ -1,46 +1,27 @@
 //! The alloc system: memory for a placed graph. The graph allocator plans
 //! the split system's allocator graph (input copies interleaved with the
-//! nodes) over every backend's buffer type and binds each tensor; with
-//! pipeline copies, the copies' memory then rotates between runs.
-
-use gantry_arenas::TensorId;
+//! nodes, laid out in the allocator's own table: nothing is gathered twice)
+//! over every backend's buffer type and binds each tensor; with pipeline
+//! copies, the copies' memory then rotates between runs.
 
 use super::BackendSet;
 use super::split::SplitTables;
 use super::tables::{Assignments, CopyTable};
-use crate::alloc::GraphAllocator;
-use crate::{Context, Error, Graph, Result};
+use crate::alloc::{GraphAllocator, TensorTable};
+use crate::{Context, Error, Result};
 
-/// The split system's allocator graph, with the user graph's outputs.
-fn alloc_graph_of<'t>(tables: &'t SplitTables, outputs: &'t [TensorId]) -> Graph<'t> {
-    Graph::from_parts(&tables.alloc_nodes, &tables.alloc_leafs, outputs)
-}
-
-/// Plans the placed graph and sizes the allocator's buffers for it
-/// (nothing is bound).
-pub fn reserve_placed(
-    ctx: &mut Context,
-    allocator: &mut GraphAllocator,
-    tables: &SplitTables,
-    outputs: &[TensorId],
-) -> Result<()> {
-    let graph = alloc_graph_of(tables, outputs);
-    allocator.reserve(ctx, graph, &tables.alloc_node_buft, &tables.alloc_leaf_buft).map(drop)
+/// Plans the placed graph (laid out in the allocator's table by the split
+/// system) and sizes the allocator's buffers for it (nothing is bound).
+pub fn reserve_placed(ctx: &mut Context, allocator: &mut GraphAllocator) -> Result<()> {
+    allocator.reserve_gathered(ctx).map(drop)
 }
 
 /// Binds every tensor of the placed graph to memory, planning again only
 /// when the allocator graph changed. Before tensors move, every backend is
 /// synchronized: nothing may still run on the old placement.
-pub fn alloc_placed(
-    ctx: &mut Context,
-    allocator: &mut GraphAllocator,
-    set: &BackendSet,
-    tables: &SplitTables,
-    outputs: &[TensorId],
-) -> Result<()> {
-    let graph = alloc_graph_of(tables, outputs);
+pub fn alloc_placed(ctx: &mut Context, allocator: &mut GraphAllocator, set: &BackendSet) -> Result<()> {
     let synchronize_all = || set.backends().iter().try_for_each(|b| b.synchronize());
-    allocator.alloc_graph_with(ctx, graph, &tables.alloc_node_buft, &tables.alloc_leaf_buft, synchronize_all).map(drop)
+    allocator.alloc_gathered(ctx, synchronize_all).map(drop)
 }
 
 /// Which pipeline copy's memory copy 0 sits in.
@@ -62,6 +43,8 @@ pub struct RotationInputs<'a> {
     pub set: &'a BackendSet,
     /// Backend per tensor.
     pub assigned: &'a Assignments,
+    /// The gathered graph the assignments index.
+    pub table: &'a TensorTable,
     /// Copies per (tensor, backend, pipeline copy).
     pub copies: &'a CopyTable,
     /// The split inputs and their copies.
@@ -91,12 +74,12 @@ impl PipelineRotation {
 
 /// Swaps the memory of every copy 0 with that of its copy `c`.
 fn swap_pipeline_copy(ctx: &mut Context, inputs: RotationInputs<'_>, c: usize) -> Result<()> {
-    let RotationInputs { set, assigned, copies, tables: t, n_copies: n } = inputs;
+    let RotationInputs { set, assigned, table, copies, tables: t, n_copies: n } = inputs;
     if n < 2 || c == 0 {
         return Ok(());
     }
     let graph_inputs = t.graph_inputs.iter().map(|&g| {
-        let backend = assigned.get(g).unwrap_or(set.cpu());
+        let backend = assigned.of(table, g).unwrap_or(set.cpu());
         (g, copies.get(g, backend, 0), copies.get(g, backend, c))
     });
     let split_inputs = t

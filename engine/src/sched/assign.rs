@@ -2,11 +2,11 @@
 //! is — user pins, pre-allocated tensors, graph inputs, and nodes that read
 //! weights.
 
-use gantry_arenas::TensorId;
-
-use super::tables::{Assignments, Pins, Prealloc};
-use super::{BackendIndex, BackendSet, Cause};
-use crate::{BufferUsage, Context, Error, Graph, Op, Result, TensorFlags};
+use super::gathered::Gathered;
+use super::tables::{Assignments, Pins};
+use super::{BackendIndex, Cause};
+use crate::alloc::tensor_table::{Role, flag, kind};
+use crate::{BufferUsage, Context, Error, Result};
 
 /// Assigns every leaf and node whose backend follows from memory:
 /// user pins first (never overwritten); then a pre-allocated tensor (or a view
@@ -15,26 +15,26 @@ use crate::{BufferUsage, Context, Error, Graph, Op, Result, TensorFlags};
 /// reading a `Weights` buffer goes to that weight's backend, unless op offload
 /// is on, the weights are in host memory, and a higher-priority backend both
 /// supports and wants the op.
-pub fn assign_backends(
-    ctx: &Context,
-    graph: Graph<'_>,
-    set: &BackendSet,
-    pre: &Prealloc,
-    pins: &Pins,
-    op_offload: bool,
-    out: &mut Assignments,
-) -> Result<()> {
-    for &t in graph.leafs().iter().chain(graph.nodes()) {
-        if out.get(t).is_some() {
+pub fn assign_backends(g: Gathered<'_>, pins: &Pins, op_offload: bool, out: &mut Assignments) -> Result<()> {
+    let (ctx, table) = (g.ctx, g.table);
+    for d in 0..table.len() {
+        if table.role(d) == Role::Extra {
             continue;
         }
-        if let Some(&b) = pins.get(t) {
-            check_pin(ctx, t, b, set, pre)?;
-            out.set(t, b, Cause::User);
+        let t = table.tensor(d);
+        if out.get(d).is_some() {
             continue;
         }
-        if let Some((b, cause)) = backend_from_current(ctx, t, set, pre, op_offload)? {
-            out.set(t, b, cause);
+        // Most graphs have no pins: no lookup per tensor then.
+        if !pins.is_empty()
+            && let Some(&b) = pins.get(t)
+        {
+            check_pin(ctx, g, d, b)?;
+            out.set(d, b, Cause::User);
+            continue;
+        }
+        if let Some((b, cause)) = backend_from_current(ctx, g, d, op_offload)? {
+            out.set(d, b, cause);
         }
     }
     Ok(())
@@ -45,90 +45,86 @@ pub fn assign_backends(
 /// it writes pre-allocated memory (its own, or its view source's), can use
 /// that buffer. Pins of tensors that compute nothing only place their memory
 /// (when the scheduler allocates it).
-fn check_pin(ctx: &Context, t: TensorId, b: BackendIndex, set: &BackendSet, pre: &Prealloc) -> Result<()> {
-    let desc = ctx.desc(t)?;
-    if desc.op.is_empty() {
+fn check_pin(ctx: &Context, g: Gathered<'_>, d: usize, b: BackendIndex) -> Result<()> {
+    if !g.computes(d) {
         return Ok(());
     }
-    let name = || set.backend(b).name().to_owned();
-    if !set.supports_op(b, ctx, t) {
+    let t = g.table.tensor(d);
+    let op = || ctx.get(t).map_or("?", |desc| desc.op.name());
+    let name = || g.set.backend(b).name().to_owned();
+    if !g.supports(b, d) {
         return Err(Error::Scheduler(format!(
             "{} is pinned to {}, which does not support op {}",
             ctx.describe(t),
             name(),
-            desc.op.name()
+            op()
         )));
     }
-    if let Some(buffer) = pre.get(t)
+    if let Some(buffer) = g.prealloc(d)
         && !buffer.readable_by(b)
     {
         let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
         return Err(Error::Scheduler(format!(
             "{} ({}) is pinned to {}, which cannot use its pre-allocated {buft} memory",
             ctx.describe(t),
-            desc.op.name(),
+            op(),
             name()
         )));
     }
     Ok(())
 }
 
-/// The highest-priority backend that can use the buffer holding `t` (or its
-/// view source) and run `op_tensor`'s op.
-fn backend_from_buffer(
-    ctx: &Context,
-    t: TensorId,
-    op_tensor: TensorId,
-    set: &BackendSet,
-    pre: &Prealloc,
-) -> Option<BackendIndex> {
-    let buffer = pre.get(t)?;
-    set.indices().find(|&b| buffer.readable_by(b) && set.supports_op(b, ctx, op_tensor))
+/// The highest-priority backend that can use the buffer holding `m`'s
+/// memory and run `op_entry`'s op.
+fn backend_from_buffer(g: Gathered<'_>, m: usize, op_entry: usize) -> Option<BackendIndex> {
+    let buffer = g.prealloc(m)?;
+    g.set.indices().find(|&b| buffer.readable_by(b) && g.supports(b, op_entry))
 }
 
 fn backend_from_current(
     ctx: &Context,
-    t: TensorId,
-    set: &BackendSet,
-    pre: &Prealloc,
+    g: Gathered<'_>,
+    d: usize,
     op_offload: bool,
 ) -> Result<Option<(BackendIndex, Cause)>> {
-    let desc = ctx.desc(t)?;
-    if let Some(b) = backend_from_buffer(ctx, t, t, set, pre) {
+    let table = g.table;
+    // A view's memory is its root's, so this finds the root's buffer too.
+    if let Some(b) = backend_from_buffer(g, d, d) {
         return Ok(Some((b, Cause::Buffer)));
     }
-    if let Some(v) = desc.view_src
-        && let Some(b) = backend_from_buffer(ctx, v, t, set, pre)
+    if let Some(v) = g.view_src(d)
+        && let Some(b) = backend_from_buffer(g, v, d)
     {
         return Ok(Some((b, Cause::ViewBuffer)));
     }
-    if let Some(buffer) = pre.get(t) {
+    if let Some(buffer) = g.prealloc(d) {
+        let t = table.tensor(d);
         let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
         return Err(Error::Scheduler(format!(
             "pre-allocated tensor {} in a {buft} buffer cannot run op {} on any backend",
             ctx.describe(t),
-            desc.op.name()
+            ctx.get(t).map_or("?", |desc| desc.op.name())
         )));
     }
-    if desc.flags.contains(TensorFlags::INPUT) {
-        return Ok(Some((set.cpu(), Cause::Input)));
+    if table.flags(d) & flag::INPUT != 0 {
+        return Ok(Some((g.set.cpu(), Cause::Input)));
     }
     // Rope's frequency factors and attention's small side tensors are too
     // small to decide where the op runs.
-    if matches!(desc.op, Op::Rope(_) | Op::FlashAttnExt { .. }) {
+    if table.kind(d) & kind::SIDE_INPUTS != 0 {
         return Ok(None);
     }
-    for src in desc.sources() {
-        let Some(buffer) = pre.get(src) else { continue };
+    for src in g.sources(d) {
+        let Some(buffer) = g.prealloc(src) else { continue };
         if buffer.usage != BufferUsage::Weights {
             continue;
         }
-        let Some(src_backend) = backend_from_buffer(ctx, src, t, set, pre) else {
+        let Some(src_backend) = backend_from_buffer(g, src, d) else {
             return Ok(None);
         };
-        if op_offload && src_backend == set.cpu() && buffer.is_host {
+        if op_offload && src_backend == g.set.cpu() && buffer.is_host {
             for b in src_backend.higher() {
-                if set.supports_op(b, ctx, t) && set.offload_op(b, ctx, t) {
+                if g.supports(b, d) && g.set.offload_op(b, ctx, table.tensor(d)) {
                     return Ok(Some((b, Cause::Offload)));
                 }
             }

@@ -16,6 +16,9 @@ pub struct BackendSet {
     bufts: Vec<Arc<dyn BufferType>>,
     alloc_buft: Vec<BufferTypeIndex>,
     unique_bufts: Vec<Arc<dyn BufferType>>,
+    /// Per backend `mem`: bit `b` set when backend `b` can use `mem`'s
+    /// compute memory (asked once here; placement asks for every source).
+    usable_by: Vec<u16>,
 }
 
 impl BackendSet {
@@ -40,7 +43,13 @@ impl BackendSet {
                 last.device().device_type().name()
             )));
         }
-        let mut set = Self { backends: backends.to_vec(), bufts: vec![], alloc_buft: vec![], unique_bufts: vec![] };
+        let mut set = Self {
+            backends: backends.to_vec(),
+            bufts: vec![],
+            alloc_buft: vec![],
+            unique_bufts: vec![],
+            usable_by: vec![],
+        };
         for (i, b) in backends.iter().enumerate() {
             let buft = bufts.get(i).cloned().flatten().unwrap_or_else(|| b.device().buffer_type());
             if !b.device().supports_buft(buft.as_ref()) {
@@ -56,6 +65,18 @@ impl BackendSet {
             set.alloc_buft.push(BufferTypeIndex::new(slot));
             set.bufts.push(buft);
         }
+        set.usable_by = set
+            .indices()
+            .map(|mem| {
+                set.indices()
+                    .filter(|&b| {
+                        b == mem
+                            || set.alloc_buft(b) == set.alloc_buft(mem)
+                            || set.supports_buft(b, set.buft(mem).as_ref())
+                    })
+                    .fold(0u16, |m, b| m | b.bit())
+            })
+            .collect();
         Ok(set)
     }
 
@@ -120,6 +141,19 @@ impl BackendSet {
             Some(_) => self.backends[b.get()].device().supports_op(ctx, t),
             None => false,
         }
+    }
+
+    /// The backends that can use memory of backend `mem`'s buffer type, as a mask.
+    #[inline]
+    pub fn usable_by(&self, mem: BackendIndex) -> u16 {
+        self.usable_by[mem.get()]
+    }
+
+    /// Whether backend `b` can use memory of backend `mem`'s buffer type:
+    /// the same backend, the same buffer type, or one `b` supports.
+    #[inline]
+    pub fn can_use(&self, b: BackendIndex, mem: BackendIndex) -> bool {
+        self.usable_by[mem.get()] & b.bit() != 0
     }
 
     /// Whether backend `b` can read and write buffers of `buft`.

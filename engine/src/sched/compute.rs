@@ -7,6 +7,7 @@ use super::pipeline::{SlotGuard, event_index};
 use super::split::SplitTables;
 use super::tables::Assignments;
 use super::{BackendIndex, BackendSet};
+use crate::alloc::TensorTable;
 use crate::{Context, Error, Graph, Result, TensorFlags};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
@@ -21,6 +22,8 @@ pub struct ComputeInputs<'a> {
     pub set: &'a BackendSet,
     /// Backend per tensor.
     pub assigned: &'a Assignments,
+    /// The gathered graph the assignments index.
+    pub table: &'a TensorTable,
     /// The splits.
     pub tables: &'a SplitTables,
     /// Pipeline copy of this run.
@@ -49,6 +52,8 @@ pub fn compute_splits(
     let set = inputs.set;
     for (s, split) in inputs.tables.splits.iter().enumerate() {
         let backend = set.backend(split.backend);
+        let _span =
+            tracing::trace_span!("split", index = s, backend = backend.name(), nodes = split.nodes.len()).entered();
         let slot = SlotGuard { stream: backend.as_ref(), event: inputs.event(split.backend) };
         for k in split.inputs.clone() {
             let input = inputs.tables.inputs[k];
@@ -58,7 +63,7 @@ pub fn compute_splits(
                 .get(k * inputs.n_copies)
                 .ok_or_else(|| Error::Scheduler(format!("split {s} lost the copy of {}", ctx.describe(input))))?;
             let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
-            let input_backend = set.backend(inputs.assigned.get(input).unwrap_or(set.cpu()));
+            let input_backend = set.backend(inputs.assigned.of(inputs.table, input).unwrap_or(set.cpu()));
             slot.copy_input(
                 user_input,
                 || backend.cpy_tensor_async(input_backend.as_ref(), ctx, input, copy),

@@ -8,6 +8,7 @@ use super::BackendSet;
 use super::backend_set::is_view_op;
 use super::split::SplitTables;
 use super::tables::Assignments;
+use crate::alloc::TensorTable;
 use crate::{Context, Graph};
 
 /// Reads `GANTRY_SCHED_DEBUG`: 0 (off), 1 (splits), 2 (splits and every node).
@@ -41,11 +42,11 @@ pub fn describe_splits(
     graph: Graph<'_>,
     set: &BackendSet,
     tables: &SplitTables,
-    assigned: &Assignments,
+    (assigned, table): (&Assignments, &TensorTable),
     level: u8,
 ) -> String {
     let mut s = String::new();
-    let backend_name = |t: TensorId| assigned.get(t).map_or("NULL", |b| set.backend(b).name());
+    let backend_name = |t: TensorId| assigned.of(table, t).map_or("NULL", |b| set.backend(b).name());
     for (i, split) in tables.splits.iter().enumerate() {
         let inputs = &tables.inputs[split.inputs.clone()];
         let in_bytes: usize = inputs.iter().filter_map(|&t| ctx.get(t)).map(|d| d.nbytes()).sum();
@@ -74,11 +75,16 @@ pub fn describe_splits(
                 d.op.name(),
                 tensor_label(ctx, n),
                 backend_name(n),
-                assigned.cause(n).label()
+                assigned.cause_of(table, n).label()
             );
             for src in d.sources() {
-                let _ =
-                    write!(s, " {} [{} {}]", tensor_label(ctx, src), backend_name(src), assigned.cause(src).label());
+                let _ = write!(
+                    s,
+                    " {} [{} {}]",
+                    tensor_label(ctx, src),
+                    backend_name(src),
+                    assigned.cause_of(table, src).label()
+                );
             }
             s.push('\n');
         }

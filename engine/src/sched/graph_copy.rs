@@ -75,7 +75,7 @@ pub fn graph_copy(ctx: &mut Context, graph: Graph<'_>, backend: &dyn Backend) ->
         if d.view_src.is_none() {
             offsets.insert(t, size);
             size = size
-                .checked_add(buft.alloc_size(d))
+                .checked_add(buft.alloc_size(&d.layout()))
                 .map(|s| s.next_multiple_of(align))
                 .ok_or_else(|| Error::Overflow("graph copy size".into()))?;
         }

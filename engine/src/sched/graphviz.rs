@@ -9,6 +9,7 @@ use slotmap::Key as _;
 use super::BackendSet;
 use super::split::SplitTables;
 use super::tables::Assignments;
+use crate::alloc::TensorTable;
 use crate::{Context, Graph};
 
 const COLORS: [&str; 8] = ["#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#d9d9d9"];
@@ -25,10 +26,10 @@ pub fn to_dot(
     graph: Graph<'_>,
     set: &BackendSet,
     tables: &SplitTables,
-    assigned: &Assignments,
+    (assigned, table): (&Assignments, &TensorTable),
 ) -> String {
     let mut s = String::from("digraph gantry {\n  rankdir=TB;\n  node [style=filled, fontname=\"monospace\"];\n");
-    let color = |t: TensorId| assigned.get(t).map_or("white", |b| COLORS[b.get() % COLORS.len()]);
+    let color = |t: TensorId| assigned.of(table, t).map_or("white", |b| COLORS[b.get() % COLORS.len()]);
     let label = |t: TensorId| {
         let d = ctx.get(t);
         let name = ctx.name(t);

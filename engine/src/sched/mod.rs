@@ -33,6 +33,7 @@ mod cause;
 pub mod compute;
 pub mod describe;
 pub mod expand;
+pub mod gathered;
 pub mod graph_copy;
 pub mod graphviz;
 pub mod pipeline;

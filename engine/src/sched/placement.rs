@@ -1,26 +1,32 @@
-//! Placement: the assign, expand and split systems, run in order over one
-//! graph, filling the per-run tables the alloc and compute systems read.
+//! Placement: gather the graph into the allocator's table (one look at each
+//! tensor), then run the assign, expand and split systems over it, filling
+//! the per-run tables the alloc and compute systems read.
 
 use gantry_arenas::BufferId;
 
 use super::BackendSet;
 use super::assign::assign_backends;
 use super::expand::expand_assignments;
-use super::split::{SplitInputs, SplitParams, SplitTables, split_graph};
-use super::tables::{Assignments, CopyTable, Pins, Prealloc};
+use super::gathered::Gathered;
+use super::split::{AllocGraphInputs, SplitInputs, SplitParams, SplitTables, build_alloc_graph, split_graph};
+use super::tables::{Assignments, CopyTable, Pins, Prealloc, Support};
+use crate::alloc::TensorTable;
 use crate::{Context, Graph, Result};
 
-/// The per-run component tables the placement systems fill.
+/// The per-run component tables the placement systems fill (beside the
+/// gathered graph, which lives in the allocator's table).
 #[derive(Debug, Default)]
 pub struct RunTables {
     /// Backend per tensor, and why.
     pub assigned: Assignments,
     /// Copies per (tensor, backend, pipeline copy).
     pub copies: CopyTable,
-    /// Splits, inputs, rewrites, and the allocator's graph.
+    /// Splits, inputs, rewrites.
     pub split: SplitTables,
-    /// Pre-allocated buffer per tensor.
+    /// The pre-allocated buffers the graph reads.
     pub prealloc: Prealloc,
+    /// Which backends run each op.
+    pub support: Support,
 }
 
 /// What placement reads besides the context and the graph: the scheduler's
@@ -29,9 +35,6 @@ pub struct RunTables {
 pub struct PlacementInputs<'a> {
     /// The backends, in priority order.
     pub set: &'a BackendSet,
-    /// The scheduler's own compute buffers (tensors in them are not
-    /// pre-allocated: they are bound again every run).
-    pub own_buffers: &'a [BufferId],
     /// The user's pins.
     pub pins: &'a Pins,
     /// Whether a higher-priority backend may take ops over host weights.
@@ -40,21 +43,29 @@ pub struct PlacementInputs<'a> {
     pub split: SplitParams,
 }
 
-/// Runs assign, expand and split over `graph`. The tables must have been
-/// undone (`SplitTables::undo`) since the previous run.
+/// Gathers `graph` into `table` (tensors in `own_buffers` are not
+/// pre-allocated: the allocator binds them again), then runs assign, expand
+/// and split over it and lays out the allocator's graph in the table. The
+/// tables must have been undone (`SplitTables::undo`) since the previous run.
 pub fn place_graph(
     ctx: &mut Context,
     graph: Graph<'_>,
     inputs: PlacementInputs<'_>,
+    (table, own_buffers): (&mut TensorTable, &[BufferId]),
     run: &mut RunTables,
 ) -> Result<()> {
-    let PlacementInputs { set, own_buffers, pins, op_offload, split } = inputs;
+    let PlacementInputs { set, pins, op_offload, split } = inputs;
+    table.gather(ctx, graph, own_buffers)?;
     let capacity = ctx.slot_capacity();
-    run.assigned.begin(capacity);
+    run.assigned.begin(table.len());
     run.copies.begin(capacity, set.len(), split.n_copies);
-    run.prealloc.fill(ctx, graph, own_buffers, set)?;
-    assign_backends(ctx, graph, set, &run.prealloc, pins, op_offload, &mut run.assigned)?;
-    expand_assignments(ctx, graph, set, &run.prealloc, &mut run.assigned)?;
-    let split_inputs = SplitInputs { set, pre: &run.prealloc, assigned: &run.assigned, params: split };
-    split_graph(ctx, graph, split_inputs, &mut run.copies, &mut run.split)
+    run.prealloc.fill(ctx, table, set)?;
+    run.support.begin(table, set);
+    let g = Gathered { ctx, set, table, pre: &run.prealloc, support: &run.support };
+    assign_backends(g, pins, op_offload, &mut run.assigned)?;
+    expand_assignments(g, &mut run.assigned)?;
+    let split_inputs = SplitInputs { set, table, pre: &run.prealloc, assigned: &run.assigned, params: split };
+    split_graph(ctx, split_inputs, &mut run.copies, &mut run.split)?;
+    let alloc_inputs = AllocGraphInputs { set, assigned: &run.assigned, copies: &run.copies, n_copies: split.n_copies };
+    build_alloc_graph(ctx, table, alloc_inputs, &mut run.split)
 }

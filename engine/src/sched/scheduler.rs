@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gantry_arenas::{BufferId, EventId, TensorId};
+use gantry_arenas::{EventId, TensorId};
 
 use super::alloc::{PipelineRotation, RotationInputs, alloc_placed, reserve_placed};
 use super::compute::{ComputeInputs, EvalCallback, compute_splits};
@@ -80,7 +80,6 @@ pub struct Scheduler {
     pins: Pins,
     run: RunTables,
     allocator: GraphAllocator,
-    own_buffers: Vec<BufferId>,
     events: Vec<Option<EventId>>,
     eval_callback: Option<EvalCallback>,
     state: State,
@@ -114,7 +113,6 @@ impl Scheduler {
             pins: Pins::new(),
             run: RunTables::default(),
             allocator,
-            own_buffers: Vec::new(),
             events: Vec::new(),
             eval_callback: None,
             state: State::Reset,
@@ -157,34 +155,26 @@ impl Scheduler {
         }
     }
 
-    fn placement_inputs(&self) -> PlacementInputs<'_> {
-        PlacementInputs {
+    /// Places `graph` (gather, assign, expand, split) into the allocator's
+    /// table and the run tables.
+    fn place(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        let inputs = PlacementInputs {
             set: &self.set,
-            own_buffers: &self.own_buffers,
             pins: &self.pins,
             op_offload: self.params.op_offload,
             split: self.split_params(),
-        }
-    }
-
-    fn refresh_own_buffers(&mut self) {
-        self.own_buffers.clear();
-        for b in 0..self.set.unique_bufts().len() {
-            self.own_buffers.extend_from_slice(self.allocator.buffers(crate::alloc::BufferTypeIndex::new(b)));
-        }
+        };
+        place_graph(ctx, graph, inputs, self.allocator.table_mut(), &mut self.run)
     }
 
     /// Sizes every backend's compute memory for `measure_graph` (the largest
     /// graph to come) and allocates it; returns the bytes per backend. Later
     /// graphs that fit never re-allocate.
     pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<Vec<usize>> {
+        let _span = tracing::debug_span!("reserve", nodes = measure_graph.n_nodes()).entered();
         self.synchronize()?;
         self.discard_placement(ctx);
-        let mut run = std::mem::take(&mut self.run);
-        let reserved = place_graph(ctx, measure_graph, self.placement_inputs(), &mut run)
-            .and_then(|()| reserve_placed(ctx, &mut self.allocator, &run.split, measure_graph.outputs()));
-        self.run = run;
-        self.refresh_own_buffers();
+        let reserved = self.place(ctx, measure_graph).and_then(|()| reserve_placed(ctx, &mut self.allocator));
         self.discard_placement(ctx);
         reserved?;
         Ok(self.buffer_sizes())
@@ -215,6 +205,7 @@ impl Scheduler {
     /// since ([`Context::revision`]), keeps its placement, splits and memory:
     /// only the pipeline copies rotate.
     pub fn alloc_graph(&mut self, ctx: &mut Context, graph: Graph<'_>) -> Result<()> {
+        let _span = tracing::trace_span!("alloc_graph", nodes = graph.n_nodes()).entered();
         self.reset(ctx);
         let result = if self.placed.holds_for(ctx, graph) {
             self.rotate_pipeline_copies(ctx)
@@ -238,18 +229,23 @@ impl Scheduler {
         self.discard_placement(ctx);
         self.placed.record(graph);
         self.placements += 1;
-        let mut run = std::mem::take(&mut self.run);
-        let placed = place_graph(ctx, graph, self.placement_inputs(), &mut run);
-        self.run = run;
-        placed?;
-        let bound = alloc_placed(ctx, &mut self.allocator, &self.set, &self.run.split, graph.outputs());
-        self.refresh_own_buffers();
-        bound?;
+        tracing::debug_span!("place", nodes = graph.n_nodes()).in_scope(|| self.place(ctx, graph))?;
+        tracing::debug_span!("alloc", splits = self.run.split.splits.len())
+            .in_scope(|| alloc_placed(ctx, &mut self.allocator, &self.set))?;
         // Binding put every tensor at its planned place, pipeline copies included.
         self.rotation.bound();
         self.rotate_pipeline_copies(ctx)?;
         if self.debug > 0 {
-            eprint!("{}", describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, self.debug));
+            let placed = (&self.run.assigned, self.allocator.table());
+            let text = describe_splits(ctx, graph, &self.set, &self.run.split, placed, self.debug);
+            // Through the program's subscriber when it has one (the CLI's
+            // shows `gantry::sched` at info when GANTRY_SCHED_DEBUG is set),
+            // else straight to stderr as before.
+            if tracing::dispatcher::has_been_set() {
+                tracing::info!(target: "gantry::sched", "placement of {} nodes:\n{text}", graph.n_nodes());
+            } else {
+                eprint!("{text}");
+            }
         }
         Ok(())
     }
@@ -268,6 +264,7 @@ impl Scheduler {
         let inputs = RotationInputs {
             set: &self.set,
             assigned: &self.run.assigned,
+            table: self.allocator.table(),
             copies: &self.run.copies,
             tables: &self.run.split,
             n_copies: self.params.n_copies,
@@ -300,10 +297,12 @@ impl Scheduler {
             self.alloc_graph(ctx, graph)?;
         }
         self.state = State::Computed;
+        let _span = tracing::debug_span!("compute", splits = self.run.split.splits.len()).entered();
         self.run.split.apply(ctx);
         let inputs = ComputeInputs {
             set: &self.set,
             assigned: &self.run.assigned,
+            table: self.allocator.table(),
             tables: &self.run.split,
             cur_copy: self.cur_copy,
             n_copies: self.params.n_copies,
@@ -347,7 +346,6 @@ impl Scheduler {
         self.synchronize()?;
         self.discard_placement(ctx);
         self.allocator.release(ctx);
-        self.own_buffers.clear();
         Ok(())
     }
 
@@ -362,11 +360,9 @@ impl Scheduler {
 
     /// The backend `t` is pinned to, or was assigned in the current run.
     pub fn tensor_backend(&self, t: TensorId) -> Option<&Arc<dyn Backend>> {
-        let b = self
-            .pins
-            .get(t)
-            .copied()
-            .or_else(|| (self.state != State::Reset).then(|| self.run.assigned.get(t)).flatten())?;
+        let b = self.pins.get(t).copied().or_else(|| {
+            (self.state != State::Reset).then(|| self.run.assigned.of(self.allocator.table(), t)).flatten()
+        })?;
         Some(self.set.backend(b))
     }
 
@@ -435,13 +431,13 @@ impl Scheduler {
     /// The splits in words (`level` 1) and every node with its backend and the
     /// system step that chose it (`level` 2): what `GANTRY_SCHED_DEBUG` prints.
     pub fn describe(&self, ctx: &Context, graph: Graph<'_>, level: u8) -> String {
-        describe_splits(ctx, graph, &self.set, &self.run.split, &self.run.assigned, level)
+        describe_splits(ctx, graph, &self.set, &self.run.split, (&self.run.assigned, self.allocator.table()), level)
     }
 
     /// The current run as Graphviz `dot`, nodes coloured by backend, splits
     /// as clusters, copies as dashed red edges.
     pub fn to_dot(&self, ctx: &Context, graph: Graph<'_>) -> String {
-        to_dot(ctx, graph, &self.set, &self.run.split, &self.run.assigned)
+        to_dot(ctx, graph, &self.set, &self.run.split, (&self.run.assigned, self.allocator.table()))
     }
 }
 

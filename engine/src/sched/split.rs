@@ -1,17 +1,17 @@
 //! The split system: cut the node list into splits, one backend each,
 //! create the input copies, rewrite sources to read them, and lay out the
-//! graph the alloc system plans.
+//! graph the alloc system plans (in the gathered table: the copies and
+//! dependency markers added, the walk order set).
 
 use std::ops::Range;
 
 use gantry_arenas::TensorId;
 
-use super::backend_set::is_view_op;
-use super::expand::buffer_supported;
 use super::tables::{Assignments, CopyTable, Prealloc};
 use super::{BackendIndex, BackendSet};
-use crate::alloc::BufferTypeIndex;
-use crate::{BufferUsage, Context, Graph, Name, Op, Result, TensorDesc, TensorFlags};
+use crate::alloc::TensorTable;
+use crate::alloc::tensor_table::{NONE, Role, flag, kind};
+use crate::{BufferUsage, Context, Error, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// A run of consecutive nodes computed by one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +37,13 @@ pub struct SrcRewrite {
     pub copy: TensorId,
 }
 
+/// One copy the split system made, with the backend whose memory it is in.
+#[derive(Debug, Clone, Copy)]
+struct MadeCopy {
+    copy: TensorId,
+    backend: BackendIndex,
+}
+
 /// Everything the split system produces. Every list keeps its capacity between runs.
 #[derive(Debug, Default)]
 pub struct SplitTables {
@@ -57,14 +64,11 @@ pub struct SplitTables {
     pub rewrites: Vec<SrcRewrite>,
     /// Whether `rewrites` are applied to the context now.
     pub applied: bool,
-    /// The allocator's view of the graph: split input copies interleaved with the nodes.
-    pub alloc_nodes: Vec<TensorId>,
-    /// The allocator's buffer type per allocator node.
-    pub alloc_node_buft: Vec<BufferTypeIndex>,
-    /// The allocator's leafs: pipeline copies first, then the graph's leafs.
-    pub alloc_leafs: Vec<TensorId>,
-    /// The allocator's buffer type per allocator leaf.
-    pub alloc_leaf_buft: Vec<BufferTypeIndex>,
+    /// The copies made this run, in order, with their backends.
+    made: Vec<MadeCopy>,
+    /// Per gathered entry: the backends that can read its memory where it
+    /// lives (placement is final when splitting starts).
+    readable: Vec<u16>,
 }
 
 impl SplitTables {
@@ -105,10 +109,7 @@ impl SplitTables {
         self.inputs.clear();
         self.input_copies.clear();
         self.graph_inputs.clear();
-        self.alloc_nodes.clear();
-        self.alloc_node_buft.clear();
-        self.alloc_leafs.clear();
-        self.alloc_leaf_buft.clear();
+        self.made.clear();
     }
 }
 
@@ -124,20 +125,23 @@ pub struct SplitParams {
     pub max_inputs: usize,
 }
 
-/// What the split system reads besides the context and the graph.
+/// What the split system reads: the placement the assign and expand
+/// systems made of the gathered graph.
 #[derive(Clone, Copy)]
 pub struct SplitInputs<'a> {
     /// The backends.
     pub set: &'a BackendSet,
-    /// Pre-allocated buffer per tensor.
+    /// The gathered graph.
+    pub table: &'a TensorTable,
+    /// The pre-allocated buffers it reads.
     pub pre: &'a Prealloc,
-    /// Backend per tensor (every node and source assigned).
+    /// Backend per entry (every node and source assigned).
     pub assigned: &'a Assignments,
     /// Pipeline copies and the input limit.
     pub params: SplitParams,
 }
 
-/// Cuts `graph` into splits. A new split starts where the backend changes,
+/// Cuts the gathered graph into splits. A new split starts where the backend changes,
 /// where a node reads weights on another backend that this one cannot read
 /// (so the memory of previously offloaded weights can be reused), and where
 /// the split's copied inputs would pass `max_inputs`. Each source living where
@@ -146,35 +150,46 @@ pub struct SplitInputs<'a> {
 /// source is rewritten to the copy.
 pub fn split_graph(
     ctx: &mut Context,
-    graph: Graph<'_>,
     inputs: SplitInputs<'_>,
     copies: &mut CopyTable,
     out: &mut SplitTables,
 ) -> Result<()> {
-    let SplitInputs { set, pre, assigned, params } = inputs;
-    let nodes = graph.nodes();
-    let first_backend = nodes
-        .iter()
-        .find(|&&n| ctx.get(n).is_some_and(|d| !is_view_op(&d.op)))
-        .and_then(|&n| assigned.get(n))
-        .unwrap_or(set.cpu());
+    let SplitInputs { set, table, pre, assigned, params } = inputs;
+    let prealloc = |d: usize| pre.get(table, d);
+    let is_view_op = |d: usize| table.kind(d) & kind::VIEW_OP != 0;
+    let view_src = |d: usize| Some(table.root(d)).filter(|&r| r != NONE).map(|r| r as usize);
+    let backend_of = |d: usize| assigned.get(d).unwrap_or(set.cpu());
+    // `expand::buffer_supported` for every backend at once: memory decides,
+    // not assignment (a view, even one computed in place, lives where its
+    // view source does).
+    let mut readable = std::mem::take(&mut out.readable);
+    readable.clear();
+    readable.extend((0..table.len()).map(|d| match prealloc(d) {
+        Some(buffer) => buffer.readable,
+        None => assigned.get(view_src(d).unwrap_or(d)).map_or(0, |mem| set.usable_by(mem)),
+    }));
+    let reads = |b: BackendIndex, d: usize| readable[d] & b.bit() != 0;
+    let node_dense = table.node_dense.as_slice();
+    let first_backend = node_dense.iter().map(|&d| d as usize).find(|&d| !is_view_op(d)).map_or(set.cpu(), backend_of);
     let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
-    for (i, &node) in nodes.iter().enumerate() {
-        let (srcs, view_op, writes_into) = {
-            let d = ctx.desc(node)?;
-            (d.srcs, is_view_op(&d.op), d.view_src.filter(|_| !d.op.is_empty()))
-        };
-        if view_op {
+    for (i, &nd) in node_dense.iter().enumerate() {
+        let nd = nd as usize;
+        if is_view_op(nd) {
             continue;
         }
-        let node_backend = assigned.get(node).unwrap_or(set.cpu());
+        let node = table.tensor(nd);
+        let srcs = table.srcs(nd);
+        let node_backend = backend_of(nd);
         let n_inputs = out.inputs.len() - split.inputs.start;
         let mut new_split = node_backend != split.backend;
         if !new_split && n_inputs > 0 {
             let mut needed = 0;
-            for (j, src) in srcs.iter().enumerate() {
-                let Some(src) = *src else { continue };
-                if let Some(buffer) = pre.get(src)
+            for (j, &src) in srcs.iter().enumerate() {
+                if src == NONE {
+                    continue;
+                }
+                let src = src as usize;
+                if let Some(buffer) = prealloc(src)
                     && buffer.usage == BufferUsage::Weights
                     && assigned.get(src) != Some(split.backend)
                     && !buffer.readable_by(split.backend)
@@ -182,10 +197,11 @@ pub fn split_graph(
                     new_split = true;
                     break;
                 }
-                let already = srcs[..j].contains(&Some(src));
+                let already = srcs[..j].contains(&(src as u32));
+                let owner = table.tensor(table.memory_owner(src));
                 if !already
-                    && needs_copy(ctx, src, split.backend, set, pre, assigned)
-                    && copies.get_current(src, memory_owner(ctx, src), split.backend, 0).is_none()
+                    && !reads(split.backend, src)
+                    && copies.get_current(table.tensor(src), owner, split.backend, 0).is_none()
                 {
                     needed += 1;
                 }
@@ -201,80 +217,72 @@ pub fn split_graph(
             split.backend = node_backend;
         }
         let cur = split.backend;
-        for (j, src) in srcs.iter().enumerate() {
-            let Some(src) = *src else { continue };
-            let src_backend = assigned.get(src).unwrap_or(set.cpu());
+        for (j, &src) in srcs.iter().enumerate() {
+            if src == NONE {
+                continue;
+            }
+            let src = src as usize;
+            let src_t = table.tensor(src);
+            let src_backend = backend_of(src);
             if params.n_copies > 1
-                && ctx.desc(src).is_ok_and(|d| d.flags.contains(TensorFlags::INPUT) && d.view_src.is_none())
-                && copies.get(src, src_backend, 0).is_none()
+                && table.flags(src) & (flag::INPUT | flag::VIEW) == flag::INPUT
+                && copies.get(src_t, src_backend, 0).is_none()
             {
                 for c in 0..params.n_copies {
                     // The input itself is copy 0; the others hold memory for the
                     // runs in flight (the scheduler rotates placements, see
-                    // `Scheduler::rotate_pipeline_copies`).
+                    // `sched::alloc::PipelineRotation`).
                     let copy = if c == 0 {
-                        src
+                        src_t
                     } else {
-                        make_copy(ctx, src, set.backend(src_backend).name(), c, true, &mut out.created)?
+                        let copy = make_copy(ctx, src_t, set.backend(src_backend).name(), c, true, &mut out.created)?;
+                        out.made.push(MadeCopy { copy, backend: src_backend });
+                        copy
                     };
-                    copies.set(src, src, src_backend, c, copy);
+                    copies.set(src_t, src_t, src_backend, c, copy);
                 }
-                out.graph_inputs.push(src);
+                out.graph_inputs.push(src_t);
             }
-            // Memory decides, not assignment: a view (even one computed in place)
-            // lives where its view source does.
-            if !buffer_supported(ctx, src, cur, set, pre, assigned) {
+            if !reads(cur, src) {
                 // One copy per (tensor, backend), shared by later splits on
                 // that backend until the tensor's memory is written again.
-                let owner = memory_owner(ctx, src);
-                let copy = match copies.get_current(src, owner, cur, 0) {
+                let owner = table.tensor(table.memory_owner(src));
+                let copy = match copies.get_current(src_t, owner, cur, 0) {
                     Some(copy) => copy,
                     None => {
                         for c in 0..params.n_copies {
                             let pinned = params.n_copies > 1;
-                            let copy = make_copy(ctx, src, set.backend(cur).name(), c, pinned, &mut out.created)?;
-                            copies.set(src, owner, cur, c, copy);
+                            let copy = make_copy(ctx, src_t, set.backend(cur).name(), c, pinned, &mut out.created)?;
+                            out.made.push(MadeCopy { copy, backend: cur });
+                            copies.set(src_t, owner, cur, c, copy);
                             out.input_copies.push(copy);
                         }
-                        out.inputs.push(src);
+                        out.inputs.push(src_t);
                         out.input_copies[out.input_copies.len() - params.n_copies]
                     }
                 };
                 ctx.desc_mut_untracked(node)?.srcs[j] = Some(copy);
-                out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src, copy });
+                out.rewrites.push(SrcRewrite { node, slot: j as u8, original: src_t, copy });
                 out.applied = true;
             }
         }
-        if let Some(root) = writes_into {
+        if let Some(root) = view_src(nd).filter(|_| table.kind(nd) & kind::COMPUTES != 0) {
             // Computed in place (or CPY / SET_ROWS into a cache): copies of
             // this memory made before now are stale for later splits.
-            copies.record_write(root);
+            copies.record_write(table.tensor(root));
         }
     }
-    split.nodes.end = nodes.len();
+    split.nodes.end = node_dense.len();
     split.inputs.end = out.inputs.len();
-    if !nodes.is_empty() {
+    if !node_dense.is_empty() {
         out.splits.push(split);
     }
-    build_alloc_graph(ctx, graph, inputs, copies, out)
+    out.readable = readable;
+    Ok(())
 }
 
-/// The tensor owning `t`'s memory: its view source, or itself.
-#[inline]
-fn memory_owner(ctx: &Context, t: TensorId) -> TensorId {
-    ctx.get(t).and_then(|d| d.view_src).unwrap_or(t)
-}
-
-fn needs_copy(
-    ctx: &Context,
-    src: TensorId,
-    backend: BackendIndex,
-    set: &BackendSet,
-    pre: &Prealloc,
-    assigned: &Assignments,
-) -> bool {
-    !buffer_supported(ctx, src, backend, set, pre, assigned)
-}
+/// The pipeline copy numbers as names spell them (`CPU#x#0` ... `CPU#x#7`).
+const COPY_NUMBERS: [&str; super::MAX_COPIES] = ["0", "1", "2", "3", "4", "5", "6", "7"];
 
 /// A tensor with `src`'s dtype, shape and strides, computed by nothing.
 fn make_copy(
@@ -293,7 +301,7 @@ fn make_copy(
         view_src: None,
         view_offset: 0,
         flags,
-        name: Name::from_fmt(format_args!("{}#{}#{}", backend_name, ctx.name(src), copy)),
+        name: Name::concat(&[backend_name, "#", ctx.name(src), "#", COPY_NUMBERS[copy % COPY_NUMBERS.len()]]),
         ..*src_desc
     };
     let t = ctx.insert_scratch(desc);
@@ -301,27 +309,78 @@ fn make_copy(
     Ok(t)
 }
 
-/// Lays out the allocator's graph: for each split, its input copies (each
-/// after a view of its source, which keeps the source alive until the copy
-/// is made) and then its nodes; the leafs are the pipeline copies (allocated
-/// first, never freed) and then the graph's leafs.
-fn build_alloc_graph(
+/// What laying out the allocator's graph reads.
+#[derive(Clone, Copy)]
+pub struct AllocGraphInputs<'a> {
+    /// The backends.
+    pub set: &'a BackendSet,
+    /// Backend per tensor.
+    pub assigned: &'a Assignments,
+    /// Copies per (tensor, backend, pipeline copy).
+    pub copies: &'a CopyTable,
+    /// Pipeline copies.
+    pub n_copies: usize,
+}
+
+/// Lays out the allocator's graph in the gathered `table`: the copies made
+/// and, per split, a dependency marker per input (a view of its source that
+/// keeps the source alive until the copy is made) and its copy before the
+/// split's nodes; the leafs are the pipeline copies (allocated first, never
+/// freed) and then the graph's leafs. Every entry gets its backend's buffer
+/// type, and rewritten sources read their copies.
+pub fn build_alloc_graph(
     ctx: &mut Context,
-    graph: Graph<'_>,
-    inputs: SplitInputs<'_>,
-    copies: &CopyTable,
+    table: &mut TensorTable,
+    inputs: AllocGraphInputs<'_>,
     out: &mut SplitTables,
 ) -> Result<()> {
-    let SplitInputs { set, assigned, params, .. } = inputs;
-    let buft_of = |t: TensorId| set.alloc_buft(assigned.get(t).unwrap_or(set.cpu()));
+    let AllocGraphInputs { set, assigned, copies, n_copies } = inputs;
+    let dense = |table: &TensorTable, t: TensorId| {
+        table
+            .lookup(t)
+            .map(|d| d as usize)
+            .ok_or_else(|| Error::Scheduler(format!("{t:?} is not in the gathered graph")))
+    };
+    let user_entries = table.len();
+    for d in 0..user_entries {
+        let b = assigned.get(d).unwrap_or(set.cpu());
+        table.set_buft(d, set.alloc_buft(b));
+    }
+    for &MadeCopy { copy, backend } in &out.made {
+        let d = table.push_added(ctx, copy, Role::Leaf)? as usize;
+        table.set_buft(d, set.alloc_buft(backend));
+    }
+    for r in &out.rewrites {
+        let (node, copy) = (dense(table, r.node)?, dense(table, r.copy)?);
+        table.set_src(node, r.slot as usize, copy as u32);
+    }
+    table.clear_walk();
+    if n_copies > 1 {
+        for &input in &out.graph_inputs {
+            let b = assigned.of(table, input).unwrap_or(set.cpu());
+            for c in 0..n_copies {
+                let copy = copies.get(input, b, c).unwrap_or(input);
+                let d = dense(table, copy)?;
+                table.walk_leaf(d);
+            }
+        }
+        for &copy in &out.input_copies {
+            let d = dense(table, copy)?;
+            table.walk_leaf(d);
+        }
+    }
+    for i in 0..table.leaf_dense.len() {
+        let d = table.leaf_dense[i] as usize;
+        table.walk_leaf(d);
+    }
     for s in 0..out.splits.len() {
-        let (backend, inputs, nodes) = {
+        let (inputs, nodes) = {
             let sp = &out.splits[s];
-            (sp.backend, sp.inputs.clone(), sp.nodes.clone())
+            (sp.inputs.clone(), sp.nodes.clone())
         };
         for k in inputs {
             let input = out.inputs[k];
-            let copy = out.input_copies[k * params.n_copies];
+            let copy = out.input_copies[k * n_copies];
             let d = *ctx.desc(input)?;
             // Op NONE with a view source: a dependency marker (ggml-alloc's
             // convention), counted as a consumer of `input`, never as a view.
@@ -335,36 +394,18 @@ fn build_alloc_graph(
                 ..d
             });
             out.created.push(dep);
-            out.alloc_nodes.push(dep);
-            out.alloc_node_buft.push(buft_of(input));
-            out.alloc_nodes.push(copy);
-            out.alloc_node_buft.push(set.alloc_buft(backend));
+            let dep_d = table.push_added(ctx, dep, Role::Node)? as usize;
+            let input_d = dense(table, input)?;
+            let input_buft = table.buft[input_d];
+            table.set_buft(dep_d, input_buft);
+            table.walk_node(dep_d);
+            let copy_d = dense(table, copy)?;
+            table.walk_node(copy_d);
         }
-        for &n in &graph.nodes()[nodes] {
-            out.alloc_nodes.push(n);
-            out.alloc_node_buft.push(buft_of(n));
+        for i in nodes {
+            let d = table.node_dense[i] as usize;
+            table.walk_node(d);
         }
-    }
-    if params.n_copies > 1 {
-        for &input in &out.graph_inputs {
-            let b = assigned.get(input).unwrap_or(set.cpu());
-            for c in 0..params.n_copies {
-                out.alloc_leafs.push(copies.get(input, b, c).unwrap_or(input));
-                out.alloc_leaf_buft.push(set.alloc_buft(b));
-            }
-        }
-        for sp in &out.splits {
-            for k in sp.inputs.clone() {
-                for c in 0..params.n_copies {
-                    out.alloc_leafs.push(out.input_copies[k * params.n_copies + c]);
-                    out.alloc_leaf_buft.push(set.alloc_buft(sp.backend));
-                }
-            }
-        }
-    }
-    for &leaf in graph.leafs() {
-        out.alloc_leafs.push(leaf);
-        out.alloc_leaf_buft.push(buft_of(leaf));
     }
     Ok(())
 }

@@ -1,74 +1,74 @@
-//! The scheduler's per-run component tables, indexed by tensor slot:
-//! [`Assignments`] (backend per tensor, and why), [`CopyTable`] (copies per
-//! tensor, backend and pipeline copy) and [`Prealloc`] (the buffer a tensor
-//! was placed in by someone other than the scheduler).
+//! The scheduler's per-run component tables: [`Assignments`] (backend per
+//! tensor, and why) and [`CopyTable`] (copies per tensor, backend and
+//! pipeline copy), indexed by tensor slot; [`Prealloc`] (the buffer a
+//! tensor was placed in by someone other than the scheduler) and
+//! [`Support`] (which backends run each op), over the gathered graph's
+//! dense entries (the allocator's `TensorTable`).
 //!
 //! The tables are stamped with a run generation: starting a new run bumps
 //! the generation instead of clearing memory, so a reset costs nothing and
 //! the tables only allocate when the tensor table outgrows them.
 
+use std::cell::Cell;
+
 use gantry_arenas::keys::slot_index;
 use gantry_arenas::{BufferId, TensorId};
 
 use super::{BackendIndex, BackendSet, Cause};
-use crate::{BufferUsage, Context, Error, Graph, Result};
+use crate::alloc::tensor_table::{NOT_EXTERNAL, TensorTable, kind};
+use crate::{BufferUsage, Context, Result};
 
 /// The user's pins: the backend a tensor must run on (never overwritten).
 pub type Pins = slotmap::SecondaryMap<TensorId, BackendIndex>;
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Stamped {
-    generation: u32,
-    backend: BackendIndex,
-    cause: Cause,
-}
-
-/// Backend per tensor for the current run, and why.
+/// Backend per entry of the gathered graph for the current run, and why
+/// (indexed like the allocator's `TensorTable`; a new run starts with every
+/// entry unassigned).
 #[derive(Debug, Default)]
 pub struct Assignments {
-    generation: u32,
-    slots: Vec<Stamped>,
+    slots: Vec<(BackendIndex, Cause)>,
 }
 
 impl Assignments {
-    /// Starts a new run: every tensor unassigned. Grows to `capacity` slots.
-    pub fn begin(&mut self, capacity: usize) {
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            // Wrapped: old stamps could collide; clear once every 2^32 runs.
-            self.slots.iter_mut().for_each(|s| s.generation = 0);
-            self.generation = 1;
-        }
-        if self.slots.len() < capacity {
-            self.slots.resize(capacity, Stamped::default());
-        }
+    /// Starts a new run over `n` entries, all unassigned.
+    pub fn begin(&mut self, n: usize) {
+        self.slots.clear();
+        self.slots.resize(n, (BackendIndex::default(), Cause::None));
     }
 
-    /// The backend of `t` in this run.
+    /// The backend of entry `d` in this run.
     #[inline]
-    pub fn get(&self, t: TensorId) -> Option<BackendIndex> {
-        match self.slots.get(slot_index(t)) {
-            Some(s) if s.generation == self.generation => Some(s.backend),
+    pub fn get(&self, d: usize) -> Option<BackendIndex> {
+        match self.slots.get(d) {
+            Some(&(b, c)) if c != Cause::None => Some(b),
             _ => None,
         }
     }
 
-    /// Why `t` has its backend.
-    pub fn cause(&self, t: TensorId) -> Cause {
-        match self.slots.get(slot_index(t)) {
-            Some(s) if s.generation == self.generation => s.cause,
-            _ => Cause::None,
-        }
+    /// Why entry `d` has its backend.
+    #[inline]
+    pub fn cause(&self, d: usize) -> Cause {
+        self.slots.get(d).map_or(Cause::None, |&(_, c)| c)
     }
 
-    /// Assigns `t` to `backend`.
+    /// Assigns entry `d` to `backend` (`cause` is never [`Cause::None`]).
     #[inline]
-    pub fn set(&mut self, t: TensorId, backend: BackendIndex, cause: Cause) {
-        let i = slot_index(t);
-        if i >= self.slots.len() {
-            self.slots.resize(i + 1, Stamped::default());
+    pub fn set(&mut self, d: usize, backend: BackendIndex, cause: Cause) {
+        if d >= self.slots.len() {
+            self.slots.resize(d + 1, (BackendIndex::default(), Cause::None));
         }
-        self.slots[i] = Stamped { generation: self.generation, backend, cause };
+        self.slots[d] = (backend, cause);
+    }
+
+    /// The backend of tensor `t` (looked up in `table`) in this run.
+    #[inline]
+    pub fn of(&self, table: &TensorTable, t: TensorId) -> Option<BackendIndex> {
+        self.get(table.lookup(t)? as usize)
+    }
+
+    /// Why tensor `t` has its backend.
+    pub fn cause_of(&self, table: &TensorTable, t: TensorId) -> Cause {
+        table.lookup(t).map_or(Cause::None, |d| self.cause(d as usize))
     }
 }
 
@@ -188,72 +188,88 @@ impl PreallocBuffer {
     }
 }
 
-/// For every tensor of the graph, the buffer it (or its view source) was
-/// placed in by someone other than the scheduler, looked up once per run.
+/// The pre-allocated buffers a gathered graph reads (weights, caches, user
+/// buffers: placed by someone other than the scheduler), looked up once per
+/// run, and which of them holds each tensor's memory.
 #[derive(Debug, Default)]
 pub struct Prealloc {
-    generation: u32,
-    slots: Vec<(u32, u8)>,
     buffers: Vec<PreallocBuffer>,
 }
 
-const NOT_PREALLOCATED: u8 = u8::MAX;
-
 impl Prealloc {
-    /// Looks up every leaf and node of `graph`. `own` lists the scheduler's
-    /// compute buffers, which it re-binds every run (not pre-allocated).
-    pub fn fill(&mut self, ctx: &Context, graph: Graph<'_>, own: &[BufferId], set: &BackendSet) -> Result<()> {
-        self.generation = self.generation.wrapping_add(1);
-        if self.generation == 0 {
-            self.slots.iter_mut().for_each(|s| s.0 = 0);
-            self.generation = 1;
-        }
-        let capacity = ctx.slot_capacity() + 1;
-        if self.slots.len() < capacity {
-            self.slots.resize(capacity, (0, NOT_PREALLOCATED));
-        }
+    /// Describes the buffers `table` found.
+    pub(crate) fn fill(&mut self, ctx: &Context, table: &TensorTable, set: &BackendSet) -> Result<()> {
         self.buffers.clear();
-        for &t in graph.leafs().iter().chain(graph.nodes()) {
-            let mut index = NOT_PREALLOCATED;
-            if let Some(p) = ctx.placement(t)
-                && !own.contains(&p.buffer)
-                && let Ok(entry) = ctx.buffer(p.buffer)
-            {
-                index = match self.buffers.iter().position(|b| b.buffer == p.buffer) {
-                    Some(i) => i as u8,
-                    None if self.buffers.len() < NOT_PREALLOCATED as usize => {
-                        let readable = set
-                            .indices()
-                            .filter(|&b| set.supports_buft(b, entry.buffer_type.as_ref()))
-                            .fold(0u16, |m, b| m | b.bit());
-                        self.buffers.push(PreallocBuffer {
-                            buffer: p.buffer,
-                            usage: entry.usage,
-                            readable,
-                            is_host: entry.buffer_type.is_host(),
-                        });
-                        (self.buffers.len() - 1) as u8
-                    }
-                    None => {
-                        return Err(Error::Scheduler(format!(
-                            "a graph reading tensors from more than {} buffers",
-                            NOT_PREALLOCATED
-                        )));
-                    }
-                };
-            }
-            self.slots[slot_index(t)] = (self.generation, index);
+        for &buffer in &table.externals {
+            let entry = ctx.buffer(buffer)?;
+            let readable = set
+                .indices()
+                .filter(|&b| set.supports_buft(b, entry.buffer_type.as_ref()))
+                .fold(0u16, |m, b| m | b.bit());
+            self.buffers.push(PreallocBuffer {
+                buffer,
+                usage: entry.usage,
+                readable,
+                is_host: entry.buffer_type.is_host(),
+            });
         }
         Ok(())
     }
 
-    /// The buffer `t` (or its view source) was pre-allocated in, if any.
+    /// The buffer entry `d`'s memory (its root's, for a view) was
+    /// pre-allocated in, if any.
     #[inline]
-    pub fn get(&self, t: TensorId) -> Option<&PreallocBuffer> {
-        match self.slots.get(slot_index(t)) {
-            Some(&(g, i)) if g == self.generation && i != NOT_PREALLOCATED => self.buffers.get(i as usize),
-            _ => None,
+    pub(crate) fn get(&self, table: &TensorTable, d: usize) -> Option<&PreallocBuffer> {
+        match table.external(d) {
+            NOT_EXTERNAL => None,
+            i => self.buffers.get(i as usize),
         }
+    }
+}
+
+/// Which backends support each entry's op, asked at most once per
+/// (entry, backend) and run: the spreading steps ask again and again, and a
+/// backend's `supports_op` is a call through a trait object that looks at
+/// the tensor and its sources. Tensors that compute nothing run anywhere.
+#[derive(Debug, Default)]
+pub struct Support {
+    /// Per entry: bits `0..16` the backends asked, bits `16..32` those that said yes.
+    masks: Vec<Cell<u32>>,
+    /// What every backend says about an entry that computes nothing.
+    everyone: u32,
+}
+
+impl Support {
+    /// Starts a run over `table`: nothing asked yet, except that entries
+    /// computing nothing are known to run anywhere.
+    pub(crate) fn begin(&mut self, table: &TensorTable, set: &BackendSet) {
+        let all = u32::from(set.indices().fold(0u16, |m, b| m | b.bit()));
+        self.everyone = all | all << 16;
+        self.masks.clear();
+        self.masks.extend(
+            (0..table.len()).map(|d| Cell::new(if table.kind(d) & kind::COMPUTES == 0 { self.everyone } else { 0 })),
+        );
+    }
+
+    /// Whether backend `b` can compute entry `d` (asking it the first time).
+    #[inline]
+    pub(crate) fn supports(
+        &self,
+        ctx: &Context,
+        table: &TensorTable,
+        set: &BackendSet,
+        b: BackendIndex,
+        d: usize,
+    ) -> bool {
+        let Some(cell) = self.masks.get(d) else { return false };
+        let mask = cell.get();
+        let asked = u32::from(b.bit());
+        if mask & asked != 0 {
+            return mask & (asked << 16) != 0;
+        }
+        let yes = set.backend(b).device().supports_op(ctx, table.tensor(d));
+        cell.set(mask | asked | if yes { asked << 16 } else { 0 });
+        yes
     }
 }
 
@@ -271,13 +287,13 @@ mod tests {
         let (a, b) = (ids.insert(()), ids.insert(()));
         let mut t = Assignments::default();
         t.begin(2);
-        t.set(a, B1, Cause::Input);
-        assert_eq!((t.get(a), t.get(b), t.cause(a)), (Some(B1), None, Cause::Input));
+        t.set(0, B1, Cause::Input);
+        assert_eq!((t.get(0), t.get(1), t.cause(0)), (Some(B1), None, Cause::Input));
         t.begin(2);
-        assert_eq!(t.get(a), None);
-        let c = ids.insert(());
-        t.set(c, B0, Cause::User);
-        assert_eq!(t.get(c), Some(B0), "grows past the capacity given to begin");
+        assert_eq!(t.get(0), None);
+        t.set(2, B0, Cause::User);
+        assert_eq!(t.get(2), Some(B0), "grows past the size given to begin");
+        assert_eq!(t.get(5), None);
 
         let mut copies = CopyTable::default();
         copies.begin(3, 2, 2);

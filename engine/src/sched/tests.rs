@@ -8,6 +8,7 @@ use super::placement::{PlacementInputs, RunTables, place_graph};
 use super::split::SplitParams;
 use super::tables::Pins;
 use super::{BackendIndex, BackendSet, Cause, Split};
+use crate::alloc::TensorTable;
 use crate::testing::TestBufferType;
 use crate::testing::mock_devices::{self as mock, MockDevice};
 use crate::{Backend, BufferType, BufferUsage, Context, DType, Device, DeviceType, Error, Op};
@@ -28,7 +29,38 @@ const FIRST: BackendIndex = BackendIndex::new(0);
 const LAST: BackendIndex = BackendIndex::new(1);
 
 fn inputs<'a>(set: &'a BackendSet, pins: &'a Pins, op_offload: bool, split: SplitParams) -> PlacementInputs<'a> {
-    PlacementInputs { set, own_buffers: &[], pins, op_offload, split }
+    PlacementInputs { set, pins, op_offload, split }
+}
+
+/// A placement and the gathered table it laid the allocator's graph out in.
+struct Placed {
+    run: RunTables,
+    table: TensorTable,
+}
+
+impl std::fmt::Debug for Placed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placed").field("splits", &self.run.split.splits).finish()
+    }
+}
+
+impl Placed {
+    /// The backend `t` was assigned.
+    fn backend(&self, t: TensorId) -> Option<BackendIndex> {
+        self.run.assigned.of(&self.table, t)
+    }
+
+    /// Why `t` has its backend.
+    fn cause(&self, t: TensorId) -> Cause {
+        self.run.assigned.cause_of(&self.table, t)
+    }
+}
+
+impl std::ops::Deref for Placed {
+    type Target = RunTables;
+    fn deref(&self) -> &RunTables {
+        &self.run
+    }
 }
 
 fn place(
@@ -37,12 +69,13 @@ fn place(
     set: &BackendSet,
     pins: &Pins,
     params: SplitParams,
-) -> crate::Result<RunTables> {
+) -> crate::Result<Placed> {
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, outputs)?;
     let mut run = RunTables::default();
-    place_graph(ctx, graph, inputs(set, pins, false, params), &mut run)?;
-    Ok(run)
+    let mut table = TensorTable::default();
+    place_graph(ctx, graph, inputs(set, pins, false, params), (&mut table, &[]), &mut run)?;
+    Ok(Placed { run, table })
 }
 
 fn no_softmax(op: &Op) -> bool {
@@ -63,11 +96,10 @@ fn gpu_cpu_gpu_with_exactly_the_copies_needed() {
     let o = ctx.mul_mat(w2, s).unwrap();
     let run = place(&mut ctx, &[o], &set, &Pins::new(), ONE).unwrap();
 
-    let a = &run.assigned;
-    assert_eq!((a.get(x), a.cause(x)), (Some(LAST), Cause::Input));
-    assert_eq!((a.get(h), a.cause(h)), (Some(FIRST), Cause::Weights));
-    assert_eq!((a.get(s), a.cause(s)), (Some(LAST), Cause::MostSources));
-    assert_eq!((a.get(o), a.cause(o)), (Some(FIRST), Cause::Weights));
+    assert_eq!((run.backend(x), run.cause(x)), (Some(LAST), Cause::Input));
+    assert_eq!((run.backend(h), run.cause(h)), (Some(FIRST), Cause::Weights));
+    assert_eq!((run.backend(s), run.cause(s)), (Some(LAST), Cause::MostSources));
+    assert_eq!((run.backend(o), run.cause(o)), (Some(FIRST), Cause::Weights));
     let splits: Vec<(BackendIndex, usize)> =
         run.split.splits.iter().map(|s: &Split| (s.backend, s.inputs.len())).collect();
     assert_eq!(splits, [(FIRST, 1), (LAST, 1), (FIRST, 1)], "GPU <- x, CPU <- h, GPU <- s");
@@ -77,10 +109,12 @@ fn gpu_cpu_gpu_with_exactly_the_copies_needed() {
     assert_eq!((hx != x, ctx.desc(hx).unwrap().ne), (true, [8, 4, 1, 1]));
     assert!(ctx.name(hx).starts_with("GPU#"));
     assert_eq!(run.split.created.len(), 3 + 3, "3 copies and 3 dependency markers");
-    // The allocator sees each copy at the start of its split.
-    assert_eq!(run.split.alloc_nodes.len(), 3 + 2 * 3);
+    // The allocator walks each copy (after its dependency marker) at the start of its split.
+    assert_eq!(run.table.walk.len(), 3 + 2 * 3);
+    let walked: Vec<TensorId> = run.table.walk.as_slice().iter().map(|&d| run.table.tensor(d as usize)).collect();
+    assert_eq!(walked[1], hx, "the GPU's copy of x comes before h");
     // Undo restores the graph.
-    let mut run = run;
+    let mut run = run.run;
     run.split.undo(&mut ctx);
     assert_eq!(ctx.desc(h).unwrap().srcs[1], Some(x));
     assert!(ctx.get(hx).is_none());
@@ -98,7 +132,7 @@ fn pins_are_never_overwritten() {
     let mut pins = Pins::new();
     pins.insert(h, LAST);
     let run = place(&mut ctx, &[r], &set, &pins, ONE).unwrap();
-    assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(LAST), Cause::User));
+    assert_eq!((run.backend(h), run.cause(h)), (Some(LAST), Cause::User));
     // The CPU cannot read the GPU weights: they are copied in.
     assert!(run.split.inputs.contains(&w));
 }
@@ -175,8 +209,8 @@ fn backends_sharing_a_buffer_type_need_no_copies() {
     let r = ctx.silu(h).unwrap();
     let y = ctx.mul_mat(w, r).unwrap();
     let run = place(&mut ctx, &[y], &set, &Pins::new(), ONE).unwrap();
-    assert_eq!(run.assigned.get(h), Some(FIRST), "the product goes to the higher-priority BLAS");
-    assert_eq!(run.assigned.get(r), Some(LAST));
+    assert_eq!(run.backend(h), Some(FIRST), "the product goes to the higher-priority BLAS");
+    assert_eq!(run.backend(r), Some(LAST));
     assert_eq!(run.split.splits.len(), 3);
     assert!(run.split.inputs.is_empty(), "one buffer type: nothing to copy");
 }
@@ -205,9 +239,11 @@ fn op_offload_takes_host_weight_ops_to_a_willing_gpu() {
     for (offload, want) in [(false, (LAST, Cause::Weights)), (true, (FIRST, Cause::Offload))] {
         let mut run = RunTables::default();
         let pins = Pins::new();
-        place_graph(&mut ctx, graph, inputs(&set, &pins, offload, ONE), &mut run).unwrap();
-        assert_eq!((run.assigned.get(h), run.assigned.cause(h)), (Some(want.0), want.1));
-        run.split.undo(&mut ctx);
+        let mut table = TensorTable::default();
+        place_graph(&mut ctx, graph, inputs(&set, &pins, offload, ONE), (&mut table, &[]), &mut run).unwrap();
+        let mut placed = Placed { run, table };
+        assert_eq!((placed.backend(h), placed.cause(h)), (Some(want.0), want.1));
+        placed.run.split.undo(&mut ctx);
     }
 }
 
@@ -225,9 +261,11 @@ fn pipeline_copies_for_graph_inputs_and_split_inputs() {
     assert_eq!(run.split.graph_inputs, [x]);
     // 4 slots for the input on the CPU (the input itself first) and 4 GPU copies.
     assert_eq!(run.copies.get(x, LAST, 0), Some(x));
-    let leafs = &run.split.alloc_leafs;
+    let leafs: Vec<TensorId> = run.table.leaf_walk.as_slice().iter().map(|&d| run.table.tensor(d as usize)).collect();
     assert_eq!(leafs[0], x);
-    assert_eq!(leafs.len(), 4 + 4 + 2, "pipeline copies, then the graph's leafs");
+    // x is copy 0 of its own pipeline copies and a graph leaf: given memory once.
+    assert_eq!(leafs.len(), 4 + 4 + 1, "pipeline copies, then the graph's leafs");
+    assert_eq!(leafs.iter().filter(|&&t| t == x).count(), 1);
     // The graph always reads copy 0 (the scheduler moves its memory between runs).
     let gpu_copy = run.copies.get(x, FIRST, 0).unwrap();
     assert_eq!(ctx.desc(h).unwrap().srcs[1], Some(gpu_copy));

@@ -67,7 +67,7 @@ impl KvCache {
         let mut size = 0usize;
         for &t in k.iter().chain(&v) {
             offsets.push(size);
-            let n = buft.alloc_size(ctx.desc(t)?);
+            let n = buft.alloc_size(&ctx.desc(t)?.layout());
             size = (size + n).next_multiple_of(align);
         }
         let buffer = ctx.alloc_buffer(buft, size, BufferUsage::Any)?;

@@ -192,7 +192,9 @@ impl Session {
     /// position's for `LogitsFor::Last`.
     pub fn eval(&mut self, ctx: &mut Context, tokens: &[u32], logits_for: LogitsFor) -> Result<&[f32]> {
         if let LogitsFor::Rows(_) = logits_for {
-            return Err(Error::Model("eval gives the logits of all tokens or the last; decode takes a batch naming its rows".into()));
+            return Err(Error::Model(
+                "eval gives the logits of all tokens or the last; decode takes a batch naming its rows".into(),
+            ));
         }
         let mut batch = std::mem::take(&mut self.single);
         batch.clear();

@@ -12,7 +12,7 @@ mod mul_mat;
 mod mul_mat_quant;
 mod norm;
 mod reduce;
-mod rope;
+pub(crate) mod rope;
 mod rows;
 mod softmax;
 mod unary;

@@ -21,43 +21,30 @@
 //! Pre-allocated view sources (a KV cache written by CPY) are the assign
 //! system's: their in-place nodes were already placed by their buffer.
 
-use gantry_arenas::TensorId;
-
-use crate::sched::backend_set::is_view_op;
-use crate::sched::tables::{Assignments, Prealloc};
+use crate::sched::gathered::Gathered;
+use crate::sched::tables::Assignments;
 use crate::sched::{BackendIndex, BackendSet, Cause};
-use crate::{Context, Error, Graph, Result};
+use crate::{Error, Result};
 
 /// Whether backend `b` can use memory of backend `mem`'s buffer type.
 #[inline]
 pub fn can_use(set: &BackendSet, b: BackendIndex, mem: BackendIndex) -> bool {
-    b == mem || set.alloc_buft(b) == set.alloc_buft(mem) || set.supports_buft(b, set.buft(mem).as_ref())
-}
-
-/// Whether `t` computes something (not a leaf, not a pure view).
-#[inline]
-fn computes(ctx: &Context, t: TensorId) -> bool {
-    ctx.get(t).is_some_and(|d| !d.op.is_empty())
+    set.can_use(b, mem)
 }
 
 /// Moves in-place nodes (and, when needed, their view source's memory) so
 /// that each runs on a backend that can use the memory it writes.
-pub fn place_in_place_nodes(
-    ctx: &Context,
-    graph: Graph<'_>,
-    set: &BackendSet,
-    pre: &Prealloc,
-    out: &mut Assignments,
-) -> Result<()> {
-    for &node in graph.nodes() {
-        let d = ctx.desc(node)?;
-        let Some(root) = d.view_src else { continue };
-        if d.op.is_empty() || pre.get(root).is_some() {
+pub fn place_in_place_nodes(g: Gathered<'_>, out: &mut Assignments) -> Result<()> {
+    let table = g.table;
+    for &node in table.walk.as_slice() {
+        let node = node as usize;
+        let Some(root) = g.view_src(node) else { continue };
+        if !g.computes(node) || g.prealloc(root).is_some() {
             continue;
         }
         let (Some(b), Some(mem)) = (out.get(node), out.get(root)) else { continue };
-        if !can_use(set, b, mem) {
-            place_root(ctx, graph, set, root, out)?;
+        if !can_use(g.set, b, mem) {
+            place_root(g, root, out)?;
         }
     }
     Ok(())
@@ -66,44 +53,40 @@ pub fn place_in_place_nodes(
 /// Where an in-place node of memory `mem` can run: its own backend when it
 /// can use `mem`; pinned elsewhere, nowhere; else `mem`'s backend, then the
 /// first by priority that can use `mem` and supports the op.
-fn home_of(
-    ctx: &Context,
-    set: &BackendSet,
-    node: TensorId,
-    mem: BackendIndex,
-    out: &Assignments,
-) -> Option<BackendIndex> {
+fn home_of(g: Gathered<'_>, node: usize, mem: BackendIndex, out: &Assignments) -> Option<BackendIndex> {
     let cur = out.get(node)?;
-    if can_use(set, cur, mem) {
+    if can_use(g.set, cur, mem) {
         return Some(cur);
     }
     if out.cause(node) == Cause::User {
         return None;
     }
-    std::iter::once(mem).chain(set.indices()).find(|&b| can_use(set, b, mem) && set.supports_op(b, ctx, node))
+    std::iter::once(mem).chain(g.set.indices()).find(|&b| can_use(g.set, b, mem) && g.supports(b, node))
 }
 
 /// Finds memory for `root` where every in-place node over it can run, and
 /// moves them there.
-fn place_root(ctx: &Context, graph: Graph<'_>, set: &BackendSet, root: TensorId, out: &mut Assignments) -> Result<()> {
-    let in_place =
-        || graph.nodes().iter().copied().filter(move |&n| ctx.get(n).is_some_and(|d| d.view_src == Some(root)));
+fn place_root(g: Gathered<'_>, root: usize, out: &mut Assignments) -> Result<()> {
+    let (ctx, table) = (g.ctx, g.table);
+    let set = g.set;
+    let in_place = || table.walk.as_slice().iter().map(|&n| n as usize).filter(move |&n| g.view_src(n) == Some(root));
+    let root_t = table.tensor(root);
     let current = out.get(root).unwrap_or(set.cpu());
     let pinned = out.cause(root) == Cause::User;
     let fits = |mem: BackendIndex| {
-        (!computes(ctx, root) || set.supports_op(mem, ctx, root))
-            && in_place().filter(|&n| computes(ctx, n)).all(|n| home_of(ctx, set, n, mem, out).is_some())
+        (!g.computes(root) || g.supports(mem, root))
+            && in_place().filter(|&n| g.computes(n)).all(|n| home_of(g, n, mem, out).is_some())
     };
     let candidates = std::iter::once(current).chain(set.indices().filter(|_| !pinned));
     let Some(mem) = candidates.clone().find(|&m| fits(m)) else {
-        let node =
-            in_place().find(|&n| computes(ctx, n) && home_of(ctx, set, n, current, out).is_none()).unwrap_or(root);
+        let node = in_place().find(|&n| g.computes(n) && home_of(g, n, current, out).is_none()).unwrap_or(root);
+        let node_t = table.tensor(node);
         return Err(Error::Scheduler(format!(
             "{} computes {} in place over {}, but no backend that can use {}'s memory ({}{}) runs it",
-            ctx.describe(node),
-            ctx.get(node).map_or("?", |d| d.op.name()),
-            ctx.describe(root),
-            ctx.describe(root),
+            ctx.describe(node_t),
+            ctx.get(node_t).map_or("?", |d| d.op.name()),
+            ctx.describe(root_t),
+            ctx.describe(root_t),
             set.buft(current).name(),
             if pinned { ", pinned" } else { "" },
         )));
@@ -111,17 +94,16 @@ fn place_root(ctx: &Context, graph: Graph<'_>, set: &BackendSet, root: TensorId,
     if mem != current {
         out.set(root, mem, Cause::InPlace);
     }
-    let nodes: smallvec::SmallVec<[TensorId; 8]> = in_place().collect();
+    let nodes: smallvec::SmallVec<[usize; 8]> = in_place().collect();
     for n in nodes {
-        if !computes(ctx, n) {
+        if !g.computes(n) {
             // A pure view has no backend of its own: it is where its memory is.
-            let is_view = ctx.get(n).is_some_and(|d| is_view_op(&d.op));
-            if is_view && out.cause(n) != Cause::User {
+            if g.is_view_op(n) && out.cause(n) != Cause::User {
                 out.set(n, mem, Cause::ViewSource);
             }
             continue;
         }
-        match home_of(ctx, set, n, mem, out) {
+        match home_of(g, n, mem, out) {
             Some(b) if Some(b) != out.get(n) => out.set(n, b, Cause::InPlace),
             _ => {}
         }

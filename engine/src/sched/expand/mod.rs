@@ -4,12 +4,10 @@
 
 pub mod in_place;
 
-use gantry_arenas::TensorId;
-
-use super::backend_set::is_view_op;
-use super::tables::{Assignments, Prealloc};
-use super::{BackendIndex, BackendSet, Cause};
-use crate::{Context, Error, Graph, Result};
+use super::gathered::Gathered;
+use super::tables::Assignments;
+use super::{BackendIndex, Cause};
+use crate::{Error, Result};
 use in_place::can_use;
 
 /// Spreads the assign system's choices, in four steps:
@@ -26,40 +24,34 @@ use in_place::can_use;
 ///
 /// Every node and source ends assigned, or this returns an `Err` naming the
 /// node no backend can run.
-pub fn expand_assignments(
-    ctx: &Context,
-    graph: Graph<'_>,
-    set: &BackendSet,
-    pre: &Prealloc,
-    out: &mut Assignments,
-) -> Result<()> {
-    let nodes = graph.nodes();
-    let cpu = set.cpu();
+pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> {
+    let (ctx, table) = (g.ctx, g.table);
+    let nodes = table.walk.as_slice();
+    let cpu = g.set.cpu();
     // Step 1: GPU spread down and up, then everything down and up.
-    spread(ctx, nodes.iter().copied(), set, out, Some(cpu), Cause::ExpandGpu)?;
-    spread(ctx, nodes.iter().rev().copied(), set, out, Some(cpu), Cause::ExpandGpu)?;
-    spread(ctx, nodes.iter().copied(), set, out, None, Cause::Expand)?;
-    spread(ctx, nodes.iter().rev().copied(), set, out, None, Cause::Expand)?;
+    spread(g, nodes.iter().map(|&d| d as usize), out, Some(cpu), Cause::ExpandGpu);
+    spread(g, nodes.iter().rev().map(|&d| d as usize), out, Some(cpu), Cause::ExpandGpu);
+    spread(g, nodes.iter().map(|&d| d as usize), out, None, Cause::Expand);
+    spread(g, nodes.iter().rev().map(|&d| d as usize), out, None, Cause::Expand);
 
     // Step 2: upgrades, and nodes still unassigned.
     for &node in nodes {
-        let desc = ctx.desc(node)?;
-        if is_view_op(&desc.op) {
+        let node = node as usize;
+        if g.is_view_op(node) {
             continue;
         }
         match out.get(node) {
             None => {
                 let mut best: Option<(usize, BackendIndex)> = None;
-                for b in set.indices() {
-                    if !set.supports_op(b, ctx, node) {
+                for b in g.set.indices() {
+                    if !g.supports(b, node) {
                         continue;
                     }
-                    let n = desc
-                        .sources()
+                    let n = g
+                        .sources(node)
                         .filter(|&s| {
-                            let assigned = out.get(s).is_some()
-                                || ctx.get(s).and_then(|d| d.view_src).is_some_and(|v| out.get(v).is_some());
-                            assigned && buffer_supported(ctx, s, b, set, pre, out)
+                            let assigned = out.get(s).is_some() || g.view_src(s).is_some_and(|v| out.get(v).is_some());
+                            assigned && buffer_supported(g, s, b, out)
                         })
                         .count();
                     if best.is_none_or(|(bn, _)| n > bn) {
@@ -74,9 +66,9 @@ pub fn expand_assignments(
             Some(_) if out.cause(node) == Cause::User => {}
             Some(cur) => {
                 for b in cur.higher() {
-                    if set.alloc_buft(b) == set.alloc_buft(cur)
-                        && set.supports_op(b, ctx, node)
-                        && desc.sources().all(|s| buffer_supported(ctx, s, b, set, pre, out))
+                    if g.set.alloc_buft(b) == g.set.alloc_buft(cur)
+                        && g.supports(b, node)
+                        && g.sources(node).all(|s| buffer_supported(g, s, b, out))
                     {
                         out.set(node, b, Cause::Upgrade);
                         break;
@@ -88,100 +80,91 @@ pub fn expand_assignments(
 
     // Step 3: views follow their source, sources their consumer.
     for &node in nodes {
-        let desc = ctx.desc(node)?;
+        let node = node as usize;
+        let t = table.tensor(node);
         if out.get(node).is_none()
-            && let Some(v) = desc.view_src
+            && let Some(v) = g.view_src(node)
             && let Some(b) = out.get(v)
         {
             out.set(node, b, Cause::ViewSource);
         }
         if out.get(node).is_none() {
-            if let Some(b) = set.indices().find(|&b| set.supports_op(b, ctx, node)) {
+            if let Some(b) = g.set.indices().find(|&b| g.supports(b, node)) {
                 out.set(node, b, Cause::Fallback);
             } else {
                 return Err(Error::Scheduler(format!(
                     "no backend supports op {} for tensor {} (backends: {})",
-                    desc.op.name(),
-                    ctx.describe(node),
-                    set.backends().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
+                    ctx.get(t).map_or("?", |d| d.op.name()),
+                    ctx.describe(t),
+                    g.set.backends().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
                 )));
             }
         }
-        let cur = out.get(node).unwrap_or(set.cpu());
+        let cur = out.get(node).unwrap_or(cpu);
         // The destination of a CPY / SET_ROWS is a view source but not a source.
-        if let Some(v) = desc.view_src
+        if let Some(v) = g.view_src(node)
             && out.get(v).is_none()
         {
             out.set(v, cur, Cause::Consumer);
         }
-        for src in desc.sources() {
+        for src in g.sources(node) {
             if out.get(src).is_some() {
                 continue;
             }
-            let src_view = ctx.get(src).and_then(|d| d.view_src);
-            match src_view.and_then(|v| out.get(v)) {
+            match g.view_src(src).and_then(|v| out.get(v)) {
                 Some(b) => out.set(src, b, Cause::ViewSource),
                 None => out.set(src, cur, Cause::Consumer),
             }
         }
     }
     // Leafs nobody reads directly (only as a view source of a view) still need a home.
-    for &leaf in graph.leafs() {
-        if out.get(leaf).is_none() {
-            out.set(leaf, set.cpu(), Cause::Fallback);
+    for &leaf in table.leaf_walk.as_slice() {
+        if out.get(leaf as usize).is_none() {
+            out.set(leaf as usize, cpu, Cause::Fallback);
         }
     }
     // Step 4.
-    in_place::place_in_place_nodes(ctx, graph, set, pre, out)
+    in_place::place_in_place_nodes(g, out)
 }
 
 /// One sweep: carry the current backend onto unassigned nodes that it supports.
 /// With `skip = Some(cpu)`, a CPU node stops the carry (only GPUs spread).
 fn spread(
-    ctx: &Context,
-    order: impl Iterator<Item = TensorId>,
-    set: &BackendSet,
+    g: Gathered<'_>,
+    order: impl Iterator<Item = usize>,
     out: &mut Assignments,
     skip: Option<BackendIndex>,
     cause: Cause,
-) -> Result<()> {
+) {
     let mut cur: Option<BackendIndex> = None;
     for node in order {
-        if is_view_op(&ctx.desc(node)?.op) {
+        if g.is_view_op(node) {
             continue;
         }
         match out.get(node) {
             Some(b) => cur = if Some(b) == skip { None } else { Some(b) },
             None => {
                 if let Some(b) = cur
-                    && set.supports_op(b, ctx, node)
+                    && g.supports(b, node)
                 {
                     out.set(node, b, cause);
                 }
             }
         }
     }
-    Ok(())
 }
 
-/// Whether backend `b` can read `t` where it lives: its own buffer when
-/// pre-allocated, else the buffer type of the backend its memory belongs to
-/// (its view source's for a view: a view, even one computed in place, has no
-/// memory of its own).
-pub fn buffer_supported(
-    ctx: &Context,
-    t: TensorId,
-    b: BackendIndex,
-    set: &BackendSet,
-    pre: &Prealloc,
-    out: &Assignments,
-) -> bool {
-    if let Some(buffer) = pre.get(t) {
+/// Whether backend `b` can read entry `d` where it lives: its own buffer
+/// when pre-allocated, else the buffer type of the backend its memory
+/// belongs to (its view source's for a view: a view, even one computed in
+/// place, has no memory of its own).
+pub fn buffer_supported(g: Gathered<'_>, d: usize, b: BackendIndex, out: &Assignments) -> bool {
+    if let Some(buffer) = g.prealloc(d) {
         return buffer.readable_by(b);
     }
-    let memory = match ctx.get(t).and_then(|d| d.view_src) {
+    let memory = match g.view_src(d) {
         Some(v) => out.get(v),
-        None => out.get(t),
+        None => out.get(d),
     };
-    memory.is_some_and(|mem| can_use(set, b, mem))
+    memory.is_some_and(|mem| can_use(g.set, b, mem))
 }

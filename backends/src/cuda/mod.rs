@@ -1,0 +1,52 @@
+//! The CUDA backend (feature `cuda`): NVIDIA GPUs through cudarc, every
+//! CUDA library loaded at run time, so the crate builds without a CUDA
+//! toolkit and a machine without a driver gets an error, never a panic.
+//!
+//! - [`libraries`]: finding libcuda, libnvrtc and libcublas before cudarc
+//!   is asked for them (cudarc panics on a missing library);
+//!   `GANTRY_NVRTC_PATH` / `GANTRY_CUBLAS_PATH` and Python's site-packages
+//!   (the PyPI wheels) are searched.
+//! - [`platform()`] / [`CudaPlatform`]: one device per GPU, or the reason
+//!   there is none (`gantry devices` prints it).
+//! - [`CudaDevice`] (`device.rs`, its shared state in `gpu.rs`): props,
+//!   buffer types, `supports_op` (the planner run without memory),
+//!   `offload_op` from a per-device batch size, events.
+//! - [`CudaBufferType`] / [`CudaBuffer`] (`buffer.rs`): device memory;
+//!   [`CudaHostBufferType`] and buffers over registered caller memory
+//!   (`host_buffer.rs`).
+//! - [`CudaBackend`] (`backend.rs`): a stream; graphs planned into launches
+//!   (`ops/`, one file per op family; `launch.rs`), products through cuBLAS
+//!   (`cublas.rs`), CUDA graphs for plans that repeat (`graphs.rs`).
+//! - [`kernels`]: the header-free CUDA C sources; [`nvrtc`]: compiling them
+//!   for the device's exact architecture (PTX for one NVRTC does not know);
+//!   [`kernel_cache`]: compiled images kept in memory and on disk.
+//!
+//! Coverage: every op of the core set in F32 and F16 (BF16 where the CPU
+//! takes it); MUL_MAT of F32 / F16 / BF16 weights through cuBLAS and of
+//! Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K with Q8_1 activations
+//! quantized on the GPU; GET_ROWS from every quantized type; SET_ROWS into
+//! F32 / F16 / BF16; FLASH_ATTN_EXT with V heads up to 256. Not covered
+//! (so `supports_op` is false and the scheduler keeps them elsewhere):
+//! quantizing on the GPU (CPY / SET_ROWS from F32 into a quantized type),
+//! float weights whose rows are not dense, GPUs older than compute 6.1.
+
+mod backend;
+mod buffer;
+mod cublas;
+mod device;
+mod gpu;
+pub mod graphs;
+mod host_buffer;
+pub mod kernel_cache;
+pub mod kernels;
+pub mod launch;
+pub mod libraries;
+pub mod nvrtc;
+mod ops;
+mod platform;
+
+pub use backend::CudaBackend;
+pub use buffer::{CudaBuffer, CudaBufferType, DEVICE_ALIGNMENT};
+pub use device::{CudaDevice, DEFAULT_OFFLOAD_MIN_BATCH};
+pub use host_buffer::{CudaHostBufferType, CudaMappedBufferType, HostBuffer};
+pub use platform::{CudaPlatform, MIN_ARCH, platform};
