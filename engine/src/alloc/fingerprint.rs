@@ -5,8 +5,8 @@
 ///
 /// A new record is written beside the previous one and the two are compared
 /// at the end in one pass (a vectorized memory compare), so writing a word
-/// costs a store; once both vectors have grown to the graph's size, no
-/// allocation. Unlike a hash, equal records mean equal plan inputs, never a
+/// costs a store (words are appended in blocks, [`Fingerprint::extend`]);
+/// once both vectors have grown to the graph's size, no allocation. Unlike a hash, equal records mean equal plan inputs, never a
 /// collision.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Fingerprint {
@@ -32,16 +32,12 @@ impl Fingerprint {
         self.writing = true;
     }
 
-    /// Appends one word.
+    /// Appends `n` words (zero) and returns them to be written.
     #[inline]
-    pub(crate) fn push(&mut self, word: u64) {
-        self.words.push(word);
-    }
-
-    /// Appends two 32-bit values as one word.
-    #[inline]
-    pub(crate) fn push_pair(&mut self, a: u32, b: u32) {
-        self.push(u64::from(a) | (u64::from(b) << 32));
+    pub(crate) fn extend(&mut self, n: usize) -> &mut [u64] {
+        let start = self.words.len();
+        self.words.resize(start + n, 0);
+        &mut self.words[start..]
     }
 
     /// Ends the record; returns whether it equals the previous complete one.
@@ -77,7 +73,7 @@ mod tests {
     fn record(f: &mut Fingerprint, words: &[u64]) -> bool {
         f.begin();
         for &w in words {
-            f.push(w);
+            f.extend(1)[0] = w;
         }
         f.finish()
     }
@@ -99,7 +95,7 @@ mod tests {
         assert!(!record(&mut f, &[]), "an empty first record is still new");
         assert!(record(&mut f, &[]));
         f.begin();
-        f.push(9); // abandoned: no finish
+        f.extend(1)[0] = 9; // abandoned: no finish
         assert!(!record(&mut f, &[]), "after an abandoned record nothing compares equal");
         f.invalidate();
         assert!(!record(&mut f, &[]));

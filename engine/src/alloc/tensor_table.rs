@@ -252,6 +252,8 @@ impl TensorTable {
                 self.entries[d as usize].flags |= flag::OUTPUT;
             }
         }
+        self.buft.reset(self.len(), BufferTypeIndex::default());
+        self.queued.reset(self.len(), 0);
         for e in &self.entries {
             if e.root != NONE && self.entries[e.root as usize].flags & flag::VIEW != 0 {
                 return Err(Error::Allocator(format!(
@@ -302,10 +304,10 @@ impl TensorTable {
             // A tensor created after `clear` sized the map (the scheduler's copies).
             self.slot_to_dense.resize(s + 1, NONE);
         }
-        let d = u32::try_from(self.len())
-            .ok()
-            .filter(|&d| d != NONE)
-            .ok_or_else(|| Error::Allocator("graph touches more than 2^32 - 1 tensors".into()))?;
+        if self.len() >= NONE as usize {
+            return Err(Error::Allocator("graph touches more than 2^32 - 1 tensors".into()));
+        }
+        let d = self.len() as u32;
         self.slot_to_dense[s] = d;
         self.entries.push(Entry {
             tensor: t,
@@ -317,9 +319,8 @@ impl TensorTable {
             flags: 0,
             external: NOT_EXTERNAL,
         });
+        // Described next; `buft` and `queued` are sized once gathering ends.
         self.layout.push(TensorLayout::default());
-        self.buft.push(BufferTypeIndex::default());
-        self.queued.push(0);
         Ok(d)
     }
 
@@ -446,6 +447,8 @@ impl TensorTable {
         if !new {
             return Err(Error::Scheduler(format!("{} is in the graph already", ctx.describe(t))));
         }
+        self.buft.push(BufferTypeIndex::default());
+        self.queued.push(0);
         // Added tensors read only tensors of the table (their sources are listed).
         self.describe_entry(ctx, d as usize, &[])?;
         Ok(d)
@@ -494,11 +497,12 @@ impl TensorTable {
         self.views.reset(n, 0);
         self.in_place.reset(n, 0);
         self.size.reset(n, 0);
+        let (walk_pos, children) = (self.walk_pos.as_mut_slice(), self.children.as_mut_slice());
         for (i, &d) in self.walk.as_slice().iter().enumerate() {
-            self.walk_pos[d as usize] = i as u32;
+            walk_pos[d as usize] = i as u32;
             for s in self.entries[d as usize].srcs {
-                if s != NONE {
-                    self.children[s as usize] += 1;
+                if let Some(c) = children.get_mut(s as usize) {
+                    *c += 1;
                 }
             }
         }
@@ -510,24 +514,27 @@ impl TensorTable {
                 self.listing.push(d as u32);
             }
         }
-        for d in 0..n {
-            let e = self.entries[d];
-            if e.root != NONE {
-                self.views[e.root as usize] += 1;
+        let views = self.views.as_mut_slice();
+        for e in &self.entries {
+            if let Some(v) = views.get_mut(e.root as usize) {
+                *v += 1;
             }
+        }
+        let columns = self.entries.iter().zip(self.buft.as_slice()).zip(self.layout.as_slice());
+        for (d, ((e, buft), layout)) in columns.enumerate() {
             if e.flags & (flag::VIEW | flag::EXTERNAL) != 0 {
                 continue;
             }
-            let buft = self.buft[d].get();
-            let Some(buffer_type) = env.buffer_types.get(buft) else {
+            let Some(buffer_type) = env.buffer_types.get(buft.get()) else {
                 return Err(Error::Allocator(format!(
-                    "{} is assigned buffer type {buft}, but the allocator has {}",
+                    "{} is assigned buffer type {}, but the allocator has {}",
                     ctx.describe(e.tensor),
+                    buft.get(),
                     env.buffer_types.len()
                 )));
             };
-            self.size[d] = buffer_type.alloc_size(&self.layout[d]);
-            if self.walk_pos[d] != NONE && e.kind & kind::IN_PLACE_OP != 0 {
+            self.size[d] = buffer_type.alloc_size(layout);
+            if e.kind & kind::IN_PLACE_OP != 0 && self.walk_pos[d] != NONE {
                 let mut mask = 0;
                 for (j, &p) in e.srcs.iter().enumerate() {
                     if p != NONE && self.may_take_over(d, p as usize) {
@@ -559,23 +566,36 @@ impl TensorTable {
             && self.layout[p] == self.layout[d]
     }
 
+    /// Writes the plan's inputs: the list lengths, the lists two entries to
+    /// a word, then four words per entry (role, buffer type, flags and
+    /// in-place mask with the view root; the size; the sources).
     fn write_fingerprint(&self, f: &mut Fingerprint) {
-        f.push_pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32);
-        f.push_pair(self.leaf_walk.len() as u32, self.walk.len() as u32);
-        for list in [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk] {
-            for pair in list.as_slice().chunks(2) {
-                f.push_pair(pair[0], pair.get(1).copied().unwrap_or(NONE));
+        let lists = [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk];
+        let list_words: usize = lists.iter().map(|l| l.len().div_ceil(2)).sum();
+        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+        let words = f.extend(2 + list_words + 4 * self.len());
+        let (head, rest) = words.split_at_mut(2);
+        head[0] = pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32);
+        head[1] = pair(self.leaf_walk.len() as u32, self.walk.len() as u32);
+        let (list_part, entry_part) = rest.split_at_mut(list_words);
+        let mut out = list_part.iter_mut();
+        for list in lists {
+            // The lists' chunks lead the zip, so no word is skipped between lists.
+            for (two, w) in list.as_slice().chunks(2).zip(out.by_ref()) {
+                *w = pair(two[0], two.get(1).copied().unwrap_or(NONE));
             }
         }
-        for (d, e) in self.entries.iter().enumerate() {
+        let columns =
+            self.entries.iter().zip(self.buft.as_slice()).zip(self.in_place.as_slice()).zip(self.size.as_slice());
+        for (w, (((e, buft), &in_place), &size)) in entry_part.chunks_exact_mut(4).zip(columns) {
             let head = u32::from(e.role as u8)
-                | (self.buft[d].get() as u32) << 8
+                | (buft.get() as u32) << 8
                 | u32::from(e.flags) << 16
-                | u32::from(self.in_place[d]) << 24;
-            f.push_pair(head, e.root);
-            f.push(self.size[d] as u64);
-            f.push_pair(e.srcs[0], e.srcs[1]);
-            f.push_pair(e.srcs[2], e.srcs[3]);
+                | u32::from(in_place) << 24;
+            w[0] = pair(head, e.root);
+            w[1] = size as u64;
+            w[2] = pair(e.srcs[0], e.srcs[1]);
+            w[3] = pair(e.srcs[2], e.srcs[3]);
         }
     }
 }

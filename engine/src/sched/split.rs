@@ -182,7 +182,10 @@ pub fn split_graph(
         let node_backend = backend_of(nd);
         let n_inputs = out.inputs.len() - split.inputs.start;
         let mut new_split = node_backend != split.backend;
-        if !new_split && n_inputs > 0 {
+        // A source the split's backend reads where it is needs no copy and
+        // cannot be weights it cannot read: only other sources are looked at.
+        let reads_all = srcs.iter().all(|&s| s == NONE || reads(split.backend, s as usize));
+        if !new_split && n_inputs > 0 && !reads_all {
             let mut needed = 0;
             for (j, &src) in srcs.iter().enumerate() {
                 if src == NONE {
@@ -223,11 +226,11 @@ pub fn split_graph(
             }
             let src = src as usize;
             let src_t = table.tensor(src);
-            let src_backend = backend_of(src);
             if params.n_copies > 1
                 && table.flags(src) & (flag::INPUT | flag::VIEW) == flag::INPUT
-                && copies.get(src_t, src_backend, 0).is_none()
+                && copies.get(src_t, backend_of(src), 0).is_none()
             {
+                let src_backend = backend_of(src);
                 for c in 0..params.n_copies {
                     // The input itself is copy 0; the others hold memory for the
                     // runs in flight (the scheduler rotates placements, see
