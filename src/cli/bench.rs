@@ -15,7 +15,7 @@ use gantry::model::bert::{BertModel, EncodedBatch, Encoder, EncoderParams};
 use gantry::model::decoder::{Batch, DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::{Backend, Context, DType, Error, SplitMix64};
 
-use super::common::{backends, bytes};
+use super::common::{backends, bytes, load_decoder};
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -47,6 +47,9 @@ pub struct BenchArgs {
     /// Backends in priority order, CPU last (default: all found).
     #[arg(long)]
     pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
     /// Sequences decoding together (`tg<N> x<S>` rows), comma-separated: `1,4,16`.
     #[arg(long, value_delimiter = ',')]
     pub parallel: Vec<usize>,
@@ -106,7 +109,7 @@ pub fn run(args: &BenchArgs) -> ExitCode {
 }
 
 fn run_inner(args: &BenchArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
+    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");
     let reps = args.repetitions.max(1);
@@ -119,7 +122,7 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
         return Ok(());
     }
     let mut ctx = Context::new();
-    let model = DecoderModel::load(&args.model, &mut ctx, backends[0].device(), None)?;
+    let model = load_decoder(&args.model, &mut ctx, &backends, None)?;
     let header = Header {
         model: describe_model(&model),
         size: model.loaded.bytes(),

@@ -15,7 +15,7 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ContextArgs, SamplingArgs, backends, load_decoder};
+use super::common::{ContextArgs, SamplingArgs, backends, load_decoder_with_bar};
 
 /// Options of `gantry chat`.
 #[derive(Args, Debug)]
@@ -38,6 +38,9 @@ pub struct ChatArgs {
     /// Backends in priority order, CPU last (default: all found).
     #[arg(long)]
     pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
     /// How tokens are chosen.
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -83,9 +86,9 @@ pub fn run(args: &ChatArgs) -> ExitCode {
 }
 
 fn run_inner(args: &ChatArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
+    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
     let mut ctx = Context::new();
-    let model = load_decoder(&args.model, &mut ctx, backends[0].device())?;
+    let model = load_decoder_with_bar(&args.model, &mut ctx, &backends)?;
     let tok = &model.tokenizer;
     let template = match &args.chat_template {
         Some(path) => {

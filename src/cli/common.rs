@@ -1,17 +1,76 @@
-//! What the subcommands share: choosing backends, threads, a progress bar.
+//! What the subcommands share: choosing backends, threads, remote servers,
+//! loading a model over the backends, a progress bar.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use gantry::backends::default_registry;
+use gantry::model::LoadProgress;
 use gantry::model::decoder::DecoderModel;
 use gantry::{Backend, Context, Device, DeviceType, Registry, SetThreadCount, platform_extension};
 
-/// The registry with every platform compiled in, and backends in priority
-/// order: the `--backends` list (device or platform names, CPU last), or
-/// every device found (GPUs first).
-pub fn backends(list: Option<&str>, threads: Option<usize>) -> gantry::Result<(Registry, Vec<Arc<dyn Backend>>)> {
-    let registry = default_registry()?;
+/// The registry with every platform compiled in: the remote servers are
+/// those of `--remote` (`host:port,...`) when given, else `GANTRY_REMOTE`'s.
+pub fn registry(remote: Option<&str>) -> gantry::Result<Registry> {
+    #[cfg(feature = "remote")]
+    if let Some(list) = remote {
+        use gantry::backends::remote::{RemoteConfig, client::parse_servers};
+        let config = RemoteConfig::for_servers(parse_servers(list))?;
+        return Ok(gantry::backends::registry_with_remote(&config)?);
+    }
+    #[cfg(not(feature = "remote"))]
+    if remote.is_some() {
+        return Err(gantry::Error::Engine(gantry::engine::Error::Unsupported(
+            "--remote: this gantry was built without the `remote` feature".into(),
+        )));
+    }
+    Ok(default_registry()?)
+}
+
+/// Bytes sent and received so far over every remote server of `registry`
+/// (`None` without remote devices).
+pub fn wire_bytes(registry: &Registry) -> Option<(u64, u64)> {
+    #[cfg(feature = "remote")]
+    {
+        use gantry::backends::remote::WireStats;
+        let stats = registry.platforms().iter().find_map(|p| platform_extension::<WireStats>(p.as_ref()))?;
+        let b = stats.bytes();
+        Some((b.sent, b.received))
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = registry;
+        None
+    }
+}
+
+/// Loads a decoder model for `backends`: with its layers spread over the
+/// non-CPU backends when there are several (llama.cpp's layer split), else
+/// into the first backend's memory.
+pub fn load_decoder(
+    path: &Path,
+    ctx: &mut Context,
+    backends: &[Arc<dyn Backend>],
+    progress: Option<&mut dyn FnMut(LoadProgress)>,
+) -> gantry::Result<DecoderModel> {
+    let first = backends.first().ok_or_else(|| gantry::Error::Model("no backends to load the model for".into()))?;
+    let devices: Vec<&dyn Device> =
+        backends.iter().map(|b| b.device()).filter(|d| d.device_type() != DeviceType::Cpu).collect();
+    match devices.len() {
+        0 | 1 => DecoderModel::load(path, ctx, first.device(), progress),
+        _ => DecoderModel::load_across(path, ctx, &devices, progress),
+    }
+}
+
+/// The registry (see [`registry`]) and backends in priority order: the
+/// `--backends` list (device or platform names, CPU last), or every device
+/// found (GPUs first).
+pub fn backends(
+    list: Option<&str>,
+    threads: Option<usize>,
+    remote: Option<&str>,
+) -> gantry::Result<(Registry, Vec<Arc<dyn Backend>>)> {
+    let registry = registry(remote)?;
     let backends = match list {
         Some(list) => registry.backends_by_names(&list.split(',').collect::<Vec<_>>())?,
         None => registry.backends_by_priority()?,
@@ -50,15 +109,19 @@ pub fn load_progress_bar() -> indicatif::ProgressBar {
     bar
 }
 
-/// Loads a decoder model (llama, gemma3) from a GGUF file onto `device`,
-/// with the load progress bar.
-pub fn load_decoder(path: &Path, ctx: &mut Context, device: &dyn Device) -> gantry::Result<DecoderModel> {
+/// Loads a decoder model (llama, gemma3) from a GGUF file for `backends`
+/// (see [`load_decoder`]), with the load progress bar.
+pub fn load_decoder_with_bar(
+    path: &Path,
+    ctx: &mut Context,
+    backends: &[Arc<dyn Backend>],
+) -> gantry::Result<DecoderModel> {
     let bar = load_progress_bar();
-    let mut progress = |p: gantry::model::LoadProgress| {
+    let mut progress = |p: LoadProgress| {
         bar.set_length(p.bytes_total as u64);
         bar.set_position(p.bytes_done as u64);
     };
-    let model = DecoderModel::load(path, ctx, device, Some(&mut progress));
+    let model = load_decoder(path, ctx, backends, Some(&mut progress));
     bar.finish_and_clear();
     model
 }

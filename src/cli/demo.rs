@@ -161,7 +161,7 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 }
 
 fn run_inner(args: &DemoArgs) -> Result<bool, Error> {
-    let (registry, all) = backends(args.backends.as_deref(), args.threads)?;
+    let (registry, all) = backends(args.backends.as_deref(), args.threads, None)?;
     println!("gantry: the default workload — a llama-shaped model with seeded random weights\n");
     println!("devices:");
     for (_, d) in registry.devices() {

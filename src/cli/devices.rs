@@ -2,20 +2,22 @@
 
 use std::process::ExitCode;
 
+use super::common::{bytes, registry};
 use clap::Args;
 use gantry::DeviceType;
 use gantry::backends::cpu::{Isa, cpu_features};
-use gantry::backends::default_registry;
 
-use super::common::bytes;
-
-/// Options of `gantry devices` (none).
+/// Options of `gantry devices`.
 #[derive(Args, Debug)]
-pub struct DevicesArgs {}
+pub struct DevicesArgs {
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`).
+    #[arg(long)]
+    pub remote: Option<String>,
+}
 
 /// Prints every platform and its devices.
-pub fn run(_: &DevicesArgs) -> ExitCode {
-    let registry = match default_registry() {
+pub fn run(args: &DevicesArgs) -> ExitCode {
+    let registry = match registry(args.remote.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("gantry devices: {e}");

@@ -29,6 +29,9 @@ pub struct EmbedArgs {
     /// Backends in priority order, CPU last (default: all found).
     #[arg(long)]
     pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
 }
 
 /// Embeds the texts in one batch and prints their cosine matrix.
@@ -43,7 +46,7 @@ pub fn run(args: &EmbedArgs) -> ExitCode {
 }
 
 fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
+    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
     let mut ctx = Context::new();
     let model = BertModel::load(&args.model, &mut ctx, backends[0].device())?;
     let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::{Context, Error};
 
-use super::common::backends;
+use super::common::{backends, load_decoder};
 
 /// Options of `gantry logits`.
 #[derive(Args, Debug)]
@@ -24,9 +24,12 @@ pub struct LogitsArgs {
     /// Threads of the CPU backend (default: every core).
     #[arg(long, short)]
     pub threads: Option<usize>,
-    /// Backends in priority order, CPU last (default: all found).
+    /// Backends in priority order, CPU last (default: all found); layers split over several non-CPU ones.
     #[arg(long)]
     pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`).
+    #[arg(long)]
+    pub remote: Option<String>,
     /// Add the BOS token as the model's metadata says (default: no, as the reference logits).
     #[arg(long)]
     pub add_bos: bool,
@@ -50,10 +53,11 @@ pub fn prompt_logits(
     add_bos: bool,
     backend_list: Option<&str>,
     threads: Option<usize>,
+    remote: Option<&str>,
 ) -> Result<(Vec<u32>, Vec<f32>), Error> {
-    let (_registry, backends) = backends(backend_list, threads)?;
+    let (_registry, backends) = backends(backend_list, threads, remote)?;
     let mut ctx = Context::new();
-    let model = DecoderModel::load(model_path, &mut ctx, backends[0].device(), None)?;
+    let model = load_decoder(model_path, &mut ctx, &backends, None)?;
     let tokens = model.tokenizer.encode(prompt, add_bos, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
@@ -65,8 +69,14 @@ pub fn prompt_logits(
 }
 
 fn run_inner(args: &LogitsArgs) -> Result<(), Error> {
-    let (tokens, logits) =
-        prompt_logits(&args.model, &args.prompt, args.add_bos, args.backends.as_deref(), args.threads)?;
+    let (tokens, logits) = prompt_logits(
+        &args.model,
+        &args.prompt,
+        args.add_bos,
+        args.backends.as_deref(),
+        args.threads,
+        args.remote.as_deref(),
+    )?;
     let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(&args.out, bytes)
         .map_err(|source| Error::Io { context: format!("writing {}", args.out.display()), source })?;

@@ -8,5 +8,9 @@ pub mod devices;
 pub mod embed;
 pub mod logging;
 pub mod logits;
+#[cfg(feature = "remote")]
+pub mod rpc_certs;
+#[cfg(feature = "remote")]
+pub mod rpc_server;
 pub mod run;
 pub mod test_ops;

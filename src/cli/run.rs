@@ -10,12 +10,12 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ContextArgs, SamplingArgs, backends, bytes, load_decoder};
+use super::common::{ContextArgs, SamplingArgs, backends, bytes, load_decoder, load_progress_bar, wire_bytes};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model (a llama-family GGUF file).
+    /// The model (a GGUF decoder: llama, gemma3).
     #[arg(long, short)]
     pub model: PathBuf,
     /// The prompt.
@@ -28,8 +28,12 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub threads: Option<usize>,
     /// Backends in priority order, CPU last: device or platform names, comma-separated (default: all found).
+    /// With several non-CPU backends the model's layers are split evenly over them.
     #[arg(long)]
     pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
     /// How tokens are chosen.
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -61,9 +65,23 @@ pub fn run(args: &RunArgs) -> ExitCode {
 }
 
 fn run_inner(args: &RunArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads)?;
+    let (registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
     let mut ctx = Context::new();
-    let model = load_decoder(&args.model, &mut ctx, backends[0].device())?;
+    let bar = load_progress_bar();
+    let mut progress = |p: gantry::model::LoadProgress| {
+        bar.set_length(p.bytes_total as u64);
+        bar.set_position(p.bytes_done as u64);
+    };
+    let load_wire = wire_bytes(&registry);
+    let load_start = Instant::now();
+    let model = load_decoder(&args.model, &mut ctx, &backends, Some(&mut progress));
+    bar.finish_and_clear();
+    let model = model?;
+    let load_time = load_start.elapsed();
+    let load_wire = match (load_wire, wire_bytes(&registry)) {
+        (Some((s0, r0)), Some((s1, r1))) => format!(", {} on the wire", bytes((s1 - s0 + r1 - r0) as usize)),
+        _ => String::new(),
+    };
     let tokens = model.tokenizer.encode(&args.prompt, true, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
@@ -87,11 +105,12 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let prompt_time = t0.elapsed();
     let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
     eprintln!(
-        "backends: {}; {} splits; weights {} ({}); KV cache {}",
+        "backends: {}; {} splits; weights {} ({}, loaded in {:.0} ms{load_wire}); KV cache {}",
         names.join(", "),
         session.scheduler().n_splits(),
         bytes(model.loaded.bytes()),
         if model.loaded.is_mapped() { "mapped" } else { "copied" },
+        load_time.as_secs_f64() * 1e3,
         bytes(session.kv_bytes(&ctx))
     );
 
@@ -100,6 +119,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     if !args.quiet {
         let _ = write!(out, "{}", args.prompt);
     }
+    let wire_before = wire_bytes(&registry);
     let t1 = Instant::now();
     let mut generated = 0;
     while generated < args.n_predict && (args.ignore_eos || !model.tokenizer.is_eog(next)) {
@@ -117,6 +137,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         next = sampler.sample(logits);
     }
     let decode_time = t1.elapsed();
+    let wire_after = wire_bytes(&registry);
     if !args.quiet {
         let _ = writeln!(out, "{}", decoder.finish());
     }
@@ -133,5 +154,14 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         decode_time.as_secs_f64() * 1e3,
         decode_steps as f64 / decode_time.as_secs_f64()
     );
+    if let (Some((s0, r0)), Some((s1, r1))) = (wire_before, wire_after) {
+        let steps = generated.saturating_sub(1).max(1) as u64;
+        eprintln!(
+            "wire: {} per decode token ({} sent, {} received)",
+            bytes(((s1 - s0 + r1 - r0) / steps) as usize),
+            bytes(((s1 - s0) / steps) as usize),
+            bytes(((r1 - r0) / steps) as usize)
+        );
+    }
     Ok(())
 }

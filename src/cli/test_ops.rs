@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use gantry::backends::conformance::{self, Filter, Mode, Reference};
-use gantry::backends::{cpu, default_registry};
+use gantry::backends::cpu;
+
+use super::common::registry;
 
 /// Options of `gantry test-ops`.
 #[derive(Args, Debug)]
@@ -28,6 +30,9 @@ pub struct TestOpsArgs {
     /// Threads of the CPU backend(s); default: every core.
     #[arg(long)]
     threads: Option<usize>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`): test `--backend remote0`.
+    #[arg(long)]
+    remote: Option<String>,
 }
 
 /// `--mode`.
@@ -53,7 +58,7 @@ pub fn run(args: &TestOpsArgs) -> ExitCode {
 }
 
 fn run_inner(args: &TestOpsArgs) -> gantry::Result<conformance::Summary> {
-    let registry = default_registry()?;
+    let registry = registry(args.remote.as_deref())?;
     let params = args.threads.map(|n| format!("threads={n}"));
     let backend = registry.init_by_name(&args.backend, params.as_deref())?;
     let mut filter = args.op.as_deref().map_or_else(Filter::all, Filter::ops);

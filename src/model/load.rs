@@ -98,6 +98,12 @@ impl LoadedWeights {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// The tensors were moved into `buffers` (of their devices), off the mapping.
+    pub(crate) fn replace_buffers(&mut self, buffers: Vec<BufferId>) {
+        self.buffers = buffers;
+        self.mapped = false;
+    }
 }
 
 /// Creates one tensor per tensor of `file` in `ctx` (named as in the file,
@@ -190,13 +196,13 @@ impl Made {
     }
 }
 
-struct Progress<'a> {
+pub(crate) struct Progress<'a> {
     callback: Option<&'a mut dyn FnMut(LoadProgress)>,
     state: LoadProgress,
 }
 
 impl<'a> Progress<'a> {
-    fn new(entries: &[TensorEntry<'_>], callback: Option<&'a mut dyn FnMut(LoadProgress)>) -> Self {
+    pub(crate) fn new(entries: &[TensorEntry<'_>], callback: Option<&'a mut dyn FnMut(LoadProgress)>) -> Self {
         let state = LoadProgress {
             bytes_done: 0,
             bytes_total: entries.iter().map(|e| e.data.len()).sum(),
@@ -213,7 +219,7 @@ impl<'a> Progress<'a> {
         }
     }
 
-    fn tensor_done(&mut self) {
+    pub(crate) fn tensor_done(&mut self) {
         self.state.tensors_done += 1;
         self.bytes(0);
     }
@@ -291,10 +297,7 @@ fn load_copied(
         let t = create_tensor(ctx, made, entry);
         let buffer = if big { oversize_buffers[buffer] } else { device_buffers[buffer] };
         ctx.place(t, buffer, offset)?;
-        for (k, chunk) in entry.data.chunks(COPY_CHUNK).enumerate() {
-            ctx.write_tensor_bytes(t, k * COPY_CHUNK, chunk)?;
-            report.bytes(chunk.len());
-        }
+        write_weight(ctx, t, entry.data, report)?;
         report.tensor_done();
     }
     Ok(made.finish(file, entries, false))
@@ -379,6 +382,20 @@ impl WeightsFile for Gguf {
             })
             .collect()
     }
+}
+
+/// Writes a weight's bytes: from where its device already holds them when it
+/// can (a remote server with the same file), else copied in chunks.
+pub(crate) fn write_weight(ctx: &Context, t: TensorId, data: &[u8], report: &mut Progress<'_>) -> Result<()> {
+    if ctx.write_tensor_from_cache(t, data)? {
+        report.bytes(data.len());
+        return Ok(());
+    }
+    for (k, chunk) in data.chunks(COPY_CHUNK).enumerate() {
+        ctx.write_tensor_bytes(t, k * COPY_CHUNK, chunk)?;
+        report.bytes(chunk.len());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

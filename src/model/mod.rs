@@ -12,7 +12,7 @@ pub mod fetch;
 pub mod gemma3;
 pub mod gguf;
 pub mod llama;
-mod load;
+pub(crate) mod load;
 pub mod safetensors;
 pub mod sampler;
 pub mod tokenizer;

@@ -9,9 +9,12 @@
 //!   given buffer type — virtual memory, to plan, allocate and schedule
 //!   SmolLM2-sized graphs without their bytes;
 //! - [`fill`], [`max_abs_diff`], [`reference_dir`]: what the integration
-//!   tests share.
+//!   tests share;
+//! - [`smollm2`]: llama.cpp's reference results for SmolLM2 and their
+//!   tolerances, for every test running the model.
 
 mod planned_llama;
+pub mod smollm2;
 
 pub use gantry_backends::testing as backends;
 pub use gantry_engine::testing as engine;

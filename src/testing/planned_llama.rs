@@ -37,7 +37,7 @@ impl PlannedLlama {
         let weights = DecoderWeights::create(ctx, &hp, weight_dtype, weight_dtype)?;
         let mut buffers = ctx.alloc_tensors(&weights.all(), buft, BufferUsage::Weights)?.buffers().to_vec();
         let kv = KvCache::new(ctx, &hp, n_ctx, DType::F16, buft)?;
-        buffers.push(kv.buffer);
+        buffers.extend(kv.buffers.iter().copied());
         Ok(Self { hp, weights, kv, buffers })
     }
 

@@ -227,14 +227,14 @@ impl TensorTable {
         // Slot indices run up to the capacity inclusive (slotmap keeps slot 0 as a sentinel).
         self.clear(ctx.slot_capacity() + 1);
         for &t in graph.leafs() {
-            let (d, new) = self.intern(t, Role::Leaf, NONE)?;
+            let (d, new) = self.intern(t, Role::Leaf, NONE);
             self.leaf_dense.push(d);
             if new {
                 self.leaf_walk.push(d);
             }
         }
         for &t in graph.nodes() {
-            let (d, new) = self.intern(t, Role::Node, NONE)?;
+            let (d, new) = self.intern(t, Role::Node, NONE);
             self.node_dense.push(d);
             if new {
                 self.walk.push(d);
@@ -290,23 +290,23 @@ impl TensorTable {
 
     /// The dense index of `t` and whether it is new, adding it with `role` when new.
     #[inline]
-    fn intern(&mut self, t: TensorId, role: Role, first_reader: u32) -> Result<(u32, bool)> {
+    fn intern(&mut self, t: TensorId, role: Role, first_reader: u32) -> (u32, bool) {
         match self.lookup(t) {
-            Some(d) => Ok((d, false)),
-            None => self.add(t, role, first_reader).map(|d| (d, true)),
+            Some(d) => (d, false),
+            None => (self.add(t, role, first_reader), true),
         }
     }
 
     /// Adds `t` (not in the table) with `role`.
-    fn add(&mut self, t: TensorId, role: Role, first_reader: u32) -> Result<u32> {
+    fn add(&mut self, t: TensorId, role: Role, first_reader: u32) -> u32 {
         let s = slot_index(t);
         if s >= self.slot_to_dense.len() {
             // A tensor created after `clear` sized the map (the scheduler's copies).
             self.slot_to_dense.resize(s + 1, NONE);
         }
-        if self.len() >= NONE as usize {
-            return Err(Error::Allocator("graph touches more than 2^32 - 1 tensors".into()));
-        }
+        // Entries are distinct tensors of one context, whose slot indices are
+        // 32-bit and below u32::MAX: a dense index never reaches `NONE`.
+        debug_assert!(self.len() < NONE as usize);
         let d = self.len() as u32;
         self.slot_to_dense[s] = d;
         self.entries.push(Entry {
@@ -321,7 +321,7 @@ impl TensorTable {
         });
         // Described next; `buft` and `queued` are sized once gathering ends.
         self.layout.push(TensorLayout::default());
-        Ok(d)
+        d
     }
 
     /// The dense index of `t`, adding and describing it when new (a tensor
@@ -331,7 +331,7 @@ impl TensorTable {
         if let Some(d) = self.lookup(t) {
             return Ok(d);
         }
-        let d = self.add(t, Role::Extra, reader as u32)?;
+        let d = self.add(t, Role::Extra, reader as u32);
         self.describe_entry(ctx, d as usize, own)?;
         Ok(d)
     }
@@ -443,7 +443,7 @@ impl TensorTable {
     /// copy, a dependency marker) with the given role, described from
     /// `ctx`, and returns its dense index.
     pub(crate) fn push_added(&mut self, ctx: &Context, t: TensorId, role: Role) -> Result<u32> {
-        let (d, new) = self.intern(t, role, NONE)?;
+        let (d, new) = self.intern(t, role, NONE);
         if !new {
             return Err(Error::Scheduler(format!("{} is in the graph already", ctx.describe(t))));
         }

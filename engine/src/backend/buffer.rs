@@ -49,6 +49,16 @@ pub trait Buffer: Send + Sync + 'static {
     /// when it cannot, so the caller stages the copy through host memory.
     fn copy_from(&self, dst_offset: usize, src: &dyn Buffer, src_offset: usize, len: usize) -> Result<bool>;
 
+    /// Writes `data` at `offset` without being sent it, when this buffer's
+    /// device can find the same bytes itself (a remote server holding the
+    /// model file they come from, named by their digest); `Ok(false)` when it
+    /// cannot, and the caller writes them. For model weights; the default
+    /// finds nothing.
+    fn write_from_cache(&self, offset: usize, data: &[u8]) -> Result<bool> {
+        let _ = (offset, data);
+        Ok(false)
+    }
+
     /// Sets every byte to `value`.
     fn clear(&self, value: u8) -> Result<()> {
         self.fill(0, self.size(), value)

@@ -24,6 +24,17 @@ impl Context {
         entry.buffer.write(p.offset + offset, data)
     }
 
+    /// Writes all of `t`'s bytes from where its buffer's device already has
+    /// them ([`crate::Buffer::write_from_cache`]): `Ok(false)` when it has
+    /// not, and nothing was written.
+    pub fn write_tensor_from_cache(&self, t: TensorId, data: &[u8]) -> Result<bool> {
+        let (entry, p) = self.check_tensor_range(t, 0, data.len())?;
+        if !entry.buffer.is_writable() {
+            return Err(Error::Unsupported(format!("tensor {} is in read-only memory", self.describe(t))));
+        }
+        entry.buffer.write_from_cache(p.offset, data)
+    }
+
     /// Reads `out.len()` bytes of `t` at `offset` (within `nbytes`).
     pub fn read_tensor_bytes(&self, t: TensorId, offset: usize, out: &mut [u8]) -> Result<()> {
         let (entry, p) = self.check_tensor_range(t, offset, out.len())?;

@@ -31,7 +31,7 @@ impl Context {
         let dq = self.expect_dtype(OP, q, &[DType::F32])?;
         let dk = self.expect_dtype(OP, k, &[DType::F32, DType::F16, DType::Q8_0])?;
         let dv = self.expect_dtype(OP, v, &[DType::F32, DType::F16, DType::Q8_0])?;
-        if dk.ne[0] != dq.ne[0] || dq.ne[2] % dk.ne[2] != 0 || dq.ne[3] != dk.ne[3] {
+        if dk.ne[0] != dq.ne[0] || !dq.ne[2].is_multiple_of(dk.ne[2]) || dq.ne[3] != dk.ne[3] {
             return Err(op_err!(OP, "K {} does not match Q {}", self.describe(k), self.describe(q)));
         }
         if dv.ne[1] != dk.ne[1] || dv.ne[2] != dk.ne[2] || dv.ne[3] != dk.ne[3] {
@@ -42,7 +42,11 @@ impl Context {
         if let Some(m) = mask {
             let dm = self.expect_dtype(OP, m, &[DType::F16, DType::F32])?;
             self.expect_contiguous(OP, m, &dm)?;
-            if dm.ne[0] != dk.ne[1] || dm.ne[1] < dq.ne[1] || dq.ne[2] % dm.ne[2] != 0 || dq.ne[3] % dm.ne[3] != 0 {
+            if dm.ne[0] != dk.ne[1]
+                || dm.ne[1] < dq.ne[1]
+                || !dq.ne[2].is_multiple_of(dm.ne[2])
+                || !dq.ne[3].is_multiple_of(dm.ne[3])
+            {
                 return Err(op_err!(
                     OP,
                     "mask {} does not fit {} queries and {} keys",

@@ -27,7 +27,7 @@ impl Context {
         if da.dtype == DType::I32 {
             return Err(op_err!(OP, "{} has dtype i32, which has no product", self.describe(a)));
         }
-        if da.ne[0] != db.ne[0] || db.ne[2] % da.ne[2] != 0 || db.ne[3] % da.ne[3] != 0 {
+        if da.ne[0] != db.ne[0] || !db.ne[2].is_multiple_of(da.ne[2]) || !db.ne[3].is_multiple_of(da.ne[3]) {
             return Err(op_err!(
                 OP,
                 "cannot multiply {} by {}: inner dims differ or batch does not broadcast",

@@ -66,7 +66,11 @@ impl Context {
         if let Some(m) = mask {
             let dm = self.expect_dtype(OP, m, &[DType::F32, DType::F16])?;
             self.expect_contiguous(OP, m, &dm)?;
-            if dm.ne[0] != d.ne[0] || dm.ne[1] < d.ne[1] || d.ne[2] % dm.ne[2] != 0 || d.ne[3] % dm.ne[3] != 0 {
+            if dm.ne[0] != d.ne[0]
+                || dm.ne[1] < d.ne[1]
+                || !d.ne[2].is_multiple_of(dm.ne[2])
+                || !d.ne[3].is_multiple_of(dm.ne[3])
+            {
                 return Err(op_err!(OP, "mask {} does not fit logits {}", self.describe(m), self.describe(a)));
             }
         } else if max_bias > 0.0 {

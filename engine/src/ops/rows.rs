@@ -51,8 +51,8 @@ impl Context {
             && db.ne[1] == dc.ne[0]
             && dc.ne[1] > 0
             && dc.ne[2] > 0
-            && db.ne[2] % dc.ne[1] == 0
-            && db.ne[3] % dc.ne[2] == 0
+            && db.ne[2].is_multiple_of(dc.ne[1])
+            && db.ne[3].is_multiple_of(dc.ne[2])
             && dc.ne[3] == 1;
         if !fits {
             return Err(op_err!(

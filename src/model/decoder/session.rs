@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
 use gantry_engine::sched::{Scheduler, SchedulerParams};
-use gantry_engine::{Backend, Context, DType, Mark};
+use gantry_engine::{Backend, BufferType, Context, DType, Mark};
 use half::f16;
 
 use super::kv_cells::BatchPlacement;
@@ -64,9 +64,33 @@ impl Default for SessionParams {
     }
 }
 
+/// Where each layer's cache goes: with its weights when the layers' weights
+/// are on different backends (llama.cpp's rule, so attention reads its cache
+/// where it runs), else all in the first backend's memory.
+fn kv_buffer_types(ctx: &Context, weights: &DecoderWeights, backends: &[Arc<dyn Backend>]) -> Vec<Arc<dyn BufferType>> {
+    let first = backends[0].device().buffer_type();
+    let owner: Vec<Option<usize>> = weights
+        .layers
+        .iter()
+        .map(|l| {
+            let (entry, _) = ctx.tensor_buffer(l.wq).ok()?;
+            backends.iter().position(|b| b.device().supports_buft(entry.buffer_type.as_ref()))
+        })
+        .collect();
+    let spread = owner.iter().all(Option::is_some) && owner.windows(2).any(|w| w[0] != w[1]);
+    owner
+        .iter()
+        .map(|o| match o {
+            Some(b) if spread => backends[*b].device().buffer_type(),
+            _ => first.clone(),
+        })
+        .collect()
+}
+
 impl Session {
     /// A session over `backends` (priority order, CPU last). The KV cache goes
-    /// to the first backend's memory.
+    /// to the first backend's memory, or, when the layers' weights are spread
+    /// over several backends, each layer's cache to its weights' backend.
     pub fn new(
         ctx: &mut Context,
         hp: DecoderHparams,
@@ -80,9 +104,12 @@ impl Session {
             // (llama.cpp likewise needs flash attention for a quantized V cache).
             return Err(Error::Model(format!("a {} KV cache needs flash attention", params.kv_dtype)));
         }
-        let first = backends.first().ok_or_else(|| Error::Model("no backends given".into()))?;
+        if backends.is_empty() {
+            return Err(Error::Model("no backends given".into()));
+        }
         let n_ctx = params.n_ctx.max(1);
-        let kv = KvCache::new(ctx, &hp, n_ctx, params.kv_dtype, &first.device().buffer_type())?;
+        let bufts = kv_buffer_types(ctx, &weights, backends);
+        let kv = KvCache::new_per_layer(ctx, &hp, n_ctx, params.kv_dtype, &bufts)?;
         let sched_params = SchedulerParams { n_copies: params.n_copies, ..SchedulerParams::default() };
         let sched = Scheduler::new(backends, sched_params)?;
         let mark = ctx.mark();

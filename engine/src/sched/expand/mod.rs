@@ -81,7 +81,6 @@ pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> 
     // Step 3: views follow their source, sources their consumer.
     for &node in nodes {
         let node = node as usize;
-        let t = table.tensor(node);
         if out.get(node).is_none()
             && let Some(v) = g.view_src(node)
             && let Some(b) = out.get(v)
@@ -92,6 +91,7 @@ pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> 
             if let Some(b) = g.set.indices().find(|&b| g.supports(b, node)) {
                 out.set(node, b, Cause::Fallback);
             } else {
+                let t = table.tensor(node);
                 return Err(Error::Scheduler(format!(
                     "no backend supports op {} for tensor {} (backends: {})",
                     ctx.get(t).map_or("?", |d| d.op.name()),

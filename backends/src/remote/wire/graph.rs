@@ -1,0 +1,449 @@
+//! Tensors and graphs on the wire: what a client says about the tensors of
+//! a split, in a form the server can check before it builds anything.
+//!
+//! A graph is a list of tensors in topological order: every source index
+//! names an earlier tensor. A tensor is either *computed* (a node of the
+//! split, with its op and sources) or *external* (memory the nodes read:
+//! weights, inputs copied in, results of earlier splits), described only by
+//! its layout. The server rebuilds every computed tensor with the engine's
+//! own op builders from the tensors it already built, and refuses the graph
+//! when the result differs from what the client claimed (see
+//! `server::graph_build`), so a node never reaches a kernel with a shape,
+//! stride or type the op rules do not allow.
+
+use gantry_engine::{BinaryOp, DType, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, UnaryOp};
+
+use super::codec::{Reader, WireError, Writer, wire_err};
+
+/// Where a tensor's first byte is on the server: a buffer handle and a byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireLocation {
+    /// The buffer's handle (from an alloc reply).
+    pub buffer: u64,
+    /// Bytes from the start of the buffer.
+    pub offset: u64,
+}
+
+/// One tensor of a [`WireGraph`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireTensor<'a> {
+    /// A node to compute (else an external the nodes read).
+    pub computed: bool,
+    /// On the client, the tensor reads another's memory (an in-place op's result).
+    pub view: bool,
+    /// Element type.
+    pub dtype: DType,
+    /// Elements per dimension.
+    pub ne: [usize; MAX_DIMS],
+    /// Byte strides.
+    pub nb: [usize; MAX_DIMS],
+    /// The op ([`Op::None`] for externals).
+    pub op: Op,
+    /// Sources, as indices of earlier tensors of the graph.
+    pub srcs: [Option<u32>; MAX_SRC],
+    /// Where the tensor's bytes are (absent when only asking whether an op is supported).
+    pub location: Option<WireLocation>,
+    /// The client's name of the tensor, for messages.
+    pub name: &'a str,
+}
+
+/// A split's tensors, externals and nodes, in topological order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WireGraph<'a> {
+    /// The tensors.
+    pub tensors: Vec<WireTensor<'a>>,
+}
+
+/// Fewest bytes one encoded tensor takes (flags, dtype, shape, strides, op
+/// tag, sources, name length), for bounding a list's length by the message.
+pub const MIN_TENSOR_BYTES: usize = 1 + 1 + 8 * MAX_DIMS * 2 + 1 + 4 * MAX_SRC + 4;
+
+const NO_SRC: u32 = u32::MAX;
+const FLAG_COMPUTED: u8 = 1;
+const FLAG_VIEW: u8 = 2;
+const FLAG_LOCATION: u8 = 4;
+
+/// The wire code of a dtype: its position in [`DType::ALL`].
+pub fn dtype_code(dtype: DType) -> u8 {
+    DType::ALL.iter().position(|&d| d == dtype).unwrap_or(0) as u8
+}
+
+/// The dtype of a wire code.
+pub fn dtype_of(code: u8) -> Result<DType, WireError> {
+    DType::ALL.get(code as usize).copied().ok_or_else(|| wire_err!("unknown dtype code {code}"))
+}
+
+fn write_op(w: &mut Writer, op: &Op) {
+    // Every op of the engine has a code; an op added to the engine without
+    // one fails to compile here, so the protocol cannot silently drop it.
+    match *op {
+        Op::None => w.u8(0),
+        Op::View => w.u8(1),
+        Op::Reshape => w.u8(2),
+        Op::Permute { axes } => {
+            w.u8(3);
+            w.raw(&axes);
+        }
+        Op::Transpose => w.u8(4),
+        Op::Cpy => w.u8(5),
+        Op::Cont => w.u8(6),
+        Op::Dup => w.u8(7),
+        Op::GetRows => w.u8(8),
+        Op::SetRows => w.u8(9),
+        Op::Binary(b) => {
+            w.u8(10);
+            w.u8(BinaryOp::ALL.iter().position(|&x| x == b).unwrap_or(0) as u8);
+        }
+        Op::Scale { scale, bias } => {
+            w.u8(11);
+            w.f32(scale);
+            w.f32(bias);
+        }
+        Op::Clamp { min, max } => {
+            w.u8(12);
+            w.f32(min);
+            w.f32(max);
+        }
+        Op::Unary(u) => {
+            w.u8(13);
+            w.u8(UnaryOp::ALL.iter().position(|&x| x == u).unwrap_or(0) as u8);
+        }
+        Op::Glu { op, swapped } => {
+            w.u8(14);
+            w.u8(match op {
+                GluOp::Swiglu => 0,
+                GluOp::Geglu => 1,
+            });
+            w.u8(u8::from(swapped));
+        }
+        Op::Sum => w.u8(15),
+        Op::SumRows => w.u8(16),
+        Op::Mean => w.u8(17),
+        Op::Argmax => w.u8(18),
+        Op::Norm { eps } => {
+            w.u8(19);
+            w.f32(eps);
+        }
+        Op::RmsNorm { eps } => {
+            w.u8(20);
+            w.f32(eps);
+        }
+        Op::SoftMax { scale, max_bias } => {
+            w.u8(21);
+            w.f32(scale);
+            w.f32(max_bias);
+        }
+        Op::DiagMaskInf { n_past } => {
+            w.u8(22);
+            w.usize(n_past);
+        }
+        Op::Rope(p) => {
+            w.u8(23);
+            w.usize(p.n_dims);
+            w.u8(match p.mode {
+                RopeMode::Normal => 0,
+                RopeMode::Neox => 1,
+            });
+            w.usize(p.n_ctx_orig);
+            for v in [p.freq_base, p.freq_scale, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow] {
+                w.f32(v);
+            }
+        }
+        Op::MulMat => w.u8(24),
+        Op::Concat { dim } => {
+            w.u8(25);
+            w.u8(dim);
+        }
+        Op::Repeat => w.u8(26),
+        Op::FlashAttnExt { scale, max_bias, softcap } => {
+            w.u8(27);
+            w.f32(scale);
+            w.f32(max_bias);
+            w.f32(softcap);
+        }
+    }
+}
+
+fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
+    let tag = r.u8("op")?;
+    Ok(match tag {
+        0 => Op::None,
+        1 => Op::View,
+        2 => Op::Reshape,
+        3 => {
+            let a = r.take(4, "PERMUTE axes")?;
+            Op::Permute { axes: [a[0], a[1], a[2], a[3]] }
+        }
+        4 => Op::Transpose,
+        5 => Op::Cpy,
+        6 => Op::Cont,
+        7 => Op::Dup,
+        8 => Op::GetRows,
+        9 => Op::SetRows,
+        10 => {
+            let code = r.u8("binary op")?;
+            Op::Binary(*BinaryOp::ALL.get(code as usize).ok_or_else(|| wire_err!("unknown binary op {code}"))?)
+        }
+        11 => Op::Scale { scale: r.f32("SCALE scale")?, bias: r.f32("SCALE bias")? },
+        12 => Op::Clamp { min: r.f32("CLAMP min")?, max: r.f32("CLAMP max")? },
+        13 => {
+            let code = r.u8("unary op")?;
+            Op::Unary(*UnaryOp::ALL.get(code as usize).ok_or_else(|| wire_err!("unknown unary op {code}"))?)
+        }
+        14 => {
+            let op = match r.u8("GLU op")? {
+                0 => GluOp::Swiglu,
+                1 => GluOp::Geglu,
+                code => return Err(wire_err!("unknown GLU op {code}")),
+            };
+            Op::Glu { op, swapped: r.bool("GLU swapped")? }
+        }
+        15 => Op::Sum,
+        16 => Op::SumRows,
+        17 => Op::Mean,
+        18 => Op::Argmax,
+        19 => Op::Norm { eps: r.f32("NORM eps")? },
+        20 => Op::RmsNorm { eps: r.f32("RMS_NORM eps")? },
+        21 => Op::SoftMax { scale: r.f32("SOFT_MAX scale")?, max_bias: r.f32("SOFT_MAX max_bias")? },
+        22 => Op::DiagMaskInf { n_past: r.usize("DIAG_MASK_INF n_past")? },
+        23 => {
+            let n_dims = r.usize("ROPE n_dims")?;
+            let mode = match r.u8("ROPE mode")? {
+                0 => RopeMode::Normal,
+                1 => RopeMode::Neox,
+                code => return Err(wire_err!("unknown ROPE mode {code}")),
+            };
+            let n_ctx_orig = r.usize("ROPE n_ctx_orig")?;
+            let mut f = [0f32; 6];
+            for v in &mut f {
+                *v = r.f32("ROPE parameter")?;
+            }
+            Op::Rope(RopeParams {
+                n_dims,
+                mode,
+                n_ctx_orig,
+                freq_base: f[0],
+                freq_scale: f[1],
+                ext_factor: f[2],
+                attn_factor: f[3],
+                beta_fast: f[4],
+                beta_slow: f[5],
+            })
+        }
+        24 => Op::MulMat,
+        25 => Op::Concat { dim: r.u8("CONCAT dim")? },
+        26 => Op::Repeat,
+        27 => Op::FlashAttnExt {
+            scale: r.f32("FLASH_ATTN_EXT scale")?,
+            max_bias: r.f32("FLASH_ATTN_EXT max_bias")?,
+            softcap: r.f32("FLASH_ATTN_EXT softcap")?,
+        },
+        // There is no way to name code to run: an unknown tag is refused.
+        other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
+    })
+}
+
+impl WireTensor<'_> {
+    /// Appends the tensor to a message.
+    pub fn write(&self, w: &mut Writer) {
+        let flags = if self.computed { FLAG_COMPUTED } else { 0 }
+            | if self.view { FLAG_VIEW } else { 0 }
+            | if self.location.is_some() { FLAG_LOCATION } else { 0 };
+        w.u8(flags);
+        w.u8(dtype_code(self.dtype));
+        for &n in &self.ne {
+            w.usize(n);
+        }
+        for &n in &self.nb {
+            w.usize(n);
+        }
+        write_op(w, &self.op);
+        for s in &self.srcs {
+            w.u32(s.unwrap_or(NO_SRC));
+        }
+        if let Some(l) = self.location {
+            w.u64(l.buffer);
+            w.u64(l.offset);
+        }
+        w.str(self.name);
+    }
+}
+
+impl<'a> WireTensor<'a> {
+    /// Reads tensor number `index` of a graph: its sources must be earlier tensors.
+    pub fn read(r: &mut Reader<'a>, index: usize) -> Result<Self, WireError> {
+        let flags = r.u8("tensor flags")?;
+        if flags & !(FLAG_COMPUTED | FLAG_VIEW | FLAG_LOCATION) != 0 {
+            return Err(wire_err!("tensor {index}: unknown flags {flags:#x}"));
+        }
+        let dtype = dtype_of(r.u8("tensor dtype")?)?;
+        let mut ne = [0; MAX_DIMS];
+        for n in &mut ne {
+            *n = r.usize("tensor shape")?;
+        }
+        let mut nb = [0; MAX_DIMS];
+        for n in &mut nb {
+            *n = r.usize("tensor strides")?;
+        }
+        let op = read_op(r)?;
+        let mut srcs = [None; MAX_SRC];
+        for s in &mut srcs {
+            let v = r.u32("tensor source")?;
+            if v != NO_SRC {
+                if v as usize >= index {
+                    return Err(wire_err!(
+                        "tensor {index}: source {v} is not an earlier tensor (graphs are in topological order)"
+                    ));
+                }
+                *s = Some(v);
+            }
+        }
+        let location = if flags & FLAG_LOCATION != 0 {
+            Some(WireLocation { buffer: r.u64("tensor buffer")?, offset: r.u64("tensor offset")? })
+        } else {
+            None
+        };
+        let name = r.str(gantry_engine::tensor::MAX_NAME, "tensor name")?;
+        Ok(Self {
+            computed: flags & FLAG_COMPUTED != 0,
+            view: flags & FLAG_VIEW != 0,
+            dtype,
+            ne,
+            nb,
+            op,
+            srcs,
+            location,
+            name,
+        })
+    }
+}
+
+impl WireGraph<'_> {
+    /// Appends the graph to a message.
+    pub fn write(&self, w: &mut Writer) {
+        w.u32(self.tensors.len() as u32);
+        for t in &self.tensors {
+            t.write(w);
+        }
+    }
+}
+
+impl<'a> WireGraph<'a> {
+    /// Reads a graph of at most `max_tensors` tensors.
+    pub fn read(r: &mut Reader<'a>, max_tensors: usize) -> Result<Self, WireError> {
+        let n = r.count(max_tensors, MIN_TENSOR_BYTES, "graph tensors")?;
+        let mut tensors = Vec::with_capacity(n);
+        for i in 0..n {
+            tensors.push(WireTensor::read(r, i)?);
+        }
+        Ok(Self { tensors })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_ops() -> Vec<Op> {
+        let mut ops = vec![
+            Op::None,
+            Op::View,
+            Op::Reshape,
+            Op::Permute { axes: [0, 2, 1, 3] },
+            Op::Transpose,
+            Op::Cpy,
+            Op::Cont,
+            Op::Dup,
+            Op::GetRows,
+            Op::SetRows,
+            Op::Scale { scale: 0.5, bias: -1.0 },
+            Op::Clamp { min: -2.0, max: 3.0 },
+            Op::Glu { op: GluOp::Geglu, swapped: true },
+            Op::Sum,
+            Op::SumRows,
+            Op::Mean,
+            Op::Argmax,
+            Op::Norm { eps: 1e-5 },
+            Op::RmsNorm { eps: 1e-6 },
+            Op::SoftMax { scale: 0.125, max_bias: 0.0 },
+            Op::DiagMaskInf { n_past: 17 },
+            Op::Rope(RopeParams { n_ctx_orig: 4096, ..RopeParams::new(64, RopeMode::Neox, 10000.0) }),
+            Op::MulMat,
+            Op::Concat { dim: 2 },
+            Op::Repeat,
+            Op::FlashAttnExt { scale: 0.1, max_bias: 0.0, softcap: 30.0 },
+        ];
+        ops.extend(BinaryOp::ALL.map(Op::Binary));
+        ops.extend(UnaryOp::ALL.map(Op::Unary));
+        ops
+    }
+
+    #[test]
+    fn every_op_and_dtype_round_trips() {
+        let ops = sample_ops();
+        let graph = WireGraph {
+            tensors: ops
+                .iter()
+                .enumerate()
+                .map(|(i, &op)| WireTensor {
+                    computed: i % 2 == 1,
+                    view: i % 3 == 0,
+                    dtype: DType::ALL[i % DType::ALL.len()],
+                    ne: [i, 2, 3, 4],
+                    nb: [4, 8 * i, 16, 32],
+                    op,
+                    srcs: [i.checked_sub(1).map(|s| s as u32), None, None, None],
+                    location: (i % 2 == 0).then_some(WireLocation { buffer: i as u64, offset: 64 }),
+                    name: "blk.0.attn_q",
+                })
+                .collect(),
+        };
+        let mut w = Writer::new();
+        graph.write(&mut w);
+        let bytes = w.into_bytes();
+        let mut r = Reader::new(&bytes);
+        let back = WireGraph::read(&mut r, 1000).unwrap();
+        r.finish("graph").unwrap();
+        assert_eq!(back, graph);
+    }
+
+    #[test]
+    fn forward_sources_and_unknown_codes_are_refused() {
+        let t = WireTensor {
+            computed: true,
+            view: false,
+            dtype: DType::F32,
+            ne: [1; 4],
+            nb: [4; 4],
+            op: Op::MulMat,
+            srcs: [Some(0), None, None, None],
+            location: None,
+            name: "",
+        };
+        let mut w = Writer::new();
+        WireGraph { tensors: vec![t] }.write(&mut w);
+        let err = WireGraph::read(&mut Reader::new(w.as_bytes()), 10).unwrap_err();
+        assert!(err.0.contains("not an earlier tensor"), "{err}");
+
+        let mut bytes = Writer::new();
+        bytes.u32(1);
+        bytes.u8(FLAG_COMPUTED);
+        bytes.u8(0);
+        bytes.raw(&[0; 64]);
+        bytes.u8(200); // no op has this code
+        bytes.raw(&[0; 32]);
+        let err = WireGraph::read(&mut Reader::new(bytes.as_bytes()), 10).unwrap_err();
+        assert!(err.0.contains("custom ops are not accepted"), "{err}");
+        assert!(dtype_of(DType::ALL.len() as u8).is_err());
+    }
+
+    #[test]
+    fn tensor_counts_are_bounded_by_the_limit_and_the_message() {
+        let mut w = Writer::new();
+        w.u32(5);
+        let err = WireGraph::read(&mut Reader::new(w.as_bytes()), 4).unwrap_err();
+        assert!(err.0.contains("limit of 4"), "{err}");
+        let err = WireGraph::read(&mut Reader::new(w.as_bytes()), 100).unwrap_err();
+        assert!(err.0.contains("cannot fit"), "{err}");
+    }
+}

@@ -1,0 +1,65 @@
+//! `gantry rpc-certs`: an authority with a server and a client certificate
+//! for `gantry rpc-server` and its clients, or one more client certificate
+//! signed by an authority made before (feature `remote`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use gantry::Error;
+use gantry::backends::remote::certs::{self, files};
+
+/// Options of `gantry rpc-certs`.
+#[derive(Args, Debug)]
+pub struct RpcCertsArgs {
+    /// Directory to write to (`ca.pem`, `ca.key`, `server.pem`, `server.key`, `client.pem`, `client.key`).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Names clients dial the server by (DNS names or IP addresses), comma-separated.
+    #[arg(long, default_value = "localhost,127.0.0.1,::1")]
+    pub hosts: String,
+    /// The client certificate's name.
+    #[arg(long, default_value = "gantry client")]
+    pub client: String,
+    /// Only sign one more client certificate, `NAME.pem` and `NAME.key`, with `--out`'s `ca.key`.
+    #[arg(long, value_name = "NAME")]
+    pub add_client: Option<String>,
+}
+
+/// Writes the certificates.
+pub fn run(args: &RpcCertsArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gantry rpc-certs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
+    if let Some(name) = &args.add_client {
+        let key_path = args.out.join(files::AUTHORITY_KEY);
+        let key = std::fs::read_to_string(&key_path)
+            .map_err(|source| Error::Io { context: format!("reading {}", key_path.display()), source })?;
+        let pair = certs::client_from_authority_key(&key, name)?;
+        let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        for (file, text) in [(format!("{safe}.pem"), &pair.cert), (format!("{safe}.key"), &pair.key)] {
+            let path = args.out.join(&file);
+            std::fs::write(&path, text)
+                .map_err(|source| Error::Io { context: format!("writing {}", path.display()), source })?;
+        }
+        println!("client certificate {safe}.pem and key {safe}.key written to {}", args.out.display());
+        return Ok(());
+    }
+    let hosts: Vec<String> =
+        args.hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect();
+    let pki = certs::make_pki(&hosts, &args.client)?;
+    certs::write_pki(&pki, &args.out)?;
+    println!(
+        "authority, server ({}) and client certificates written to {} (keep ca.key private)",
+        hosts.join(", "),
+        args.out.display()
+    );
+    Ok(())
+}
