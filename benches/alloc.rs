@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gantry::model::llama::{LlamaGraph, LlamaHparams};
+use gantry::model::decoder::{DecoderGraph, DecoderHparams};
 use gantry::testing::PlannedLlama;
 use gantry::testing::engine::TestBufferType;
 use gantry::{BufferId, BufferType, BufferUsage, Context, DType, Graph, GraphAllocator, GraphArena, TensorId};
@@ -17,10 +17,10 @@ const N_TOKENS: usize = 64;
 const N_KV: usize = 256;
 
 /// A context holding the model (weights in virtual memory) and one graph's tensors.
-fn llama_context() -> (Context, LlamaGraph, Vec<BufferId>) {
+fn llama_context() -> (Context, DecoderGraph, Vec<BufferId>) {
     let mut ctx = Context::new();
     let weights = TestBufferType::virtual_memory("weights", 32).shared();
-    let model = PlannedLlama::new(&mut ctx, LlamaHparams::SMOLLM2_135M, DType::F32, N_KV, &weights).unwrap();
+    let model = PlannedLlama::new(&mut ctx, DecoderHparams::SMOLLM2_135M, DType::F32, N_KV, &weights).unwrap();
     let g = model.build(&mut ctx, N_TOKENS, N_KV).unwrap();
     (ctx, g, model.buffers)
 }

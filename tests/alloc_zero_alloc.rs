@@ -2,7 +2,7 @@
 //! scratch has grown to the graph: binding the same graph again, binding a
 //! rebuilt copy of it, and re-planning other graphs that fit the reservation.
 
-use gantry::model::llama::LlamaHparams;
+use gantry::model::decoder::DecoderHparams;
 use gantry::testing::PlannedLlama;
 use gantry::testing::engine::{CountingAllocator, TestBufferType};
 use gantry::{Context, DType, GraphAllocator, GraphArena};
@@ -15,7 +15,7 @@ fn allocations() -> usize {
 }
 
 /// A smaller llama (8 layers, real SmolLM2 widths) keeps the debug-build test quick.
-const SHAPE: LlamaHparams = LlamaHparams { n_layer: 8, ..LlamaHparams::SMOLLM2_135M };
+const SHAPE: DecoderHparams = DecoderHparams { n_layer: 8, ..DecoderHparams::SMOLLM2_135M };
 
 #[test]
 fn alloc_same_graph_again_allocates_nothing() {

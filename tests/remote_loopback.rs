@@ -20,7 +20,7 @@ use gantry::backends::remote::certs::{Pki, files, write_pki};
 use gantry::backends::remote::tls::TlsIdentity;
 use gantry::backends::remote::{RemoteConfig, RemotePlatform};
 use gantry::backends::testing::loopback;
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::testing::smollm2::{N_VOCAB, check_logits, model_path, reference};
 use gantry::testing::{fill, max_abs_diff};
@@ -186,7 +186,7 @@ fn smollm2_split_across_two_servers_meets_the_reference() {
     let before = platform.wire_bytes();
     let started = Instant::now();
     let devices: Vec<&dyn Device> = backends[..2].iter().map(|b| b.device()).collect();
-    let model = LlamaModel::load_across(&path, &mut ctx, &devices, None).unwrap();
+    let model = DecoderModel::load_across(&path, &mut ctx, &devices, None).unwrap();
     let load = started.elapsed();
     let after = platform.wire_bytes();
     let load_wire = (after.sent - before.sent) + (after.received - before.received);

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::backends::wgpu::WgpuPlatform;
-use gantry::model::llama::{LlamaHparams, LlamaWeights, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{DecoderHparams, DecoderWeights, LogitsFor, Session, SessionParams};
 use gantry::{Backend, BufferUsage, Context, DType, Device};
 
-const HP: LlamaHparams = LlamaHparams {
+const HP: DecoderHparams = DecoderHparams {
     n_vocab: 300,
     n_embd: 64,
     n_layer: 2,
@@ -21,16 +21,15 @@ const HP: LlamaHparams = LlamaHparams {
     n_head_kv: 2,
     head_dim: 16,
     n_ff: 96,
-    rms_eps: 1e-5,
     rope_base: 10000.0,
-    rope_freq_scale: 1.0,
     n_ctx_train: 512,
+    ..DecoderHparams::SMOLLM2_135M
 };
 
 /// Runs the prompt and three more tokens; returns every logit produced.
 fn logits_on(backends: &[Arc<dyn Backend>]) -> Vec<f32> {
     let mut ctx = Context::new();
-    let w = LlamaWeights::create(&mut ctx, &HP, DType::F16, DType::F32).unwrap();
+    let w = DecoderWeights::create(&mut ctx, &HP, DType::F16, DType::F32).unwrap();
     let buft = backends[0].device().buffer_type();
     let align = buft.alignment();
     for t in w.all() {

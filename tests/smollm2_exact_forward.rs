@@ -13,8 +13,8 @@
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::model::gguf::Gguf;
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
 use gantry::{Backend, Context, DType};
 
 /// The largest KL divergence from the exact forward allowed at any position
@@ -253,7 +253,7 @@ fn smollm2_on_the_cpu_stays_close_to_the_exact_forward() {
 
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
     let mut ctx = Context::new();
-    let model = LlamaModel::load(&path, &mut ctx, cpu.device(), None).unwrap();
+    let model = DecoderModel::load(&path, &mut ctx, cpu.device(), None).unwrap();
     // (KV cache type, limit): the kernels' own error, with an F32 cache, and
     // the default F16 cache, whose rounding adds its own (as llama.cpp's does).
     let runs = [(DType::F32, MAX_KL), (DType::F16, MAX_KL_F16_CACHE)];

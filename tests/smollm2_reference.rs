@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
-use gantry::model::llama::{Attention, LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{Attention, DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::testing::smollm2::{Reference, check_logits, model_path};
 use gantry::{Backend, Context, DType};
 
@@ -17,12 +17,13 @@ fn run(
     path: &std::path::Path,
     r: &Reference,
     attention: Attention,
+    kv_dtype: DType,
     n_greedy: usize,
 ) -> (Vec<u32>, Vec<f32>, String) {
     let mut ctx = Context::new();
-    let model = LlamaModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
+    let model = DecoderModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
     let ids = model.tokenizer.encode(&r.prompt, false, true).unwrap();
-    let params = SessionParams { n_ctx: 256, kv_dtype: DType::F32, attention, ..SessionParams::default() };
+    let params = SessionParams { n_ctx: 256, kv_dtype, attention, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), backends, params).unwrap();
     let logits = session.eval(&mut ctx, &ids, LogitsFor::All).unwrap().to_vec();
     let n_vocab = model.hp.n_vocab;
@@ -48,7 +49,7 @@ fn smollm2_on_the_cpu_matches_llama_cpp() {
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
     // Flash attention (the default) and the explicit K·Q, soft max, V products.
     for (attention, n_greedy) in [(Attention::Flash, 10), (Attention::Explicit, 3)] {
-        let (ids, logits, text) = run(std::slice::from_ref(&cpu), &path, &r, attention, n_greedy);
+        let (ids, logits, text) = run(std::slice::from_ref(&cpu), &path, &r, attention, DType::F32, n_greedy);
         assert_eq!(ids, r.ids, "token ids");
         match check_logits(&logits, &r.logits, 49152) {
             Ok(s) => eprintln!("CPU, {attention:?} attention: {s}; greedy: {text:?}"),
@@ -56,6 +57,22 @@ fn smollm2_on_the_cpu_matches_llama_cpp() {
         }
         assert!(text.starts_with(" Paris"), "greedy continuation {text:?} (llama.cpp: {:?})", r.continuation);
     }
+}
+
+/// A Q8_0 KV cache (`--kv-type q8_0`): keys and values quantized by
+/// SET_ROWS, read back by flash attention.
+#[test]
+fn smollm2_with_a_q8_0_kv_cache_matches_llama_cpp() {
+    let Some(path) = model_path() else { return };
+    let r = gantry::testing::smollm2::reference().unwrap();
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
+    let (ids, logits, text) = run(std::slice::from_ref(&cpu), &path, &r, Attention::Flash, DType::Q8_0, 3);
+    assert_eq!(ids, r.ids, "token ids");
+    match check_logits(&logits, &r.logits, 49152) {
+        Ok(s) => eprintln!("CPU, q8_0 KV cache: {s}; greedy: {text:?}"),
+        Err(s) => panic!("CPU logits with a q8_0 KV cache outside the tolerances: {s}"),
+    }
+    assert!(text.starts_with(" Paris"), "greedy continuation {text:?}");
 }
 
 #[cfg(feature = "wgpu")]
@@ -72,7 +89,7 @@ fn smollm2_on_wgpu_and_the_cpu_matches_llama_cpp() {
     let backends =
         [gpu.init_backend(None).unwrap(), Arc::new(CpuBackend::with_threads(2).unwrap()) as Arc<dyn Backend>];
     // Software GPUs compute at ~1 GFLOP/s: logits and two greedy tokens.
-    let (ids, logits, text) = run(&backends, &path, &r, Attention::Flash, 2);
+    let (ids, logits, text) = run(&backends, &path, &r, Attention::Flash, DType::F32, 2);
     assert_eq!(ids, r.ids, "token ids");
     match check_logits(&logits, &r.logits, 49152) {
         Ok(s) => eprintln!("wgpu + CPU: {s}; greedy: {text:?}"),
@@ -96,7 +113,7 @@ fn smollm2_on_cuda_and_the_cpu_matches_llama_cpp() {
     let backends =
         [gpu.init_backend(None).unwrap(), Arc::new(CpuBackend::with_threads(2).unwrap()) as Arc<dyn Backend>];
     for (attention, n_greedy) in [(Attention::Flash, 10), (Attention::Explicit, 3)] {
-        let (ids, logits, text) = run(&backends, &path, &r, attention, n_greedy);
+        let (ids, logits, text) = run(&backends, &path, &r, attention, DType::F32, n_greedy);
         assert_eq!(ids, r.ids, "token ids");
         match check_logits(&logits, &r.logits, 49152) {
             Ok(s) => eprintln!("cuda0 + CPU, {attention:?} attention: {s}; greedy: {text:?}"),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use gantry::backends::default_registry;
 use gantry::model::LoadProgress;
-use gantry::model::llama::LlamaModel;
+use gantry::model::decoder::DecoderModel;
 use gantry::{Backend, Context, Device, DeviceType, Registry, SetThreadCount, platform_extension};
 
 /// The registry with every platform compiled in: the remote servers are
@@ -44,20 +44,21 @@ pub fn wire_bytes(registry: &Registry) -> Option<(u64, u64)> {
     }
 }
 
-/// Loads a llama model for `backends`: with its layers spread over the
+/// Loads a decoder model for `backends`: with its layers spread over the
 /// non-CPU backends when there are several (llama.cpp's layer split), else
 /// into the first backend's memory.
-pub fn load_llama(
+pub fn load_decoder(
     path: &Path,
     ctx: &mut Context,
     backends: &[Arc<dyn Backend>],
     progress: Option<&mut dyn FnMut(LoadProgress)>,
-) -> gantry::Result<LlamaModel> {
+) -> gantry::Result<DecoderModel> {
+    let first = backends.first().ok_or_else(|| gantry::Error::Model("no backends to load the model for".into()))?;
     let devices: Vec<&dyn Device> =
         backends.iter().map(|b| b.device()).filter(|d| d.device_type() != DeviceType::Cpu).collect();
     match devices.len() {
-        0 | 1 => LlamaModel::load(path, ctx, backends[0].device(), progress),
-        _ => LlamaModel::load_across(path, ctx, &devices, progress),
+        0 | 1 => DecoderModel::load(path, ctx, first.device(), progress),
+        _ => DecoderModel::load_across(path, ctx, &devices, progress),
     }
 }
 
@@ -106,4 +107,88 @@ pub fn load_progress_bar() -> indicatif::ProgressBar {
     bar.set_style(style.progress_chars("#>."));
     bar.set_message("loading");
     bar
+}
+
+/// Loads a decoder model (llama, gemma3) from a GGUF file for `backends`
+/// (see [`load_decoder`]), with the load progress bar.
+pub fn load_decoder_with_bar(
+    path: &Path,
+    ctx: &mut Context,
+    backends: &[Arc<dyn Backend>],
+) -> gantry::Result<DecoderModel> {
+    let bar = load_progress_bar();
+    let mut progress = |p: LoadProgress| {
+        bar.set_length(p.bytes_total as u64);
+        bar.set_position(p.bytes_done as u64);
+    };
+    let model = load_decoder(path, ctx, backends, Some(&mut progress));
+    bar.finish_and_clear();
+    model
+}
+
+/// The sampling options llama.cpp users expect (`--temp`, `--top-k`,
+/// `--top-p`, `--min-p`, `--repeat-penalty`, `--repeat-last-n`, `--seed`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    /// Sample among the K most likely tokens (0 = all).
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Keep the most likely tokens whose probabilities add up to P (1 = all).
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one (0 = off).
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalise tokens seen among the last `--repeat-last-n` (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// How many of the last tokens the repetition penalty looks at.
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    /// The sampler's parameters.
+    pub fn params(&self) -> gantry::model::sampler::SamplerParams {
+        gantry::model::sampler::SamplerParams {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: self.seed,
+        }
+    }
+}
+
+/// The context options (`--ctx-size`, `--kv-type`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ContextArgs {
+    /// Tokens the KV cache holds (0 = what the run needs, rounded up to 256).
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 0)]
+    pub ctx_size: usize,
+    /// KV cache element type: f16, f32 or q8_0.
+    #[arg(long = "kv-type", default_value = "f16")]
+    pub kv_type: String,
+}
+
+impl ContextArgs {
+    /// The KV cache's dtype.
+    pub fn kv_dtype(&self) -> gantry::Result<gantry::DType> {
+        gantry::DType::from_name(&self.kv_type)
+            .filter(|d| gantry::model::decoder::KV_DTYPES.contains(d))
+            .ok_or_else(|| gantry::Error::Model(format!("--kv-type {:?}: expected f16, f32 or q8_0", self.kv_type)))
+    }
+
+    /// Cells of the KV cache: `--ctx-size`, or `needed` rounded up to 256.
+    pub fn n_ctx(&self, needed: usize) -> usize {
+        if self.ctx_size > 0 { self.ctx_size } else { needed.max(1).next_multiple_of(256) }
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::Args;
 use gantry::SplitMix64;
 use gantry::backends::cpu;
-use gantry::model::llama::{LlamaHparams, LlamaWeights, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{DecoderHparams, DecoderWeights, LogitsFor, Session, SessionParams};
 use gantry::{Backend, BufferUsage, Context, DType, Error};
 
 use super::common::{backends, bytes};
@@ -45,8 +45,8 @@ impl Default for DemoArgs {
 }
 
 /// A model with SmolLM2's widths, fewer layers and a smaller vocabulary.
-fn demo_hparams(layers: usize) -> LlamaHparams {
-    LlamaHparams { n_layer: layers, n_vocab: 8192, n_ctx_train: 4096, ..LlamaHparams::SMOLLM2_135M }
+fn demo_hparams(layers: usize) -> DecoderHparams {
+    DecoderHparams { n_layer: layers, n_vocab: 8192, n_ctx_train: 4096, ..DecoderHparams::SMOLLM2_135M }
 }
 
 /// What one run produced.
@@ -60,7 +60,7 @@ struct RunResult {
 /// Builds the seeded model on `backends` (weights in the first backend's
 /// memory) and runs the prompt then greedy decoding.
 fn run_model(
-    hp: &LlamaHparams,
+    hp: &DecoderHparams,
     dtype: DType,
     backends: &[Arc<dyn Backend>],
     prompt: &[u32],
@@ -70,7 +70,7 @@ fn run_model(
     let mut ctx = Context::new();
     // Quantized models keep their embeddings in Q8_0 (as SmolLM2's GGUF does).
     let embd_dtype = if dtype.is_quantized() { DType::Q8_0 } else { dtype };
-    let weights = LlamaWeights::create(&mut ctx, hp, dtype, embd_dtype)?;
+    let weights = DecoderWeights::create(&mut ctx, hp, dtype, embd_dtype)?;
     // Fill the weights in host memory, then place them on the first backend.
     let host = cpu::buffer_type();
     let staging = ctx.alloc_tensors(&weights.all(), &host, BufferUsage::Weights)?;
@@ -126,7 +126,7 @@ fn run_model(
 }
 
 /// Copies the weights into a buffer of `backend`'s memory.
-fn move_weights(ctx: &mut Context, w: &LlamaWeights, backend: &Arc<dyn Backend>) -> Result<LlamaWeights, Error> {
+fn move_weights(ctx: &mut Context, w: &DecoderWeights, backend: &Arc<dyn Backend>) -> Result<DecoderWeights, Error> {
     let all = w.all();
     let mut map = HashMap::new();
     let mut fresh = Vec::with_capacity(all.len());
@@ -141,27 +141,7 @@ fn move_weights(ctx: &mut Context, w: &LlamaWeights, backend: &Arc<dyn Backend>)
     for &t in &all {
         ctx.copy_tensor(t, map[&t])?;
     }
-    let m = |t: &gantry::TensorId| map[t];
-    Ok(LlamaWeights {
-        tok_embd: m(&w.tok_embd),
-        output_norm: m(&w.output_norm),
-        output: m(&w.output),
-        layers: w
-            .layers
-            .iter()
-            .map(|l| gantry::model::llama::LayerWeights {
-                attn_norm: m(&l.attn_norm),
-                wq: m(&l.wq),
-                wk: m(&l.wk),
-                wv: m(&l.wv),
-                wo: m(&l.wo),
-                ffn_norm: m(&l.ffn_norm),
-                w_gate: m(&l.w_gate),
-                w_up: m(&l.w_up),
-                w_down: m(&l.w_down),
-            })
-            .collect(),
-    })
+    Ok(w.map(|t| map[&t]))
 }
 
 fn argmax(v: &[f32]) -> u32 {

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use gantry::model::llama::{LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::{Context, Error};
 
-use super::common::{backends, load_llama};
+use super::common::{backends, load_decoder};
 
 /// Options of `gantry logits`.
 #[derive(Args, Debug)]
@@ -57,7 +57,7 @@ pub fn prompt_logits(
 ) -> Result<(Vec<u32>, Vec<f32>), Error> {
     let (_registry, backends) = backends(backend_list, threads, remote)?;
     let mut ctx = Context::new();
-    let model = load_llama(model_path, &mut ctx, &backends, None)?;
+    let model = load_decoder(model_path, &mut ctx, &backends, None)?;
     let tokens = model.tokenizer.encode(prompt, add_bos, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));

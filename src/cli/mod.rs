@@ -1,8 +1,11 @@
 //! One module per subcommand of the `gantry` CLI.
 
+pub mod bench;
+pub mod chat;
 pub mod common;
 pub mod demo;
 pub mod devices;
+pub mod embed;
 pub mod logging;
 pub mod logits;
 #[cfg(feature = "remote")]

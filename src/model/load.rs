@@ -1,6 +1,6 @@
-//! Loading a GGUF file's tensors into a [`Context`]: over the file mapping
-//! when the device reads host memory (no copy), else copied into buffers of
-//! the device's buffer type.
+//! Loading a weights file's tensors (GGUF, safetensors) into a
+//! [`Context`]: over the file mapping when the device reads host memory (no
+//! copy), else copied into buffers of the device's buffer type.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId
 use crate::{Error, Result};
 
 use super::gguf::{Gguf, TensorInfo};
+use super::{TensorEntry, WeightsFile};
 
 /// How far loading has got, for a progress bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,11 +32,15 @@ pub struct LoadOptions<'a> {
     pub use_mmap: bool,
     /// Called as tensors are placed or copied (copies report every few MiB).
     pub progress: Option<&'a mut dyn FnMut(LoadProgress)>,
+    /// Where a copied tensor goes that is larger than one buffer of the
+    /// device may be (a 262k-token embedding table on a software GPU, say);
+    /// `None` makes such a tensor an out-of-memory error.
+    pub oversize: Option<Arc<dyn BufferType>>,
 }
 
 impl Default for LoadOptions<'_> {
     fn default() -> Self {
-        Self { use_mmap: true, progress: None }
+        Self { use_mmap: true, progress: None, oversize: None }
     }
 }
 
@@ -101,12 +106,13 @@ impl LoadedWeights {
     }
 }
 
-/// Creates one tensor per GGUF tensor in `ctx` (named as in the file, shape =
-/// the file's dimensions in ggml order, contiguous) and gives them memory in
-/// buffers marked [`BufferUsage::Weights`]:
+/// Creates one tensor per tensor of `file` in `ctx` (named as in the file,
+/// shape = the file's dimensions in ggml order, contiguous) and gives them
+/// memory in buffers marked [`BufferUsage::Weights`]:
 ///
-/// - when `options.use_mmap` is set, the device's buffer type is host memory
-///   and [`Device::buffer_from_host_memory`] succeeds, in one buffer over the
+/// - when `options.use_mmap` is set, the device's buffer type is host memory,
+///   every tensor lies at an offset the buffer type's alignment allows, and
+///   [`Device::buffer_from_host_memory`] succeeds, in one buffer over the
 ///   file's bytes, each tensor where it lies in the file: nothing is copied
 ///   (the buffer is registered under [`Device::host_memory_buffer_type`]);
 /// - otherwise in buffers of the device's buffer type, with the bytes copied
@@ -114,24 +120,25 @@ impl LoadedWeights {
 ///
 /// On error nothing is left in `ctx`: the tensors and buffers made so far are removed.
 pub fn load_tensors(
-    gguf: &Gguf,
+    file: &dyn WeightsFile,
     ctx: &mut Context,
     device: &dyn Device,
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
-    let LoadOptions { use_mmap, progress } = options;
-    let _span = tracing::info_span!("load", file = %gguf.source(), device = device.name()).entered();
+    let LoadOptions { use_mmap, progress, oversize } = options;
+    let _span = tracing::info_span!("load", file = %file.source(), device = device.name()).entered();
     let started = std::time::Instant::now();
-    let mut report = Progress::new(gguf, progress);
+    let entries = file.tensor_entries()?;
+    let mut report = Progress::new(&entries, progress);
     let mut made = Made::default();
     let result = if use_mmap && device.buffer_type().is_host() {
-        match load_mapped(gguf, ctx, device, &mut made, &mut report) {
+        match load_mapped(file, &entries, ctx, device, &mut made, &mut report) {
             Ok(Some(w)) => Ok(w),
-            Ok(None) => load_copied(gguf, ctx, device, &mut made, &mut report),
+            Ok(None) => load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report),
             Err(e) => Err(e),
         }
     } else {
-        load_copied(gguf, ctx, device, &mut made, &mut report)
+        load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report)
     };
     match &result {
         Ok(w) => tracing::info!(
@@ -147,6 +154,15 @@ pub fn load_tensors(
         }
     }
     result
+}
+
+impl LoadedWeights {
+    /// Removes the tensors and frees the buffers from `ctx` (a model that
+    /// failed to build after its file loaded leaves nothing behind).
+    pub fn unload(self, ctx: &mut Context) {
+        let mut made = Made { tensors: self.tensors, buffers: self.buffers };
+        made.undo(ctx);
+    }
 }
 
 /// What a load created, to remove again when it fails.
@@ -166,16 +182,16 @@ impl Made {
         }
     }
 
-    fn finish(&mut self, gguf: &Gguf, mapped: bool) -> LoadedWeights {
+    fn finish(&mut self, file: &dyn WeightsFile, entries: &[TensorEntry<'_>], mapped: bool) -> LoadedWeights {
         let tensors = std::mem::take(&mut self.tensors);
         let index = tensors.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
         LoadedWeights {
-            source: gguf.source().to_owned(),
+            source: file.source().to_owned(),
             tensors,
             index,
             buffers: std::mem::take(&mut self.buffers),
             mapped,
-            bytes: gguf.tensor_bytes(),
+            bytes: entries.iter().map(|e| e.data.len()).sum(),
         }
     }
 }
@@ -186,12 +202,12 @@ pub(crate) struct Progress<'a> {
 }
 
 impl<'a> Progress<'a> {
-    pub(crate) fn new(gguf: &Gguf, callback: Option<&'a mut dyn FnMut(LoadProgress)>) -> Self {
+    pub(crate) fn new(entries: &[TensorEntry<'_>], callback: Option<&'a mut dyn FnMut(LoadProgress)>) -> Self {
         let state = LoadProgress {
             bytes_done: 0,
-            bytes_total: gguf.tensor_bytes(),
+            bytes_total: entries.iter().map(|e| e.data.len()).sum(),
             tensors_done: 0,
-            tensors_total: gguf.tensors().len(),
+            tensors_total: entries.len(),
         };
         Self { callback, state }
     }
@@ -209,19 +225,16 @@ impl<'a> Progress<'a> {
     }
 }
 
-fn create_tensor(gguf: &Gguf, ctx: &mut Context, made: &mut Made, info: &TensorInfo) -> Result<TensorId> {
-    let desc = info.desc().map_err(|reason| Error::InvalidModel {
-        file: gguf.source().to_owned(),
-        reason: format!("tensor '{}': {reason}", info.name),
-    })?;
-    let t = ctx.insert(desc);
-    made.tensors.push((info.name.clone(), t));
-    Ok(t)
+fn create_tensor(ctx: &mut Context, made: &mut Made, entry: &TensorEntry<'_>) -> TensorId {
+    let t = ctx.insert(entry.desc);
+    made.tensors.push((entry.name.to_owned(), t));
+    t
 }
 
 /// The no-copy path; `Ok(None)` when the device or the file's layout does not allow it.
 fn load_mapped(
-    gguf: &Gguf,
+    file: &dyn WeightsFile,
+    entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     device: &dyn Device,
     made: &mut Made,
@@ -229,80 +242,146 @@ fn load_mapped(
 ) -> Result<Option<LoadedWeights>> {
     let buft = device.host_memory_buffer_type();
     let align = buft.alignment().max(1);
-    if !gguf.tensors().iter().all(|t| gguf.tensor_file_offset(t).is_multiple_of(align)) {
+    if !entries.iter().all(|e| e.offset.is_multiple_of(align)) {
         // The buffer type wants stricter alignment than the file gives.
         return Ok(None);
     }
-    let max_tensor = gguf.tensors().iter().map(|t| t.size).max().unwrap_or(0);
-    let Ok(buffer) = device.buffer_from_host_memory(gguf.host_memory(), max_tensor) else {
+    let max_tensor = entries.iter().map(|e| e.data.len()).max().unwrap_or(0);
+    let Ok(buffer) = device.buffer_from_host_memory(file.host_memory(), max_tensor) else {
         return Ok(None);
     };
     let id = ctx.add_buffer(buffer, buft, BufferUsage::Weights);
     made.buffers.push(id);
-    for info in gguf.tensors() {
-        let t = create_tensor(gguf, ctx, made, info)?;
-        ctx.place(t, id, gguf.tensor_file_offset(info))?;
-        report.bytes(info.size);
+    for entry in entries {
+        let t = create_tensor(ctx, made, entry);
+        ctx.place(t, id, entry.offset)?;
+        report.bytes(entry.data.len());
         report.tensor_done();
     }
-    Ok(Some(made.finish(gguf, true)))
+    Ok(Some(made.finish(file, entries, true)))
 }
 
 /// Bytes copied between progress reports.
 const COPY_CHUNK: usize = 8 << 20;
 
 /// The copying path: lay tensors out in as few buffers of the device's type
-/// as its `max_size` allows, then copy each tensor's bytes in.
+/// as its `max_size` allows (tensors larger than that in buffers of the
+/// `oversize` type), then copy each tensor's bytes in.
 fn load_copied(
-    gguf: &Gguf,
+    file: &dyn WeightsFile,
+    entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     device: &dyn Device,
+    oversize: Option<Arc<dyn BufferType>>,
     made: &mut Made,
     report: &mut Progress<'_>,
 ) -> Result<LoadedWeights> {
     let buft: Arc<dyn BufferType> = device.buffer_type();
-    let align = buft.alignment().max(1);
-    let max_size = buft.max_size();
-    let overflow = |what: &str| {
-        gantry_engine::Error::Overflow(format!("laying out {what} of {} in {}", gguf.source(), buft.name()))
+    let mut device_layout = Layout::new(buft.clone());
+    let mut oversize_layout = oversize.map(Layout::new);
+    let mut placed = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let size = buft.alloc_size(&entry.desc.layout());
+        let at = match &mut oversize_layout {
+            Some(big) if size > buft.max_size() => (true, big.add(file, entry)?),
+            _ => (false, device_layout.add(file, entry)?),
+        };
+        placed.push(at);
+    }
+    let device_buffers = device_layout.allocate(ctx, made)?;
+    let oversize_buffers = match &oversize_layout {
+        Some(big) => big.allocate(ctx, made)?,
+        None => Vec::new(),
     };
+    for (entry, (big, (buffer, offset))) in entries.iter().zip(placed) {
+        let t = create_tensor(ctx, made, entry);
+        let buffer = if big { oversize_buffers[buffer] } else { device_buffers[buffer] };
+        ctx.place(t, buffer, offset)?;
+        write_weight(ctx, t, entry.data, report)?;
+        report.tensor_done();
+    }
+    Ok(made.finish(file, entries, false))
+}
 
-    // (tensor index, buffer number, offset) and the size of each buffer.
-    let mut layout = Vec::with_capacity(gguf.tensors().len());
-    let mut sizes = vec![0usize];
-    for (i, info) in gguf.tensors().iter().enumerate() {
-        let desc = info.desc().map_err(|reason| Error::InvalidModel {
-            file: gguf.source().to_owned(),
-            reason: format!("tensor '{}': {reason}", info.name),
-        })?;
-        let size = buft.alloc_size(&desc.layout());
+/// Tensors laid out in as few buffers of one type as its `max_size` allows.
+struct Layout {
+    buft: Arc<dyn BufferType>,
+    /// Bytes used in each buffer so far.
+    sizes: Vec<usize>,
+}
+
+impl Layout {
+    fn new(buft: Arc<dyn BufferType>) -> Self {
+        Self { buft, sizes: Vec::new() }
+    }
+
+    /// Finds room for `entry`: (buffer number, offset).
+    fn add(&mut self, file: &dyn WeightsFile, entry: &TensorEntry<'_>) -> Result<(usize, usize)> {
+        let (align, max_size) = (self.buft.alignment().max(1), self.buft.max_size());
+        let size = self.buft.alloc_size(&entry.desc.layout());
         if size > max_size {
-            return Err(gantry_engine::Error::OutOfMemory { buffer_type: buft.name().to_owned(), size }.into());
+            return Err(gantry_engine::Error::OutOfMemory { buffer_type: self.buft.name().to_owned(), size }.into());
         }
-        let mut current = sizes.len() - 1;
-        let mut offset = sizes[current].checked_next_multiple_of(align).ok_or_else(|| overflow(&info.name))?;
+        let overflow = || {
+            gantry_engine::Error::Overflow(format!(
+                "laying out {} of {} in {}",
+                entry.name,
+                file.source(),
+                self.buft.name()
+            ))
+        };
+        if self.sizes.is_empty() {
+            self.sizes.push(0);
+        }
+        let mut current = self.sizes.len() - 1;
+        let mut offset = self.sizes[current].checked_next_multiple_of(align).ok_or_else(overflow)?;
         if offset.checked_add(size).is_none_or(|end| end > max_size) {
-            sizes.push(0);
+            self.sizes.push(0);
             current += 1;
             offset = 0;
         }
-        sizes[current] = offset + size;
-        layout.push((i, current, offset));
+        self.sizes[current] = offset + size;
+        Ok((current, offset))
     }
 
-    for &size in &sizes {
-        let id = ctx.alloc_buffer(&buft, size, BufferUsage::Weights)?;
-        made.buffers.push(id);
+    /// Allocates the buffers (recorded in `made`, to undo on failure).
+    fn allocate(&self, ctx: &mut Context, made: &mut Made) -> Result<Vec<BufferId>> {
+        let mut ids = Vec::with_capacity(self.sizes.len());
+        for &size in &self.sizes {
+            let id = ctx.alloc_buffer(&self.buft, size, BufferUsage::Weights)?;
+            made.buffers.push(id);
+            ids.push(id);
+        }
+        Ok(ids)
     }
-    for (i, buffer, offset) in layout {
-        let info = &gguf.tensors()[i];
-        let t = create_tensor(gguf, ctx, made, info)?;
-        ctx.place(t, made.buffers[buffer], offset)?;
-        let data = gguf.tensor_data(info)?;
-        write_weight(ctx, t, data, report)?;
-        report.tensor_done();
+}
+
+impl WeightsFile for Gguf {
+    fn source(&self) -> &str {
+        Gguf::source(self)
     }
-    Ok(made.finish(gguf, false))
+
+    fn host_memory(&self) -> gantry_engine::HostMemory {
+        Gguf::host_memory(self)
+    }
+
+    fn tensor_entries(&self) -> Result<Vec<TensorEntry<'_>>> {
+        self.tensors()
+            .iter()
+            .map(|info: &TensorInfo| {
+                let desc = info.desc().map_err(|reason| Error::InvalidModel {
+                    file: self.source().to_owned(),
+                    reason: format!("tensor '{}': {reason}", info.name),
+                })?;
+                Ok(TensorEntry {
+                    name: &info.name,
+                    desc,
+                    offset: self.tensor_file_offset(info),
+                    data: self.tensor_data(info)?,
+                })
+            })
+            .collect()
+    }
 }
 
 /// Writes a weight's bytes: from where its device already holds them when it

@@ -1,13 +1,23 @@
-//! The model layer: reading GGUF files, loading their tensors into a
-//! [`crate::Context`], the tokenizers their metadata describes, and
-//! llama-family graphs over the engine.
+//! The model layer: reading model files (GGUF, safetensors), loading their
+//! tensors into a [`crate::Context`], the tokenizers they describe, the
+//! shared building blocks ([`blocks`]) and the families made of them:
+//! decoders ([`decoder`], configured by [`llama`] and [`gemma3`]) and the
+//! BERT encoder ([`bert`]); the sampler and chat templates.
 
+pub mod bert;
+pub mod blocks;
+pub mod chat_template;
+pub mod decoder;
 pub mod fetch;
+pub mod gemma3;
 pub mod gguf;
 pub mod llama;
 pub(crate) mod load;
+pub mod safetensors;
 pub mod sampler;
 pub mod tokenizer;
+mod weights_file;
 
 pub use gguf::Gguf;
 pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors};
+pub use weights_file::{TensorEntry, WeightsFile};

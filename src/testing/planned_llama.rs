@@ -6,8 +6,8 @@ use std::sync::Arc;
 use gantry_engine::{BufferId, BufferType, BufferUsage, Context, DType, TensorId};
 
 use crate::Result;
-use crate::model::llama::{
-    Attention, BatchShape, KvCache, LlamaGraph, LlamaHparams, LlamaWeights, LogitsFor, build_llama_graph,
+use crate::model::decoder::{
+    Attention, BatchShape, DecoderGraph, DecoderHparams, DecoderWeights, KvCache, LogitsFor, build_decoder_graph,
 };
 
 /// The weights and KV cache of a llama model, placed in buffers of one
@@ -15,9 +15,9 @@ use crate::model::llama::{
 /// builder: what the allocator's and scheduler's tests and benches plan.
 pub struct PlannedLlama {
     /// The shape.
-    pub hp: LlamaHparams,
+    pub hp: DecoderHparams,
     /// The weights (matrices in the weight dtype, norms in F32).
-    pub weights: LlamaWeights,
+    pub weights: DecoderWeights,
     /// The KV cache (F16).
     pub kv: KvCache,
     /// The buffers holding the weights and the cache.
@@ -29,12 +29,12 @@ impl PlannedLlama {
     /// `n_ctx` positions in `ctx`, all placed in buffers of `buft`.
     pub fn new(
         ctx: &mut Context,
-        hp: LlamaHparams,
+        hp: DecoderHparams,
         weight_dtype: DType,
         n_ctx: usize,
         buft: &Arc<dyn BufferType>,
     ) -> Result<Self> {
-        let weights = LlamaWeights::create(ctx, &hp, weight_dtype, weight_dtype)?;
+        let weights = DecoderWeights::create(ctx, &hp, weight_dtype, weight_dtype)?;
         let mut buffers = ctx.alloc_tensors(&weights.all(), buft, BufferUsage::Weights)?.buffers().to_vec();
         let kv = KvCache::new(ctx, &hp, n_ctx, DType::F16, buft)?;
         buffers.extend(kv.buffers.iter().copied());
@@ -52,8 +52,8 @@ impl PlannedLlama {
     /// cache rows, with logits for every token and attention computed
     /// explicitly (K·Q, masked soft max, V): llama.cpp's graph without flash
     /// attention, the shape ggml's scheduler is usually measured on.
-    pub fn build(&self, ctx: &mut Context, n_tokens: usize, n_kv: usize) -> Result<LlamaGraph> {
+    pub fn build(&self, ctx: &mut Context, n_tokens: usize, n_kv: usize) -> Result<DecoderGraph> {
         let shape = BatchShape { n_tokens, n_kv, logits_for: LogitsFor::All, attention: Attention::Explicit };
-        build_llama_graph(ctx, &self.hp, &self.weights, &self.kv, shape)
+        build_decoder_graph(ctx, &self.hp, &self.weights, &self.kv, shape)
     }
 }

@@ -7,8 +7,9 @@ use crate::{Context, DType, Op, Result, op_err};
 impl Context {
     /// `softmax(Q K^T * scale + slope * mask) V` per head, with optional logit
     /// soft-capping. `q` is F32 `[d, n_q, n_head, ne3]`; `k` is
-    /// `[d, n_kv, n_head_kv, ne3]` and `v` `[dv, n_kv, n_head_kv, ne3]` (F32 or
-    /// F16, `n_head` a multiple of `n_head_kv`: grouped-query attention); the
+    /// `[d, n_kv, n_head_kv, ne3]` and `v` `[dv, n_kv, n_head_kv, ne3]` (F32,
+    /// F16 or Q8_0 — a quantized KV cache —, `n_head` a multiple of
+    /// `n_head_kv`: grouped-query attention); the
     /// mask (F16 or F32) is `[n_kv, >= n_q, ...]` repeating over heads. The
     /// result is F32 `[dv, n_head, n_q, ne3]`: heads and queries swapped, as
     /// ggml lays it out, so that a reshape gives `[dv * n_head, n_q]`.
@@ -28,8 +29,8 @@ impl Context {
     ) -> Result<TensorId> {
         const OP: &str = "FLASH_ATTN_EXT";
         let dq = self.expect_dtype(OP, q, &[DType::F32])?;
-        let dk = self.expect_dtype(OP, k, &[DType::F32, DType::F16])?;
-        let dv = self.expect_dtype(OP, v, &[DType::F32, DType::F16])?;
+        let dk = self.expect_dtype(OP, k, &[DType::F32, DType::F16, DType::Q8_0])?;
+        let dv = self.expect_dtype(OP, v, &[DType::F32, DType::F16, DType::Q8_0])?;
         if dk.ne[0] != dq.ne[0] || !dq.ne[2].is_multiple_of(dk.ne[2]) || dq.ne[3] != dk.ne[3] {
             return Err(op_err!(OP, "K {} does not match Q {}", self.describe(k), self.describe(q)));
         }

@@ -160,7 +160,7 @@ fn devices_that_cannot_map_get_copies() {
     ];
     for (device, use_mmap) in cases {
         let mut ctx = Context::new();
-        let options = LoadOptions { use_mmap, progress: None };
+        let options = LoadOptions { use_mmap, ..LoadOptions::default() };
         let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
         assert!(!weights.is_mapped(), "{}", device.buft.name());
         assert_eq!(device.buft.buffers_allocated(), 1);
@@ -205,7 +205,8 @@ fn progress_reaches_the_total() {
         let mut seen = Vec::new();
         let mut record = |p: LoadProgress| seen.push(p);
         let mut ctx = Context::new();
-        load_tensors(&gguf, &mut ctx, &device, LoadOptions { use_mmap: true, progress: Some(&mut record) }).unwrap();
+        load_tensors(&gguf, &mut ctx, &device, LoadOptions { progress: Some(&mut record), ..LoadOptions::default() })
+            .unwrap();
         let last = *seen.last().unwrap();
         assert_eq!(last.bytes_done, gguf.tensor_bytes());
         assert_eq!(last.bytes_total, gguf.tensor_bytes());

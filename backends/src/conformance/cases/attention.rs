@@ -1,6 +1,6 @@
 //! Cases for FLASH_ATTN_EXT: head sizes, odd key counts, one and several
 //! queries, grouped-query broadcast, masks (F16, F32, broadcast), ALiBi,
-//! soft-capping, F32 and F16 K / V.
+//! soft-capping, F32, F16 and Q8_0 K / V.
 
 use gantry_engine::DType;
 
@@ -92,6 +92,11 @@ pub fn cases() -> Vec<Case> {
         ];
         cases.extend(variants.into_iter().map(fa_case));
     }
+    // A Q8_0 KV cache (`--kv-type q8_0`): rows dequantized as they are read.
+    let q8 = Fa { kv_type: DType::Q8_0, ..base };
+    let q8_variants =
+        [q8, Fa { n_q: 1, ..q8 }, Fa { n_head_kv: 1, dk: 256, dv: 256, ..q8 }, Fa { softcap: 10.0, ..q8 }];
+    cases.extend(q8_variants.into_iter().map(fa_case));
     let perf =
         Fa { dk: 128, dv: 128, n_kv: 4096, n_q: 1, n_head: 32, n_head_kv: 8, mask: Some((DType::F16, true)), ..base };
     cases.push(fa_case(perf).perf_only());

@@ -34,7 +34,8 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(q), Some(k), Some(v)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1), src_desc(ctx, d, 2)) else {
         return false;
     };
-    let kv = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16);
+    // Q8_0: a quantized KV cache (`--kv-type q8_0`), rows dequantized as they are read.
+    let kv = |t: DType| matches!(t, DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0);
     let mask_ok = match d.srcs[3] {
         None => true,
         Some(_) => src_desc(ctx, d, 3).is_some_and(|m| matches!(m.dtype, DType::F32 | DType::F16)),
@@ -53,6 +54,10 @@ unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
     unsafe {
         let p = k.row(row[0], row[1], row[2]);
         match k.dtype {
+            DType::Q8_0 => {
+                dequantize_q8_0_row(p, &mut tmp[..n]);
+                simd::dot_f32(&tmp[..n], q)
+            }
             _ if !k.rows_are_dense() => {
                 k.load_row(row[0], row[1], row[2], &mut tmp[..n]);
                 simd::dot_f32(&tmp[..n], q)
@@ -62,6 +67,38 @@ unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
             _ => simd::dot_f32(std::slice::from_raw_parts(p as *const f32, n), q),
         }
     }
+}
+
+/// Mask values `c0..c0 + out.len()` of mask row `[i1, i2, i3]` as f32.
+///
+/// # Safety
+/// The row and columns are within the mask's shape.
+#[inline]
+unsafe fn load_mask(m: &Bound, c0: usize, [i1, i2, i3]: [usize; 3], out: &mut [f32]) {
+    // SAFETY: in range (the caller's contract); dense rows are contiguous values.
+    unsafe {
+        if m.rows_are_dense() && m.dtype == DType::F16 {
+            let p = (m.row(i1, i2, i3) as *const f16).add(c0);
+            simd::f16_to_f32(std::slice::from_raw_parts(p, out.len()), out);
+        } else {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = m.get(c0 + j, i1, i2, i3);
+            }
+        }
+    }
+}
+
+/// Dequantizes the Q8_0 row of `out.len()` values starting at `p`.
+///
+/// # Safety
+/// `p` points at `out.len() / 32` whole Q8_0 blocks.
+#[inline]
+unsafe fn dequantize_q8_0_row(p: *const u8, out: &mut [f32]) {
+    let len = DType::Q8_0.row_size(out.len()).unwrap_or(0);
+    // SAFETY: the caller's contract: the row's blocks lie at p.
+    let bytes = unsafe { std::slice::from_raw_parts(p, len) };
+    // The row length is a whole number of blocks (checked when the cache was made).
+    let _ = gantry_engine::quant::dequantize_row(DType::Q8_0, bytes, out);
 }
 
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<'_>) -> Result<()> {
@@ -89,12 +126,13 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
     let (rk2, rk3, rv2, rv3) = (n_head / k.ne[2], n_batch / k.ne[3], n_head / v.ne[2], n_batch / v.ne[3]);
     // ggml folds the softcap into the scale: s = softcap * tanh(qk * scale / softcap).
     let scale = if p.softcap != 0.0 { p.scale / p.softcap } else { p.scale };
-    let tmp_len = dk + dv + dv.max(dk) + 2 * KV_BLOCK;
+    let tmp_len = dk + dv + dv.max(dk) + 3 * KV_BLOCK;
     par.for_each(n_q * n_head * n_batch, n_kv * (dk + dv) * 2, tmp_len, |rows, tmp| {
         let (qrow, rest) = tmp.split_at_mut(dk);
         let (acc, rest) = rest.split_at_mut(dv);
         let (row_tmp, rest) = rest.split_at_mut(dv.max(dk));
-        let (scores, weights) = rest.split_at_mut(KV_BLOCK);
+        let (scores, rest) = rest.split_at_mut(KV_BLOCK);
+        let (weights, mask_block) = rest.split_at_mut(KV_BLOCK);
         for r in rows {
             // Items in q's row order: query fastest, then head, then batch.
             let (iq1, iq2, iq3) = (r % n_q, (r / n_q) % n_head, r / (n_q * n_head));
@@ -109,13 +147,22 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
                 let (mut running_max, mut sum) = (f32::NEG_INFINITY, 0f64);
                 for c0 in (0..n_kv).step_by(KV_BLOCK) {
                     let block = KV_BLOCK.min(n_kv - c0);
+                    // The block's mask, converted once (the mask row is the same for every head).
+                    let mvals = &mut mask_block[..block];
+                    match &mask {
+                        Some(m) => {
+                            load_mask(m, c0, [iq1, iq2 % m.ne[2], iq3 % m.ne[3]], mvals);
+                            // Keys of other sequences, or beyond a window: nothing to score.
+                            if simd::max(mvals) == f32::NEG_INFINITY {
+                                continue;
+                            }
+                        }
+                        None => mvals.fill(0.0),
+                    }
                     // Scores of the block; masked-out keys get -inf (weight 0).
                     for (j, score) in scores[..block].iter_mut().enumerate() {
                         let ic = c0 + j;
-                        let mv = match &mask {
-                            Some(m) => slope * m.get(ic, iq1, iq2 % m.ne[2], iq3 % m.ne[3]),
-                            None => 0.0,
-                        };
+                        let mv = if mask.is_some() { slope * mvals[j] } else { 0.0 };
                         if mv == f32::NEG_INFINITY {
                             *score = f32::NEG_INFINITY;
                             continue;
@@ -148,6 +195,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: Params, par: &Par<
                             simd::axpy(acc, w, std::slice::from_raw_parts(vp as *const f32, dv));
                         } else if v.dtype == DType::F16 && v.rows_are_dense() {
                             simd::axpy_f16(acc, w, std::slice::from_raw_parts(vp as *const f16, dv));
+                        } else if v.dtype == DType::Q8_0 {
+                            dequantize_q8_0_row(vp, &mut row_tmp[..dv]);
+                            simd::axpy(acc, w, &row_tmp[..dv]);
                         } else {
                             v.load_row(ic, vh[0], vh[1], &mut row_tmp[..dv]);
                             simd::axpy(acc, w, &row_tmp[..dv]);

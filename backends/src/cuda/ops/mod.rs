@@ -223,11 +223,16 @@ mod tests {
     use super::*;
     use crate::conformance;
 
-    /// What the CUDA backend leaves to others on purpose: quantizing on the GPU.
+    /// What the CUDA backend leaves to others on purpose: quantizing on the
+    /// GPU, and attention over a quantized (Q8_0) KV cache.
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
-        matches!(d.op, Op::Cpy | Op::SetRows)
+        let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
+        let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
             && DType::QUANTIZE_TARGETS.contains(&d.dtype)
-            && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.dtype == DType::F32)
+            && src_dtype(0) == Some(DType::F32);
+        let quantized_kv = matches!(d.op, Op::FlashAttnExt { .. })
+            && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
+        quantizing || quantized_kv
     }
 
     #[test]

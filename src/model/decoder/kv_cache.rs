@@ -5,32 +5,36 @@ use std::sync::Arc;
 
 use gantry_engine::{BufferId, BufferType, BufferUsage, Context, DType, TensorId, same_buffer_type};
 
-use super::LlamaHparams;
+use super::DecoderHparams;
 use crate::{Error, Result};
 
-/// Keys and values of every past position, per layer: `[n_head_kv *
-/// head_dim, n_ctx]`, row `p` holding position `p`'s (roped) keys or values.
-/// Rows are written by SET_ROWS at the slots the batch names, so a graph
-/// does not change as the cache fills.
+/// Keys and values of every cached token, per layer: `[n_head_kv *
+/// head_dim, n_ctx]`, cell `c` (a row) holding one token's roped keys or
+/// values. Rows are written by SET_ROWS at the cells the batch names
+/// ([`super::KvCells`] decides which), so a graph does not change as the
+/// cache fills, and tokens of different sequences share one cache.
 #[derive(Debug, Clone)]
 pub struct KvCache {
     /// Keys per layer.
     pub k: Vec<TensorId>,
     /// Values per layer.
     pub v: Vec<TensorId>,
-    /// Positions the cache holds.
+    /// Cells the cache holds.
     pub n_ctx: usize,
-    /// Element type (F16 or F32).
+    /// Element type (F16, F32 or Q8_0).
     pub dtype: DType,
     /// The buffers holding the layers: one per buffer type used.
     pub buffers: Vec<BufferId>,
 }
 
+/// The element types a cache may hold.
+pub const KV_DTYPES: [DType; 3] = [DType::F16, DType::F32, DType::Q8_0];
+
 impl KvCache {
-    /// Allocates a zeroed cache of `n_ctx` positions in one buffer of `buft`.
+    /// Allocates a zeroed cache of `n_ctx` cells in one buffer of `buft`.
     pub fn new(
         ctx: &mut Context,
-        hp: &LlamaHparams,
+        hp: &DecoderHparams,
         n_ctx: usize,
         dtype: DType,
         buft: &Arc<dyn BufferType>,
@@ -38,21 +42,28 @@ impl KvCache {
         Self::new_per_layer(ctx, hp, n_ctx, dtype, &vec![buft.clone(); hp.n_layer])
     }
 
-    /// Allocates a zeroed cache of `n_ctx` positions with layer `l`'s keys and
+    /// Allocates a zeroed cache of `n_ctx` cells with layer `l`'s keys and
     /// values in memory of `bufts[l]` (the layer's device, when the layers
     /// are spread over several): one buffer per distinct buffer type.
     pub fn new_per_layer(
         ctx: &mut Context,
-        hp: &LlamaHparams,
+        hp: &DecoderHparams,
         n_ctx: usize,
         dtype: DType,
         bufts: &[Arc<dyn BufferType>],
     ) -> Result<Self> {
-        if !matches!(dtype, DType::F16 | DType::F32) {
-            return Err(Error::Model(format!("a KV cache holds f16 or f32, not {dtype}")));
+        if !KV_DTYPES.contains(&dtype) {
+            return Err(Error::Model(format!("a KV cache holds f16, f32 or q8_0, not {dtype}")));
+        }
+        if dtype.is_quantized() && !hp.head_dim.is_multiple_of(dtype.block_size()) {
+            return Err(Error::Model(format!(
+                "a {dtype} KV cache needs heads of a multiple of {} values, not {}",
+                dtype.block_size(),
+                hp.head_dim
+            )));
         }
         if n_ctx == 0 {
-            return Err(Error::Model("a KV cache needs at least one position".into()));
+            return Err(Error::Model("a KV cache needs at least one cell".into()));
         }
         if bufts.len() != hp.n_layer {
             return Err(Error::Model(format!("{} buffer types given for {} layers", bufts.len(), hp.n_layer)));
@@ -96,7 +107,7 @@ impl KvCache {
         Ok(Self { k, v, n_ctx, dtype, buffers })
     }
 
-    /// Forgets every position.
+    /// Zeroes every cell.
     pub fn clear(&self, ctx: &Context) -> Result<()> {
         for &b in &self.buffers {
             ctx.buffer(b)?.buffer.clear(0)?;

@@ -1,0 +1,80 @@
+//! `gantry embed`: sentence embeddings from a BERT checkpoint folder, and
+//! their cosine matrix.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Args;
+use gantry::model::bert::{BertModel, Encoder, EncoderParams};
+use gantry::{Context, Error};
+
+use super::common::backends;
+
+/// Options of `gantry embed`.
+#[derive(Args, Debug)]
+pub struct EmbedArgs {
+    /// The model folder (`config.json`, `model.safetensors`, `tokenizer.json`).
+    #[arg(long, short)]
+    pub model: PathBuf,
+    /// A text to embed (repeat for more).
+    #[arg(long = "text", required = true)]
+    pub texts: Vec<String>,
+    /// Write the embeddings here: little-endian f32, `[n_texts][dim]`.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Threads of the CPU backend (default: every core).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Backends in priority order, CPU last (default: all found).
+    #[arg(long)]
+    pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
+}
+
+/// Embeds the texts in one batch and prints their cosine matrix.
+pub fn run(args: &EmbedArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gantry embed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
+    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
+    let mut ctx = Context::new();
+    let model = BertModel::load(&args.model, &mut ctx, backends[0].device())?;
+    let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();
+    let batch = model.tokenize(&texts)?;
+    let mut encoder = Encoder::new(&mut ctx, &model, &backends, EncoderParams::default())?;
+    let t0 = Instant::now();
+    let embeddings = encoder.embed(&mut ctx, &batch)?;
+    let elapsed = t0.elapsed().as_secs_f64();
+    let dim = model.config.hidden_size;
+    let rows: Vec<&[f32]> = embeddings.chunks(dim).collect();
+    // The embeddings are unit vectors: cosines are dot products.
+    println!("cosine similarity ({} texts, {dim} dimensions):", rows.len());
+    for (i, a) in rows.iter().enumerate() {
+        let line: Vec<String> =
+            rows.iter().map(|b| format!("{:7.4}", a.iter().zip(*b).map(|(x, y)| x * y).sum::<f32>())).collect();
+        println!("  [{i}] {}  {:?}", line.join(" "), texts[i]);
+    }
+    eprintln!(
+        "{} texts in {:.1} ms ({:.1} sentences/s, one batch)",
+        rows.len(),
+        elapsed * 1e3,
+        rows.len() as f64 / elapsed
+    );
+    if let Some(out) = &args.out {
+        let bytes: Vec<u8> = embeddings.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(out, bytes)
+            .map_err(|source| Error::Io { context: format!("writing {}", out.display()), source })?;
+        eprintln!("wrote {} x {dim} f32 to {}", rows.len(), out.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! Loading a BERT checkpoint folder and running it: sentences tokenized
+//! with their `tokenizer.json`, batched and padded, through the graph.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gantry_arenas::GraphArena;
+use gantry_engine::sched::{Scheduler, SchedulerParams};
+use gantry_engine::{Backend, Context, Device, Mark};
+use half::f16;
+use tokenizers::{Tokenizer, TruncationParams};
+
+use super::{BertConfig, BertGraph, BertWeights, build_bert_graph};
+use crate::model::blocks::{Attention, mask_value};
+use crate::model::safetensors::SafetensorsFile;
+use crate::model::{LoadOptions, LoadedWeights, load_tensors};
+use crate::{Error, Result};
+
+/// A BERT checkpoint loaded into a context: configuration, weights (over
+/// the file mapping where the device reads host memory), tokenizer.
+pub struct BertModel {
+    /// `config.json`.
+    pub config: BertConfig,
+    /// The weights by role.
+    pub weights: BertWeights,
+    /// `tokenizer.json`, padding off (batches are padded by the encoder).
+    pub tokenizer: Tokenizer,
+    /// The loaded tensors and their buffers.
+    pub loaded: LoadedWeights,
+    /// The weights file (kept open: weights may point into its mapping).
+    pub file: SafetensorsFile,
+}
+
+/// One tokenized sentence: token ids and token types.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EncodedBatch {
+    /// Token ids of each sentence (with `[CLS]` and `[SEP]`).
+    pub ids: Vec<Vec<u32>>,
+    /// Token types of each sentence.
+    pub type_ids: Vec<Vec<u32>>,
+}
+
+impl BertModel {
+    /// Loads `dir/config.json`, `dir/model.safetensors` and
+    /// `dir/tokenizer.json` for `device`. Errors name the file and the key
+    /// or tensor; on error nothing is left in `ctx`.
+    pub fn load(dir: impl AsRef<Path>, ctx: &mut Context, device: &dyn Device) -> Result<Self> {
+        let dir = dir.as_ref();
+        let path = |f: &str| -> PathBuf { dir.join(f) };
+        let config = BertConfig::from_file(&path("config.json"))?;
+        let tokenizer = load_tokenizer(&path("tokenizer.json"), &config)?;
+        let file = SafetensorsFile::open(path("model.safetensors"))?;
+        let loaded = load_tensors(&file, ctx, device, LoadOptions::default())?;
+        let names: HashMap<String, _> = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
+        let unloadable = file.unloadable();
+        match BertWeights::from_names(ctx, file.source(), &names, &unloadable, &config, &device.buffer_type()) {
+            Ok(weights) => Ok(Self { config, weights, tokenizer, loaded, file }),
+            Err(e) => {
+                loaded.unload(ctx);
+                Err(e)
+            }
+        }
+    }
+
+    /// The token ids and types of each text, with the special tokens.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<EncodedBatch> {
+        let mut batch = EncodedBatch::default();
+        for text in texts {
+            let enc =
+                self.tokenizer.encode(*text, true).map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
+            batch.ids.push(enc.get_ids().to_vec());
+            batch.type_ids.push(enc.get_type_ids().to_vec());
+        }
+        Ok(batch)
+    }
+}
+
+/// Reads `tokenizer.json` with the `tokenizers` crate: padding off,
+/// truncation to the positions the model has.
+fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
+    let file = path.display().to_string();
+    let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
+    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| bad(format!("not a tokenizer file: {e}")))?;
+    tokenizer.with_padding(None);
+    let truncation = TruncationParams { max_length: config.max_position_embeddings, ..TruncationParams::default() };
+    tokenizer.with_truncation(Some(truncation)).map_err(|e| bad(format!("truncation: {e}")))?;
+    let vocab = tokenizer.get_vocab_size(true);
+    if vocab > config.vocab_size {
+        return Err(bad(format!(
+            "the vocabulary has {vocab} tokens, config.json's vocab_size says {}",
+            config.vocab_size
+        )));
+    }
+    Ok(tokenizer)
+}
+
+/// Options of an [`Encoder`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EncoderParams {
+    /// How attention is computed.
+    pub attention: Attention,
+}
+
+/// A BERT model ready to run: a scheduler over the backends and the current
+/// graph, rebuilt only when the batch's shape (sentences, padded length) changes.
+pub struct Encoder {
+    config: BertConfig,
+    weights: BertWeights,
+    sched: Scheduler,
+    arena: GraphArena,
+    graph: Option<BertGraph>,
+    mark: Mark,
+    attention: Attention,
+    // Scratch kept between batches.
+    inputs: [Vec<i32>; 3],
+    mask: Vec<f16>,
+    pooling: Vec<f32>,
+}
+
+impl Encoder {
+    /// An encoder over `backends` (priority order, CPU last).
+    pub fn new(
+        ctx: &mut Context,
+        model: &BertModel,
+        backends: &[Arc<dyn Backend>],
+        params: EncoderParams,
+    ) -> Result<Self> {
+        let sched = Scheduler::new(backends, SchedulerParams::default())?;
+        Ok(Self {
+            config: model.config.clone(),
+            weights: model.weights.clone(),
+            sched,
+            arena: GraphArena::new(),
+            graph: None,
+            mark: ctx.mark(),
+            attention: params.attention,
+            inputs: Default::default(),
+            mask: Vec::new(),
+            pooling: Vec::new(),
+        })
+    }
+
+    /// The scheduler (placement, splits, buffer sizes).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    /// The L2-normalised embedding of each sentence, `[n][hidden]` in one
+    /// vector: the sentences padded to the longest and run as one graph.
+    pub fn embed(&mut self, ctx: &mut Context, batch: &EncodedBatch) -> Result<Vec<f32>> {
+        let n_seq = batch.ids.len();
+        let n_tokens = batch.ids.iter().map(Vec::len).max().unwrap_or(0);
+        if n_seq == 0 || n_tokens == 0 || batch.type_ids.len() != n_seq {
+            return Err(Error::Model("a batch needs at least one sentence of at least one token".into()));
+        }
+        if let Some(&bad) = batch.ids.iter().flatten().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(Error::Model(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        if let Some(&bad) = batch.type_ids.iter().flatten().find(|&&t| t as usize >= self.config.type_vocab_size) {
+            return Err(Error::Model(format!("token type {bad} is outside the {} types", self.config.type_vocab_size)));
+        }
+        let g = match self.graph {
+            Some(g) if g.n_tokens == n_tokens && g.n_seq == n_seq => g,
+            _ => {
+                self.sched.reset(ctx);
+                ctx.rewind(self.mark);
+                self.graph = None;
+                let g = build_bert_graph(ctx, &self.config, &self.weights, n_tokens, n_seq, self.attention)?;
+                self.graph = Some(g);
+                g
+            }
+        };
+        self.fill_inputs(batch, n_tokens);
+        self.sched.reset(ctx);
+        self.arena.reset();
+        let graph = ctx.build_graph(&self.arena, &[g.embeddings])?;
+        self.sched.alloc_graph(ctx, graph)?;
+        ctx.set_i32(g.tokens, &self.inputs[0])?;
+        ctx.set_i32(g.positions, &self.inputs[1])?;
+        ctx.set_i32(g.token_types, &self.inputs[2])?;
+        ctx.set_bytes(g.mask, bytemuck::cast_slice(&self.mask))?;
+        ctx.set_f32(g.pooling, &self.pooling)?;
+        self.sched.graph_compute(ctx, graph)?;
+        Ok(ctx.read_f32(g.embeddings)?)
+    }
+
+    /// Pads each sentence to `n_tokens`: ids and types 0, positions 0, keys
+    /// masked, pooling weight 0.
+    fn fill_inputs(&mut self, batch: &EncodedBatch, n_tokens: usize) {
+        let [ids, pos, types] = &mut self.inputs;
+        for v in [&mut *ids, &mut *pos, &mut *types] {
+            v.clear();
+        }
+        self.mask.clear();
+        self.pooling.clear();
+        for (sentence, type_ids) in batch.ids.iter().zip(&batch.type_ids) {
+            let len = sentence.len();
+            for i in 0..n_tokens {
+                ids.push(sentence.get(i).map_or(0, |&t| t as i32));
+                types.push(type_ids.get(i).map_or(0, |&t| t as i32));
+                pos.push(if i < len { i as i32 } else { 0 });
+                self.pooling.push(if i < len { 1.0 / len as f32 } else { 0.0 });
+            }
+            for _query in 0..n_tokens {
+                self.mask.extend((0..n_tokens).map(|key| mask_value(key < len)));
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Chat templates: the GGUF's `tokenizer.chat_template` (Jinja) rendered
+//! with `minijinja`, as llama.cpp renders it with its own Jinja engine: the
+//! messages, `add_generation_prompt`, `bos_token` and `eos_token`, the
+//! `raise_exception` and `strftime_now` functions templates call, and the
+//! Python string methods they use (`strip`, `startswith`, `split`, ...).
+
+use minijinja::value::{Value, ValueKind};
+use minijinja::{Environment, Error as JinjaError, ErrorKind, State};
+
+use crate::model::gguf::Gguf;
+use crate::model::tokenizer::Tokenizer;
+use crate::{Error, Result};
+
+/// The metadata key of a GGUF file's chat template.
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// One turn of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// What was said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message of `role`.
+    pub fn new(role: &str, content: &str) -> Self {
+        Self { role: role.to_owned(), content: content.to_owned() }
+    }
+}
+
+/// A compiled chat template.
+pub struct ChatTemplate {
+    source: String,
+    env: Environment<'static>,
+    bos: String,
+    eos: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate").field("source", &self.source).finish()
+    }
+}
+
+impl ChatTemplate {
+    /// The template of `gguf` (`tokenizer.chat_template`), with the
+    /// tokenizer's BOS and EOS texts; `Ok(None)` when the file has none.
+    pub fn from_gguf(gguf: &Gguf, tokenizer: &Tokenizer) -> Result<Option<Self>> {
+        let Some(text) = gguf.get_opt::<&str>(CHAT_TEMPLATE_KEY)? else {
+            return Ok(None);
+        };
+        let piece =
+            |id: Option<u32>| id.and_then(|id| tokenizer.token(id).ok()).map_or_else(String::new, |t| t.text.clone());
+        let source = format!("{} ({CHAT_TEMPLATE_KEY})", gguf.source());
+        Self::new(&source, text, &piece(tokenizer.bos()), &piece(tokenizer.eos())).map(Some)
+    }
+
+    /// Compiles `template`; `source` names it in errors (a file and key).
+    pub fn new(source: &str, template: &str, bos: &str, eos: &str) -> Result<Self> {
+        let mut env = Environment::new();
+        // Jinja's defaults as Hugging Face's chat templates expect them.
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| Error::Model(format!("configuring minijinja: {e}")))?;
+        env.set_syntax(syntax);
+        env.add_function("raise_exception", |msg: String| -> std::result::Result<Value, JinjaError> {
+            Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
+        });
+        env.add_function("strftime_now", |_format: String| -> String { today() });
+        env.set_unknown_method_callback(python_method);
+        env.add_template_owned("chat", template.to_owned()).map_err(|e| Error::InvalidModel {
+            file: source.to_owned(),
+            reason: format!("the chat template does not parse: {e}"),
+        })?;
+        Ok(Self { source: source.to_owned(), env, bos: bos.to_owned(), eos: eos.to_owned() })
+    }
+
+    /// The prompt for `messages`; with `add_generation_prompt`, ending where
+    /// the assistant's reply begins.
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| minijinja::context! { role => m.role.as_str(), content => m.content.as_str() })
+            .collect();
+        let ctx = minijinja::context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos.as_str(),
+            eos_token => self.eos.as_str(),
+        };
+        let template = self.env.get_template("chat").map_err(|e| self.error(e))?;
+        template.render(ctx).map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: JinjaError) -> Error {
+        Error::Model(format!("rendering the chat template of {}: {e}", self.source))
+    }
+}
+
+/// Today's date as templates print it (`26 Jul 2024`), from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = (secs / 86400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    format!("{day:02} {} {year}", MONTHS[(month - 1) as usize])
+}
+
+/// The Python methods chat templates call on strings and dicts.
+fn python_method(_: &mut State, value: &Value, method: &str, args: &[Value]) -> std::result::Result<Value, JinjaError> {
+    let arg = |i: usize| args.get(i).and_then(|v| v.as_str().map(str::to_owned));
+    if let Some(s) = value.as_str() {
+        let chars = arg(0);
+        let trim: &dyn Fn(char) -> bool = &|c: char| match &chars {
+            Some(set) => set.contains(c),
+            None => c.is_whitespace(),
+        };
+        return Ok(match method {
+            "strip" => Value::from(s.trim_matches(trim)),
+            "lstrip" => Value::from(s.trim_start_matches(trim)),
+            "rstrip" => Value::from(s.trim_end_matches(trim)),
+            "startswith" => Value::from(arg(0).is_some_and(|p| s.starts_with(p.as_str()))),
+            "endswith" => Value::from(arg(0).is_some_and(|p| s.ends_with(p.as_str()))),
+            "upper" => Value::from(s.to_uppercase()),
+            "lower" => Value::from(s.to_lowercase()),
+            "replace" => match (arg(0), arg(1)) {
+                (Some(from), Some(to)) => Value::from(s.replace(from.as_str(), &to)),
+                _ => return Err(JinjaError::new(ErrorKind::MissingArgument, "replace(old, new)")),
+            },
+            "split" => match arg(0) {
+                Some(sep) => Value::from(s.split(sep.as_str()).map(Value::from).collect::<Vec<_>>()),
+                None => Value::from(s.split_whitespace().map(Value::from).collect::<Vec<_>>()),
+            },
+            _ => return Err(JinjaError::new(ErrorKind::UnknownMethod, format!("str has no method {method}"))),
+        });
+    }
+    if value.kind() == ValueKind::Map {
+        return match method {
+            "get" => {
+                let key = args.first().cloned().unwrap_or_default();
+                let v = value.get_item(&key)?;
+                Ok(if v.is_undefined() { args.get(1).cloned().unwrap_or_default() } else { v })
+            }
+            "items" => Ok(Value::from(
+                value
+                    .try_iter()?
+                    .map(|k| Value::from(vec![k.clone(), value.get_item(&k).unwrap_or_default()]))
+                    .collect::<Vec<_>>(),
+            )),
+            "keys" => Ok(Value::from(value.try_iter()?.collect::<Vec<_>>())),
+            "values" => {
+                Ok(Value::from(value.try_iter()?.map(|k| value.get_item(&k).unwrap_or_default()).collect::<Vec<_>>()))
+            }
+            _ => Err(JinjaError::new(ErrorKind::UnknownMethod, format!("dict has no method {method}"))),
+        };
+    }
+    Err(JinjaError::new(ErrorKind::UnknownMethod, format!("{} has no method {method}", value.kind())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SmolLM2-Instruct's template (ChatML, with a default system prompt).
+    const CHATML: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    /// Gemma's template: the system prompt folded into the first user turn, `model` for the assistant.
+    const GEMMA: &str = "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first_user_prefix = messages[0]['content'] + '\n\n' %}{% set loop_messages = messages[1:] %}{% else %}{% set first_user_prefix = \"\" %}{% set loop_messages = messages %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = \"model\" %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}";
+
+    #[test]
+    fn chatml_and_gemma_templates_render_as_their_models_expect() {
+        let t = ChatTemplate::new("test", CHATML, "", "<|im_end|>").unwrap();
+        let msgs =
+            [ChatMessage::new("user", "Hi!"), ChatMessage::new("assistant", "Hello."), ChatMessage::new("user", "Bye")];
+        let out = t.render(&msgs, true).unwrap();
+        assert!(out.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"), "{out}");
+        assert!(out.ends_with("<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"), "{out}");
+        let g = ChatTemplate::new("test", GEMMA, "<bos>", "<eos>").unwrap();
+        let msgs = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", " Hi! ")];
+        assert_eq!(
+            g.render(&msgs, true).unwrap(),
+            "<bos><start_of_turn>user\nBe brief.\n\nHi!<end_of_turn>\n<start_of_turn>model\n"
+        );
+        let err = g.render(&[ChatMessage::new("assistant", "x")], true).unwrap_err().to_string();
+        assert!(err.contains("alternate"), "raise_exception reaches the caller: {err}");
+    }
+
+    #[test]
+    fn python_methods_and_parse_errors() {
+        let t = ChatTemplate::new("t", "{{ messages[0]['content'].strip().upper() }}|{{ 'a,b'.split(',') | length }}|{{ messages[0].get('role') }}|{{ strftime_now('%d %b %Y') | length }}", "", "").unwrap();
+        assert_eq!(t.render(&[ChatMessage::new("user", "  hi ")], false).unwrap(), "HI|2|user|11");
+        let err = ChatTemplate::new("m.gguf (tokenizer.chat_template)", "{% for %}", "", "").unwrap_err().to_string();
+        assert!(err.contains("m.gguf") && err.contains("tokenizer.chat_template"), "{err}");
+    }
+}

@@ -1,0 +1,203 @@
+//! The forward graph of a decoder model for one batch of tokens.
+
+use gantry_engine::{Context, DType, TensorId};
+
+use super::weights::decoder_norm;
+use super::{DecoderHparams, DecoderWeights, KvCache};
+use crate::model::blocks::{Attention, AttentionSpec, attend, feed_forward, normalize};
+use crate::{Error, Result};
+
+/// Which positions get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LogitsFor {
+    /// Every token of the batch (scoring, `gantry logits`).
+    All,
+    /// The last token only (generation).
+    Last,
+    /// This many tokens, named by the graph's `outputs` input (batches of
+    /// several sequences).
+    Rows(usize),
+}
+
+impl LogitsFor {
+    /// Rows of logits a batch of `n_tokens` gives.
+    pub fn n_outputs(self, n_tokens: usize) -> usize {
+        match self {
+            LogitsFor::All => n_tokens,
+            LogitsFor::Last => 1,
+            LogitsFor::Rows(n) => n,
+        }
+    }
+}
+
+/// The shape of one forward batch: what decides a graph's structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchShape {
+    /// Tokens per batch.
+    pub n_tokens: usize,
+    /// Cache cells attended over (the first `n_kv` of the cache).
+    pub n_kv: usize,
+    /// Which positions get logits.
+    pub logits_for: LogitsFor,
+    /// How attention is computed.
+    pub attention: Attention,
+}
+
+/// A built forward graph: its inputs, to write before each compute, and its
+/// output.
+#[derive(Debug, Clone, Copy)]
+pub struct DecoderGraph {
+    /// Token ids, I32 `[n_tokens]`.
+    pub tokens: TensorId,
+    /// Positions, I32 `[n_tokens]`.
+    pub positions: TensorId,
+    /// Cache cells the batch's keys and values go to, I32 `[n_tokens]`.
+    pub kv_slots: TensorId,
+    /// Attention mask of global layers, F16 `[n_kv, n_tokens]`: 0 where
+    /// token `i` may see cache cell `j`, -inf elsewhere.
+    pub mask: TensorId,
+    /// Attention mask of sliding-window layers (models that have them).
+    pub mask_swa: Option<TensorId>,
+    /// The batch rows whose logits are computed, I32 `[n]` (`LogitsFor::Rows`).
+    pub outputs: Option<TensorId>,
+    /// Logits, F32 `[n_vocab, n_outputs]`.
+    pub logits: TensorId,
+    /// The batch shape it was built for.
+    pub shape: BatchShape,
+}
+
+fn input(ctx: &mut Context, dtype: DType, shape: &[usize], name: &str) -> Result<TensorId> {
+    let t = ctx.tensor(dtype, shape)?;
+    ctx.set_name(t, name)?;
+    ctx.set_input(t)?;
+    Ok(t)
+}
+
+/// Builds the forward pass of a decoder model (llama.cpp's `llm_build_llama`,
+/// `llm_build_gemma3_iswa`): embeddings (scaled where the model says),
+/// then per layer a norm, Q/K/V projections, per-head Q/K norms where the
+/// model has them, the layer's rope, the new keys and values stored into the
+/// cache with SET_ROWS, grouped-query attention over the first `n_kv` cache
+/// cells with the layer's mask (global or sliding window; flash or explicit,
+/// [`Attention`]), output projection, a post-norm where the model has one,
+/// residual; a norm, the feed-forward network, a post-norm, residual; then
+/// the final norm, the output projection and the logit soft-cap.
+pub fn build_decoder_graph(
+    ctx: &mut Context,
+    hp: &DecoderHparams,
+    w: &DecoderWeights,
+    kv: &KvCache,
+    shape: BatchShape,
+) -> Result<DecoderGraph> {
+    let BatchShape { n_tokens, n_kv, logits_for, attention } = shape;
+    if n_tokens == 0 || n_kv == 0 || n_kv > kv.n_ctx || n_tokens > n_kv {
+        return Err(Error::Model(format!(
+            "a batch of {n_tokens} tokens over {n_kv} cache cells does not fit a cache of {}",
+            kv.n_ctx
+        )));
+    }
+    let n_outputs = logits_for.n_outputs(n_tokens);
+    if n_outputs == 0 || n_outputs > n_tokens {
+        return Err(Error::Model(format!("{n_outputs} rows of logits asked of a batch of {n_tokens} tokens")));
+    }
+    let (hd, nh, nkv) = (hp.head_dim, hp.n_head, hp.n_head_kv);
+    let kv_width = hd * nkv;
+    let tokens = input(ctx, DType::I32, &[n_tokens], "inp_tokens")?;
+    let positions = input(ctx, DType::I32, &[n_tokens], "inp_pos")?;
+    let kv_slots = input(ctx, DType::I32, &[n_tokens], "inp_kv_slots")?;
+    let mask = input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask")?;
+    let mask_swa =
+        if hp.has_sliding_layers() { Some(input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask_swa")?) } else { None };
+    let outputs = match logits_for {
+        LogitsFor::Rows(n) => Some(input(ctx, DType::I32, &[n], "inp_out_ids")?),
+        LogitsFor::All | LogitsFor::Last => None,
+    };
+    let spec = AttentionSpec {
+        n_head: nh,
+        n_head_kv: nkv,
+        head_dim: hd,
+        kq_scale: hp.kq_scale(),
+        softcap: hp.attn_softcap,
+        attention,
+    };
+    let cache_row = kv.dtype.row_size(kv_width).unwrap_or(0);
+    let head_row = kv.dtype.row_size(hd).unwrap_or(0);
+
+    let mut x = ctx.get_rows(w.tok_embd, tokens)?;
+    if hp.embd_scale != 1.0 {
+        x = ctx.scale(x, hp.embd_scale, 0.0)?;
+    }
+    ctx.set_name(x, "embd")?;
+    for (l, lw) in w.layers.iter().enumerate() {
+        let name = |ctx: &mut Context, t: TensorId, s: &str| ctx.set_name(t, &format!("{s}-{l}"));
+        let rope = hp.rope(l);
+        let cur = normalize(ctx, x, &decoder_norm(hp, lw.attn_norm))?;
+        name(ctx, cur, "attn_norm")?;
+
+        let q = ctx.mul_mat(lw.wq, cur)?;
+        let mut q = ctx.reshape(q, [hd, nh, n_tokens])?;
+        if let Some(qn) = lw.attn_q_norm {
+            q = normalize(ctx, q, &decoder_norm(hp, qn))?;
+        }
+        let q = rope.apply(ctx, q, positions)?;
+        name(ctx, q, "Qcur")?;
+        let k = ctx.mul_mat(lw.wk, cur)?;
+        let mut k = ctx.reshape(k, [hd, nkv, n_tokens])?;
+        if let Some(kn) = lw.attn_k_norm {
+            k = normalize(ctx, k, &decoder_norm(hp, kn))?;
+        }
+        let k = rope.apply(ctx, k, positions)?;
+        name(ctx, k, "Kcur")?;
+        let v = ctx.mul_mat(lw.wv, cur)?;
+        name(ctx, v, "Vcur")?;
+
+        let k_rows = ctx.reshape(k, [kv_width, n_tokens])?;
+        let k_stored = ctx.set_rows(kv.k[l], k_rows, kv_slots)?;
+        let v_stored = ctx.set_rows(kv.v[l], v, kv_slots)?;
+        // Views of the stored caches (not of the cache leafs) so the stores run first.
+        let k_all = ctx.view_3d(k_stored, [hd, n_kv, nkv], cache_row, head_row, 0)?;
+        let v_all = ctx.view_3d(v_stored, [hd, n_kv, nkv], cache_row, head_row, 0)?;
+        let layer_mask = match mask_swa {
+            Some(m) if hp.is_sliding(l) => m,
+            _ => mask,
+        };
+        let attn = attend(ctx, &spec, q, k_all, v_all, layer_mask)?;
+        name(ctx, attn, "kqv_out")?;
+        let mut attn = ctx.mul_mat(lw.wo, attn)?;
+        if let Some(pn) = lw.attn_post_norm {
+            attn = normalize(ctx, attn, &decoder_norm(hp, pn))?;
+        }
+        name(ctx, attn, "attn_out")?;
+        let ffn_inp = ctx.add(x, attn)?;
+        name(ctx, ffn_inp, "ffn_inp")?;
+
+        let cur = normalize(ctx, ffn_inp, &decoder_norm(hp, lw.ffn_norm))?;
+        name(ctx, cur, "ffn_norm")?;
+        let mut down = feed_forward(ctx, &lw.feed_forward(hp), cur)?;
+        if let Some(pn) = lw.ffn_post_norm {
+            down = normalize(ctx, down, &decoder_norm(hp, pn))?;
+        }
+        name(ctx, down, "ffn_out")?;
+        x = ctx.add(ffn_inp, down)?;
+        name(ctx, x, "l_out")?;
+    }
+    match (logits_for, outputs) {
+        (LogitsFor::Last, _) if n_tokens > 1 => {
+            let row = ctx.desc(x)?.nb[1];
+            x = ctx.view_2d(x, hp.n_embd, 1, row, (n_tokens - 1) * row)?;
+        }
+        (LogitsFor::Rows(_), Some(rows)) => x = ctx.get_rows(x, rows)?,
+        _ => {}
+    }
+    let cur = normalize(ctx, x, &decoder_norm(hp, w.output_norm))?;
+    ctx.set_name(cur, "result_norm")?;
+    let mut logits = ctx.mul_mat(w.output, cur)?;
+    if hp.final_softcap > 0.0 {
+        logits = ctx.scale(logits, 1.0 / hp.final_softcap, 0.0)?;
+        logits = ctx.tanh(logits)?;
+        logits = ctx.scale(logits, hp.final_softcap, 0.0)?;
+    }
+    ctx.set_name(logits, "result_output")?;
+    ctx.set_output(logits)?;
+    Ok(DecoderGraph { tokens, positions, kv_slots, mask, mask_swa, outputs, logits, shape })
+}

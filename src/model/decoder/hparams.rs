@@ -1,0 +1,144 @@
+//! The configuration of a decoder-only transformer: its sizes and which of
+//! the shared blocks each part uses. A family (`llama`, `gemma3`) is a way
+//! of reading this from a file.
+
+use gantry_engine::RopeMode;
+
+use crate::Error;
+use crate::model::blocks::{FeedForwardKind, MaskRule, NormKind, RopeSpec};
+
+/// The shape of a decoder model and the blocks it is built from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecoderHparams {
+    /// The family's name (`general.architecture`), for messages.
+    pub arch: &'static str,
+    /// Vocabulary size.
+    pub n_vocab: usize,
+    /// Width of the residual stream.
+    pub n_embd: usize,
+    /// Number of transformer blocks.
+    pub n_layer: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention when fewer than `n_head`).
+    pub n_head_kv: usize,
+    /// Width of each head.
+    pub head_dim: usize,
+    /// Hidden width of the feed-forward network.
+    pub n_ff: usize,
+    /// Norm epsilon.
+    pub rms_eps: f32,
+    /// The norms' kind.
+    pub norm: NormKind,
+    /// The feed-forward network's kind.
+    pub ffn: FeedForwardKind,
+    /// Rope pairing.
+    pub rope_mode: RopeMode,
+    /// Rope frequency base (global layers).
+    pub rope_base: f32,
+    /// Rope position scale (1 = none; global layers).
+    pub rope_freq_scale: f32,
+    /// Context length the model was trained with.
+    pub n_ctx_train: usize,
+    /// Multiplies the token embeddings (Gemma: `sqrt(n_embd)`).
+    pub embd_scale: f32,
+    /// RMS norms on each head's queries and keys before rope (Gemma 3).
+    pub qk_norm: bool,
+    /// Norms after attention and after the feed-forward network, before
+    /// their residual additions (Gemma 2 and 3).
+    pub post_norms: bool,
+    /// Multiplies `Q·K`; `None` is `1 / sqrt(head_dim)`.
+    pub kq_scale: Option<f32>,
+    /// Attention logit soft-capping (0 = off).
+    pub attn_softcap: f32,
+    /// Output logit soft-capping (0 = off).
+    pub final_softcap: f32,
+    /// Keys a sliding-window layer sees (0 = every layer global).
+    pub sliding_window: usize,
+    /// Every `swa_pattern`-th layer is global, the others slide (Gemma 3: 6).
+    pub swa_pattern: usize,
+    /// Rope frequency base of sliding-window layers.
+    pub rope_base_swa: f32,
+}
+
+impl DecoderHparams {
+    /// SmolLM2-135M's shape (the default workload and the benches use it).
+    pub const SMOLLM2_135M: Self = Self {
+        arch: "llama",
+        n_vocab: 49152,
+        n_embd: 576,
+        n_layer: 30,
+        n_head: 9,
+        n_head_kv: 3,
+        head_dim: 64,
+        n_ff: 1536,
+        rms_eps: 1e-5,
+        norm: NormKind::Rms,
+        ffn: FeedForwardKind::Swiglu,
+        rope_mode: RopeMode::Normal,
+        rope_base: 100000.0,
+        rope_freq_scale: 1.0,
+        n_ctx_train: 8192,
+        embd_scale: 1.0,
+        qk_norm: false,
+        post_norms: false,
+        kq_scale: None,
+        attn_softcap: 0.0,
+        final_softcap: 0.0,
+        sliding_window: 0,
+        swa_pattern: 0,
+        rope_base_swa: 10000.0,
+    };
+
+    /// Whether layer `l` attends over a sliding window.
+    pub fn is_sliding(&self, l: usize) -> bool {
+        self.sliding_window > 0 && (self.swa_pattern == 0 || !(l + 1).is_multiple_of(self.swa_pattern))
+    }
+
+    /// Whether any layer slides (the graph then takes a second mask).
+    pub fn has_sliding_layers(&self) -> bool {
+        (0..self.n_layer).any(|l| self.is_sliding(l))
+    }
+
+    /// The mask rule of layer `l`.
+    pub fn mask_rule(&self, l: usize) -> MaskRule {
+        MaskRule { causal: true, window: if self.is_sliding(l) { self.sliding_window } else { 0 } }
+    }
+
+    /// The rope of layer `l`: sliding layers have their own base and no scaling.
+    pub fn rope(&self, l: usize) -> RopeSpec {
+        let (base, freq_scale) =
+            if self.is_sliding(l) { (self.rope_base_swa, 1.0) } else { (self.rope_base, self.rope_freq_scale) };
+        RopeSpec { mode: self.rope_mode, n_dims: self.head_dim, base, freq_scale, n_ctx_orig: self.n_ctx_train }
+    }
+
+    /// The attention scale.
+    pub fn kq_scale(&self) -> f32 {
+        self.kq_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
+    }
+
+    /// Checks that the numbers fit together.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |what: &str| Err(Error::Model(format!("invalid {} hyperparameters: {what} ({self:?})", self.arch)));
+        if [self.n_vocab, self.n_embd, self.n_layer, self.n_head, self.n_head_kv, self.head_dim, self.n_ff].contains(&0)
+        {
+            return bad("a size is zero");
+        }
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
+            return bad("n_head is not a multiple of n_head_kv");
+        }
+        if !self.head_dim.is_multiple_of(2) {
+            return bad("head_dim is odd");
+        }
+        if !(self.rms_eps > 0.0 && self.rope_base > 0.0 && self.rope_freq_scale > 0.0 && self.rope_base_swa > 0.0) {
+            return bad("rms_eps, rope bases and rope scale must be positive");
+        }
+        if !(self.embd_scale.is_finite() && self.attn_softcap >= 0.0 && self.final_softcap >= 0.0) {
+            return bad("the embedding scale must be finite, soft-caps non-negative");
+        }
+        if self.norm == NormKind::Layer {
+            return bad("decoder norms are RMS norms (LayerNorm needs biases the decoder weights do not have)");
+        }
+        Ok(())
+    }
+}

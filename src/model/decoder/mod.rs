@@ -1,0 +1,28 @@
+//! Decoder-only transformers (llama, Gemma 3, ...): one configurable graph
+//! over the shared blocks, the KV cache shared by several sequences, and
+//! sessions that run batches mixing prompt and decode tokens of different
+//! sequences, and layers spread over several devices (`layer_split`). The
+//! families (`model::llama`, `model::gemma3`) read the configuration from
+//! their files.
+
+mod batch;
+mod graph;
+mod hparams;
+mod kv_cache;
+mod kv_cells;
+mod layer_split;
+mod model;
+mod session;
+mod weights;
+
+pub use crate::model::blocks::Attention;
+pub use batch::Batch;
+pub use graph::{BatchShape, DecoderGraph, LogitsFor, build_decoder_graph};
+pub use hparams::DecoderHparams;
+pub use kv_cache::{KV_DTYPES, KvCache};
+pub use kv_cells::{BatchPlacement, KvCells, SeqId};
+pub use layer_split::layer_devices;
+pub use model::{DECODER_ARCHITECTURES, DecoderModel};
+pub use session::{KV_BUCKET, Session, SessionParams};
+pub use weights::{DecoderWeights, LayerWeights};
+pub(crate) use weights::{WeightRole, check_dtype, check_shape};

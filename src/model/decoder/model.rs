@@ -1,0 +1,94 @@
+//! A decoder model read from a GGUF file: the family its
+//! `general.architecture` names reads the hyperparameters, the shared
+//! decoder takes the weights.
+
+use std::path::Path;
+
+use gantry_engine::{Context, Device};
+
+use super::{DecoderHparams, DecoderWeights};
+use crate::model::gguf::Gguf;
+use crate::model::tokenizer::Tokenizer;
+use crate::model::{LoadOptions, LoadProgress, LoadedWeights, gemma3, llama, load_tensors};
+use crate::{Error, Result};
+
+/// The decoder families Gantry reads from GGUF files, by `general.architecture`.
+pub const DECODER_ARCHITECTURES: [&str; 2] = ["llama", "gemma3"];
+
+/// A GGUF decoder model loaded into a context: hyperparameters, weights
+/// (over the file mapping where the device can read it), and the tokenizer.
+pub struct DecoderModel {
+    /// The shape.
+    pub hp: DecoderHparams,
+    /// The weights by role.
+    pub weights: DecoderWeights,
+    /// The tokenizer from the file's metadata.
+    pub tokenizer: Tokenizer,
+    /// The loaded tensors and their buffers.
+    pub loaded: LoadedWeights,
+    /// The file (kept open: weights may point into its mapping).
+    pub gguf: Gguf,
+}
+
+impl DecoderHparams {
+    /// Reads the hyperparameters of a GGUF file of one of the
+    /// [`DECODER_ARCHITECTURES`]; another architecture is an error naming the
+    /// file and `general.architecture`.
+    pub fn from_gguf(gguf: &Gguf) -> Result<Self> {
+        let hp = match gguf.architecture()? {
+            "llama" => llama::hparams_from_gguf(gguf)?,
+            "gemma3" => gemma3::hparams_from_gguf(gguf)?,
+            other => {
+                return Err(Error::InvalidModel {
+                    file: gguf.source().to_owned(),
+                    reason: format!(
+                        "general.architecture {other:?} is not supported (supported: {})",
+                        DECODER_ARCHITECTURES.join(", ")
+                    ),
+                });
+            }
+        };
+        hp.validate().map_err(|e| Error::InvalidModel { file: gguf.source().to_owned(), reason: e.to_string() })?;
+        Ok(hp)
+    }
+}
+
+impl DecoderModel {
+    /// Opens `path`, reads the hyperparameters and tokenizer, and loads the
+    /// weights into `ctx` for `device` (over the file mapping when the device
+    /// can read host memory, else copied into its buffers). `progress` sees
+    /// the bytes loaded. On error nothing is left in `ctx`.
+    pub fn load(
+        path: impl AsRef<Path>,
+        ctx: &mut Context,
+        device: &dyn Device,
+        progress: Option<&mut dyn FnMut(LoadProgress)>,
+    ) -> Result<Self> {
+        let gguf = Gguf::open(path.as_ref())?;
+        let hp = DecoderHparams::from_gguf(&gguf)?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        if tokenizer.n_vocab() != hp.n_vocab {
+            return Err(Error::InvalidModel {
+                file: gguf.source().to_owned(),
+                reason: format!(
+                    "tokenizer.ggml.tokens has {} tokens but token_embd.weight {} rows",
+                    tokenizer.n_vocab(),
+                    hp.n_vocab
+                ),
+            });
+        }
+        // Tensors too large for one of the device's buffers (a big vocabulary's
+        // embeddings on a GPU that caps buffers) stay in host memory, as
+        // llama.cpp keeps its input layer on the CPU.
+        let options = LoadOptions { use_mmap: true, progress, oversize: Some(gantry_backends::cpu::buffer_type()) };
+        let loaded = load_tensors(&gguf, ctx, device, options)?;
+        let names = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
+        match DecoderWeights::from_names(ctx, gguf.source(), &names, &hp) {
+            Ok(weights) => Ok(Self { hp, weights, tokenizer, loaded, gguf }),
+            Err(e) => {
+                loaded.unload(ctx);
+                Err(e)
+            }
+        }
+    }
+}

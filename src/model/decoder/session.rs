@@ -1,0 +1,309 @@
+//! Running a decoder model: batches through the scheduler, the KV cache
+//! shared by sequences, logits.
+
+use std::sync::Arc;
+
+use gantry_arenas::GraphArena;
+use gantry_engine::sched::{Scheduler, SchedulerParams};
+use gantry_engine::{Backend, BufferType, Context, DType, Mark};
+use half::f16;
+
+use super::kv_cells::BatchPlacement;
+use super::{
+    Batch, BatchShape, DecoderGraph, DecoderHparams, DecoderWeights, KvCache, KvCells, LogitsFor, SeqId,
+    build_decoder_graph,
+};
+use crate::model::blocks::{Attention, MaskRule};
+use crate::{Error, Result};
+
+/// Cache cells are attended over in buckets of this many, so the decode graph
+/// changes once every `KV_BUCKET` tokens instead of every token.
+pub const KV_BUCKET: usize = 256;
+
+/// A model ready to run: weights, a KV cache shared by any number of
+/// sequences, a scheduler over the backends, and the current graph, rebuilt
+/// only when the batch shape changes.
+///
+/// The context is the caller's (it also holds the weights); the session adds
+/// its graph tensors after a mark and removes them when it rebuilds.
+pub struct Session {
+    hp: DecoderHparams,
+    weights: DecoderWeights,
+    kv: KvCache,
+    cells: KvCells,
+    sched: Scheduler,
+    arena: GraphArena,
+    graph: Option<DecoderGraph>,
+    mark: Mark,
+    attention: Attention,
+    // Scratch kept between batches.
+    single: Batch,
+    placement: BatchPlacement,
+    ids: Vec<i32>,
+    out_rows: Vec<i32>,
+    mask: Vec<f16>,
+    logits: Vec<f32>,
+}
+
+/// Options of a [`Session`].
+#[derive(Debug, Clone, Copy)]
+pub struct SessionParams {
+    /// Cells the KV cache holds (tokens of all sequences together).
+    pub n_ctx: usize,
+    /// KV cache element type (F16, F32 or Q8_0).
+    pub kv_dtype: DType,
+    /// Pipeline copies for the scheduler (1 = off).
+    pub n_copies: usize,
+    /// How attention is computed.
+    pub attention: Attention,
+}
+
+impl Default for SessionParams {
+    fn default() -> Self {
+        Self { n_ctx: 2048, kv_dtype: DType::F16, n_copies: 1, attention: Attention::Flash }
+    }
+}
+
+/// Where each layer's cache goes: with its weights when the layers' weights
+/// are on different backends (llama.cpp's rule, so attention reads its cache
+/// where it runs), else all in the first backend's memory.
+fn kv_buffer_types(ctx: &Context, weights: &DecoderWeights, backends: &[Arc<dyn Backend>]) -> Vec<Arc<dyn BufferType>> {
+    let first = backends[0].device().buffer_type();
+    let owner: Vec<Option<usize>> = weights
+        .layers
+        .iter()
+        .map(|l| {
+            let (entry, _) = ctx.tensor_buffer(l.wq).ok()?;
+            backends.iter().position(|b| b.device().supports_buft(entry.buffer_type.as_ref()))
+        })
+        .collect();
+    let spread = owner.iter().all(Option::is_some) && owner.windows(2).any(|w| w[0] != w[1]);
+    owner
+        .iter()
+        .map(|o| match o {
+            Some(b) if spread => backends[*b].device().buffer_type(),
+            _ => first.clone(),
+        })
+        .collect()
+}
+
+impl Session {
+    /// A session over `backends` (priority order, CPU last). The KV cache goes
+    /// to the first backend's memory, or, when the layers' weights are spread
+    /// over several backends, each layer's cache to its weights' backend.
+    pub fn new(
+        ctx: &mut Context,
+        hp: DecoderHparams,
+        weights: DecoderWeights,
+        backends: &[Arc<dyn Backend>],
+        params: SessionParams,
+    ) -> Result<Self> {
+        hp.validate()?;
+        if params.kv_dtype.is_quantized() && params.attention == Attention::Explicit {
+            // Explicit attention transposes V, which a block-quantized cache cannot be
+            // (llama.cpp likewise needs flash attention for a quantized V cache).
+            return Err(Error::Model(format!("a {} KV cache needs flash attention", params.kv_dtype)));
+        }
+        if backends.is_empty() {
+            return Err(Error::Model("no backends given".into()));
+        }
+        let n_ctx = params.n_ctx.max(1);
+        let bufts = kv_buffer_types(ctx, &weights, backends);
+        let kv = KvCache::new_per_layer(ctx, &hp, n_ctx, params.kv_dtype, &bufts)?;
+        let sched_params = SchedulerParams { n_copies: params.n_copies, ..SchedulerParams::default() };
+        let sched = Scheduler::new(backends, sched_params)?;
+        let mark = ctx.mark();
+        Ok(Self {
+            hp,
+            weights,
+            kv,
+            cells: KvCells::new(n_ctx),
+            sched,
+            arena: GraphArena::new(),
+            graph: None,
+            mark,
+            attention: params.attention,
+            single: Batch::new(),
+            placement: BatchPlacement::default(),
+            ids: Vec::new(),
+            out_rows: Vec::new(),
+            mask: Vec::new(),
+            logits: Vec::new(),
+        })
+    }
+
+    /// The hyperparameters.
+    pub fn hparams(&self) -> &DecoderHparams {
+        &self.hp
+    }
+
+    /// Positions already in the KV cache for sequence 0 (what [`Session::eval`] runs).
+    pub fn n_past(&self) -> usize {
+        self.cells.next_pos(0)
+    }
+
+    /// The next position of `seq` (its tokens in the cache).
+    pub fn seq_pos(&self, seq: SeqId) -> usize {
+        self.cells.next_pos(seq)
+    }
+
+    /// Cells the KV cache holds.
+    pub fn n_ctx(&self) -> usize {
+        self.kv.n_ctx
+    }
+
+    /// Cells in use by all sequences.
+    pub fn n_used(&self) -> usize {
+        self.cells.used()
+    }
+
+    /// The scheduler (placement, splits, buffer sizes).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+
+    /// Bytes of the KV cache.
+    pub fn kv_bytes(&self, ctx: &Context) -> usize {
+        self.kv.size_bytes(ctx)
+    }
+
+    /// Forgets every sequence (a new conversation).
+    pub fn clear(&mut self, ctx: &Context) -> Result<()> {
+        self.cells.clear();
+        self.kv.clear(ctx)
+    }
+
+    /// Forgets sequence `seq`; its cells serve other tokens.
+    pub fn remove_seq(&mut self, seq: SeqId) {
+        self.cells.remove_seq(seq);
+    }
+
+    /// Keeps the first `n_keep` positions of `seq` and forgets the rest.
+    pub fn truncate_seq(&mut self, seq: SeqId, n_keep: usize) {
+        self.cells.truncate_seq(seq, n_keep);
+    }
+
+    /// Sizes the scheduler's memory for a batch of `n_tokens` over the whole
+    /// context (the largest graph), so later batches never re-allocate.
+    pub fn reserve(&mut self, ctx: &mut Context, n_tokens: usize) -> Result<Vec<usize>> {
+        let g = self.graph_for(ctx, n_tokens, self.kv.n_ctx, LogitsFor::All)?;
+        self.arena.reset();
+        let graph = ctx.build_graph(&self.arena, &[g.logits])?;
+        Ok(self.sched.reserve(ctx, graph)?)
+    }
+
+    /// The graph for this batch shape: the current one, or a new build.
+    fn graph_for(
+        &mut self,
+        ctx: &mut Context,
+        n_tokens: usize,
+        n_kv: usize,
+        logits_for: LogitsFor,
+    ) -> Result<DecoderGraph> {
+        let shape = BatchShape { n_tokens, n_kv, logits_for, attention: self.attention };
+        if let Some(g) = self.graph
+            && g.shape == shape
+        {
+            return Ok(g);
+        }
+        self.sched.reset(ctx);
+        ctx.rewind(self.mark);
+        self.graph = None;
+        let g = build_decoder_graph(ctx, &self.hp, &self.weights, &self.kv, shape)?;
+        self.graph = Some(g);
+        Ok(g)
+    }
+
+    /// Runs `tokens` at the next positions of sequence 0 and returns their
+    /// logits: `[n_vocab]` per position for `LogitsFor::All`, the last
+    /// position's for `LogitsFor::Last`.
+    pub fn eval(&mut self, ctx: &mut Context, tokens: &[u32], logits_for: LogitsFor) -> Result<&[f32]> {
+        if let LogitsFor::Rows(_) = logits_for {
+            return Err(Error::Model(
+                "eval gives the logits of all tokens or the last; decode takes a batch naming its rows".into(),
+            ));
+        }
+        let mut batch = std::mem::take(&mut self.single);
+        batch.clear();
+        for &t in tokens {
+            batch.push(t, 0, logits_for == LogitsFor::All);
+        }
+        if let Some(last) = batch.logits.last_mut() {
+            *last = true;
+        }
+        let result = self.run(ctx, &batch, logits_for);
+        self.single = batch;
+        result?;
+        Ok(&self.logits)
+    }
+
+    /// Runs a batch that may mix sequences, prompt tokens and decode tokens,
+    /// each token at its sequence's next position, and returns `[n_vocab]`
+    /// logits for each token whose logits were asked, in batch order.
+    pub fn decode(&mut self, ctx: &mut Context, batch: &Batch) -> Result<&[f32]> {
+        let n_out = batch.n_outputs();
+        let logits_for = if n_out == batch.len() {
+            LogitsFor::All
+        } else if n_out == 1 && batch.logits.last() == Some(&true) {
+            LogitsFor::Last
+        } else {
+            LogitsFor::Rows(n_out)
+        };
+        self.run(ctx, batch, logits_for)?;
+        Ok(&self.logits)
+    }
+
+    fn run(&mut self, ctx: &mut Context, batch: &Batch, logits_for: LogitsFor) -> Result<()> {
+        let n = batch.len();
+        if n == 0 || batch.seqs.len() != n || batch.logits.len() != n {
+            return Err(Error::Model("a batch needs tokens, each with a sequence and a logits flag".into()));
+        }
+        if logits_for.n_outputs(n) == 0 {
+            return Err(Error::Model("a batch must ask for the logits of at least one token".into()));
+        }
+        if let Some(&bad) = batch.tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
+            return Err(Error::Model(format!("token id {bad} is outside the vocabulary of {}", self.hp.n_vocab)));
+        }
+        self.cells.place(&batch.seqs, &mut self.placement)?;
+        let result = self.compute(ctx, batch, logits_for);
+        if result.is_err() {
+            // The cells were given to tokens whose keys never reached the cache.
+            self.cells.unplace(&batch.seqs, &self.placement);
+        }
+        result
+    }
+
+    fn compute(&mut self, ctx: &mut Context, batch: &Batch, logits_for: LogitsFor) -> Result<()> {
+        let n = batch.len();
+        let n_kv = self.cells.extent().next_multiple_of(KV_BUCKET).min(self.kv.n_ctx);
+        let g = self.graph_for(ctx, n, n_kv, logits_for)?;
+        // Undo the last placement before walking the graph: its sources still
+        // read the scheduler's input copies, which alloc_graph's own reset
+        // would remove from under the node lists built here.
+        self.sched.reset(ctx);
+        self.arena.reset();
+        let graph = ctx.build_graph(&self.arena, &[g.logits])?;
+        self.sched.alloc_graph(ctx, graph)?;
+        self.ids.clear();
+        self.ids.extend(batch.tokens.iter().map(|&t| t as i32));
+        ctx.set_i32(g.tokens, &self.ids)?;
+        ctx.set_i32(g.positions, &self.placement.positions)?;
+        ctx.set_i32(g.kv_slots, &self.placement.cells)?;
+        self.cells.fill_mask(&batch.seqs, &self.placement.positions, n_kv, MaskRule::CAUSAL, &mut self.mask);
+        ctx.set_bytes(g.mask, bytemuck::cast_slice(&self.mask))?;
+        if let Some(m) = g.mask_swa {
+            let rule = MaskRule { causal: true, window: self.hp.sliding_window };
+            self.cells.fill_mask(&batch.seqs, &self.placement.positions, n_kv, rule, &mut self.mask);
+            ctx.set_bytes(m, bytemuck::cast_slice(&self.mask))?;
+        }
+        if let Some(rows) = g.outputs {
+            self.out_rows.clear();
+            self.out_rows.extend(batch.logits.iter().enumerate().filter(|(_, l)| **l).map(|(i, _)| i as i32));
+            ctx.set_i32(rows, &self.out_rows)?;
+        }
+        self.sched.graph_compute(ctx, graph)?;
+        self.logits.resize(logits_for.n_outputs(n) * self.hp.n_vocab, 0.0);
+        ctx.read_tensor_bytes(g.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,267 @@
+//! The tensors of a decoder model, by role, found by their GGUF names.
+
+use std::collections::HashMap;
+
+use gantry_engine::{Context, DType, SplitMix64, TensorId};
+
+use super::DecoderHparams;
+use crate::model::blocks::{FeedForward, Norm};
+use crate::{Error, Result};
+
+/// One transformer block's weights.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerWeights {
+    /// Norm before attention, `[n_embd]`.
+    pub attn_norm: TensorId,
+    /// Query projection, `[n_embd, n_head * head_dim]`.
+    pub wq: TensorId,
+    /// Key projection, `[n_embd, n_head_kv * head_dim]`.
+    pub wk: TensorId,
+    /// Value projection, `[n_embd, n_head_kv * head_dim]`.
+    pub wv: TensorId,
+    /// Attention output projection, `[n_head * head_dim, n_embd]`.
+    pub wo: TensorId,
+    /// Norm of each query head, `[head_dim]` (`qk_norm`).
+    pub attn_q_norm: Option<TensorId>,
+    /// Norm of each key head, `[head_dim]` (`qk_norm`).
+    pub attn_k_norm: Option<TensorId>,
+    /// Norm after attention, `[n_embd]` (`post_norms`).
+    pub attn_post_norm: Option<TensorId>,
+    /// Norm before the feed-forward network, `[n_embd]`.
+    pub ffn_norm: TensorId,
+    /// Gate projection, `[n_embd, n_ff]`.
+    pub w_gate: TensorId,
+    /// Up projection, `[n_embd, n_ff]`.
+    pub w_up: TensorId,
+    /// Down projection, `[n_ff, n_embd]`.
+    pub w_down: TensorId,
+    /// Norm after the feed-forward network, `[n_embd]` (`post_norms`).
+    pub ffn_post_norm: Option<TensorId>,
+}
+
+impl LayerWeights {
+    /// The feed-forward network as a shared block.
+    pub fn feed_forward(&self, hp: &DecoderHparams) -> FeedForward {
+        FeedForward {
+            kind: hp.ffn,
+            gate: Some(self.w_gate),
+            up: self.w_up,
+            up_bias: None,
+            down: self.w_down,
+            down_bias: None,
+        }
+    }
+}
+
+/// A norm of the decoder's kind over `weight`.
+pub fn decoder_norm(hp: &DecoderHparams, weight: TensorId) -> Norm {
+    Norm { kind: hp.norm, weight, bias: None, eps: hp.rms_eps }
+}
+
+/// Every weight of a decoder model.
+#[derive(Debug, Clone)]
+pub struct DecoderWeights {
+    /// Token embeddings, `[n_embd, n_vocab]`.
+    pub tok_embd: TensorId,
+    /// Final norm, `[n_embd]`.
+    pub output_norm: TensorId,
+    /// Output projection `[n_embd, n_vocab]`; the token embeddings when tied.
+    pub output: TensorId,
+    /// The blocks.
+    pub layers: Vec<LayerWeights>,
+}
+
+impl DecoderWeights {
+    /// Finds the weights by their GGUF names (`token_embd.weight`,
+    /// `blk.N.attn_q.weight`, ...) in the tensors of `file` and checks every
+    /// shape against `hp`; the optional norms are required exactly when `hp`
+    /// says the model has them. A missing `output.weight` means the output
+    /// is tied to the embeddings. Errors name the file and the tensor.
+    pub fn from_names(
+        ctx: &Context,
+        file: &str,
+        names: &HashMap<String, TensorId>,
+        hp: &DecoderHparams,
+    ) -> Result<Self> {
+        let get = |name: &str, shape: &[usize]| -> Result<TensorId> {
+            let t = *names.get(name).ok_or_else(|| Error::InvalidModel {
+                file: file.to_owned(),
+                reason: format!("tensor '{name}' is missing ({} needs it)", hp.arch),
+            })?;
+            check_shape(ctx, file, t, name, shape)?;
+            // Norms multiply F32 activations element-wise; matrices may be any float or quantized type.
+            let role = if shape.len() == 1 { WeightRole::Vector } else { WeightRole::Matrix };
+            check_dtype(ctx, file, t, name, role)?;
+            Ok(t)
+        };
+        let (e, q, kv, ff) = (hp.n_embd, hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim, hp.n_ff);
+        let tok_embd = get("token_embd.weight", &[e, hp.n_vocab])?;
+        let output = match names.get("output.weight") {
+            Some(_) => get("output.weight", &[e, hp.n_vocab])?,
+            None => tok_embd,
+        };
+        let layers = (0..hp.n_layer)
+            .map(|l| {
+                let n = |s: &str| format!("blk.{l}.{s}.weight");
+                let opt = |present: bool, s: &str, shape: &[usize]| present.then(|| get(&n(s), shape)).transpose();
+                Ok(LayerWeights {
+                    attn_norm: get(&n("attn_norm"), &[e])?,
+                    wq: get(&n("attn_q"), &[e, q])?,
+                    wk: get(&n("attn_k"), &[e, kv])?,
+                    wv: get(&n("attn_v"), &[e, kv])?,
+                    wo: get(&n("attn_output"), &[q, e])?,
+                    attn_q_norm: opt(hp.qk_norm, "attn_q_norm", &[hp.head_dim])?,
+                    attn_k_norm: opt(hp.qk_norm, "attn_k_norm", &[hp.head_dim])?,
+                    attn_post_norm: opt(hp.post_norms, "post_attention_norm", &[e])?,
+                    ffn_norm: get(&n("ffn_norm"), &[e])?,
+                    w_gate: get(&n("ffn_gate"), &[e, ff])?,
+                    w_up: get(&n("ffn_up"), &[e, ff])?,
+                    w_down: get(&n("ffn_down"), &[ff, e])?,
+                    ffn_post_norm: opt(hp.post_norms, "post_ffw_norm", &[e])?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { tok_embd, output_norm: get("output_norm.weight", &[e])?, output, layers })
+    }
+
+    /// Creates every weight (unallocated), named as in GGUF files: matrices in
+    /// `dtype`, norms in F32, embeddings in `embd_dtype` (tied output).
+    pub fn create(ctx: &mut Context, hp: &DecoderHparams, dtype: DType, embd_dtype: DType) -> Result<Self> {
+        hp.validate()?;
+        let (e, q, kv, ff) = (hp.n_embd, hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim, hp.n_ff);
+        let mut make = |name: String, dt: DType, shape: &[usize]| -> Result<TensorId> {
+            let t = ctx.tensor(dt, shape)?;
+            ctx.set_name(t, &name)?;
+            Ok(t)
+        };
+        let tok_embd = make("token_embd.weight".into(), embd_dtype, &[e, hp.n_vocab])?;
+        let output_norm = make("output_norm.weight".into(), DType::F32, &[e])?;
+        let mut layers = Vec::with_capacity(hp.n_layer);
+        for l in 0..hp.n_layer {
+            let n = |s: &str| format!("blk.{l}.{s}.weight");
+            let mut opt = |present: bool, s: &str, width: usize| -> Result<Option<TensorId>> {
+                present.then(|| make(n(s), DType::F32, &[width])).transpose()
+            };
+            let attn_q_norm = opt(hp.qk_norm, "attn_q_norm", hp.head_dim)?;
+            let attn_k_norm = opt(hp.qk_norm, "attn_k_norm", hp.head_dim)?;
+            let attn_post_norm = opt(hp.post_norms, "post_attention_norm", e)?;
+            let ffn_post_norm = opt(hp.post_norms, "post_ffw_norm", e)?;
+            layers.push(LayerWeights {
+                attn_norm: make(n("attn_norm"), DType::F32, &[e])?,
+                wq: make(n("attn_q"), dtype, &[e, q])?,
+                wk: make(n("attn_k"), dtype, &[e, kv])?,
+                wv: make(n("attn_v"), dtype, &[e, kv])?,
+                wo: make(n("attn_output"), dtype, &[q, e])?,
+                attn_q_norm,
+                attn_k_norm,
+                attn_post_norm,
+                ffn_norm: make(n("ffn_norm"), DType::F32, &[e])?,
+                w_gate: make(n("ffn_gate"), dtype, &[e, ff])?,
+                w_up: make(n("ffn_up"), dtype, &[e, ff])?,
+                w_down: make(n("ffn_down"), dtype, &[ff, e])?,
+                ffn_post_norm,
+            });
+        }
+        Ok(Self { tok_embd, output_norm, output: tok_embd, layers })
+    }
+
+    /// Every weight tensor, each once.
+    pub fn all(&self) -> Vec<TensorId> {
+        let mut v = vec![self.tok_embd, self.output_norm];
+        if self.output != self.tok_embd {
+            v.push(self.output);
+        }
+        for l in &self.layers {
+            v.extend([l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate, l.w_up, l.w_down]);
+            v.extend([l.attn_q_norm, l.attn_k_norm, l.attn_post_norm, l.ffn_post_norm].into_iter().flatten());
+        }
+        v
+    }
+
+    /// The same roles over other tensors: `f` maps each weight to its replacement
+    /// (a copy in another backend's memory, say).
+    pub fn map(&self, f: impl Fn(TensorId) -> TensorId) -> Self {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| LayerWeights {
+                attn_norm: f(l.attn_norm),
+                wq: f(l.wq),
+                wk: f(l.wk),
+                wv: f(l.wv),
+                wo: f(l.wo),
+                attn_q_norm: l.attn_q_norm.map(&f),
+                attn_k_norm: l.attn_k_norm.map(&f),
+                attn_post_norm: l.attn_post_norm.map(&f),
+                ffn_norm: f(l.ffn_norm),
+                w_gate: f(l.w_gate),
+                w_up: f(l.w_up),
+                w_down: f(l.w_down),
+                ffn_post_norm: l.ffn_post_norm.map(&f),
+            })
+            .collect();
+        Self { tok_embd: f(self.tok_embd), output_norm: f(self.output_norm), output: f(self.output), layers }
+    }
+
+    /// Fills every weight with seeded random values suited to a stable
+    /// forward pass (uniform with variance `1 / fan_in`; norms near 1). The
+    /// weights must be allocated in writable memory.
+    pub fn fill_random(&self, ctx: &mut Context, seed: u64) -> Result<()> {
+        let mut rng = SplitMix64::new(seed);
+        for t in self.all() {
+            let d = *ctx.desc(t)?;
+            let n = d.nelements();
+            let values: Vec<f32> = if d.n_dims() == 1 {
+                (0..n).map(|_| 1.0 + 0.1 * rng.uniform()).collect()
+            } else {
+                let a = if t == self.tok_embd { 1.0 } else { (3.0 / d.ne[0] as f32).sqrt() };
+                (0..n).map(|_| a * rng.uniform()).collect()
+            };
+            ctx.set_f32(t, &values)?;
+        }
+        Ok(())
+    }
+}
+
+/// An error naming `file` and `name` unless `t` has exactly `shape`.
+pub(crate) fn check_shape(ctx: &Context, file: &str, t: TensorId, name: &str, shape: &[usize]) -> Result<()> {
+    let d = ctx.desc(t)?;
+    let mut want = [1usize; 4];
+    want[..shape.len()].copy_from_slice(shape);
+    if d.ne != want {
+        return Err(Error::InvalidModel {
+            file: file.to_owned(),
+            reason: format!("tensor '{name}' has shape {:?}, the hyperparameters say {want:?}", d.ne),
+        });
+    }
+    Ok(())
+}
+
+/// What a weight is used as, which decides the dtypes it may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WeightRole {
+    /// A norm's scale or a bias, added or multiplied element-wise: F32.
+    Vector,
+    /// A projection or embedding table: a float or block-quantized type.
+    Matrix,
+}
+
+/// An error naming `file` and `name` unless `t`'s dtype suits `role`.
+pub(crate) fn check_dtype(ctx: &Context, file: &str, t: TensorId, name: &str, role: WeightRole) -> Result<()> {
+    let dtype = ctx.desc(t)?.dtype;
+    let ok = match role {
+        WeightRole::Vector => dtype == DType::F32,
+        WeightRole::Matrix => dtype.is_float() || dtype.is_quantized(),
+    };
+    if !ok {
+        let want = match role {
+            WeightRole::Vector => "F32",
+            WeightRole::Matrix => "a float or quantized type",
+        };
+        return Err(Error::InvalidModel {
+            file: file.to_owned(),
+            reason: format!("tensor '{name}' has type {dtype}, expected {want}"),
+        });
+    }
+    Ok(())
+}

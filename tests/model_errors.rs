@@ -1,0 +1,287 @@
+//! Models that cannot be loaded are errors that name the file and the key
+//! or tensor, and leave nothing behind in the context: an unknown
+//! architecture, a missing tensor, a tensor of the wrong type, metadata or
+//! a config that disagrees with the weights, a tokenizer file that does not
+//! parse. Tiny GGUF and safetensors files are written for each case; a
+//! valid one of each loads and runs, so each error is the mutation's.
+
+use std::path::{Path, PathBuf};
+
+use gantry::backends::cpu::CpuDevice;
+use gantry::model::bert::{BertModel, Encoder, EncoderParams};
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
+use gantry::model::gguf::{Array, GgufWriter};
+use gantry::{Backend, Context, DType, Device};
+use safetensors::Dtype;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-model-errors-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn cpu() -> CpuDevice {
+    CpuDevice::new()
+}
+
+/// Asserts `ctx` holds no tensor and no buffer (nothing half-loaded).
+fn assert_empty(ctx: &Context, what: &str) {
+    assert_eq!(ctx.tensor_count(), 0, "{what}: tensors left in the context");
+    assert_eq!(ctx.buffers().count(), 0, "{what}: buffers left in the context");
+}
+
+// ---- GGUF decoders ------------------------------------------------------------
+
+const N_VOCAB: usize = 8;
+const N_EMBD: usize = 32;
+const N_FF: usize = 64;
+
+/// A one-layer llama GGUF; `change` may edit the metadata or drop, retype or
+/// reshape tensors (name, dims, dtype) before they are written.
+fn tiny_llama(path: &Path, arch: &str, change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter)) {
+    let mut w = GgufWriter::new();
+    w.add_str("general.architecture", arch);
+    w.add_u32(&format!("{arch}.embedding_length"), N_EMBD as u32);
+    w.add_u32(&format!("{arch}.block_count"), 1);
+    w.add_u32(&format!("{arch}.attention.head_count"), 2);
+    w.add_u32(&format!("{arch}.feed_forward_length"), N_FF as u32);
+    w.add_f32(&format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-5);
+    w.add_str("tokenizer.ggml.model", "llama");
+    let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "▁", "a", "b", "c", "d"].map(String::from).to_vec();
+    w.add_array("tokenizer.ggml.tokens", Array::String(tokens));
+    w.add_array("tokenizer.ggml.token_type", Array::I32(vec![2, 3, 3, 1, 1, 1, 1, 1]));
+    w.add_array("tokenizer.ggml.scores", Array::F32(vec![0.0; N_VOCAB]));
+    let (e, ff) = (N_EMBD, N_FF);
+    let mut tensors: Vec<(String, Vec<usize>, DType)> = vec![
+        ("token_embd.weight".into(), vec![e, N_VOCAB], DType::F32),
+        ("output_norm.weight".into(), vec![e], DType::F32),
+    ];
+    for (n, dims) in [
+        ("attn_norm", vec![e]),
+        ("attn_q", vec![e, e]),
+        ("attn_k", vec![e, e]),
+        ("attn_v", vec![e, e]),
+        ("attn_output", vec![e, e]),
+        ("ffn_norm", vec![e]),
+        ("ffn_gate", vec![e, ff]),
+        ("ffn_up", vec![e, ff]),
+        ("ffn_down", vec![ff, e]),
+    ] {
+        tensors.push((format!("blk.0.{n}.weight"), dims, DType::F32));
+    }
+    change(&mut tensors, &mut w);
+    for (name, dims, dtype) in &tensors {
+        let n: usize = dims.iter().product();
+        let bytes = dtype.row_size(n).unwrap();
+        // Small values, norms one: a stable forward pass.
+        let data: Vec<u8> = match dtype {
+            DType::F32 => (0..n)
+                .flat_map(|i| (if dims.len() == 1 { 1.0f32 } else { ((i % 7) as f32 - 3.0) * 0.01 }).to_le_bytes())
+                .collect(),
+            _ => vec![0; bytes],
+        };
+        w.add_tensor(name, dims, *dtype, data).unwrap();
+    }
+    std::fs::write(path, w.to_bytes()).unwrap();
+}
+
+fn load_gguf_err(
+    name: &str,
+    arch: &str,
+    change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
+) -> (String, String) {
+    let path = temp_dir("gguf").join(format!("{name}.gguf"));
+    tiny_llama(&path, arch, change);
+    let mut ctx = Context::new();
+    let err = match DecoderModel::load(&path, &mut ctx, &cpu(), None) {
+        Ok(_) => panic!("{name}: loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert_empty(&ctx, name);
+    (err, path.display().to_string())
+}
+
+#[test]
+fn a_valid_tiny_gguf_loads_and_runs() {
+    let path = temp_dir("gguf").join("valid.gguf");
+    tiny_llama(&path, "llama", |_, _| {});
+    let mut ctx = Context::new();
+    let device = cpu();
+    let model = DecoderModel::load(&path, &mut ctx, &device, None).unwrap();
+    let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
+    let mut s = Session::new(
+        &mut ctx,
+        model.hp,
+        model.weights.clone(),
+        &[backend],
+        SessionParams { n_ctx: 16, ..Default::default() },
+    )
+    .unwrap();
+    let logits = s.eval(&mut ctx, &[1, 4, 5], LogitsFor::Last).unwrap();
+    assert!(logits.len() == N_VOCAB && logits.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn gguf_models_that_cannot_load_name_the_file_and_key() {
+    let (err, file) = load_gguf_err("unknown_arch", "mamba", |_, _| {});
+    assert!(err.contains(&file) && err.contains("general.architecture") && err.contains("mamba"), "{err}");
+
+    let (err, file) = load_gguf_err("missing_tensor", "llama", |t, _| t.retain(|(n, _, _)| n != "blk.0.attn_q.weight"));
+    assert!(err.contains(&file) && err.contains("'blk.0.attn_q.weight' is missing"), "{err}");
+
+    let (err, file) = load_gguf_err("mistyped_tensor", "llama", |t, _| {
+        t.iter_mut().filter(|(n, _, _)| n == "blk.0.ffn_norm.weight").for_each(|x| x.2 = DType::F16)
+    });
+    assert!(err.contains(&file) && err.contains("'blk.0.ffn_norm.weight' has type f16"), "{err}");
+
+    // The metadata says FFN width 64; the tensor is 48 wide.
+    let (err, file) = load_gguf_err("shape_disagrees", "llama", |t, _| {
+        t.iter_mut().filter(|(n, _, _)| n == "blk.0.ffn_up.weight").for_each(|x| x.1 = vec![N_EMBD, 48])
+    });
+    assert!(err.contains(&file) && err.contains("'blk.0.ffn_up.weight' has shape"), "{err}");
+
+    // One embedding row more than the tokenizer has tokens.
+    let (err, file) = load_gguf_err("vocab_disagrees", "llama", |t, _| {
+        t.iter_mut().filter(|(n, _, _)| n == "token_embd.weight").for_each(|x| x.1 = vec![N_EMBD, N_VOCAB + 1])
+    });
+    assert!(err.contains(&file) && err.contains("tokenizer.ggml.tokens") && err.contains("token_embd.weight"), "{err}");
+
+    // Gemma 3 needs its sliding window in the metadata.
+    let (err, file) = load_gguf_err("gemma3_without_window", "gemma3", |_, _| {});
+    assert!(err.contains(&file) && err.contains("gemma3.attention.sliding_window"), "{err}");
+}
+
+// ---- safetensors encoders --------------------------------------------------------
+
+const BERT_H: usize = 8;
+
+fn bert_config(hidden: usize) -> String {
+    format!(
+        r#"{{"model_type": "bert", "vocab_size": 6, "hidden_size": {hidden}, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 8,
+            "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu"}}"#
+    )
+}
+
+const WORDPIECE: &str = r###"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+  "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+  "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+  "decoder": null,
+  "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 100, "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, "b": 5}}}"###;
+
+/// The tensors of a one-layer BERT of width 8 (name, dtype, row-major shape).
+fn bert_tensors() -> Vec<(String, Dtype, Vec<usize>)> {
+    let h = BERT_H;
+    let mut t = vec![
+        ("embeddings.word_embeddings.weight".to_string(), Dtype::F32, vec![6, h]),
+        ("embeddings.position_embeddings.weight".into(), Dtype::F32, vec![8, h]),
+        ("embeddings.token_type_embeddings.weight".into(), Dtype::F32, vec![2, h]),
+        ("embeddings.LayerNorm.weight".into(), Dtype::F32, vec![h]),
+        ("embeddings.LayerNorm.bias".into(), Dtype::F32, vec![h]),
+        ("embeddings.position_ids".into(), Dtype::I64, vec![1, 8]),
+    ];
+    let p = "encoder.layer.0.";
+    for (n, out, inp) in [
+        ("attention.self.query", h, h),
+        ("attention.self.key", h, h),
+        ("attention.self.value", h, h),
+        ("attention.output.dense", h, h),
+        ("intermediate.dense", 16, h),
+        ("output.dense", h, 16),
+    ] {
+        t.push((format!("{p}{n}.weight"), Dtype::F32, vec![out, inp]));
+        t.push((format!("{p}{n}.bias"), Dtype::F32, vec![out]));
+    }
+    for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+        t.push((format!("{p}{n}.weight"), Dtype::F32, vec![h]));
+        t.push((format!("{p}{n}.bias"), Dtype::F32, vec![h]));
+    }
+    t
+}
+
+fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(String, Dtype, Vec<usize>)]) {
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
+    let data: Vec<Vec<u8>> = tensors
+        .iter()
+        .map(|(n, d, s)| {
+            let count: usize = s.iter().product();
+            let one = if n.contains("LayerNorm.weight") { 1.0f32 } else { 0.02 };
+            match d {
+                Dtype::F32 => (0..count).flat_map(|i| (one * (1.0 + (i % 5) as f32 * 0.1)).to_le_bytes()).collect(),
+                _ => vec![0; count * d.bitsize() / 8],
+            }
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .zip(&data)
+        .map(|((n, d, s), b)| (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+fn load_bert_err(
+    name: &str,
+    config: &str,
+    tokenizer: &str,
+    tensors: &[(String, Dtype, Vec<usize>)],
+) -> (String, PathBuf) {
+    let dir = temp_dir(name);
+    write_bert(&dir, config, tokenizer, tensors);
+    let mut ctx = Context::new();
+    let err = match BertModel::load(&dir, &mut ctx, &cpu()) {
+        Ok(_) => panic!("{name}: loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert_empty(&ctx, name);
+    (err, dir)
+}
+
+#[test]
+fn a_valid_tiny_bert_loads_and_embeds() {
+    let dir = temp_dir("bert-valid");
+    write_bert(&dir, &bert_config(BERT_H), WORDPIECE, &bert_tensors());
+    let mut ctx = Context::new();
+    let device = cpu();
+    let model = BertModel::load(&dir, &mut ctx, &device).unwrap();
+    let batch = model.tokenize(&["a b", "b"]).unwrap();
+    assert_eq!(batch.ids, [vec![2, 4, 5, 3], vec![2, 5, 3]], "[CLS] ... [SEP]");
+    let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
+    let mut encoder = Encoder::new(&mut ctx, &model, &[backend], EncoderParams::default()).unwrap();
+    let e = encoder.embed(&mut ctx, &batch).unwrap();
+    assert_eq!(e.len(), 2 * BERT_H);
+    for row in e.chunks(BERT_H) {
+        let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "unit length: {norm}");
+    }
+}
+
+#[test]
+fn bert_folders_that_cannot_load_name_the_file_and_key() {
+    let good = bert_tensors();
+
+    let (err, dir) = load_bert_err("bert-bad-tokenizer", &bert_config(BERT_H), "{\"model\": 42", &good);
+    assert!(err.contains(&dir.join("tokenizer.json").display().to_string()), "{err}");
+
+    let (err, dir) =
+        load_bert_err("bert-bad-config", &bert_config(BERT_H).replace("\"bert\"", "\"t5\""), WORDPIECE, &good);
+    assert!(err.contains(&dir.join("config.json").display().to_string()) && err.contains("model_type"), "{err}");
+
+    let missing: Vec<_> = good.iter().filter(|t| t.0 != "encoder.layer.0.output.dense.bias").cloned().collect();
+    let (err, dir) = load_bert_err("bert-missing", &bert_config(BERT_H), WORDPIECE, &missing);
+    let st = dir.join("model.safetensors").display().to_string();
+    assert!(err.contains(&st) && err.contains("'encoder.layer.0.output.dense.bias' is missing"), "{err}");
+
+    let mut mistyped = good.clone();
+    mistyped.iter_mut().filter(|t| t.0 == "embeddings.position_embeddings.weight").for_each(|t| t.1 = Dtype::I64);
+    let (err, dir) = load_bert_err("bert-mistyped", &bert_config(BERT_H), WORDPIECE, &mistyped);
+    let st = dir.join("model.safetensors").display().to_string();
+    assert!(err.contains(&st) && err.contains("'embeddings.position_embeddings.weight' has type I64"), "{err}");
+
+    // config.json says width 16; the weights are 8 wide.
+    let (err, dir) = load_bert_err("bert-disagrees", &bert_config(16), WORDPIECE, &good);
+    let st = dir.join("model.safetensors").display().to_string();
+    assert!(err.contains(&st) && err.contains("'embeddings.word_embeddings.weight' has shape"), "{err}");
+}
