@@ -18,20 +18,20 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gantry::backends::cpu::{self, CpuBackend};
-use gantry::model::llama::LlamaHparams;
+use gantry::model::decoder::DecoderHparams;
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::testing::PlannedLlama;
 use gantry::{Backend, BufferType, Context, DType, GraphArena, TensorId};
 
 /// SmolLM2's graph with every width 64: the same nodes, almost no work.
-const TINY: LlamaHparams = LlamaHparams {
+const TINY: DecoderHparams = DecoderHparams {
     n_vocab: 64,
     n_embd: 64,
     n_head: 1,
     n_head_kv: 1,
     head_dim: 64,
     n_ff: 64,
-    ..LlamaHparams::SMOLLM2_135M
+    ..DecoderHparams::SMOLLM2_135M
 };
 
 struct Setup {
@@ -41,7 +41,7 @@ struct Setup {
     sched: Scheduler,
 }
 
-fn setup(hp: LlamaHparams, n_kv: usize, backend: &Arc<dyn Backend>) -> Setup {
+fn setup(hp: DecoderHparams, n_kv: usize, backend: &Arc<dyn Backend>) -> Setup {
     let mut ctx = Context::new();
     let buft: Arc<dyn BufferType> = cpu::buffer_type();
     let model = PlannedLlama::new(&mut ctx, hp, DType::Q4_0, n_kv, &buft).unwrap();
@@ -70,7 +70,7 @@ fn mean(rounds: u32, mut f: impl FnMut()) -> Duration {
 fn bench_plan(c: &mut Criterion) {
     let backend: Arc<dyn Backend> = Arc::new(CpuBackend::new().unwrap());
     for (label, hp, n_kv, rounds) in
-        [("smollm2_decode", LlamaHparams::SMOLLM2_135M, 256, 20), ("smollm2_topology_tiny", TINY, 8, 400)]
+        [("smollm2_decode", DecoderHparams::SMOLLM2_135M, 256, 20), ("smollm2_topology_tiny", TINY, 8, 400)]
     {
         let mut s = setup(hp, n_kv, &backend);
         let graph = s.ctx.build_graph(&s.arena, &[s.logits]).unwrap();

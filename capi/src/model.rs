@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::{Arc, LazyLock};
 
 use gantry::engine::{DeviceType, Registry, platform_extension};
-use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::model::sampler::{Sampler, SamplerParams};
 use gantry::{Backend, Context, DType, RegistryDefaults, SetThreadCount};
 
@@ -43,7 +43,7 @@ pub struct GantryModelParams {
 struct ModelEntry {
     session: Session,
     ctx: Context,
-    model: LlamaModel,
+    model: DecoderModel,
     _backends: Vec<Arc<dyn Backend>>,
 }
 
@@ -72,7 +72,7 @@ fn load(path: &str, p: &GantryModelParams, backends: Option<&str>) -> Result<Mod
     }
     let first = backends.first().ok_or_else(|| Failure::invalid("no backends"))?;
     let mut ctx = Context::new();
-    let model = LlamaModel::load(path, &mut ctx, first.device(), None)?;
+    let model = DecoderModel::load(path, &mut ctx, first.device(), None)?;
     let params = SessionParams {
         n_ctx: if p.n_ctx == 0 { 2048 } else { p.n_ctx as usize },
         kv_dtype: if p.kv_f32 { DType::F32 } else { DType::F16 },
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn gantry_model_generate(
             )));
         }
         session.clear(ctx)?;
-        let mut sampler = Sampler::new(SamplerParams { temperature, top_k: 40, seed });
+        let mut sampler = Sampler::new(SamplerParams { temperature, top_k: 40, seed, ..SamplerParams::default() });
         let mut decoder = model.tokenizer.stream_decoder(false);
         let mut next = sampler.sample(session.eval(ctx, prompt, LogitsFor::Last)?);
         let mut generated = 0;

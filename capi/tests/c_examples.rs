@@ -86,12 +86,12 @@ fn graph_c_computes_a_hand_built_graph_and_rejects_misuse() {
 
 /// The greedy continuation the Rust API produces for the same prompt and settings.
 fn rust_continuation(path: &Path) -> String {
-    use gantry::model::llama::{LlamaModel, LogitsFor, Session, SessionParams};
+    use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
     use gantry::{Context, DType, Registry, RegistryDefaults};
     let registry = Registry::with_defaults().unwrap();
     let backends = registry.backends_by_priority().unwrap();
     let mut ctx = Context::new();
-    let model = LlamaModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
+    let model = DecoderModel::load(path, &mut ctx, backends[0].device(), None).unwrap();
     let ids = model.tokenizer.encode("The capital of France is", false, true).unwrap();
     let params = SessionParams { n_ctx: 256, kv_dtype: DType::F32, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params).unwrap();
