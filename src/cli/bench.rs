@@ -15,7 +15,7 @@ use gantry::model::bert::{BertModel, EncodedBatch, Encoder, EncoderParams};
 use gantry::model::decoder::{Batch, DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::{Backend, Context, DType, Error, SplitMix64};
 
-use super::common::{backends, bytes, load_decoder};
+use super::common::{BackendArgs, bytes, load_decoder};
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -41,15 +41,9 @@ pub struct BenchArgs {
     /// Repetitions of each test.
     #[arg(short = 'r', long, default_value_t = 5)]
     pub repetitions: usize,
-    /// Threads of the CPU backend (default: every core).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Backends in priority order, CPU last (default: all found).
-    #[arg(long)]
-    pub backends: Option<String>,
-    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
-    #[arg(long)]
-    pub remote: Option<String>,
+    /// Where it computes.
+    #[command(flatten)]
+    pub devices: BackendArgs,
     /// Sequences decoding together (`tg<N> x<S>` rows), comma-separated: `1,4,16`.
     #[arg(long, value_delimiter = ',')]
     pub parallel: Vec<usize>,
@@ -109,8 +103,8 @@ pub fn run(args: &BenchArgs) -> ExitCode {
 }
 
 fn run_inner(args: &BenchArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (_registry, backends) = args.devices.open()?;
+    let threads = args.devices.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");
     let reps = args.repetitions.max(1);
     let print = |header: &Header, row: &Row, first: bool| print_row(args.output, header, row, first);

@@ -15,7 +15,7 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ContextArgs, SamplingArgs, backends, load_decoder_with_bar};
+use super::common::{BackendArgs, ContextArgs, SamplingArgs, load_decoder_with_bar};
 
 /// Options of `gantry chat`.
 #[derive(Args, Debug)]
@@ -32,15 +32,9 @@ pub struct ChatArgs {
     /// Most tokens per reply.
     #[arg(short = 'n', long = "n-predict", default_value_t = 512)]
     pub n_predict: usize,
-    /// Threads of the CPU backend (default: every core).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Backends in priority order, CPU last (default: all found).
-    #[arg(long)]
-    pub backends: Option<String>,
-    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
-    #[arg(long)]
-    pub remote: Option<String>,
+    /// Where it computes.
+    #[command(flatten)]
+    pub devices: BackendArgs,
     /// How tokens are chosen.
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -86,7 +80,7 @@ pub fn run(args: &ChatArgs) -> ExitCode {
 }
 
 fn run_inner(args: &ChatArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
+    let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
     let model = load_decoder_with_bar(&args.model, &mut ctx, &backends)?;
     let tok = &model.tokenizer;

@@ -62,6 +62,29 @@ pub fn load_decoder(
     }
 }
 
+/// Where a model command computes: the CPU's threads, the backends, remote
+/// servers (one set of flags for run, chat, bench, embed and logits).
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackendArgs {
+    /// Threads of the CPU backend (default: every core).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Backends in priority order, CPU last: device or platform names, comma-separated (default: all found).
+    /// With several non-CPU backends the model's layers are split evenly over them.
+    #[arg(long)]
+    pub backends: Option<String>,
+    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
+    #[arg(long)]
+    pub remote: Option<String>,
+}
+
+impl BackendArgs {
+    /// The registry and the backends these flags name (see [`backends`]).
+    pub fn open(&self) -> gantry::Result<(Registry, Vec<Arc<dyn Backend>>)> {
+        backends(self.backends.as_deref(), self.threads, self.remote.as_deref())
+    }
+}
+
 /// The registry (see [`registry`]) and backends in priority order: the
 /// `--backends` list (device or platform names, CPU last), or every device
 /// found (GPUs first).

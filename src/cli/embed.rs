@@ -9,7 +9,7 @@ use clap::Args;
 use gantry::model::bert::{BertModel, Encoder, EncoderParams};
 use gantry::{Context, Error};
 
-use super::common::backends;
+use super::common::BackendArgs;
 
 /// Options of `gantry embed`.
 #[derive(Args, Debug)]
@@ -23,15 +23,9 @@ pub struct EmbedArgs {
     /// Write the embeddings here: little-endian f32, `[n_texts][dim]`.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
-    /// Threads of the CPU backend (default: every core).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Backends in priority order, CPU last (default: all found).
-    #[arg(long)]
-    pub backends: Option<String>,
-    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
-    #[arg(long)]
-    pub remote: Option<String>,
+    /// Where it computes.
+    #[command(flatten)]
+    pub devices: BackendArgs,
 }
 
 /// Embeds the texts in one batch and prints their cosine matrix.
@@ -46,7 +40,7 @@ pub fn run(args: &EmbedArgs) -> ExitCode {
 }
 
 fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
-    let (_registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
+    let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
     let model = BertModel::load(&args.model, &mut ctx, backends[0].device())?;
     let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();

@@ -7,7 +7,7 @@ use clap::Args;
 use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::{Context, Error};
 
-use super::common::{backends, load_decoder};
+use super::common::{BackendArgs, load_decoder};
 
 /// Options of `gantry logits`.
 #[derive(Args, Debug)]
@@ -21,15 +21,9 @@ pub struct LogitsArgs {
     /// Where to write the logits: little-endian f32, `[n_tokens][n_vocab]`.
     #[arg(long, short)]
     pub out: PathBuf,
-    /// Threads of the CPU backend (default: every core).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Backends in priority order, CPU last (default: all found); layers split over several non-CPU ones.
-    #[arg(long)]
-    pub backends: Option<String>,
-    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`).
-    #[arg(long)]
-    pub remote: Option<String>,
+    /// Where it computes.
+    #[command(flatten)]
+    pub devices: BackendArgs,
     /// Add the BOS token as the model's metadata says (default: no, as the reference logits).
     #[arg(long)]
     pub add_bos: bool,
@@ -51,11 +45,9 @@ pub fn prompt_logits(
     model_path: &std::path::Path,
     prompt: &str,
     add_bos: bool,
-    backend_list: Option<&str>,
-    threads: Option<usize>,
-    remote: Option<&str>,
+    devices: &BackendArgs,
 ) -> Result<(Vec<u32>, Vec<f32>), Error> {
-    let (_registry, backends) = backends(backend_list, threads, remote)?;
+    let (_registry, backends) = devices.open()?;
     let mut ctx = Context::new();
     let model = load_decoder(model_path, &mut ctx, &backends, None)?;
     let tokens = model.tokenizer.encode(prompt, add_bos, true)?;
@@ -69,14 +61,7 @@ pub fn prompt_logits(
 }
 
 fn run_inner(args: &LogitsArgs) -> Result<(), Error> {
-    let (tokens, logits) = prompt_logits(
-        &args.model,
-        &args.prompt,
-        args.add_bos,
-        args.backends.as_deref(),
-        args.threads,
-        args.remote.as_deref(),
-    )?;
+    let (tokens, logits) = prompt_logits(&args.model, &args.prompt, args.add_bos, &args.devices)?;
     let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(&args.out, bytes)
         .map_err(|source| Error::Io { context: format!("writing {}", args.out.display()), source })?;

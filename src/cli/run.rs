@@ -10,7 +10,7 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{ContextArgs, SamplingArgs, backends, bytes, load_decoder, load_progress_bar, wire_bytes};
+use super::common::{BackendArgs, ContextArgs, SamplingArgs, bytes, load_decoder, load_progress_bar, wire_bytes};
 
 /// Options of `gantry run`.
 #[derive(Args, Debug)]
@@ -24,16 +24,9 @@ pub struct RunArgs {
     /// Tokens to generate.
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
     pub n_predict: usize,
-    /// Threads of the CPU backend (default: every core).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Backends in priority order, CPU last: device or platform names, comma-separated (default: all found).
-    /// With several non-CPU backends the model's layers are split evenly over them.
-    #[arg(long)]
-    pub backends: Option<String>,
-    /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
-    #[arg(long)]
-    pub remote: Option<String>,
+    /// Where it computes.
+    #[command(flatten)]
+    pub devices: BackendArgs,
     /// How tokens are chosen.
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -65,7 +58,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
 }
 
 fn run_inner(args: &RunArgs) -> Result<(), Error> {
-    let (registry, backends) = backends(args.backends.as_deref(), args.threads, args.remote.as_deref())?;
+    let (registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
     let bar = load_progress_bar();
     let mut progress = |p: gantry::model::LoadProgress| {
