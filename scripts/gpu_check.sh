@@ -54,8 +54,8 @@ step conformance_cuda cargo test --release -j"$JOBS" -p gantry-backends --featur
 step conformance_cuda_no_graphs env GANTRY_CUDA_GRAPHS=0 GANTRY_CONFORMANCE_OPS=MUL_MAT,FLASH_ATTN_EXT,ROPE,SOFT_MAX \
     cargo test --release -j"$JOBS" -p gantry-backends --features cuda --test conformance_cuda -- --nocapture
 step driverless_contract cargo test --release -j"$JOBS" -p gantry-backends --features cuda --test cuda_driverless -- --nocapture
-step sched_cuda_cpu cargo test --release -j"$JOBS" -p gantry --test session_cuda -- --nocapture
-step sched_cuda_cpu_no_graphs env GANTRY_CUDA_GRAPHS=0 cargo test --release -j"$JOBS" -p gantry --test session_cuda -- --nocapture
+step sched_cuda_cpu cargo test --release -j"$JOBS" -p gantry --test session_gpu session_on_cuda -- --nocapture
+step sched_cuda_cpu_no_graphs env GANTRY_CUDA_GRAPHS=0 cargo test --release -j"$JOBS" -p gantry --test session_gpu session_on_cuda -- --nocapture
 step smollm2_cuda_cpu cargo test --release -j"$JOBS" -p gantry --test smollm2_reference smollm2_on_cuda -- --nocapture
 
 # Tokens/s: a 64-token prompt and 128 decoded tokens, after a warm-up.

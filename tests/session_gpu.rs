@@ -1,16 +1,15 @@
-//! A small random llama on the first CUDA device with the CPU behind it,
-//! through the session and scheduler, against the same model on the CPU
-//! alone: a prompt, then several one-token steps in the same KV bucket
-//! (each rebuilds the same graph over the scheduler's input copies).
-//! Skipped, with a message, where there is no CUDA device. Run twice over
-//! the same graphs, so the second pass replays captured CUDA graphs.
+//! A small random llama on the first GPU (wgpu, CUDA) with the CPU behind
+//! it, through the session and scheduler, against the same model on the CPU
+//! alone: a prompt, then several one-token steps in the same KV bucket (each
+//! rebuilds the same graph over the scheduler's input copies). CUDA runs it
+//! twice over the same graphs, so the second pass replays captured CUDA
+//! graphs. Each test is skipped, with a message, where its GPU is missing.
 
-#![cfg(feature = "cuda")]
+#![cfg(any(feature = "wgpu", feature = "cuda"))]
 
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
-use gantry::backends::cuda::CudaPlatform;
 use gantry::model::decoder::{DecoderHparams, DecoderWeights, LogitsFor, Session, SessionParams};
 use gantry::{Backend, BufferUsage, Context, DType, Device};
 
@@ -48,9 +47,26 @@ fn logits_on(backends: &[Arc<dyn Backend>]) -> Vec<f32> {
     all
 }
 
+#[cfg(feature = "wgpu")]
+#[test]
+fn session_on_wgpu_and_cpu_matches_the_cpu() {
+    let platform = gantry::backends::wgpu::WgpuPlatform::new();
+    let Some(dev) = platform.wgpu_devices().first() else {
+        eprintln!("skipped: no wgpu adapter on this machine");
+        return;
+    };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
+    let want = logits_on(std::slice::from_ref(&cpu));
+    let got = logits_on(&[dev.init_backend(None).unwrap(), cpu]);
+    assert_eq!(got.len(), want.len());
+    let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-2, "logits differ by up to {worst}");
+}
+
+#[cfg(feature = "cuda")]
 #[test]
 fn session_on_cuda_and_cpu_matches_the_cpu() {
-    let platform = CudaPlatform::new();
+    let platform = gantry::backends::cuda::CudaPlatform::new();
     let Some(dev) = platform.cuda_devices().first() else {
         eprintln!("skipped: no CUDA device ({})", platform.unavailable().unwrap_or("none found"));
         return;
