@@ -1,5 +1,5 @@
 //! The CPU backend: computes graphs node by node on a rayon pool, its own
-//! or the host's.
+//! or the host's, or on the host's job system.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -14,6 +14,7 @@ use rayon::ThreadPool;
 use super::CpuDevice;
 use super::abort::{AbortSlot, run_nodes};
 use super::compute_state::SharedComputeState;
+use super::jobs::JobSystem;
 use super::ops;
 use super::parallel::Par;
 use super::plan::CpuPlan;
@@ -21,12 +22,13 @@ use super::plan::CpuPlan;
 /// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
 /// concurrent computes on one backend run one after the other.
 ///
-/// Its threads are a rayon pool: one it builds ([`CpuBackend::with_threads`])
-/// or the host's ([`CpuBackend::with_pool`]), in which case it starts no
+/// Its threads are a rayon pool it builds ([`CpuBackend::with_threads`]),
+/// the host's rayon pool ([`CpuBackend::with_pool`]) or the host's job
+/// system ([`CpuBackend::with_job_system`]); on the host's it starts no
 /// thread of its own.
 pub struct CpuBackend {
     device: CpuDevice,
-    state: SharedComputeState<Arc<ThreadPool>>,
+    state: SharedComputeState<Arc<dyn JobSystem>>,
     abort: AbortSlot,
     plans: PlanTable<CpuPlan>,
 }
@@ -67,9 +69,18 @@ impl CpuBackend {
     /// assert!(backend.set_n_threads(4).is_err()); // the host sizes its own pool
     /// ```
     pub fn with_pool(device: CpuDevice, pool: Arc<ThreadPool>) -> Self {
+        Self::with_job_system(device, pool)
+    }
+
+    /// A backend whose kernels run as tasks of the host's job system
+    /// ([`JobSystem::run`]): it starts no thread of its own, and its thread
+    /// count is the job system's [`JobSystem::concurrency`]. The graph's
+    /// nodes run on the thread that calls compute; each kernel that splits
+    /// its work hands the parts to `jobs` and waits for them.
+    pub fn with_job_system(device: CpuDevice, jobs: Arc<dyn JobSystem>) -> Self {
         Self {
             device,
-            state: SharedComputeState::with_pool(pool),
+            state: SharedComputeState::with_pool(jobs),
             abort: AbortSlot::default(),
             plans: PlanTable::new(),
         }
@@ -105,7 +116,7 @@ impl CpuBackend {
         let abort = self.abort.current();
         self.state.with(|state| {
             let (pool, n_threads, per_thread, shared) = state.parts();
-            let par = Par::new(pool, n_threads, per_thread);
+            let par = Par::new(&**pool, n_threads, per_thread);
             // A graph of several nodes runs on a pool thread, which then takes
             // part in every parallel kernel: a kernel splitting its work starts
             // at once and only wakes the other threads, instead of handing its
@@ -115,7 +126,9 @@ impl CpuBackend {
             if n_threads == 1 || graph.nodes().len() < 2 {
                 return compute_nodes(ctx, graph, &par, shared, abort.as_ref());
             }
-            pool.install(|| compute_nodes(ctx, graph, &par, shared, abort.as_ref()))
+            let mut status = ComputeStatus::Success;
+            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, shared, abort.as_ref()));
+            status
         })
     }
 }
@@ -137,7 +150,7 @@ impl CpuBackend {
                 }
                 let run = |shared: &mut Vec<f32>| {
                     run_nodes(plan.steps(), abort.as_ref(), |step| {
-                        let par = Par::new(pool, step.threads, per_thread);
+                        let par = Par::new(&**pool, step.threads, per_thread);
                         guarded(ctx, step.node, || {
                             let d = ctx.desc(step.node)?;
                             ops::dispatch(ctx, step.node, d, &par, shared)
@@ -145,7 +158,12 @@ impl CpuBackend {
                     })
                 };
                 // As in `compute_graph`: several nodes run on a pool thread.
-                if n_threads == 1 || plan.steps().len() < 2 { run(shared) } else { pool.install(|| run(shared)) }
+                if n_threads == 1 || plan.steps().len() < 2 {
+                    return run(shared);
+                }
+                let mut status = ComputeStatus::Success;
+                pool.enter(&mut || status = run(shared));
+                status
             })
         });
         outcome.unwrap_or_else(ComputeStatus::Failed)

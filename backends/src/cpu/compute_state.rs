@@ -1,5 +1,5 @@
-//! The CPU backend's compute state (thread pool, per-thread scratch, shared
-//! scratch) and the lock it lives behind: a compute holds the lock from its
+//! The CPU backend's compute state (thread pool or job system, per-task
+//! scratch, shared scratch) and the lock it lives behind: a compute holds the lock from its
 //! first node to its last, and changing the thread count replaces the whole
 //! state under the same lock, so no compute ever sees a pool of one size and
 //! scratch of another. Generic over the pool and built from
@@ -13,6 +13,7 @@ use gantry_engine::sync::{Mutex, lock};
 use gantry_engine::{Error, Result};
 use rayon::ThreadPool;
 
+use super::jobs::JobSystem;
 use super::parallel::PerThreadScratch;
 
 /// The worker threads a compute state owns.
@@ -43,16 +44,16 @@ impl WorkerPool for ThreadPool {
     }
 }
 
-/// A pool shared with its owner: the backend's own (built by
-/// [`WorkerPool::build`]) or the host's, handed in with
-/// [`SharedComputeState::with_pool`].
-impl WorkerPool for Arc<ThreadPool> {
+/// A job system shared with its owner: the backend's own rayon pool (built
+/// by [`WorkerPool::build`]), the host's pool, or the host's job system,
+/// handed in with [`SharedComputeState::with_pool`].
+impl WorkerPool for Arc<dyn JobSystem> {
     fn build(n_threads: usize) -> Result<Self> {
-        <ThreadPool as WorkerPool>::build(n_threads).map(Arc::new)
+        <ThreadPool as WorkerPool>::build(n_threads).map(|pool| Arc::new(pool) as Arc<dyn JobSystem>)
     }
 
     fn n_threads(&self) -> usize {
-        self.current_num_threads()
+        self.concurrency()
     }
 }
 
@@ -78,7 +79,10 @@ impl<P: WorkerPool> ComputeState<P> {
 
     fn over(pool: P, host_pool: bool) -> Self {
         let n_threads = pool.n_threads().max(1);
-        Self { pool, host_pool, n_threads, per_thread: PerThreadScratch::new(n_threads), shared: Vec::new() }
+        // One slot more than the tasks at once: a host's job system may run
+        // tasks on the calling thread beside its workers.
+        let per_thread = PerThreadScratch::new(n_threads + usize::from(host_pool));
+        Self { pool, host_pool, n_threads, per_thread, shared: Vec::new() }
     }
 
     /// Whether the pool is the host's (see [`SharedComputeState::with_pool`]).

@@ -10,9 +10,10 @@
 
 use gantry_engine::{Error, Result};
 use half::f16;
-use rayon::prelude::*;
 
 use crate::cpu::Isa;
+use crate::cpu::jobs::{JobSystem, run_tasks};
+use crate::cpu::parallel::SendPtr;
 
 /// Rows per parallel task.
 const ROWS: usize = 32;
@@ -52,34 +53,34 @@ impl<T> Rows<'_, T> {
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F32 weights, on the fastest path.
-pub fn f32_mat_vec(w: Rows<'_, f32>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
-    f32_mat_vec_on(Isa::best(), w, x, y, pool)
+pub fn f32_mat_vec(w: Rows<'_, f32>, x: &[f32], y: &mut [f32], jobs: &dyn JobSystem) -> Result<()> {
+    f32_mat_vec_on(Isa::best(), w, x, y, jobs)
 }
 
 /// [`f32_mat_vec`] on the path `isa`.
-pub fn f32_mat_vec_on(isa: Isa, w: Rows<'_, f32>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
-    mat_vec_on(isa, w, x, y, pool)
+pub fn f32_mat_vec_on(isa: Isa, w: Rows<'_, f32>, x: &[f32], y: &mut [f32], jobs: &dyn JobSystem) -> Result<()> {
+    mat_vec_on(isa, w, x, y, jobs)
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`, F16 weights (exact
 /// widening to f32, f32 products and sums), on the fastest path.
-pub fn f16_mat_vec(w: Rows<'_, f16>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
-    f16_mat_vec_on(Isa::best(), w, x, y, pool)
+pub fn f16_mat_vec(w: Rows<'_, f16>, x: &[f32], y: &mut [f32], jobs: &dyn JobSystem) -> Result<()> {
+    f16_mat_vec_on(Isa::best(), w, x, y, jobs)
 }
 
 /// [`f16_mat_vec`] on the path `isa`.
-pub fn f16_mat_vec_on(isa: Isa, w: Rows<'_, f16>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
-    mat_vec_on(isa, w, x, y, pool)
+pub fn f16_mat_vec_on(isa: Isa, w: Rows<'_, f16>, x: &[f32], y: &mut [f32], jobs: &dyn JobSystem) -> Result<()> {
+    mat_vec_on(isa, w, x, y, jobs)
 }
 
 /// The mat-vec of either element type on the path `isa`.
-fn mat_vec_on<T: Elem>(isa: Isa, w: Rows<'_, T>, x: &[f32], y: &mut [f32], pool: &rayon::ThreadPool) -> Result<()> {
+fn mat_vec_on<T: Elem>(isa: Isa, w: Rows<'_, T>, x: &[f32], y: &mut [f32], jobs: &dyn JobSystem) -> Result<()> {
     w.check(T::NAME, x.len(), y.len())?;
     let x = &x[..w.k];
     mat_vec_rows(
         w,
         y,
-        pool,
+        jobs,
         |row| match isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx2` is only handed out after checking the CPU.
@@ -103,19 +104,18 @@ fn mat_vec_on<T: Elem>(isa: Isa, w: Rows<'_, T>, x: &[f32], y: &mut [f32], pool:
 }
 
 /// `y[r] = Σ_t w[r·row_stride + t]·x[t]` for `r < m`: the rows split over
-/// the pool in tasks of `ROWS` rows, each task through `dot4` four rows at a
-/// time (the rest one by one through `dot`).
+/// the job system in tasks of `ROWS` rows, each task through `dot4` four
+/// rows at a time (the rest one by one through `dot`).
 fn mat_vec_rows<T: Sync>(
     w: Rows<'_, T>,
     y: &mut [f32],
-    pool: &rayon::ThreadPool,
+    jobs: &dyn JobSystem,
     dot: impl Fn(&[T]) -> f32 + Sync,
     dot4: impl Fn([&[T]; 4]) -> [f32; 4] + Sync,
 ) {
     let Rows { data: w, k, m, row_stride } = w;
     let row = |r: usize| &w[r * row_stride..r * row_stride + k];
-    let task = |(t, out): (usize, &mut [f32])| {
-        let r0 = t * ROWS;
+    let rows_of = |r0: usize, out: &mut [f32]| {
         let done = out.len() / 4 * 4;
         let mut chunks = out.chunks_exact_mut(4);
         for (c, o) in (&mut chunks).enumerate() {
@@ -127,11 +127,17 @@ fn mat_vec_rows<T: Sync>(
         }
     };
     // A product too small to pay for waking the pool runs here.
-    if k * m < 64 * 1024 || pool.current_num_threads() == 1 {
-        y[..m].chunks_mut(ROWS).enumerate().for_each(task);
-    } else {
-        pool.install(|| y[..m].par_chunks_mut(ROWS).enumerate().for_each(task));
+    if k * m < 64 * 1024 || jobs.concurrency() == 1 {
+        y[..m].chunks_mut(ROWS).enumerate().for_each(|(t, out)| rows_of(t * ROWS, out));
+        return;
     }
+    let out = SendPtr(y.as_mut_ptr());
+    run_tasks(jobs, m.div_ceil(ROWS), &|t| {
+        let rows = t * ROWS..((t + 1) * ROWS).min(m);
+        // SAFETY: `y` holds at least `m` values (checked); task `t` alone writes rows `t·ROWS..`.
+        let part = unsafe { std::slice::from_raw_parts_mut(out.get().add(rows.start), rows.len()) };
+        rows_of(rows.start, part);
+    });
 }
 
 /// A weight element type of the mat-vec: widened to f32 one by one on the

@@ -1,12 +1,14 @@
 //! The CPU backend: aligned host buffers, buffers over caller memory, a
-//! rayon pool with a settable thread count, an abort callback, and kernels
-//! for every op of the core set in F32, F16 and BF16.
+//! rayon pool with a settable thread count (or the host's pool, or the
+//! host's job system), an abort callback, and kernels for every op of the
+//! core set in F32, F16 and BF16.
 //!
 //! - The backend: `platform`, `device`, `backend` (graphs node by node),
 //!   `buffer` over `aligned` memory, `plan` (graph plans: nodes
 //!   checked, task split and work buffer sized once), `compute_state` (pool and scratch
-//!   behind one lock), `parallel` / `tasks` / `first_error` (splitting a
-//!   kernel's work), `abort`, `sysinfo`.
+//!   behind one lock), `jobs` ([`JobSystem`]: the threads kernels run on, a
+//!   rayon pool or the host's), `parallel` / `tasks` / `first_error`
+//!   (splitting a kernel's work), `abort`, `sysinfo`.
 //! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
 //!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`,
 //!   `mul_mat`, `mul_mat_quant`, `flash_attn`), and the dispatch from an op
@@ -48,6 +50,7 @@ mod device;
 mod first_error;
 pub mod float_matvec;
 pub(crate) mod isa;
+mod jobs;
 pub(crate) mod ops;
 pub(crate) mod parallel;
 mod plan;
@@ -68,6 +71,7 @@ pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
 pub use isa::{Isa, cpu_features};
+pub use jobs::JobSystem;
 pub use platform::CpuPlatform;
 /// The rayon crate the CPU backend is built with, so a host hands
 /// [`CpuBackend::with_pool`] a pool of the same version.

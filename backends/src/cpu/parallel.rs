@@ -1,76 +1,91 @@
-//! Splitting a kernel's work over the backend's rayon pool, with per-thread
-//! scratch that is kept between computes (no allocation in steady state).
+//! Splitting a kernel's work over the backend's job system (its rayon pool
+//! or the host's [`JobSystem`]), with scratch per running task that is kept
+//! between computes (no allocation in steady state).
 
 use std::cell::UnsafeCell;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use rayon::ThreadPool;
-use rayon::prelude::*;
+use super::jobs::{JobSystem, run_tasks};
 
 /// Work (roughly: elements touched, or multiply-adds) below which a kernel
 /// runs on the calling thread: waking the pool costs a few microseconds.
 pub const MIN_WORK_PER_THREAD: usize = 64 * 1024;
 
-/// One thread's scratch, padded so neighbours do not share a cache line.
+/// One task's scratch, padded so neighbours do not share a cache line.
 #[repr(align(128))]
-struct Slot(UnsafeCell<Vec<f32>>);
+struct Slot {
+    /// Whether a running task holds this slot.
+    taken: AtomicBool,
+    floats: UnsafeCell<Vec<f32>>,
+}
 
-/// Scratch vectors, one per pool thread. Slot `i` is only ever used by the
-/// pool thread with index `i` (or, when a kernel runs on one thread while
-/// no other kernel work runs, slot 0).
+/// Scratch vectors, one per task that can run at once. A task takes a free
+/// slot for as long as it runs (a job system gives no thread indices).
 pub struct PerThreadScratch {
     slots: Box<[Slot]>,
 }
 
-// SAFETY: each slot is accessed by one thread at a time (see `slot`).
+// SAFETY: a slot's vector is only reached by the task that took the slot
+// (its `taken` flag, set with acquire and cleared with release, hands it over).
 unsafe impl Sync for PerThreadScratch {}
 
+/// Gives a slot back when its task is done (also when it panics).
+struct Taken<'a>(&'a Slot);
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.0.taken.store(false, Ordering::Release);
+    }
+}
+
 impl PerThreadScratch {
-    /// Scratch for `n_threads` threads.
-    pub fn new(n_threads: usize) -> Self {
-        Self { slots: (0..n_threads.max(1)).map(|_| Slot(UnsafeCell::new(Vec::new()))).collect() }
+    /// Scratch for `n_tasks` tasks running at once.
+    pub fn new(n_tasks: usize) -> Self {
+        let slot = || Slot { taken: AtomicBool::new(false), floats: UnsafeCell::new(Vec::new()) };
+        Self { slots: (0..n_tasks.max(1)).map(|_| slot()).collect() }
     }
 
-    /// The number of slots (threads).
+    /// The number of slots.
     pub fn threads(&self) -> usize {
         self.slots.len()
     }
 
-    /// Thread `tid`'s scratch, at least `len` floats long (grown once, then reused).
-    ///
-    /// # Safety
-    /// No other reference to slot `tid` may be alive: only the thread with
-    /// that pool index calls this, and it does not start other work that could
-    /// run on the same thread (no nested rayon calls) while using the slice.
-    #[expect(
-        clippy::mut_from_ref,
-        reason = "per-thread scratch behind a shared pool: exclusivity is the caller's guarantee (see Safety)"
-    )]
-    unsafe fn slot(&self, tid: usize, len: usize) -> &mut [f32] {
-        let slot = &self.slots[tid.min(self.slots.len() - 1)];
-        // SAFETY: exclusive access to this slot is the caller's guarantee.
-        let v = unsafe { &mut *slot.0.get() };
-        if v.len() < len {
-            v.resize(len, 0.0);
+    /// Calls `f` with a free slot's scratch of at least `len` floats (grown
+    /// once, then reused). A job system that runs more tasks at once than
+    /// it said ([`JobSystem::concurrency`]) gets a fresh vector for the extra
+    /// ones: correct, but not allocation-free.
+    fn with_slot<R>(&self, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+        for slot in &self.slots {
+            if slot.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                let _taken = Taken(slot);
+                // SAFETY: this task took the slot above; no one else reaches its vector until `_taken` drops.
+                let v = unsafe { &mut *slot.floats.get() };
+                if v.len() < len {
+                    v.resize(len, 0.0);
+                }
+                return f(&mut v[..len]);
+            }
         }
-        &mut v[..len]
+        f(&mut vec![0.0; len])
     }
 }
 
-/// The parallel context a kernel runs in: the pool, its size, and scratch.
+/// The parallel context a kernel runs in: the job system, how many tasks
+/// this node's work is worth at most, and scratch.
 pub struct Par<'a> {
-    pool: &'a ThreadPool,
+    jobs: &'a dyn JobSystem,
     n_threads: usize,
     scratch: &'a PerThreadScratch,
 }
 
 impl<'a> Par<'a> {
-    /// A context over `pool` (with `n_threads` threads) and its scratch.
-    pub fn new(pool: &'a ThreadPool, n_threads: usize, scratch: &'a PerThreadScratch) -> Self {
-        Self { pool, n_threads: n_threads.max(1), scratch }
+    /// A context over `jobs` (running `n_threads` tasks at once) and its scratch.
+    pub fn new(jobs: &'a dyn JobSystem, n_threads: usize, scratch: &'a PerThreadScratch) -> Self {
+        Self { jobs, n_threads: n_threads.max(1), scratch }
     }
 
-    /// Number of threads of the pool.
+    /// Number of threads (tasks at once) work is split over.
     pub fn n_threads(&self) -> usize {
         self.n_threads
     }
@@ -81,11 +96,10 @@ impl<'a> Par<'a> {
     }
 
     /// Calls `f(range, tmp)` over ranges covering `0..n` (each item costing
-    /// about `work_per_item`), on the pool when the work is large enough and
-    /// on the calling thread otherwise. `tmp` is that thread's scratch of
-    /// `tmp_len` floats; its contents are left over from earlier work.
-    ///
-    /// `f` must not call into rayon itself (the scratch slot is per thread).
+    /// about `work_per_item`), through the job system when the work is large
+    /// enough and on the calling thread otherwise. `tmp` is scratch of
+    /// `tmp_len` floats held by that task alone; its contents are left over
+    /// from earlier work.
     pub fn for_each<F>(&self, n: usize, work_per_item: usize, tmp_len: usize, f: F)
     where
         F: Fn(Range<usize>, &mut [f32]) + Sync,
@@ -95,48 +109,34 @@ impl<'a> Par<'a> {
         }
         let threads = self.threads_for(n.saturating_mul(work_per_item.max(1))).min(n);
         if threads <= 1 {
-            // SAFETY: no other kernel work runs (kernels run one at a time, each
-            // joins its parallel work before returning, and this one
-            // dispatches nothing), so slot 0 is not in use.
-            let tmp = unsafe { self.scratch.slot(0, tmp_len) };
-            f(0..n, tmp);
+            self.scratch.with_slot(tmp_len, |tmp| f(0..n, tmp));
             return;
         }
         // A few chunks per thread balance uneven rows without much overhead.
         let n_chunks = (threads * 4).min(n);
         let chunk = n.div_ceil(n_chunks);
         let n_chunks = n.div_ceil(chunk);
-        self.pool.install(|| {
-            (0..n_chunks).into_par_iter().for_each(|c| {
-                let range = c * chunk..((c + 1) * chunk).min(n);
-                let tid = rayon::current_thread_index().unwrap_or(0);
-                // SAFETY: `tid` is this pool thread's own index and `f` makes no
-                // nested rayon calls, so nothing else uses the slot meanwhile.
-                let tmp = unsafe { self.scratch.slot(tid, tmp_len) };
-                f(range, tmp);
-            })
+        self.run(n_chunks, &|c| {
+            let range = c * chunk..((c + 1) * chunk).min(n);
+            self.scratch.with_slot(tmp_len, |tmp| f(range, tmp));
         });
     }
 
-    /// Runs `f` on the calling thread with thread 0's scratch of `tmp_len`
-    /// floats (for kernels that stay on one thread).
+    /// Runs `f` on the calling thread with scratch of `tmp_len` floats (for
+    /// kernels that stay on one thread).
     pub fn inline<R>(&self, tmp_len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-        // SAFETY: no other kernel work runs (kernels run one at a time, each
-        // joins its parallel work before returning, and this one dispatches
-        // nothing while `f` runs), so slot 0 is not in use.
-        let tmp = unsafe { self.scratch.slot(0, tmp_len) };
-        f(tmp)
+        self.scratch.with_slot(tmp_len, f)
     }
 
-    /// The pool itself, for drivers that split their own work over it.
-    pub fn pool(&self) -> &'a ThreadPool {
-        self.pool
+    /// Runs `task(i)` for `i` in `0..n_tasks` through the job system (see
+    /// [`run_tasks`]), for drivers that split their own work.
+    pub fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        run_tasks(self.jobs, n_tasks, task)
     }
 
-    /// Runs `f` inside the pool, so that libraries parallelizing with rayon
-    /// (gemm) use this backend's threads.
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+    /// The job system itself, for drivers that take one.
+    pub fn jobs(&self) -> &'a dyn JobSystem {
+        self.jobs
     }
 }
 

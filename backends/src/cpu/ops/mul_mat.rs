@@ -266,11 +266,11 @@ fn mat_vec(a: &Bound, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) -> Resu
         match a.dtype {
             DType::F16 => {
                 let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f16, len);
-                crate::cpu::float_matvec::f16_mat_vec(Rows { data: w, k, m, row_stride: stride }, x, y, par.pool())?;
+                crate::cpu::float_matvec::f16_mat_vec(Rows { data: w, k, m, row_stride: stride }, x, y, par.jobs())?;
             }
             _ => {
                 let w = std::slice::from_raw_parts(a.row(0, 0, 0) as *const f32, len);
-                crate::cpu::float_matvec::f32_mat_vec(Rows { data: w, k, m, row_stride: stride }, x, y, par.pool())?;
+                crate::cpu::float_matvec::f32_mat_vec(Rows { data: w, k, m, row_stride: stride }, x, y, par.jobs())?;
             }
         }
     }
@@ -423,6 +423,52 @@ unsafe fn gemm_block(
     }
 }
 
+/// [`gemm_block`] over all of this backend's threads: gemm's own threading
+/// on a rayon pool, else blocks of rows as the job system's tasks, each
+/// through gemm on one thread.
+///
+/// # Safety
+/// As for [`gemm_block`], with `lhs` = (pointer, row stride, column stride).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one unsafe gemm call split over threads: gemm_block's operands plus the parallel context"
+)]
+unsafe fn gemm_split(
+    par: &Par<'_>,
+    m: usize,
+    dims: Dims,
+    lhs: (*const f32, isize, isize),
+    b: &Bound,
+    out: *mut f32,
+    dst: &Bound,
+    bi: [usize; 2],
+) {
+    let (lhs, rs, cs) = lhs;
+    if let Some(pool) = par.jobs().rayon_pool() {
+        let threads = Parallelism::Rayon(par.n_threads());
+        let (lhs, out) = (SendPtr(lhs as *mut f32), SendPtr(out));
+        // SAFETY: the caller's guarantee; gemm threads over this pool.
+        pool.install(|| unsafe { gemm_block(m, dims, lhs.get(), rs, cs, b, out.get(), dst, bi, threads) });
+        return;
+    }
+    // Row blocks of at least 32 rows (gemm's kernels are a few rows tall), about 4 per task.
+    let rows = m.div_ceil(par.n_threads() * 4).max(32);
+    let (lhs, out) = (SendPtr(lhs as *mut f32), SendPtr(out));
+    let out_step = (dst.nb[0] / size_of::<f32>()) as isize;
+    par.run(m.div_ceil(rows), &|t| {
+        let r0 = t * rows;
+        let n_rows = rows.min(m - r0);
+        // SAFETY: rows r0..r0 + n_rows of the left matrix and the matching
+        // result columns are inside the block (the caller's guarantee); this
+        // task alone writes them.
+        unsafe {
+            let lhs = lhs.get().offset(r0 as isize * rs);
+            let out = out.get().offset(r0 as isize * out_step);
+            gemm_block(n_rows, dims, lhs, rs, cs, b, out, dst, bi, Parallelism::None);
+        }
+    });
+}
+
 fn mul_mat_gemm(
     a: &Bound,
     kernels: Src0Kernels,
@@ -459,7 +505,6 @@ fn mul_mat_gemm(
         });
         return Ok(());
     }
-    let threads = Parallelism::Rayon(par.n_threads());
     let a_batches = a.ne[2] * a.ne[3];
     for ag in 0..a_batches {
         let ab = [ag % a.ne[2], ag / a.ne[2]];
@@ -468,12 +513,12 @@ fn mul_mat_gemm(
         if direct {
             for g in users {
                 let bi = dims.batch(g).0;
-                // SAFETY: as above; gemm threads over this backend's pool.
-                par.install(|| unsafe {
+                let (rs, cs) = ((a.nb[1] / f) as isize, (a.nb[0] / f) as isize);
+                // SAFETY: as above; the block is split over this backend's threads.
+                unsafe {
                     let lhs = a.row(0, ab[0], ab[1]) as *const f32;
-                    let (rs, cs) = ((a.nb[1] / f) as isize, (a.nb[0] / f) as isize);
-                    gemm_block(m, dims, lhs, rs, cs, b, dst.row(0, bi[0], bi[1]) as *mut f32, dst, bi, threads);
-                });
+                    gemm_split(par, m, dims, (lhs, rs, cs), b, dst.row(0, bi[0], bi[1]) as *mut f32, dst, bi);
+                }
             }
             continue;
         }
@@ -495,10 +540,10 @@ fn mul_mat_gemm(
                 let lhs = SendPtr(shared.as_mut_ptr());
                 // SAFETY: the converted block is `rows x k` floats; the result
                 // rows r0.. of batch bi are in range.
-                par.install(|| unsafe {
+                unsafe {
                     let out = dst.at(r0, 0, bi[0], bi[1]) as *mut f32;
-                    gemm_block(rows, dims, lhs.get() as *const f32, k as isize, 1, b, out, dst, bi, threads);
-                });
+                    gemm_split(par, rows, dims, (lhs.get() as *const f32, k as isize, 1), b, out, dst, bi);
+                }
             }
         }
     }

@@ -203,7 +203,7 @@ fn multiply(
         quant::Columns { data: src1, stride: src1_stride, n: run.cols },
         quant::ColumnsMut { data: dst, stride: dst_stride },
         scratch,
-        par.pool(),
+        par.jobs(),
     )
 }
 

@@ -16,15 +16,16 @@
 //! Threads take tasks from a shared counter, one scratch slice per worker,
 //! so no task ever allocates. A product too small to pay for waking the
 //! pool's threads runs on the calling thread alone; otherwise the whole call
-//! is one hand-over to the pool.
+//! is one hand-over to the job system (a rayon pool's, or the host's tasks).
 
 use gantry_engine::quant::QuantBlock;
 use gantry_engine::{DType, Error, Result};
-use rayon::prelude::*;
 
 use super::Isa;
 use super::weight::{ActBlock, ROWS, TileRow, WeightType, with_weight_type};
 use crate::cpu::TaskCounter;
+use crate::cpu::jobs::{JobSystem, run_tasks};
+use crate::cpu::parallel::SendPtr;
 
 /// Columns from which the tiled path is used (on every SIMD path: the
 /// AVX-512 ones run the AVX2 micro-kernels, there is no 512-bit tile yet).
@@ -123,18 +124,18 @@ pub struct ColumnsMut<'a> {
 
 /// `dst[j·dst.stride + i] = Σ_t w[i][t] · src1[j·src1.stride + t]` for rows
 /// `i < w.m` and columns `j < src1.n`, on the fastest path, split over
-/// `pool`'s threads.
+/// the tasks of `jobs`.
 ///
 /// `scratch` must hold [`quant_mul_mat_scratch_size`]`(w.dtype, w.k, n,
-/// pool.current_num_threads())` bytes; nothing is allocated.
+/// jobs.concurrency())` bytes; nothing is allocated.
 pub fn quant_mul_mat(
     w: &QuantMatrix<'_>,
     src1: Columns<'_>,
     dst: ColumnsMut<'_>,
     scratch: &mut [u8],
-    pool: &rayon::ThreadPool,
+    jobs: &dyn JobSystem,
 ) -> Result<()> {
-    quant_mul_mat_on(Isa::best(), w, src1, dst, scratch, pool)
+    quant_mul_mat_on(Isa::best(), w, src1, dst, scratch, jobs)
 }
 
 /// [`quant_mul_mat`] on the path `isa`.
@@ -144,11 +145,11 @@ pub fn quant_mul_mat_on(
     src1: Columns<'_>,
     dst: ColumnsMut<'_>,
     scratch: &mut [u8],
-    pool: &rayon::ThreadPool,
+    jobs: &dyn JobSystem,
 ) -> Result<()> {
     let Columns { data: src1, stride: src1_stride, n } = src1;
     let ColumnsMut { data: dst, stride: dst_stride } = dst;
-    let args = Args { isa, w, src1, src1_stride, n, dst_stride, pool };
+    let args = Args { isa, w, src1, src1_stride, n, dst_stride, jobs };
     with_weight_type!(w.dtype, run(&args, dst, scratch))
         .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: w.dtype })?
 }
@@ -160,7 +161,7 @@ struct Args<'a, 'b> {
     src1_stride: usize,
     n: usize,
     dst_stride: usize,
-    pool: &'a rayon::ThreadPool,
+    jobs: &'a dyn JobSystem,
 }
 
 fn err(reason: String) -> Error {
@@ -201,7 +202,7 @@ fn check(args: &Args<'_, '_>, dst_len: usize, scratch_len: usize, layout: &Layou
             args.n, w.m, args.dst_stride
         )));
     }
-    let need = layout.size(args.n, args.pool.current_num_threads());
+    let need = layout.size(args.n, args.jobs.concurrency());
     if scratch_len < need {
         return Err(err(format!("scratch holds {scratch_len} bytes, {need} are needed")));
     }
@@ -234,10 +235,11 @@ fn worth_threads(k: usize, m: usize, n: usize, max: usize) -> usize {
     (macs / MIN_MACS_PER_THREAD).clamp(1, max.max(1))
 }
 
-/// Runs `f` inside `pool` when several threads work, on the calling thread
-/// otherwise (no wake-up, no hand-over for a product that is too small).
-fn on_pool<R: Send>(pool: &rayon::ThreadPool, threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    if threads > 1 { pool.install(f) } else { f() }
+/// Runs `f` where the job system runs work best (inside a rayon pool: one
+/// hand-over for both steps) when several threads work, on the calling
+/// thread otherwise (no wake-up, no hand-over for a product that is too small).
+fn on_jobs(jobs: &dyn JobSystem, threads: usize, mut f: impl FnMut() + Send) {
+    if threads > 1 { jobs.enter(&mut f) } else { f() }
 }
 
 fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) -> Result<()> {
@@ -254,7 +256,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
         }
         return Ok(());
     }
-    let threads = worth_threads(k, w.m, n, args.pool.current_num_threads());
+    let threads = worth_threads(k, w.m, n, args.jobs.concurrency());
     let skip = scratch.as_ptr().align_offset(ALIGN).min(ALIGN);
     let scratch = &mut scratch[skip..];
     let (acts, rest) = scratch.split_at_mut(n * layout.act_row);
@@ -265,7 +267,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
     let tiled = n >= TILE_MIN_N && args.isa != Isa::Scalar;
 
     // One hand-over to the pool for both steps (none when one thread is worth it).
-    on_pool(args.pool, threads, || {
+    on_jobs(args.jobs, threads, || {
         // 1. Quantize every column of src1 once (and, for the tiled path, its chunk scales and group sums).
         let quantize_column = |(j, (act, extra)): (usize, (&mut [u8], &mut [u8]))| {
             let x = &args.src1[j * args.src1_stride..j * args.src1_stride + k];
@@ -285,10 +287,21 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             }
         };
         if threads > 1 && n * k >= MIN_PARALLEL_QUANT {
-            acts.par_chunks_mut(layout.act_row)
-                .zip(extras.par_chunks_mut(layout.col_extra))
-                .enumerate()
-                .for_each(quantize_column);
+            let (act_ptr, extra_ptr) = (SendPtr(acts.as_mut_ptr()), SendPtr(extras.as_mut_ptr()));
+            let per_task = n.div_ceil(threads * 4);
+            run_tasks(args.jobs, n.div_ceil(per_task), &|t| {
+                for j in t * per_task..((t + 1) * per_task).min(n) {
+                    // SAFETY: `acts` and `extras` hold `n` rows of `act_row` and
+                    // `col_extra` bytes; task `t` alone touches the rows of its columns.
+                    let (act, extra) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(act_ptr.get().add(j * layout.act_row), layout.act_row),
+                            std::slice::from_raw_parts_mut(extra_ptr.get().add(j * layout.col_extra), layout.col_extra),
+                        )
+                    };
+                    quantize_column((j, (act, extra)));
+                }
+            });
         } else {
             acts.chunks_mut(layout.act_row)
                 .zip(extras.chunks_mut(layout.col_extra))
@@ -308,7 +321,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
 
         if !tiled {
             let tasks = TaskCounter::new(w.m.div_ceil(DOT_ROWS));
-            let worker = |_| {
+            let worker = |_: usize| {
                 while let Some(t) = tasks.take() {
                     let rows = t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m);
                     // Whole groups of rows through the several-row kernel, the rest one by one.
@@ -333,7 +346,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
                 }
             };
             if threads > 1 {
-                (0..threads).into_par_iter().for_each(worker);
+                run_tasks(args.jobs, threads, &worker);
             } else {
                 worker(0);
             }
@@ -364,7 +377,11 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
                 }
             };
             if threads > 1 {
-                tiles.par_chunks_mut(layout.tile).for_each(worker);
+                let tiles_ptr = SendPtr(tiles.as_mut_ptr());
+                run_tasks(args.jobs, threads, &|t| {
+                    // SAFETY: `tiles` holds `threads` tiles of `layout.tile` bytes; task `t` alone uses tile `t`.
+                    worker(unsafe { std::slice::from_raw_parts_mut(tiles_ptr.get().add(t * layout.tile), layout.tile) })
+                });
             } else {
                 worker(tiles);
             }
