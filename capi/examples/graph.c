@@ -1,12 +1,15 @@
 /* Builds a small graph by hand through Gantry's C API, computes it on the
  * CPU, checks the numbers, then checks that misuse (null and freed handles,
- * wrong shapes, bad arguments) is answered with error codes. Exits 0 only
- * when every check holds.
+ * wrong shapes, bad arguments) is answered with error codes; then computes
+ * a larger product on a CPU backend whose kernels run as tasks of the host's
+ * own job system (two pthreads and the caller). Exits 0 only when every
+ * check holds.
  *
  *   cc -fsanitize=address -I capi/include capi/examples/graph.c \
- *      -L target/release -lgantry_capi -Wl,-rpath,target/release -o graph
+ *      -L target/release -lgantry_capi -Wl,-rpath,target/release -lm -pthread -o graph
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +44,120 @@ static bool abort_now(void *user_data) {
     int *polls = user_data;
     (*polls)++;
     return true;
+}
+
+/* The host's job system: worker threads and the caller take task indices
+ * from a shared counter; one batch at a time. */
+typedef struct {
+    pthread_mutex_t batch; /* one caller at a time */
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    GantryTaskFn task;
+    void *task_data;
+    size_t n_tasks, next, finished, tasks_run;
+    int quit;
+    pthread_t threads[2];
+} Jobs;
+
+/* Runs tasks of the current batch until none is left; `lock` is held on entry and exit. */
+static void run_some(Jobs *j) {
+    while (j->task != NULL && j->next < j->n_tasks) {
+        size_t i = j->next++;
+        GantryTaskFn task = j->task;
+        void *data = j->task_data;
+        pthread_mutex_unlock(&j->lock);
+        task(data, i);
+        pthread_mutex_lock(&j->lock);
+        j->tasks_run++;
+        if (++j->finished == j->n_tasks) pthread_cond_broadcast(&j->done);
+    }
+}
+
+static void *worker(void *arg) {
+    Jobs *j = arg;
+    pthread_mutex_lock(&j->lock);
+    while (!j->quit) {
+        run_some(j);
+        if (!j->quit) pthread_cond_wait(&j->wake, &j->lock);
+    }
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+/* GantryRunTasksFn: post the batch, take part, wait for the last task. */
+static void jobs_run(void *user_data, size_t n_tasks, GantryTaskFn task, void *task_data) {
+    Jobs *j = user_data;
+    pthread_mutex_lock(&j->batch);
+    pthread_mutex_lock(&j->lock);
+    j->task = task;
+    j->task_data = task_data;
+    j->n_tasks = n_tasks;
+    j->next = 0;
+    j->finished = 0;
+    pthread_cond_broadcast(&j->wake);
+    run_some(j);
+    while (j->finished < j->n_tasks) pthread_cond_wait(&j->done, &j->lock);
+    j->task = NULL;
+    pthread_mutex_unlock(&j->lock);
+    pthread_mutex_unlock(&j->batch);
+}
+
+/* y = W x with W [256, 256] and x [256, 64] on a CPU backend over `jobs`: big
+ * enough that the product splits into tasks. Returns 0 when the numbers hold. */
+static int product_on_host_jobs(Jobs *jobs) {
+    enum { K = 256, M = 256, N = 64 };
+    GantryJobSystem js = {3, jobs_run, jobs};
+    GantryBackend cpu;
+    CHECK(gantry_cpu_backend_new_with_jobs(&js, &cpu));
+    GantryJobSystem no_run = {3, NULL, jobs};
+    EXPECT_FAIL(gantry_cpu_backend_new_with_jobs(&no_run, &cpu), GANTRY_ERROR_INVALID_ARGUMENT);
+    EXPECT_FAIL(gantry_backend_set_n_threads(cpu, 8), GANTRY_ERROR_UNSUPPORTED); /* the host sizes its jobs */
+
+    GantryContext ctx;
+    CHECK(gantry_context_new(&ctx));
+    GantryTensor w, x, y;
+    int64_t ne_w[2] = {K, M}, ne_x[2] = {K, N};
+    CHECK(gantry_tensor_new(ctx, GANTRY_F32, 2, ne_w, &w));
+    CHECK(gantry_tensor_new(ctx, GANTRY_F32, 2, ne_x, &x));
+    GantryTensor weights[2] = {w, x};
+    CHECK(gantry_context_alloc_weights(ctx, cpu, weights, 2));
+    static float wv[K * M], xv[K * N], out[M * N];
+    for (int i = 0; i < K * M; i++) wv[i] = (float)((i * 7) % 13 - 6) / 64.0f;
+    for (int i = 0; i < K * N; i++) xv[i] = (float)((i * 5) % 11 - 5) / 32.0f;
+    CHECK(gantry_tensor_set_f32(ctx, w, wv, K * M));
+    CHECK(gantry_tensor_set_f32(ctx, x, xv, K * N));
+    CHECK(gantry_mul_mat(ctx, w, x, &y));
+    GantryGraph graph;
+    CHECK(gantry_graph_build(ctx, &y, 1, &graph));
+    GantryScheduler sched;
+    CHECK(gantry_scheduler_new(&cpu, 1, NULL, &sched));
+    CHECK(gantry_scheduler_compute(sched, ctx, graph));
+    CHECK(gantry_tensor_get_f32(ctx, y, out, M * N));
+    double worst = 0.0;
+    for (int col = 0; col < N; col++) {
+        for (int row = 0; row < M; row++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++) acc += (double)wv[row * K + k] * (double)xv[col * K + k];
+            double err = fabs(acc - (double)out[col * M + row]);
+            if (err > worst) worst = err;
+        }
+    }
+    pthread_mutex_lock(&jobs->lock);
+    size_t tasks_run = jobs->tasks_run;
+    pthread_mutex_unlock(&jobs->lock);
+    printf("host job system: %dx%dx%d product in %zu tasks of the host's, max |error| %.3g\n", M, N, K, tasks_run,
+           worst);
+    if (worst > 1e-3 || tasks_run < 2) {
+        fprintf(stderr, "the product on the host's job system is wrong (max |error| %.3g) or ran no tasks (%zu)\n",
+                worst, tasks_run);
+        failures++;
+    }
+    CHECK(gantry_graph_free(graph));
+    CHECK(gantry_scheduler_release(sched, ctx));
+    CHECK(gantry_scheduler_free(sched));
+    CHECK(gantry_context_free(ctx));
+    CHECK(gantry_backend_free(cpu));
+    return 0;
 }
 
 int main(void) {
@@ -170,6 +287,17 @@ int main(void) {
     EXPECT_FAIL(gantry_tensor_get_f32(ctx, y, out, 6), GANTRY_ERROR_INVALID_HANDLE);
     CHECK(gantry_backend_free(cpu));
     CHECK(gantry_registry_free(reg));
+
+    Jobs jobs = {.batch = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER,
+                 .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+    for (int i = 0; i < 2; i++) pthread_create(&jobs.threads[i], NULL, worker, &jobs);
+    int product = product_on_host_jobs(&jobs);
+    pthread_mutex_lock(&jobs.lock);
+    jobs.quit = 1;
+    pthread_cond_broadcast(&jobs.wake);
+    pthread_mutex_unlock(&jobs.lock);
+    for (int i = 0; i < 2; i++) pthread_join(jobs.threads[i], NULL);
+    if (product != 0) return 1;
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -119,6 +119,27 @@ typedef struct GantryGraph {
   uint64_t id;
 } GantryGraph;
 
+// One task of a compute: call it once with each index the job system was
+// given, from any thread.
+typedef void (*GantryTaskFn)(void *task_data, size_t index);
+
+// Runs `task(task_data, i)` for every `i` in `0..n_tasks`, on any threads
+// (the caller's included), in any order, and returns once every call has
+// returned. Tasks never wait for one another, so running them one after
+// the other on the calling thread is correct too.
+typedef void (*GantryRunTasksFn)(void *user_data, size_t n_tasks, GantryTaskFn task, void *task_data);
+
+// A host's job system, as `gantry_cpu_backend_new_with_jobs` takes it.
+typedef struct GantryJobSystem {
+  // How many tasks run at the same time at most (at least 1): kernels
+  // split their work into about this many parts.
+  size_t concurrency;
+  // The function that runs a batch of tasks.
+  GantryRunTasksFn run;
+  // Passed to `run` unchanged.
+  void *user_data;
+} GantryJobSystem;
+
 // How a model is loaded; zero (or null) fields take the defaults.
 typedef struct GantryModelParams {
   // Backends in priority order, CPU last: device or platform names,
@@ -380,6 +401,25 @@ enum GantryStatus gantry_graph_n_nodes(struct GantryGraph graph, size_t *n_nodes
 //
 // Threading: any thread.
 enum GantryStatus gantry_graph_free(struct GantryGraph graph);
+
+// A CPU backend on the host's job system `jobs` (copied): every kernel
+// that splits its work hands the parts to `jobs->run` and waits for them;
+// the backend starts no thread of its own. Its thread count is
+// `jobs->concurrency` (`gantry_backend_set_n_threads` then fails); the
+// abort callback works as on any CPU backend.
+//
+// Threading: any thread. `jobs->run` is called from the thread that
+// computes (the caller of `gantry_scheduler_compute`), possibly from
+// several threads at once when several schedulers compute, for as long as
+// the backend (or anything made with it) lives.
+//
+// # Safety
+// `jobs` is null or points to a `GantryJobSystem` whose `run` keeps the
+// contract of `GantryRunTasksFn` and stays callable, with `user_data`,
+// until the backend and everything made with it are freed; `out` is null
+// or valid for one write.
+enum GantryStatus gantry_cpu_backend_new_with_jobs(const struct GantryJobSystem *jobs,
+                                                   struct GantryBackend *out);
 
 // Loads the llama-family GGUF file at `path` (its weights mapped, not
 // copied, where the first backend reads host memory); `params` may be null.

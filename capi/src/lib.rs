@@ -16,6 +16,7 @@
 //!
 //! The map: [`status`] (codes, last error), [`registry`] (platforms,
 //! devices, starting backends), [`backend`] (threads, abort callback),
+//! [`jobs`] (a CPU backend on the host's job system),
 //! [`context`] (contexts, tensors, weights), [`ops`], [`data`] (tensor
 //! data), [`graph`], [`scheduler`] (reserve, alloc, compute), [`model`]
 //! (load a GGUF, tokenize, generate).
@@ -26,6 +27,7 @@ pub mod data;
 mod entry;
 pub mod graph;
 mod handles;
+pub mod jobs;
 pub mod model;
 pub mod ops;
 mod ptr;

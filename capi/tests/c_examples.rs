@@ -50,6 +50,7 @@ fn compile(name: &str) -> PathBuf {
         .arg("-lgantry_capi")
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .arg("-lm")
+        .arg("-pthread")
         .status()
         .expect("run cc");
     assert!(status.success(), "cc failed on examples/{name}.c");

@@ -140,7 +140,7 @@ impl<P: WorkerPool> SharedComputeState<P> {
         let mut state = lock(&self.0);
         if state.host_pool && state.n_threads != n_threads {
             return Err(Error::Unsupported(format!(
-                "this CPU backend runs on the host's pool of {} threads; size that pool instead",
+                "this CPU backend runs on the host's threads (its pool or job system, {} at once); size those instead",
                 state.n_threads
             )));
         }

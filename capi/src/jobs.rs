@@ -1,0 +1,125 @@
+//! The host's job system: a CPU backend whose kernels run as tasks the
+//! host's own scheduler runs (a game engine's job system, a runtime's
+//! executor), so Gantry starts no thread of its own.
+
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use gantry::backends::cpu::{CpuBackend, CpuDevice, CpuPlatform, JobSystem};
+use gantry::{Backend, SetAbortCallback, SetThreadCount, platform_extension};
+
+use crate::backend::{BACKENDS, BackendEntry, GantryBackend};
+use crate::entry::{Failure, entry};
+use crate::ptr::write_out;
+use crate::status::GantryStatus;
+
+/// One task of a compute: call it once with each index the job system was
+/// given, from any thread.
+pub type GantryTaskFn = unsafe extern "C" fn(task_data: *mut c_void, index: usize);
+
+/// Runs `task(task_data, i)` for every `i` in `0..n_tasks`, on any threads
+/// (the caller's included), in any order, and returns once every call has
+/// returned. Tasks never wait for one another, so running them one after
+/// the other on the calling thread is correct too.
+pub type GantryRunTasksFn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, n_tasks: usize, task: GantryTaskFn, task_data: *mut c_void)>;
+
+/// A host's job system, as `gantry_cpu_backend_new_with_jobs` takes it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GantryJobSystem {
+    /// How many tasks run at the same time at most (at least 1): kernels
+    /// split their work into about this many parts.
+    pub concurrency: usize,
+    /// The function that runs a batch of tasks.
+    pub run: GantryRunTasksFn,
+    /// Passed to `run` unchanged.
+    pub user_data: *mut c_void,
+}
+
+/// The C job system behind the Rust trait.
+struct CJobs {
+    concurrency: usize,
+    run: unsafe extern "C" fn(*mut c_void, usize, GantryTaskFn, *mut c_void),
+    user_data: *mut c_void,
+}
+
+// SAFETY: `gantry_cpu_backend_new_with_jobs` documents that `run` is called
+// from whichever thread computes, possibly several at once, for as long as
+// the backend lives; the caller promises `user_data` is usable that way.
+unsafe impl Send for CJobs {}
+// SAFETY: as above.
+unsafe impl Sync for CJobs {}
+
+/// Calls the Rust task behind `task_data` (a `&&(dyn Fn(usize) + Sync)`).
+/// A panic stops here: it never unwinds into the host's C code.
+unsafe extern "C" fn call_task(task_data: *mut c_void, index: usize) {
+    // SAFETY: `CJobs::run` passes a pointer to a live `&dyn Fn` that outlives the batch.
+    let task = unsafe { &*(task_data as *const &(dyn Fn(usize) + Sync)) };
+    // The backend's tasks catch their own panics; this is the last line.
+    let _ = catch_unwind(AssertUnwindSafe(|| task(index)));
+}
+
+impl JobSystem for CJobs {
+    fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        let task_data = &task as *const &(dyn Fn(usize) + Sync) as *mut c_void;
+        // SAFETY: the caller of `gantry_cpu_backend_new_with_jobs` gave a
+        // function of this signature that returns only once every task has
+        // returned, so `task` (borrowed for this call) outlives every use.
+        unsafe { (self.run)(self.user_data, n_tasks, call_task, task_data) }
+    }
+}
+
+/// A CPU backend on the host's job system `jobs` (copied): every kernel
+/// that splits its work hands the parts to `jobs->run` and waits for them;
+/// the backend starts no thread of its own. Its thread count is
+/// `jobs->concurrency` (`gantry_backend_set_n_threads` then fails); the
+/// abort callback works as on any CPU backend.
+///
+/// Threading: any thread. `jobs->run` is called from the thread that
+/// computes (the caller of `gantry_scheduler_compute`), possibly from
+/// several threads at once when several schedulers compute, for as long as
+/// the backend (or anything made with it) lives.
+///
+/// # Safety
+/// `jobs` is null or points to a `GantryJobSystem` whose `run` keeps the
+/// contract of `GantryRunTasksFn` and stays callable, with `user_data`,
+/// until the backend and everything made with it are freed; `out` is null
+/// or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_cpu_backend_new_with_jobs(
+    jobs: *const GantryJobSystem,
+    out: *mut GantryBackend,
+) -> GantryStatus {
+    entry("gantry_cpu_backend_new_with_jobs", || {
+        if jobs.is_null() || out.is_null() {
+            return Err(Failure::invalid(if jobs.is_null() {
+                "jobs is a null pointer"
+            } else {
+                "out is a null pointer"
+            }));
+        }
+        // SAFETY: non-null, and a valid `GantryJobSystem` by the caller's contract.
+        let jobs = unsafe { *jobs };
+        let run = jobs.run.ok_or_else(|| Failure::invalid("jobs->run is a null function"))?;
+        if jobs.concurrency == 0 {
+            return Err(Failure::invalid("jobs->concurrency is 0 (at least one task must be able to run)"));
+        }
+        let c_jobs = CJobs { concurrency: jobs.concurrency, run, user_data: jobs.user_data };
+        let backend: Arc<dyn Backend> = Arc::new(CpuBackend::with_job_system(CpuDevice::new(), Arc::new(c_jobs)));
+        // The CPU platform's hooks (abort callback, thread count) fit this backend too.
+        let platform = CpuPlatform::new();
+        let entry = BackendEntry {
+            backend,
+            set_abort: platform_extension::<SetAbortCallback>(&platform).copied(),
+            set_threads: platform_extension::<SetThreadCount>(&platform).copied(),
+        };
+        // SAFETY: the caller's contract.
+        unsafe { write_out(out, GantryBackend { id: BACKENDS.insert(entry) }, "out") }
+    })
+}
