@@ -239,6 +239,24 @@ int main(void) {
     }
     printf("numbers ok: max |error| %.3g\n", worst);
 
+    /* Asynchronous compute: start, poll until done, wait; the same numbers. */
+    CHECK(gantry_scheduler_compute_async(sched, ctx, graph));
+    bool done = false;
+    int polls_until_done = 0;
+    while (!done) {
+        CHECK(gantry_scheduler_is_done(sched, &done));
+        polls_until_done++;
+    }
+    CHECK(gantry_scheduler_wait(sched));
+    float again[6];
+    CHECK(gantry_tensor_get_f32(ctx, y, again, 6));
+    if (memcmp(again, out, sizeof again) != 0) {
+        fprintf(stderr, "the asynchronous compute gave other numbers\n");
+        failures++;
+    }
+    printf("async compute: done after %d poll(s), same numbers\n", polls_until_done);
+    EXPECT_FAIL(gantry_scheduler_is_done(sched, NULL), GANTRY_ERROR_INVALID_ARGUMENT);
+
     /* The abort callback stops a compute; removing it lets the next one run. */
     int polls = 0;
     CHECK(gantry_backend_set_abort_callback(cpu, abort_now, &polls));

@@ -759,6 +759,34 @@ enum GantryStatus gantry_scheduler_compute(struct GantryScheduler sched,
                                            struct GantryContext ctx,
                                            struct GantryGraph graph);
 
+// Starts computing `graph` (allocating it first if needed) and returns
+// once the work is submitted: on a GPU the caller's thread is free while
+// it runs (a frame loop polls `gantry_scheduler_is_done` once per frame).
+// Read the outputs after `gantry_scheduler_is_done` says `true` or after
+// `gantry_scheduler_wait`; until then, write nothing into `ctx`. A CPU
+// backend computes within this call (on its threads, or the host's job
+// system), so there it returns when the work is done.
+//
+// Threading: as the scheduler and context.
+enum GantryStatus gantry_scheduler_compute_async(struct GantryScheduler sched,
+                                                 struct GantryContext ctx,
+                                                 struct GantryGraph graph);
+
+// Whether the compute started last has finished on every backend, into
+// `done`, answered without waiting. A failure of that work is this call's
+// error.
+//
+// Threading: as the scheduler.
+//
+// # Safety
+// `done` is null or valid for one write.
+enum GantryStatus gantry_scheduler_is_done(struct GantryScheduler sched, bool *done);
+
+// Waits until the compute started last has finished on every backend.
+//
+// Threading: as the scheduler; the calling thread waits.
+enum GantryStatus gantry_scheduler_wait(struct GantryScheduler sched);
+
 // Gives the scheduler's compute memory in `ctx` back.
 //
 // Threading: as the scheduler and context.

@@ -169,6 +169,57 @@ pub extern "C" fn gantry_scheduler_compute(
     entry("gantry_scheduler_compute", || with_sched_graph(sched, ctx, graph, |s, c, g| Ok(s.graph_compute(c, g)?)))
 }
 
+/// Starts computing `graph` (allocating it first if needed) and returns
+/// once the work is submitted: on a GPU the caller's thread is free while
+/// it runs (a frame loop polls `gantry_scheduler_is_done` once per frame).
+/// Read the outputs after `gantry_scheduler_is_done` says `true` or after
+/// `gantry_scheduler_wait`; until then, write nothing into `ctx`. A CPU
+/// backend computes within this call (on its threads, or the host's job
+/// system), so there it returns when the work is done.
+///
+/// Threading: as the scheduler and context.
+#[unsafe(no_mangle)]
+pub extern "C" fn gantry_scheduler_compute_async(
+    sched: GantryScheduler,
+    ctx: GantryContext,
+    graph: GantryGraph,
+) -> GantryStatus {
+    entry("gantry_scheduler_compute_async", || {
+        with_sched_graph(sched, ctx, graph, |s, c, g| Ok(s.graph_compute_async(c, g)?))
+    })
+}
+
+/// Whether the compute started last has finished on every backend, into
+/// `done`, answered without waiting. A failure of that work is this call's
+/// error.
+///
+/// Threading: as the scheduler.
+///
+/// # Safety
+/// `done` is null or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gantry_scheduler_is_done(sched: GantryScheduler, done: *mut bool) -> GantryStatus {
+    entry("gantry_scheduler_is_done", || {
+        let s = SCHEDULERS.get(sched.id)?;
+        let s = lock(&s, "scheduler")?;
+        let is_done = s.is_done()?;
+        // SAFETY: the caller's contract.
+        unsafe { write_out(done, is_done, "done") }
+    })
+}
+
+/// Waits until the compute started last has finished on every backend.
+///
+/// Threading: as the scheduler; the calling thread waits.
+#[unsafe(no_mangle)]
+pub extern "C" fn gantry_scheduler_wait(sched: GantryScheduler) -> GantryStatus {
+    entry("gantry_scheduler_wait", || {
+        let s = SCHEDULERS.get(sched.id)?;
+        let mut s = lock(&s, "scheduler")?;
+        Ok(s.synchronize()?)
+    })
+}
+
 /// Gives the scheduler's compute memory in `ctx` back.
 ///
 /// Threading: as the scheduler and context.

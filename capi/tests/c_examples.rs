@@ -61,6 +61,10 @@ fn compile(name: &str) -> PathBuf {
 fn run(exe: &Path, args: &[&str]) -> String {
     let Output { status, stdout, stderr } = Command::new(exe)
         .args(args)
+        // The library linked in (its run path), not whichever one cargo's
+        // LD_LIBRARY_PATH for tests finds first (`target/<profile>/` may
+        // hold an older copy than `deps/`).
+        .env_remove("LD_LIBRARY_PATH")
         // Leaks are checked too; a sanitizer report makes the program fail.
         .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23")
         // No GPU API is probed (the examples compute on the CPU): Mesa's

@@ -416,6 +416,18 @@ impl Backend for CudaBackend {
         }
     }
 
+    /// Asks the stream (`cuStreamQuery`) without waiting; once it is idle,
+    /// collects what its kernels flagged as [`Backend::synchronize`] does.
+    fn is_done(&self) -> Result<bool> {
+        self.gpu().context()?;
+        // SAFETY: the stream is this backend's own, alive as long as it is.
+        match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
+            sys::CUresult::CUDA_SUCCESS => self.synchronize().map(|()| true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => Err(self.gpu().error("cuStreamQuery", result::DriverError(code))),
+        }
+    }
+
     /// Asynchronous: `data` must stay unchanged until [`Backend::synchronize`]
     /// (from pageable memory the driver copies it before returning anyway).
     fn set_tensor_async(&self, ctx: &Context, tensor: TensorId, offset: usize, data: &[u8]) -> Result<()> {

@@ -178,6 +178,10 @@ impl Backend for WgpuBackend {
         self.device.gpu().wait_idle()
     }
 
+    fn is_done(&self) -> Result<bool> {
+        self.device.gpu().is_idle()
+    }
+
     fn event_record(&self, event: EventId) -> Result<()> {
         self.device.record_event(event)
     }

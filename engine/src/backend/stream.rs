@@ -105,6 +105,18 @@ pub trait Backend: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Whether all submitted work has finished, answered without waiting
+    /// for it (a frame loop polls this; [`Backend::synchronize`] then
+    /// returns at once and reports any error of that work). An `Err` is a
+    /// failure of the submitted work or of the device.
+    ///
+    /// The default waits ([`Backend::synchronize`]) and answers `true`:
+    /// right for backends whose computes finish within the call, and only
+    /// correct (not prompt) for others, which override it.
+    fn is_done(&self) -> Result<bool> {
+        self.synchronize().map(|()| true)
+    }
+
     /// Queues a write of `data` into `tensor` at byte `offset`.
     fn set_tensor_async(&self, ctx: &Context, tensor: TensorId, offset: usize, data: &[u8]) -> Result<()> {
         ctx.write_tensor_bytes(tensor, offset, data)

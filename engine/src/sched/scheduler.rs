@@ -320,6 +320,35 @@ impl Scheduler {
         result
     }
 
+    /// Whether the compute started last ([`Scheduler::graph_compute_async`])
+    /// has finished on every backend, answered without waiting for it: a
+    /// frame loop starts a compute, polls this once per frame, and reads the
+    /// outputs once it is `true` (then [`Scheduler::synchronize`] returns at
+    /// once). An `Err` is a failure of the work or the device, named.
+    ///
+    /// Backends answer without waiting when they compute asynchronously
+    /// (wgpu, CUDA); a CPU backend's compute has finished by the time
+    /// `graph_compute_async` returns.
+    ///
+    /// ```no_run
+    /// # use gantry_engine::{Context, Graph, Result, sched::Scheduler};
+    /// # fn frame(sched: &mut Scheduler, ctx: &mut Context, graph: Graph<'_>, draw: impl Fn()) -> Result<()> {
+    /// sched.graph_compute_async(ctx, graph)?; // returns once the work is submitted
+    /// while !sched.is_done()? {
+    ///     draw(); // the frame's own work
+    /// }
+    /// sched.synchronize()?; // at once: everything has finished
+    /// # Ok(()) }
+    /// ```
+    pub fn is_done(&self) -> Result<bool> {
+        for b in self.set.backends() {
+            if !b.is_done()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Waits for every backend.
     pub fn synchronize(&mut self) -> Result<()> {
         for b in self.set.backends() {

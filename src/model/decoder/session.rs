@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
 use gantry_engine::sched::{Scheduler, SchedulerParams};
-use gantry_engine::{Backend, BufferType, Context, DType, Mark};
+use gantry_engine::{Backend, BufferType, Context, DType, Mark, TensorId};
 use half::f16;
 
 use super::kv_cells::BatchPlacement;
@@ -43,6 +43,17 @@ pub struct Session {
     out_rows: Vec<i32>,
     mask: Vec<f16>,
     logits: Vec<f32>,
+    /// The batch [`Session::decode_start`] started, until it is finished.
+    pending: Option<Pending>,
+    /// That batch's sequences (to give its cells back if it fails).
+    pending_seqs: Vec<SeqId>,
+}
+
+/// A started batch: where its logits will be, and how many floats.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    logits: TensorId,
+    n_floats: usize,
 }
 
 /// Options of a [`Session`].
@@ -129,6 +140,8 @@ impl Session {
             out_rows: Vec::new(),
             mask: Vec::new(),
             logits: Vec::new(),
+            pending: None,
+            pending_seqs: Vec::new(),
         })
     }
 
@@ -169,6 +182,7 @@ impl Session {
 
     /// Forgets every sequence (a new conversation).
     pub fn clear(&mut self, ctx: &Context) -> Result<()> {
+        self.not_running("clear")?;
         self.cells.clear();
         self.kv.clear(ctx)
     }
@@ -186,6 +200,7 @@ impl Session {
     /// Sizes the scheduler's memory for a batch of `n_tokens` over the whole
     /// context (the largest graph), so later batches never re-allocate.
     pub fn reserve(&mut self, ctx: &mut Context, n_tokens: usize) -> Result<Vec<usize>> {
+        self.not_running("reserve")?;
         let g = self.graph_for(ctx, n_tokens, self.kv.n_ctx, LogitsFor::All)?;
         self.arena.reset();
         let graph = ctx.build_graph(&self.arena, &[g.logits])?;
@@ -241,19 +256,79 @@ impl Session {
     /// each token at its sequence's next position, and returns `[n_vocab]`
     /// logits for each token whose logits were asked, in batch order.
     pub fn decode(&mut self, ctx: &mut Context, batch: &Batch) -> Result<&[f32]> {
-        let n_out = batch.n_outputs();
-        let logits_for = if n_out == batch.len() {
-            LogitsFor::All
-        } else if n_out == 1 && batch.logits.last() == Some(&true) {
-            LogitsFor::Last
-        } else {
-            LogitsFor::Rows(n_out)
-        };
-        self.run(ctx, batch, logits_for)?;
+        self.run(ctx, batch, logits_for(batch))?;
         Ok(&self.logits)
     }
 
+    /// Starts [`Session::decode`]'s work and returns once it is submitted,
+    /// without waiting for it: on a GPU the caller's thread is free while
+    /// the batch computes. Poll [`Session::is_done`], then take the logits
+    /// with [`Session::decode_finish`]. Until then the session takes no
+    /// other batch, and `ctx` must not be changed.
+    ///
+    /// The CPU backend computes within this call (on its pool, or on the
+    /// host's job system): there the call returns when the batch is done.
+    pub fn decode_start(&mut self, ctx: &mut Context, batch: &Batch) -> Result<()> {
+        self.not_running("decode_start")?;
+        let logits_for = logits_for(batch);
+        self.check(batch, logits_for)?;
+        self.cells.place(&batch.seqs, &mut self.placement)?;
+        match self.start(ctx, batch, logits_for, false) {
+            Ok(pending) => {
+                self.pending = Some(pending);
+                self.pending_seqs.clear();
+                self.pending_seqs.extend_from_slice(&batch.seqs);
+                Ok(())
+            }
+            Err(e) => {
+                self.cells.unplace(&batch.seqs, &self.placement);
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the batch [`Session::decode_start`] started has finished,
+    /// answered without waiting (`true` when none is running).
+    pub fn is_done(&self) -> Result<bool> {
+        if self.pending.is_none() { Ok(true) } else { Ok(self.sched.is_done()?) }
+    }
+
+    /// The logits of the batch [`Session::decode_start`] started (as
+    /// [`Session::decode`] returns them), waiting for it if it has not
+    /// finished. If it failed, its tokens are not in the cache.
+    pub fn decode_finish(&mut self, ctx: &mut Context) -> Result<&[f32]> {
+        let pending = self.pending.take().ok_or_else(|| Error::Model("decode_finish: no batch was started".into()))?;
+        if let Err(e) = self.finish(ctx, pending) {
+            self.cells.unplace(&self.pending_seqs, &self.placement);
+            return Err(e);
+        }
+        Ok(&self.logits)
+    }
+
+    /// `Err` while a started batch runs.
+    fn not_running(&self, what: &str) -> Result<()> {
+        match self.pending {
+            Some(_) => Err(Error::Model(format!(
+                "{what}: a batch started with decode_start is still running; finish it first (decode_finish)"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn run(&mut self, ctx: &mut Context, batch: &Batch, logits_for: LogitsFor) -> Result<()> {
+        self.not_running("decode")?;
+        self.check(batch, logits_for)?;
+        self.cells.place(&batch.seqs, &mut self.placement)?;
+        let result = self.start(ctx, batch, logits_for, true).and_then(|pending| self.finish(ctx, pending));
+        if result.is_err() {
+            // The cells were given to tokens whose keys never reached the cache.
+            self.cells.unplace(&batch.seqs, &self.placement);
+        }
+        result
+    }
+
+    /// A batch's own checks: tokens, their sequences and logits flags.
+    fn check(&self, batch: &Batch, logits_for: LogitsFor) -> Result<()> {
         let n = batch.len();
         if n == 0 || batch.seqs.len() != n || batch.logits.len() != n {
             return Err(Error::Model("a batch needs tokens, each with a sequence and a logits flag".into()));
@@ -264,16 +339,12 @@ impl Session {
         if let Some(&bad) = batch.tokens.iter().find(|&&t| t as usize >= self.hp.n_vocab) {
             return Err(Error::Model(format!("token id {bad} is outside the vocabulary of {}", self.hp.n_vocab)));
         }
-        self.cells.place(&batch.seqs, &mut self.placement)?;
-        let result = self.compute(ctx, batch, logits_for);
-        if result.is_err() {
-            // The cells were given to tokens whose keys never reached the cache.
-            self.cells.unplace(&batch.seqs, &self.placement);
-        }
-        result
+        Ok(())
     }
 
-    fn compute(&mut self, ctx: &mut Context, batch: &Batch, logits_for: LogitsFor) -> Result<()> {
+    /// Builds (or reuses) the batch's graph, writes its inputs and starts
+    /// it (`wait`: computes it to the end).
+    fn start(&mut self, ctx: &mut Context, batch: &Batch, logits_for: LogitsFor, wait: bool) -> Result<Pending> {
         let n = batch.len();
         let n_kv = self.cells.extent().next_multiple_of(KV_BUCKET).min(self.kv.n_ctx);
         let g = self.graph_for(ctx, n, n_kv, logits_for)?;
@@ -301,9 +372,31 @@ impl Session {
             self.out_rows.extend(batch.logits.iter().enumerate().filter(|(_, l)| **l).map(|(i, _)| i as i32));
             ctx.set_i32(rows, &self.out_rows)?;
         }
-        self.sched.graph_compute(ctx, graph)?;
-        self.logits.resize(logits_for.n_outputs(n) * self.hp.n_vocab, 0.0);
-        ctx.read_tensor_bytes(g.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
+        if wait {
+            self.sched.graph_compute(ctx, graph)?;
+        } else {
+            self.sched.graph_compute_async(ctx, graph)?;
+        }
+        Ok(Pending { logits: g.logits, n_floats: logits_for.n_outputs(n) * self.hp.n_vocab })
+    }
+
+    /// Waits for a started batch and reads its logits.
+    fn finish(&mut self, ctx: &mut Context, pending: Pending) -> Result<()> {
+        self.sched.synchronize()?;
+        self.logits.resize(pending.n_floats, 0.0);
+        ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
         Ok(())
+    }
+}
+
+/// Which logits a batch asks for.
+fn logits_for(batch: &Batch) -> LogitsFor {
+    let n_out = batch.n_outputs();
+    if n_out == batch.len() {
+        LogitsFor::All
+    } else if n_out == 1 && batch.logits.last() == Some(&true) {
+        LogitsFor::Last
+    } else {
+        LogitsFor::Rows(n_out)
     }
 }

@@ -158,4 +158,12 @@ impl Gpu {
     pub(super) fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
         self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
     }
+
+    /// Whether the queue has run everything submitted to it, asked without
+    /// waiting (a non-blocking poll, which also runs finished callbacks).
+    pub fn is_idle(&self) -> Result<bool> {
+        let status = self.device.poll(wgpu::PollType::Poll).map_err(|e| self.error(format!("polling the GPU: {e}")))?;
+        self.check_uncaptured()?;
+        Ok(status.is_queue_empty())
+    }
 }
