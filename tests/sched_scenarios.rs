@@ -334,3 +334,28 @@ fn debug_text_and_dot_describe_the_placement() {
     let dot = sched.to_dot(&ctx, graph);
     assert!(dot.starts_with("digraph") && dot.contains("cluster_split2") && dot.contains("style=dashed, color=red"));
 }
+
+#[test]
+fn the_abort_callback_stops_between_splits_on_any_backend() {
+    use std::sync::atomic::AtomicUsize;
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    let want = run(&mut sched, &mut ctx, &net, 9);
+    assert_eq!(sched.n_splits(), 3, "TestGPU, CPU, TestGPU");
+    // Stop before the second split: the first (on the test GPU) ran, the rest did not.
+    let polls = Arc::new(AtomicUsize::new(0));
+    let seen = polls.clone();
+    sched.set_abort_callback(Some(Arc::new(move || seen.fetch_add(1, Ordering::Relaxed) + 1 >= 2)));
+    let computed_before = gpu_dev.computed.load(Ordering::Relaxed);
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
+    let err = sched.graph_compute(&mut ctx, graph).unwrap_err();
+    assert!(matches!(err, gantry::engine::Error::Aborted), "{err}");
+    assert_eq!(polls.load(Ordering::Relaxed), 2, "polled before split 0 and split 1");
+    assert!(gpu_dev.computed.load(Ordering::Relaxed) > computed_before, "split 0 ran on the test GPU");
+    // Without the callback the scheduler computes the whole graph again, with the same result.
+    sched.set_abort_callback(None);
+    assert_eq!(run(&mut sched, &mut ctx, &net, 9), want);
+}

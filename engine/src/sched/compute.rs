@@ -9,7 +9,7 @@ use super::split::SplitTables;
 use super::tables::Assignments;
 use super::{BackendIndex, BackendSet};
 use crate::alloc::TensorTable;
-use crate::{Context, Error, Graph, Result, TensorFlags, tensor_copy_async_with};
+use crate::{AbortCallback, Context, Error, Graph, Result, TensorFlags, tensor_copy_async_with};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
 /// "do you want to see this node?" — then, once it is computed and its
@@ -33,6 +33,10 @@ pub struct ComputeInputs<'a> {
     pub n_copies: usize,
     /// One event per (backend, copy) where the device has events.
     pub events: &'a [Option<EventId>],
+    /// Polled before each split: `true` stops the compute with
+    /// [`Error::Aborted`] (on any backend; a CPU's own callback also stops
+    /// between nodes).
+    pub abort: Option<&'a AbortCallback>,
 }
 
 impl ComputeInputs<'_> {
@@ -42,8 +46,8 @@ impl ComputeInputs<'_> {
 }
 
 /// Runs every split of `graph` in order. Returns `Ok` when all ran or the
-/// eval callback asked to stop; a failed backend status is an `Err` naming
-/// the backend and split. Without a callback, splits run from their graph
+/// eval callback asked to stop, [`Error::Aborted`] when the abort callback
+/// did; a failed backend status is an `Err` naming the backend and split. Without a callback, splits run from their graph
 /// plans in `plans` from the placement's second compute on ([`SplitPlans`]).
 pub fn compute_splits(
     ctx: &Context,
@@ -55,6 +59,9 @@ pub fn compute_splits(
     let set = inputs.set;
     let use_plans = callback.is_none() && plans.begin(inputs.tables.splits.len());
     for (s, split) in inputs.tables.splits.iter().enumerate() {
+        if inputs.abort.is_some_and(|abort| abort()) {
+            return Err(Error::Aborted);
+        }
         let backend = set.backend(split.backend);
         let _span =
             tracing::trace_span!("split", index = s, backend = backend.name(), nodes = split.nodes.len()).entered();

@@ -16,7 +16,7 @@ use super::split::{Split, SplitParams};
 use super::tables::Pins;
 use super::{BackendIndex, BackendSet};
 use crate::alloc::GraphAllocator;
-use crate::{Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
+use crate::{AbortCallback, Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
 
 /// How a [`Scheduler`] is set up.
 #[derive(Clone)]
@@ -83,6 +83,7 @@ pub struct Scheduler {
     allocator: GraphAllocator,
     events: Vec<Option<EventId>>,
     eval_callback: Option<EvalCallback>,
+    abort_callback: Option<AbortCallback>,
     state: State,
     /// The graph the tables in `run` were made for.
     placed: PlacedGraph,
@@ -118,6 +119,7 @@ impl Scheduler {
             allocator,
             events: Vec::new(),
             eval_callback: None,
+            abort_callback: None,
             state: State::Reset,
             placed: PlacedGraph::default(),
             rotation: PipelineRotation::default(),
@@ -312,6 +314,7 @@ impl Scheduler {
             cur_copy: self.cur_copy,
             n_copies: self.params.n_copies,
             events: &self.events,
+            abort: self.abort_callback.as_ref(),
         };
         let result = compute_splits(ctx, graph, &inputs, &mut self.plans, self.eval_callback.as_mut());
         // Backends have taken what they need from the graph: restore the user's sources.
@@ -347,6 +350,27 @@ impl Scheduler {
             }
         }
         Ok(true)
+    }
+
+    /// Installs (or removes) a callback polled before each split of every
+    /// compute: when it returns `true` the compute stops there with
+    /// [`Error::Aborted`], on whichever backends the graph runs (work a GPU
+    /// was already given runs to its end). The scheduler stays usable: the
+    /// next compute runs the whole graph again. A CPU backend's own abort
+    /// callback (`CpuBackend::set_abort_callback`) also stops between nodes.
+    ///
+    /// A frame loop raises a flag when it no longer needs the result:
+    ///
+    /// ```no_run
+    /// # use std::sync::{Arc, atomic::{AtomicBool, Ordering}};
+    /// # fn demo(sched: &mut gantry_engine::sched::Scheduler) {
+    /// let stop = Arc::new(AtomicBool::new(false));
+    /// let flag = stop.clone();
+    /// sched.set_abort_callback(Some(Arc::new(move || flag.load(Ordering::Relaxed))));
+    /// # }
+    /// ```
+    pub fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
+        self.abort_callback = callback;
     }
 
     /// Waits for every backend.
