@@ -95,14 +95,12 @@ impl GpuLimits {
     /// bytes) and `STORAGE_SLOTS` storage buffers. Empty when they fit.
     ///
     /// ```
-    /// # #[cfg(feature = "wgpu")] {
     /// use gantry_backends::wgpu::gpu::GpuLimits;
     /// use gantry_backends::wgpu::wgpu;
     /// let webgpu = GpuLimits::from_limits(&wgpu::Limits::default());
     /// assert!(webgpu.shortfalls().is_empty());
     /// let low = GpuLimits::from_limits(&wgpu::Limits::downlevel_defaults());
     /// assert!(low.shortfalls().iter().any(|s| s.limit == "max_storage_buffers_per_shader_stage"));
-    /// # }
     /// ```
     pub fn shortfalls(&self) -> Vec<LimitShortfall> {
         let needs: [(&'static str, u64, u64); 9] = [
