@@ -277,7 +277,6 @@ fn host_reads_gantrys_output_in_its_own_pass() {
     });
     assert_eq!(host.errors.lock().unwrap().len(), 1, "the host's handler got its own error");
     sched.release(&mut m.ctx).unwrap();
-    let _ = (m.w, m.b);
 }
 
 /// A host job that keeps lavapipe busy for a while: each invocation runs a
@@ -562,10 +561,10 @@ fn storage_export_errors_name_the_tensor() {
     let err = storage_err(&other.wgpu_devices()[0], ctx, m.w);
     assert!(err.contains("wgpu1") && err.contains("W") && err.contains("it is on wgpu0"), "{err}");
 
-    // A stale handle.
+    // A handle the context does not hold (another context's).
     let mut other_ctx = Context::new();
     let stale = other_ctx.tensor(DType::F32, [1]).unwrap();
-    let _ = other_ctx;
+    drop(other_ctx);
     let fresh = Context::new();
     let err = storage_err(&gpu, &fresh, stale);
     assert!(err.contains("tensor"), "{err}");
