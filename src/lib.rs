@@ -4,7 +4,9 @@
 //! - everything of the engine at the top level (`gantry::Context`,
 //!   `gantry::sched::Scheduler`, ...; the crate itself as [`engine`]):
 //!   tensors, ops, graphs, backend traits, allocator, scheduler;
-//! - [`backends`]: the CPU, wgpu and CUDA backends, remote devices
+//! - [`backends`]: the CPU, wgpu and CUDA backends (the wgpu one also over
+//!   a host's own device, with `gantry::wgpu` the wgpu crate it is built
+//!   with), remote devices
 //!   (`backends::remote`, feature `remote`: the client platform and the
 //!   server behind `gantry rpc-server`) and the conformance suite;
 //!   [`RegistryDefaults`] (`Registry::with_defaults()`): every platform
@@ -60,6 +62,12 @@ impl RegistryDefaults for Registry {
 pub struct ReadmeDoctests;
 
 pub use gantry_backends as backends;
+/// The wgpu crate Gantry's wgpu backend is built with (feature `wgpu`): a
+/// host that hands Gantry its own device
+/// (`backends::wgpu::WgpuPlatform::from_host`) builds it with this one, so
+/// the handles are of the same version.
+#[cfg(feature = "wgpu")]
+pub use gantry_backends::wgpu::wgpu;
 /// The engine crate itself (its `Error` and `Result` are shadowed here by the facade's).
 pub use gantry_engine as engine;
 pub use gantry_engine::*;

@@ -15,7 +15,8 @@ use crate::device_state::BatchRecorder;
 /// A stream on a [`WgpuDevice`]. `graph_compute` plans every node, records
 /// all dispatches into one command encoder with their parameters in one
 /// uniform buffer, submits once and waits; `graph_compute_async` does not
-/// wait, and [`Backend::synchronize`] does.
+/// wait, and [`Backend::synchronize`] does (for Gantry's own submissions
+/// only, on a queue shared with a host).
 pub struct WgpuBackend {
     device: WgpuDevice,
     recorder: BatchRecorder<Recorder>,
@@ -174,8 +175,11 @@ impl Backend for WgpuBackend {
         self.plans.remove(self.name(), plan).map(drop)
     }
 
+    /// Waits for Gantry's own submissions to this device's queue (those of
+    /// every stream on the device: they share the queue), not for work a
+    /// host submitted to the queue after them.
     fn synchronize(&self) -> Result<()> {
-        self.device.gpu().wait_idle()
+        self.device.gpu().wait_for_own_work()
     }
 
     fn is_done(&self) -> Result<bool> {

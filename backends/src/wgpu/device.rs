@@ -7,8 +7,9 @@ use gantry_arenas::{EventId, TensorId};
 use gantry_engine::{Backend, BufferType, Context, Device, DeviceCaps, DeviceType, Error, MemoryInfo, Result};
 
 use super::backend::WgpuBackend;
+use super::buffer::WgpuBuffer;
 use super::buffer::WgpuBufferType;
-use super::gpu::{AdapterFacts, AdapterKind, Gpu, Submission};
+use super::gpu::{AdapterFacts, AdapterKind, Gpu, GpuOwner, Submission, TensorStorage};
 use super::kernels::{self, Caps, Kernels};
 use crate::device_state::QueueEvents;
 
@@ -57,7 +58,8 @@ impl WgpuDevice {
     pub(crate) fn new(gpu: Arc<Gpu>) -> Self {
         let f = &gpu.facts;
         let software = if f.kind == AdapterKind::Cpu { ", software" } else { "" };
-        let description = format!("{} ({}{software})", f.name, f.api);
+        let host = if gpu.owner == GpuOwner::Host { ", the host's device" } else { "" };
+        let description = format!("{} ({}{software}{host})", f.name, f.api);
         let caps =
             Caps { shader_f16: f.shader_f16, max_groups: f.limits.max_compute_workgroups_per_dimension.min(65535) };
         let inner = Arc::new_cyclic(|link: &Weak<DeviceInner>| DeviceInner {
@@ -89,6 +91,72 @@ impl WgpuDevice {
     /// Number of bind groups cached: a graph computed again adds none.
     pub fn cached_bind_groups(&self) -> usize {
         self.inner.gpu.cached_bind_groups()
+    }
+
+    /// Whether the wgpu device is a host program's own
+    /// ([`WgpuPlatform::from_host`](super::WgpuPlatform::from_host)).
+    pub fn is_host_device(&self) -> bool {
+        self.inner.gpu.owner == GpuOwner::Host
+    }
+
+    /// Where `tensor`'s bytes are on this device: the storage buffer, the
+    /// byte offset and the size, for a host to bind in its own passes (a
+    /// model's output drawn without a copy to the CPU).
+    ///
+    /// Ordering: Gantry and the host share one in-order queue, so a host
+    /// pass submitted after the compute that wrote the tensor was submitted
+    /// (after `Scheduler::graph_compute`, or `graph_compute_async` returned)
+    /// reads its result, with no wait; a host pass that writes a tensor
+    /// Gantry then reads must likewise be submitted before Gantry's
+    /// compute. From another thread, order the two submissions yourself.
+    /// Mark an output with `Context::set_output` so the allocator keeps its
+    /// memory for the whole graph; the range stays the tensor's until its
+    /// placement changes (see [`TensorStorage`]).
+    ///
+    /// `Err`, naming the tensor, when it is stale or not allocated, not in
+    /// one of this device's buffers (a CPU tensor, another GPU's), empty,
+    /// not contiguous (a permuted or strided view: make a contiguous copy
+    /// with `Context::cont`), or starting at an offset a storage binding
+    /// cannot take (a view into the middle of a tensor).
+    pub fn tensor_storage(&self, ctx: &Context, tensor: TensorId) -> Result<TensorStorage> {
+        let desc = ctx.get(tensor).ok_or_else(|| Error::StaleHandle {
+            kind: "tensor",
+            handle: format!("{tensor:?} (asked for its storage on {})", self.name()),
+        })?;
+        let refuse = |why: String| {
+            Error::Unsupported(format!(
+                "{}: no storage to hand over for tensor {}: {why}",
+                self.name(),
+                ctx.describe(tensor)
+            ))
+        };
+        let (entry, placement) = ctx.tensor_buffer(tensor)?;
+        let Some(buffer) = entry.buffer.as_any().downcast_ref::<WgpuBuffer>() else {
+            return Err(refuse(format!("it is in {} memory, not in a wgpu storage buffer", entry.buffer_type.name())));
+        };
+        let gpu = buffer.mem().gpu();
+        if !Arc::ptr_eq(gpu, &self.inner.gpu) {
+            return Err(refuse(format!("it is on {}", gpu.name)));
+        }
+        if !desc.is_contiguous() {
+            return Err(refuse(format!(
+                "it is not contiguous (strides {:?} bytes); copy it into a contiguous tensor with `cont`",
+                desc.nb
+            )));
+        }
+        let size = desc.nbytes() as u64;
+        if size == 0 {
+            return Err(refuse("it is empty, and bindings cannot be".into()));
+        }
+        let offset = placement.offset as u64;
+        let align = u64::from(gpu.facts.limits.min_storage_buffer_offset_alignment.max(1));
+        if !offset.is_multiple_of(align) {
+            return Err(refuse(format!(
+                "it starts at byte {offset} of its buffer, not a multiple of the device's storage offset \
+                 alignment ({align} bytes; a view into the middle of a tensor): hand over the tensor it views"
+            )));
+        }
+        Ok(buffer.mem().storage(offset, size))
     }
 
     /// Why `tensor` cannot run here, or `None` when it can.

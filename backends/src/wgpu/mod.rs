@@ -1,14 +1,34 @@
 //! The wgpu backend (feature `wgpu`): every GPU wgpu reaches (Vulkan, Metal,
 //! DX12, GL) as a Gantry device, with WGSL compute kernels.
 //!
-//! - [`platform()`] finds one device per physical GPU ([`WgpuPlatform`]).
-//! - [`WgpuBufferType`] / [`WgpuBuffer`]: tensors in storage buffers.
+//! - [`platform()`] finds one device per physical GPU ([`WgpuPlatform`]);
+//!   [`WgpuPlatform::from_host`] makes the one device of a host program's
+//!   own adapter, device and queue instead (below).
+//! - [`WgpuBufferType`] / [`WgpuBuffer`]: tensors in storage buffers;
+//!   [`WgpuDevice::tensor_storage`] hands a tensor's buffer, offset and
+//!   size ([`TensorStorage`]) to the host for its own bind groups.
 //! - [`WgpuBackend`]: computes a graph as one submission of one command
 //!   encoder; `supports_op` is false for anything without a kernel, so the
 //!   scheduler leaves it to another backend. Its graph plans (`plan`)
 //!   record the pipelines, bind groups, parameters and dispatch list once.
 //!
 //! Only the `gpu` module calls wgpu (its API changes every major version).
+//! [`wgpu`] is the wgpu crate the backend is built with (re-exported, so a
+//! host uses the same version: its handles are the backend's types).
+//!
+//! **The host's device.** A host (a game engine) that opened its own wgpu
+//! device hands Gantry the adapter, device and queue
+//! ([`WgpuPlatform::from_host`]); Gantry checks the device's limits
+//! against what its kernels need (an `Err` names each limit short), then
+//! submits to the host's queue beside the host's work. The rules:
+//! submissions interleave in the order they are made, and queue order is
+//! the only ordering between Gantry's work and the host's (a host pass
+//! submitted after Gantry's compute reads its results); Gantry's waits
+//! (`synchronize`, events, reads) are for points of its own submissions,
+//! so work the host submits later never holds Gantry up, and Gantry never
+//! waits for the whole queue; Gantry's wgpu errors are caught with
+//! per-thread error scopes, and the host's uncaptured-error handler is
+//! left alone. Any thread may submit on either side.
 //!
 //! Kernels: [`kernels`] plans each node (which kernel, its bindings and
 //! grid; one file per op family) and composes its WGSL (`kernels::shader`):
@@ -39,7 +59,11 @@ pub mod kernels;
 mod plan;
 mod platform;
 
+/// The wgpu crate the backend is built with: a host builds its adapter,
+/// device and queue with it (`gantry::wgpu` in the facade).
+pub use ::wgpu;
 pub use backend::WgpuBackend;
 pub use buffer::{WgpuBuffer, WgpuBufferType};
 pub use device::{WgpuDevice, device_type_of};
+pub use gpu::TensorStorage;
 pub use platform::{WgpuPlatform, platform};

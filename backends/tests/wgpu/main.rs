@@ -10,6 +10,7 @@
 mod support;
 
 mod device;
+mod host_device;
 mod ops;
 mod plans;
 mod quant;

@@ -2,6 +2,8 @@
 
 use ::wgpu;
 
+use super::bindings::{PARAMS_SIZE, STORAGE_SLOTS};
+
 /// What kind of processor an adapter runs on, as the driver reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AdapterKind {
@@ -32,14 +34,43 @@ pub struct GpuLimits {
     pub max_compute_workgroup_storage_size: u32,
     /// Invocations per workgroup.
     pub max_compute_invocations_per_workgroup: u32,
+    /// Invocations along a workgroup's x dimension.
+    pub max_compute_workgroup_size_x: u32,
     /// Workgroups per dispatch dimension.
     pub max_compute_workgroups_per_dimension: u32,
     /// Storage buffers one shader stage may bind.
     pub max_storage_buffers_per_shader_stage: u32,
+    /// Bind groups a pipeline layout may hold.
+    pub max_bind_groups: u32,
+    /// Bindings one bind group may hold.
+    pub max_bindings_per_bind_group: u32,
+    /// Uniform buffers with a dynamic offset one pipeline layout may hold.
+    pub max_dynamic_uniform_buffers_per_pipeline_layout: u32,
+    /// Largest uniform-buffer binding, in bytes.
+    pub max_uniform_buffer_binding_size: u64,
+}
+
+/// A limit of a device below what Gantry's kernels need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitShortfall {
+    /// The limit's name, as `wgpu::Limits` spells its field.
+    pub limit: &'static str,
+    /// The device's value.
+    pub have: u64,
+    /// The least value the kernels need.
+    pub need: u64,
+}
+
+impl std::fmt::Display for LimitShortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is {}, the kernels need at least {}", self.limit, self.have, self.need)
+    }
 }
 
 impl GpuLimits {
-    fn from_wgpu(l: &wgpu::Limits) -> Self {
+    /// The limits of `l` that Gantry reads (what a device was opened with,
+    /// or what an adapter offers).
+    pub fn from_limits(l: &wgpu::Limits) -> Self {
         Self {
             min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
             min_uniform_buffer_offset_alignment: l.min_uniform_buffer_offset_alignment,
@@ -47,18 +78,60 @@ impl GpuLimits {
             max_buffer_size: l.max_buffer_size,
             max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
             max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_size_x: l.max_compute_workgroup_size_x,
             max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+            max_bind_groups: l.max_bind_groups,
+            max_bindings_per_bind_group: l.max_bindings_per_bind_group,
+            max_dynamic_uniform_buffers_per_pipeline_layout: l.max_dynamic_uniform_buffers_per_pipeline_layout,
+            max_uniform_buffer_binding_size: l.max_uniform_buffer_binding_size,
         }
     }
 
-    /// Whether Gantry's kernels fit: 256-invocation workgroups with 16 KiB of
-    /// shared memory (WebGPU's defaults) and 5 storage buffers per dispatch.
+    /// Every limit below what Gantry's kernels need, with the value needed:
+    /// 256-invocation workgroups (along x) with 16 KiB of shared memory
+    /// (WebGPU's defaults), 1024 workgroups per dimension, and one bind group
+    /// of the parameter block (a dynamic-offset uniform of `PARAMS_SIZE`
+    /// bytes) and `STORAGE_SLOTS` storage buffers. Empty when they fit.
+    ///
+    /// ```
+    /// use gantry_backends::wgpu::gpu::GpuLimits;
+    /// use gantry_backends::wgpu::wgpu;
+    /// let webgpu = GpuLimits::from_limits(&wgpu::Limits::default());
+    /// assert!(webgpu.shortfalls().is_empty());
+    /// let low = GpuLimits::from_limits(&wgpu::Limits::downlevel_defaults());
+    /// assert!(low.shortfalls().iter().any(|s| s.limit == "max_storage_buffers_per_shader_stage"));
+    /// ```
+    pub fn shortfalls(&self) -> Vec<LimitShortfall> {
+        let needs: [(&'static str, u64, u64); 9] = [
+            ("max_compute_invocations_per_workgroup", self.max_compute_invocations_per_workgroup.into(), 256),
+            ("max_compute_workgroup_size_x", self.max_compute_workgroup_size_x.into(), 256),
+            ("max_compute_workgroup_storage_size", self.max_compute_workgroup_storage_size.into(), 16 * 1024),
+            ("max_compute_workgroups_per_dimension", self.max_compute_workgroups_per_dimension.into(), 1024),
+            (
+                "max_storage_buffers_per_shader_stage",
+                self.max_storage_buffers_per_shader_stage.into(),
+                STORAGE_SLOTS as u64,
+            ),
+            ("max_bind_groups", self.max_bind_groups.into(), 1),
+            ("max_bindings_per_bind_group", self.max_bindings_per_bind_group.into(), 1 + STORAGE_SLOTS as u64),
+            (
+                "max_dynamic_uniform_buffers_per_pipeline_layout",
+                self.max_dynamic_uniform_buffers_per_pipeline_layout.into(),
+                1,
+            ),
+            ("max_uniform_buffer_binding_size", self.max_uniform_buffer_binding_size, PARAMS_SIZE),
+        ];
+        needs
+            .into_iter()
+            .filter(|&(_, have, need)| have < need)
+            .map(|(limit, have, need)| LimitShortfall { limit, have, need })
+            .collect()
+    }
+
+    /// Whether Gantry's kernels fit ([`GpuLimits::shortfalls`] is empty).
     pub fn can_run_kernels(&self) -> bool {
-        self.max_compute_invocations_per_workgroup >= 256
-            && self.max_compute_workgroup_storage_size >= 16 * 1024
-            && self.max_storage_buffers_per_shader_stage >= 5
-            && self.max_compute_workgroups_per_dimension >= 1024
+        self.shortfalls().is_empty()
     }
 }
 
@@ -99,7 +172,7 @@ fn api_rank(backend: wgpu::Backend) -> u8 {
     }
 }
 
-fn facts_of(adapter: &wgpu::Adapter) -> AdapterFacts {
+pub(super) fn facts_of(adapter: &wgpu::Adapter) -> AdapterFacts {
     let info = adapter.get_info();
     let kind = match info.device_type {
         wgpu::DeviceType::DiscreteGpu => AdapterKind::Discrete,
@@ -121,7 +194,7 @@ fn facts_of(adapter: &wgpu::Adapter) -> AdapterFacts {
         device: info.device,
         pci_bus: info.device_pci_bus_id.clone(),
         driver,
-        limits: GpuLimits::from_wgpu(&adapter.limits()),
+        limits: GpuLimits::from_limits(&adapter.limits()),
         shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
         device_memory: device_memory(adapter),
     }
@@ -218,8 +291,13 @@ mod tests {
                 max_buffer_size: 1 << 28,
                 max_compute_workgroup_storage_size: 16384,
                 max_compute_invocations_per_workgroup: 256,
+                max_compute_workgroup_size_x: 256,
                 max_compute_workgroups_per_dimension: 65535,
                 max_storage_buffers_per_shader_stage: 8,
+                max_bind_groups: 4,
+                max_bindings_per_bind_group: 1000,
+                max_dynamic_uniform_buffers_per_pipeline_layout: 8,
+                max_uniform_buffer_binding_size: 65536,
             },
             shader_f16: false,
             device_memory: None,
@@ -251,6 +329,24 @@ mod tests {
         let mut l = facts("vulkan", "A", 1, 1).limits;
         assert!(l.can_run_kernels());
         l.max_storage_buffers_per_shader_stage = 4;
+        l.max_dynamic_uniform_buffers_per_pipeline_layout = 0;
         assert!(!l.can_run_kernels());
+        let short = l.shortfalls();
+        assert_eq!(
+            short,
+            [
+                LimitShortfall { limit: "max_storage_buffers_per_shader_stage", have: 4, need: STORAGE_SLOTS as u64 },
+                LimitShortfall { limit: "max_dynamic_uniform_buffers_per_pipeline_layout", have: 0, need: 1 },
+            ]
+        );
+        assert_eq!(short[0].to_string(), "max_storage_buffers_per_shader_stage is 4, the kernels need at least 5");
+    }
+
+    #[test]
+    fn webgpu_defaults_fit_and_downlevel_defaults_do_not() {
+        assert!(GpuLimits::from_limits(&wgpu::Limits::default()).can_run_kernels());
+        let low: Vec<&str> =
+            GpuLimits::from_limits(&wgpu::Limits::downlevel_defaults()).shortfalls().iter().map(|s| s.limit).collect();
+        assert_eq!(low, ["max_compute_workgroup_storage_size", "max_storage_buffers_per_shader_stage"]);
     }
 }

@@ -11,6 +11,9 @@
 use std::num::NonZeroU64;
 
 use ::wgpu;
+use gantry_engine::Result;
+
+use super::context::Gpu;
 
 use super::memory::GpuBuffer;
 use crate::device_state::LazyCache;
@@ -75,31 +78,34 @@ impl Bindings {
         }
     }
 
-    /// The bind group for `params` and `slots`, made on first use.
+    /// The bind group for `params` and `slots` on `gpu` (whose bindings
+    /// these are), made on first use.
     pub(super) fn group(
         &self,
-        device: &wgpu::Device,
+        gpu: &Gpu,
         params: &GpuBuffer,
         slots: [&GpuBuffer; STORAGE_SLOTS],
-    ) -> wgpu::BindGroup {
+    ) -> Result<wgpu::BindGroup> {
         let key: BindKey = [params.id(), slots[0].id(), slots[1].id(), slots[2].id(), slots[3].id(), slots[4].id()];
-        self.cache.get_or_insert_with(&key, || {
-            let mut entries = Vec::with_capacity(1 + STORAGE_SLOTS);
-            entries.push(wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: params.raw(),
-                    offset: 0,
-                    size: NonZeroU64::new(PARAMS_SIZE),
-                }),
-            });
-            for (i, b) in slots.iter().enumerate() {
-                entries.push(wgpu::BindGroupEntry { binding: 1 + i as u32, resource: b.raw().as_entire_binding() });
-            }
-            device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &self.group_layout,
-                entries: &entries,
+        self.cache.get_or_try_insert_with(&key, || {
+            gpu.catch("making a bind group", || {
+                let mut entries = Vec::with_capacity(1 + STORAGE_SLOTS);
+                entries.push(wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: params.raw(),
+                        offset: 0,
+                        size: NonZeroU64::new(PARAMS_SIZE),
+                    }),
+                });
+                for (i, b) in slots.iter().enumerate() {
+                    entries.push(wgpu::BindGroupEntry { binding: 1 + i as u32, resource: b.raw().as_entire_binding() });
+                }
+                gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &self.group_layout,
+                    entries: &entries,
+                })
             })
         })
     }

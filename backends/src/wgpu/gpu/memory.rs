@@ -50,7 +50,7 @@ impl GpuBuffer {
                 size: size as usize,
             });
         }
-        let raw = gpu.scoped(wgpu::ErrorFilter::OutOfMemory, &format!("allocating {padded} bytes"), || {
+        let raw = gpu.catch(&format!("allocating {padded} bytes"), || {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size: padded,
@@ -65,7 +65,7 @@ impl GpuBuffer {
     /// A small uniform buffer for kernel parameters.
     pub(super) fn new_uniform(gpu: &Arc<Gpu>, size: u64) -> Result<GpuBuffer> {
         let padded = round_up(size.max(COPY_ALIGN), COPY_ALIGN);
-        let raw = gpu.scoped(wgpu::ErrorFilter::OutOfMemory, "allocating kernel parameters", || {
+        let raw = gpu.catch("allocating kernel parameters", || {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("gantry params"),
                 size: padded,
@@ -111,8 +111,7 @@ impl GpuBuffer {
         let start = offset / COPY_ALIGN * COPY_ALIGN;
         let end = round_up(offset + len, COPY_ALIGN);
         if start == offset && end == offset + len {
-            self.gpu.queue.write_buffer(&self.raw, offset, data);
-            return self.gpu.check_uncaptured();
+            return self.queue_write(offset, data);
         }
         // Ragged edges: keep the bytes around the tensor that share its first
         // and last words.
@@ -126,11 +125,17 @@ impl GpuBuffer {
         }
         let at = (offset - start) as usize;
         words[at..at + data.len()].copy_from_slice(data);
-        self.gpu.queue.write_buffer(&self.raw, start, &words);
+        self.queue_write(start, &words)
+    }
+
+    /// Queues the write of 4-aligned `data` at 4-aligned `offset`.
+    fn queue_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.gpu.catch("writing a buffer", || self.gpu.queue.write_buffer(&self.raw, offset, data))?;
         self.gpu.check_uncaptured()
     }
 
-    /// Reads `out.len()` bytes at `offset`, waiting for all submitted work.
+    /// Reads `out.len()` bytes at `offset`, waiting for the copy out (so for
+    /// everything submitted before it, and nothing submitted after).
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
         let len = out.len() as u64;
         self.check(offset, len)?;
@@ -163,7 +168,7 @@ impl GpuBuffer {
                 |b| b.size() >= need,
                 || {
                     let size = need.max(64 << 10).next_power_of_two().min(round_up(READBACK_CHUNK, COPY_ALIGN));
-                    gpu.scoped(wgpu::ErrorFilter::OutOfMemory, "allocating the read-back buffer", || {
+                    gpu.catch("allocating the read-back buffer", || {
                         gpu.device.create_buffer(&wgpu::BufferDescriptor {
                             label: Some("gantry read-back"),
                             size,
@@ -173,14 +178,19 @@ impl GpuBuffer {
                     })
                 },
             )?;
-            let mut encoder = gpu.encoder("gantry read");
-            encoder.copy_buffer_to_buffer(&self.raw, offset + done, staging, 0, need);
-            gpu.submit_and_wait(encoder.finish())?;
+            let copied = gpu.submit_commands("gantry read", |encoder| {
+                encoder.copy_buffer_to_buffer(&self.raw, offset + done, staging, 0, need);
+            })?;
             let (tx, rx) = std::sync::mpsc::channel();
-            staging.map_async(wgpu::MapMode::Read, 0..need, move |r| {
-                let _ = tx.send(r);
-            });
-            gpu.wait_idle()?;
+            // Mapped once the copy's submission has run: waiting for that
+            // point (not for the whole queue) fires the callback, here or
+            // in whichever thread (the host's) polls the device first.
+            gpu.catch("mapping the read-back buffer", || {
+                staging.map_async(wgpu::MapMode::Read, 0..need, move |r| {
+                    let _ = tx.send(r);
+                });
+            })?;
+            gpu.wait_until(&copied)?;
             rx.recv()
                 .map_err(|_| gpu.error("read-back mapping was dropped"))?
                 .map_err(|e| gpu.error(format!("mapping the read-back buffer: {e}")))?;
@@ -190,7 +200,7 @@ impl GpuBuffer {
                     .map_err(|e| gpu.error(format!("reading the read-back buffer: {e}")))?;
                 out[done as usize..(done + n) as usize].copy_from_slice(&view[..n as usize]);
             }
-            staging.unmap();
+            gpu.catch("unmapping the read-back buffer", || staging.unmap())?;
             done += n;
         }
         Ok(())
@@ -203,9 +213,10 @@ impl GpuBuffer {
             return Ok(());
         }
         if value == 0 && offset.is_multiple_of(COPY_ALIGN) && len.is_multiple_of(COPY_ALIGN) {
-            let mut encoder = self.gpu.encoder("gantry clear");
-            encoder.clear_buffer(&self.raw, offset, Some(len));
-            return self.gpu.submit(encoder.finish());
+            return self
+                .gpu
+                .submit_commands("gantry clear", |encoder| encoder.clear_buffer(&self.raw, offset, Some(len)))
+                .map(drop);
         }
         let pattern = vec![value; (len as usize).min(FILL_CHUNK)];
         let mut done = 0u64;
@@ -230,9 +241,9 @@ impl GpuBuffer {
             return Ok(false);
         }
         if len > 0 {
-            let mut encoder = self.gpu.encoder("gantry copy");
-            encoder.copy_buffer_to_buffer(&src.raw, src_offset, &self.raw, dst_offset, len);
-            self.gpu.submit(encoder.finish())?;
+            self.gpu.submit_commands("gantry copy", |encoder| {
+                encoder.copy_buffer_to_buffer(&src.raw, src_offset, &self.raw, dst_offset, len);
+            })?;
         }
         Ok(true)
     }

@@ -75,7 +75,7 @@ impl Recorder {
         self.params.resize(offset, 0);
         self.params.extend_from_slice(params);
         self.params.resize(offset + PARAMS_SIZE as usize, 0);
-        let group = self.gpu.bindings.group(&self.gpu.device, params_buffer, slots);
+        let group = self.gpu.bindings.group(&self.gpu, params_buffer, slots)?;
         self.steps.push(Step { pipeline: pipeline.raw.clone(), group, params_offset: offset as u32, groups });
         Ok(())
     }
@@ -117,8 +117,8 @@ impl Recorder {
         let Some(params_buffer) = self.params_buffer.as_ref() else {
             return Err(self.gpu.error("submit before begin"));
         };
-        self.gpu.queue.write_buffer(params_buffer.raw(), 0, &self.params);
-        Ok(())
+        self.gpu
+            .catch("writing kernel parameters", || self.gpu.queue.write_buffer(params_buffer.raw(), 0, &self.params))
     }
 
     /// Encodes the recorded steps into one compute pass and submits it,
@@ -128,8 +128,7 @@ impl Recorder {
         if self.steps.is_empty() {
             return Ok(());
         }
-        let mut encoder = self.gpu.encoder("gantry graph");
-        {
+        let submitted = self.gpu.submit_commands("gantry graph", |encoder| {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("gantry graph"),
                 timestamp_writes: None,
@@ -142,8 +141,7 @@ impl Recorder {
                 pass.set_bind_group(0, &step.group, &[step.params_offset]);
                 pass.dispatch_workgroups(step.groups[0], step.groups[1], step.groups[2]);
             }
-        }
-        let commands = encoder.finish();
-        if wait { self.gpu.submit_and_wait(commands) } else { self.gpu.submit(commands) }
+        })?;
+        if wait { self.gpu.wait_until(&submitted) } else { Ok(()) }
     }
 }
