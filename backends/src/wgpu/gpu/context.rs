@@ -202,6 +202,22 @@ impl Gpu {
     pub fn allocated_bytes(&self) -> u64 {
         self.allocated.get()
     }
+
+    /// Whether the queue has run Gantry's latest own submission, asked
+    /// without waiting (a zero-timeout poll, which also runs finished
+    /// callbacks); the host's later work on a shared queue is not waited
+    /// for. `true` before Gantry's first submission.
+    pub fn is_idle(&self) -> Result<bool> {
+        let Some(index) = self.own.latest() else {
+            return self.check_uncaptured().map(|()| true);
+        };
+        let poll = wgpu::PollType::Wait { submission_index: Some(index), timeout: Some(std::time::Duration::ZERO) };
+        match self.device.poll(poll) {
+            Ok(_) => self.check_uncaptured().map(|()| true),
+            Err(wgpu::PollError::Timeout) => Ok(false),
+            Err(e) => Err(self.error(format!("polling the GPU: {e}"))),
+        }
+    }
 }
 
 /// [`Gpu::catch`] before there is a `Gpu`: `make` inside error scopes on
@@ -218,13 +234,5 @@ fn catch_on<T>(device: &wgpu::Device, name: &str, what: &str, make: impl FnOnce(
     match validation.or(memory).or(internal) {
         None => Ok(value),
         Some(e) => Err(Error::Backend { backend: name.to_string(), reason: format!("{what}: {e}") }),
-    }
-
-    /// Whether the queue has run everything submitted to it, asked without
-    /// waiting (a non-blocking poll, which also runs finished callbacks).
-    pub fn is_idle(&self) -> Result<bool> {
-        let status = self.device.poll(wgpu::PollType::Poll).map_err(|e| self.error(format!("polling the GPU: {e}")))?;
-        self.check_uncaptured()?;
-        Ok(status.is_queue_empty())
     }
 }
