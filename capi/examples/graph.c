@@ -268,6 +268,23 @@ int main(void) {
     CHECK(gantry_backend_set_abort_callback(cpu, NULL, NULL));
     CHECK(gantry_scheduler_compute(sched, ctx, graph));
 
+    /* A memory budget: a second scheduler allowed 16 bytes on the CPU (which
+       holds the weights and the first scheduler's memory already) refuses to
+       reserve, naming the device, and allocates nothing; without it, it can. */
+    GantryScheduler budgeted;
+    CHECK(gantry_scheduler_new(&cpu, 1, NULL, &budgeted));
+    CHECK(gantry_scheduler_set_budget(budgeted, cpu, 16));
+    EXPECT_FAIL(gantry_scheduler_reserve(budgeted, ctx, graph, bytes, 4, &n_bytes), GANTRY_ERROR_OUT_OF_MEMORY);
+    if (strstr(gantry_last_error(), "memory budget of CPU") == NULL) {
+        fprintf(stderr, "the budget error does not name the CPU: %s\n", gantry_last_error());
+        failures++;
+    }
+    CHECK(gantry_scheduler_set_budget(budgeted, cpu, 0));
+    CHECK(gantry_scheduler_reserve(budgeted, ctx, graph, bytes, 4, &n_bytes));
+    printf("budget: refused within 16 bytes (the CPU holds more), reserved without one\n");
+    CHECK(gantry_scheduler_release(budgeted, ctx));
+    CHECK(gantry_scheduler_free(budgeted));
+
     /* Misuse: every one an error code and a message, never a crash. */
     GantryContext null_ctx = {0};
     GantryTensor t;

@@ -727,9 +727,22 @@ enum GantryStatus gantry_scheduler_new(const struct GantryBackend *backends,
 // Threading: any thread; waits for calls in flight on it.
 enum GantryStatus gantry_scheduler_free(struct GantryScheduler sched);
 
+// Sets the memory budget of `backend`'s device for this scheduler: the
+// bytes everything on the device (weights, caches, compute memory) may
+// take; `bytes == 0` removes it. Checked from the next reserve or
+// allocation on, before any compute memory grows.
+//
+// Threading: as the scheduler.
+enum GantryStatus gantry_scheduler_set_budget(struct GantryScheduler sched,
+                                              struct GantryBackend backend,
+                                              size_t bytes);
+
 // Sizes and allocates every backend's compute memory for `graph` (the
 // largest graph to come) and writes the bytes per backend (priority order)
 // into `bytes` (room for `cap`; the count goes to `n_out` when not null).
+// When a backend's memory budget ([`gantry_scheduler_set_budget`]) would
+// be exceeded it returns `GANTRY_ERROR_OUT_OF_MEMORY`, naming the device,
+// and allocates nothing.
 //
 // Threading: as the scheduler and context. Blocks while memory is allocated.
 //

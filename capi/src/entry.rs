@@ -35,7 +35,7 @@ impl From<gantry::engine::Error> for Failure {
             }
             E::UnsupportedDType { .. } | E::Unsupported(_) => GantryStatus::GantryErrorUnsupported,
             E::NotAllocated(_) | E::Scheduler(_) | E::Allocator(_) => GantryStatus::GantryErrorState,
-            E::OutOfMemory { .. } => GantryStatus::GantryErrorOutOfMemory,
+            E::OutOfMemory { .. } | E::BudgetExceeded { .. } => GantryStatus::GantryErrorOutOfMemory,
             E::NotFound(_) => GantryStatus::GantryErrorNotFound,
             E::Backend { .. } => GantryStatus::GantryErrorBackend,
             E::Aborted => GantryStatus::GantryErrorAborted,

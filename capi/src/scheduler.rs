@@ -103,9 +103,33 @@ fn with_sched_graph(
     f(&mut s, &mut c, g.graph())
 }
 
+/// Sets the memory budget of `backend`'s device for this scheduler: the
+/// bytes everything on the device (weights, caches, compute memory) may
+/// take; `bytes == 0` removes it. Checked from the next reserve or
+/// allocation on, before any compute memory grows.
+///
+/// Threading: as the scheduler.
+#[unsafe(no_mangle)]
+pub extern "C" fn gantry_scheduler_set_budget(
+    sched: GantryScheduler,
+    backend: GantryBackend,
+    bytes: usize,
+) -> GantryStatus {
+    entry("gantry_scheduler_set_budget", || {
+        let backend = backend_of(backend)?;
+        let s = SCHEDULERS.get(sched.id)?;
+        let mut s = lock(&s, "scheduler")?;
+        s.set_budget(&backend, (bytes > 0).then_some(bytes))?;
+        Ok(())
+    })
+}
+
 /// Sizes and allocates every backend's compute memory for `graph` (the
 /// largest graph to come) and writes the bytes per backend (priority order)
 /// into `bytes` (room for `cap`; the count goes to `n_out` when not null).
+/// When a backend's memory budget ([`gantry_scheduler_set_budget`]) would
+/// be exceeded it returns `GANTRY_ERROR_OUT_OF_MEMORY`, naming the device,
+/// and allocates nothing.
 ///
 /// Threading: as the scheduler and context. Blocks while memory is allocated.
 ///
@@ -122,7 +146,7 @@ pub unsafe extern "C" fn gantry_scheduler_reserve(
 ) -> GantryStatus {
     entry("gantry_scheduler_reserve", || {
         with_sched_graph(sched, ctx, graph, |s, c, g| {
-            let sizes = s.reserve(c, g)?;
+            let sizes = s.reserve(c, g)?.compute_bytes();
             if !n_out.is_null() {
                 // SAFETY: the caller's contract.
                 unsafe { write_out(n_out, sizes.len(), "n_out")? };

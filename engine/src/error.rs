@@ -75,6 +75,22 @@ pub enum Error {
     /// The graph allocator could not plan or bind a graph.
     #[error("allocator: {0}")]
     Allocator(String),
+    /// A device's memory budget would be exceeded: nothing was allocated.
+    #[error(
+        "memory budget of {device} exceeded: {needed} bytes needed (compute {compute} + held {held}), budget {budget}"
+    )]
+    BudgetExceeded {
+        /// The device's name.
+        device: String,
+        /// Bytes the device would hold.
+        needed: usize,
+        /// Its budget in bytes.
+        budget: usize,
+        /// Of `needed`, the scheduler's compute memory.
+        compute: usize,
+        /// Of `needed`, everything else on the device (weights, caches).
+        held: usize,
+    },
     /// Computation was aborted by the user's callback.
     #[error("computation aborted")]
     Aborted,

@@ -103,6 +103,7 @@ pub fn run(args: &BenchArgs) -> ExitCode {
 }
 
 fn run_inner(args: &BenchArgs) -> Result<(), Error> {
+    args.devices.refuse_budget("bench")?;
     let (_registry, backends) = args.devices.open()?;
     let threads = args.devices.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");

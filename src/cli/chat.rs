@@ -15,7 +15,12 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
-use super::common::{BackendArgs, ContextArgs, SamplingArgs, load_decoder_with_bar};
+use super::budget::{FitRequest, load_fitted, reserve_within};
+use super::common::{BackendArgs, ContextArgs, SamplingArgs, load_decoder_with_bar, with_load_bar};
+
+/// Tokens of one turn the memory budgets are reserved for (a longer turn
+/// plans more compute memory, within the budgets or an error).
+const CHAT_BATCH: usize = 512;
 
 /// Options of `gantry chat`.
 #[derive(Args, Debug)]
@@ -82,7 +87,16 @@ pub fn run(args: &ChatArgs) -> ExitCode {
 fn run_inner(args: &ChatArgs) -> Result<(), Error> {
     let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
-    let model = load_decoder_with_bar(&args.model, &mut ctx, &backends)?;
+    let n_ctx = args.context.n_ctx(if args.context.ctx_size == 0 { 4096 } else { 0 });
+    let kv_dtype = args.context.kv_dtype()?;
+    let budgets = args.devices.budgets(&backends)?;
+    let model = match &budgets {
+        Some(budgets) => {
+            let fit = FitRequest { n_ctx, kv_dtype, n_batch: CHAT_BATCH };
+            with_load_bar(|progress| load_fitted(&args.model, &mut ctx, &backends, budgets, fit, Some(progress)))?
+        }
+        None => load_decoder_with_bar(&args.model, &mut ctx, &backends)?,
+    };
     let tok = &model.tokenizer;
     let template = match &args.chat_template {
         Some(path) => {
@@ -98,12 +112,11 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         })?,
     };
     let bos_text = tok.bos().and_then(|id| tok.token(id).ok()).map(|t| t.text.clone());
-    let params = SessionParams {
-        n_ctx: args.context.n_ctx(if args.context.ctx_size == 0 { 4096 } else { 0 }),
-        kv_dtype: args.context.kv_dtype()?,
-        ..SessionParams::default()
-    };
+    let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
+    if let Some(budgets) = &budgets {
+        reserve_within(&mut session, &mut ctx, &backends, budgets, CHAT_BATCH)?;
+    }
     let mut sampler = Sampler::new(args.sampling.params());
     catch_interrupts();
 

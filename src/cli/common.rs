@@ -76,12 +76,30 @@ pub struct BackendArgs {
     /// Remote servers, `host:port,...` (default: `GANTRY_REMOTE`); their devices are `remote0`, `remote1`, ...
     #[arg(long)]
     pub remote: Option<String>,
+    /// Memory budgets per device, `DEVICE=SIZE,...` (e.g. `wgpu0=2G,cpu=4G`): each device takes as many
+    /// layers as fit (weights, KV cache, compute memory), the rest go to the next; an error names a device
+    /// whose budget is too small. `run` and `chat` only.
+    #[arg(long)]
+    pub budget: Option<String>,
 }
 
 impl BackendArgs {
     /// The registry and the backends these flags name (see [`backends`]).
     pub fn open(&self) -> gantry::Result<(Registry, Vec<Arc<dyn Backend>>)> {
         backends(self.backends.as_deref(), self.threads, self.remote.as_deref())
+    }
+
+    /// The `--budget` per backend of `backends` (`None` without the flag).
+    pub fn budgets(&self, backends: &[Arc<dyn Backend>]) -> gantry::Result<Option<Vec<Option<usize>>>> {
+        self.budget.as_deref().map(|list| super::budget::budgets_for(list, backends)).transpose()
+    }
+
+    /// Refuses `--budget` for a command that does not fit layers (`what`).
+    pub fn refuse_budget(&self, what: &str) -> gantry::Result<()> {
+        match self.budget {
+            Some(_) => Err(gantry::Error::Model(format!("--budget: `gantry {what}` does not take memory budgets"))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -139,14 +157,19 @@ pub fn load_decoder_with_bar(
     ctx: &mut Context,
     backends: &[Arc<dyn Backend>],
 ) -> gantry::Result<DecoderModel> {
+    with_load_bar(|progress| load_decoder(path, ctx, backends, Some(progress)))
+}
+
+/// Runs `load` with the load progress bar drawn from what it reports.
+pub fn with_load_bar<T>(load: impl FnOnce(&mut dyn FnMut(LoadProgress)) -> T) -> T {
     let bar = load_progress_bar();
     let mut progress = |p: LoadProgress| {
         bar.set_length(p.bytes_total as u64);
         bar.set_position(p.bytes_done as u64);
     };
-    let model = load_decoder(path, ctx, backends, Some(&mut progress));
+    let loaded = load(&mut progress);
     bar.finish_and_clear();
-    model
+    loaded
 }
 
 /// The sampling options llama.cpp users expect (`--temp`, `--top-k`,

@@ -40,6 +40,7 @@ pub fn run(args: &EmbedArgs) -> ExitCode {
 }
 
 fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
+    args.devices.refuse_budget("embed")?;
     let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
     let model = BertModel::load(&args.model, &mut ctx, backends[0].device())?;

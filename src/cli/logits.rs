@@ -47,6 +47,7 @@ pub fn prompt_logits(
     add_bos: bool,
     devices: &BackendArgs,
 ) -> Result<(Vec<u32>, Vec<f32>), Error> {
+    devices.refuse_budget("logits")?;
     let (_registry, backends) = devices.open()?;
     let mut ctx = Context::new();
     let model = load_decoder(model_path, &mut ctx, &backends, None)?;

@@ -10,6 +10,7 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
+use super::budget::{FitRequest, load_fitted, reserve_within};
 use super::common::{BackendArgs, ContextArgs, SamplingArgs, bytes, load_decoder, load_progress_bar, wire_bytes};
 
 /// Options of `gantry run`.
@@ -67,7 +68,17 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     };
     let load_wire = wire_bytes(&registry);
     let load_start = Instant::now();
-    let model = load_decoder(&args.model, &mut ctx, &backends, Some(&mut progress));
+    let budgets = args.devices.budgets(&backends)?;
+    // The prompt's bytes bound its tokens (and the KV cache the fit counts).
+    let fit = FitRequest {
+        n_ctx: args.context.n_ctx(args.prompt.len() + 2 + args.n_predict),
+        kv_dtype: args.context.kv_dtype()?,
+        n_batch: args.prompt.len() + 2,
+    };
+    let model = match &budgets {
+        Some(budgets) => load_fitted(&args.model, &mut ctx, &backends, budgets, fit, Some(&mut progress)),
+        None => load_decoder(&args.model, &mut ctx, &backends, Some(&mut progress)),
+    };
     bar.finish_and_clear();
     let model = model?;
     let load_time = load_start.elapsed();
@@ -82,6 +93,9 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let n_ctx = args.context.n_ctx(tokens.len() + args.n_predict);
     let params = SessionParams { n_ctx, kv_dtype: args.context.kv_dtype()?, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
+    if let Some(budgets) = &budgets {
+        reserve_within(&mut session, &mut ctx, &backends, budgets, tokens.len())?;
+    }
     let mut sampler = Sampler::new(args.sampling.params());
     for &t in &tokens {
         sampler.accept(t);

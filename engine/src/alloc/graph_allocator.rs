@@ -50,6 +50,17 @@ impl PlanSizes {
     }
 }
 
+/// What the allocator's buffers will be once grown for a new plan, shown
+/// before anything is allocated (the scheduler checks memory budgets here).
+#[derive(Debug, Clone, Copy)]
+pub struct BufferGrowth<'a> {
+    /// Bytes of each buffer type's buffers after growing, by
+    /// [`BufferTypeIndex`] (0 for a repeated buffer type).
+    pub bytes_after: &'a [usize],
+    /// The allocator's buffers now (those the growth replaces are among them).
+    pub own_buffers: &'a [BufferId],
+}
+
 /// Where the plan put one tensor (for diagnostics and tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlannedTensor {
@@ -230,22 +241,28 @@ impl GraphAllocator {
         before_moving: impl FnOnce() -> Result<()>,
     ) -> Result<bool> {
         let same = self.gather(ctx, graph, node_buft, leaf_buft)?;
-        self.plan_and_bind(ctx, same, before_moving)
+        self.plan_and_bind(ctx, same, before_moving, |_: &Context, _: &BufferGrowth<'_>| Ok(()))
     }
 
     /// Plans again unless the plan's inputs are `same` as last time's, grows
-    /// the buffers, binds; returns whether tensors could move.
+    /// the buffers (after `before_growing` agreed), binds; returns whether
+    /// tensors could move.
     fn plan_and_bind(
         &mut self,
         ctx: &mut Context,
         same: bool,
         before_moving: impl FnOnce() -> Result<()>,
+        before_growing: impl FnOnce(&Context, &BufferGrowth<'_>) -> Result<()>,
     ) -> Result<bool> {
         let replan = !(same && self.plan_valid);
         if replan {
             self.walk();
         }
-        let moving = replan || !self.buffers_hold_plan(ctx);
+        let holds = self.buffers_hold_plan(ctx);
+        if !holds {
+            self.check_growth(ctx, before_growing)?;
+        }
+        let moving = replan || !holds;
         if moving {
             before_moving()?;
         }
@@ -316,6 +333,11 @@ impl GraphAllocator {
             return 0;
         }
         self.buffer_sizes[buft.get()].iter().sum()
+    }
+
+    /// Every buffer this allocator holds (all buffer types, all chunks).
+    pub fn own_buffers(&self) -> &[BufferId] {
+        &self.own_buffers
     }
 
     /// Whether buffer type `b` is the first of its equals (the one that
@@ -428,22 +450,54 @@ impl GraphAllocator {
         result
     }
 
-    /// [`GraphAllocator::reserve`] of the table the caller gathered.
-    pub(crate) fn reserve_gathered(&mut self, ctx: &mut Context) -> Result<PlanSizes> {
+    /// [`GraphAllocator::reserve`] of the table the caller gathered; the
+    /// buffers grow only after `before_growing` agreed (a memory budget).
+    pub(crate) fn reserve_gathered(
+        &mut self,
+        ctx: &mut Context,
+        before_growing: impl FnOnce(&Context, &BufferGrowth<'_>) -> Result<()>,
+    ) -> Result<PlanSizes> {
         self.finish_gathered(ctx)?;
         self.walk();
+        self.check_growth(ctx, before_growing)?;
         self.grow_buffers(ctx)?;
         Ok(self.planned_sizes())
     }
 
-    /// [`GraphAllocator::alloc_graph_with`] of the table the caller gathered.
+    /// [`GraphAllocator::alloc_graph_with`] of the table the caller
+    /// gathered; buffers grow only after `before_growing` agreed.
     pub(crate) fn alloc_gathered(
         &mut self,
         ctx: &mut Context,
         before_moving: impl FnOnce() -> Result<()>,
+        before_growing: impl FnOnce(&Context, &BufferGrowth<'_>) -> Result<()>,
     ) -> Result<bool> {
         let same = self.finish_gathered(ctx)?;
-        self.plan_and_bind(ctx, same, before_moving)
+        self.plan_and_bind(ctx, same, before_moving, before_growing)
+    }
+
+    /// Asks `before_growing` about the buffers the plan needs (nothing is
+    /// allocated yet), so that a caller can refuse before any memory moves.
+    fn check_growth(
+        &self,
+        ctx: &Context,
+        before_growing: impl FnOnce(&Context, &BufferGrowth<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let after: SmallVec<[usize; 4]> = (0..self.buffer_types.len())
+            .map(|b| {
+                if !self.is_canonical(b) {
+                    return 0;
+                }
+                (0..self.pools[b].n_chunks())
+                    .map(|c| {
+                        let current =
+                            self.buffers[b].get(c).and_then(|&id| ctx.buffer(id).ok()).map(|e| e.buffer.size());
+                        current.unwrap_or(0).max(self.pools[b].chunk_size(c))
+                    })
+                    .sum()
+            })
+            .collect();
+        before_growing(ctx, &BufferGrowth { bytes_after: &after, own_buffers: &self.own_buffers })
     }
 
     fn walk(&mut self) {

@@ -47,7 +47,7 @@ mod planner;
 pub(crate) mod tensor_table;
 
 pub use buffer_type_index::BufferTypeIndex;
-pub use graph_allocator::{GraphAllocator, PlanSizes, PlannedTensor};
+pub use graph_allocator::{BufferGrowth, GraphAllocator, PlanSizes, PlannedTensor};
 pub use tensor_table::TensorTable;
 
 #[cfg(test)]

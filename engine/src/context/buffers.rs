@@ -5,7 +5,7 @@ use std::sync::Arc;
 use gantry_arenas::BufferId;
 
 use super::{BufferEntry, Context};
-use crate::{Buffer, BufferType, BufferUsage, Error, MultiBuffer, Result};
+use crate::{Buffer, BufferType, BufferUsage, Device, DeviceType, Error, MultiBuffer, Result, same_buffer_type};
 
 impl Context {
     /// Allocates a buffer of `size` bytes from `buffer_type` and registers it.
@@ -126,5 +126,30 @@ impl Context {
     /// Every registered buffer.
     pub fn buffers(&self) -> impl Iterator<Item = (BufferId, &BufferEntry)> + '_ {
         self.buffers.iter()
+    }
+
+    /// Bytes of the registered buffers whose memory is on `device` (see
+    /// [`BufferEntry::is_on`]): weights, caches and compute buffers alike —
+    /// what a memory budget counts. A multi-buffer counts once, by its chunks.
+    pub fn held_bytes(&self, device: &dyn Device) -> usize {
+        self.buffers.values().filter(|e| e.chunks.is_empty() && e.is_on(device)).map(|e| e.buffer.size()).sum()
+    }
+}
+
+impl BufferEntry {
+    /// Whether this buffer's memory is `device`'s: host memory (the CPU's
+    /// buffers, mapped files, a GPU's pinned host buffers) is the CPU
+    /// device's; device memory is its buffer type's device's, or, for a
+    /// buffer type that names no device, `device`'s when it is the device's
+    /// own buffer type.
+    pub fn is_on(&self, device: &dyn Device) -> bool {
+        let buft = &self.buffer_type;
+        if buft.is_host() {
+            return device.device_type() == DeviceType::Cpu;
+        }
+        match buft.device() {
+            Some(owner) => owner.name() == device.name(),
+            None => same_buffer_type(buft, &device.buffer_type()),
+        }
     }
 }

@@ -2,26 +2,42 @@
 //! the split system's allocator graph (input copies interleaved with the
 //! nodes, laid out in the allocator's own table: nothing is gathered twice)
 //! over every backend's buffer type and binds each tensor; with pipeline
-//! copies, the copies' memory then rotates between runs.
+//! copies, the copies' memory then rotates between runs. Buffers grow only
+//! within the devices' memory budgets ([`super::budget`]).
 
 use super::BackendSet;
+use super::budget::{Budgets, check_budgets};
 use super::split::SplitTables;
 use super::tables::{Assignments, CopyTable};
-use crate::alloc::{GraphAllocator, TensorTable};
+use crate::alloc::{BufferGrowth, GraphAllocator, TensorTable};
 use crate::{Context, Error, Result};
 
 /// Plans the placed graph (laid out in the allocator's table by the split
 /// system) and sizes the allocator's buffers for it (nothing is bound).
-pub fn reserve_placed(ctx: &mut Context, allocator: &mut GraphAllocator) -> Result<()> {
-    allocator.reserve_gathered(ctx).map(drop)
+/// A budget that the buffers would pass is an error before anything grows.
+pub fn reserve_placed(
+    ctx: &mut Context,
+    allocator: &mut GraphAllocator,
+    set: &BackendSet,
+    budgets: &Budgets,
+) -> Result<()> {
+    let check = |ctx: &Context, growth: &BufferGrowth<'_>| check_budgets(ctx, set, budgets, growth);
+    allocator.reserve_gathered(ctx, check).map(drop)
 }
 
 /// Binds every tensor of the placed graph to memory, planning again only
 /// when the allocator graph changed. Before tensors move, every backend is
-/// synchronized: nothing may still run on the old placement.
-pub fn alloc_placed(ctx: &mut Context, allocator: &mut GraphAllocator, set: &BackendSet) -> Result<()> {
+/// synchronized: nothing may still run on the old placement. Before a
+/// buffer grows, the budgets are checked (an error allocates nothing).
+pub fn alloc_placed(
+    ctx: &mut Context,
+    allocator: &mut GraphAllocator,
+    set: &BackendSet,
+    budgets: &Budgets,
+) -> Result<()> {
     let synchronize_all = || set.backends().iter().try_for_each(|b| b.synchronize());
-    allocator.alloc_gathered(ctx, synchronize_all).map(drop)
+    let check = |ctx: &Context, growth: &BufferGrowth<'_>| check_budgets(ctx, set, budgets, growth);
+    allocator.alloc_gathered(ctx, synchronize_all, check).map(drop)
 }
 
 /// Which pipeline copy's memory copy 0 sits in.

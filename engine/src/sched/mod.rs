@@ -22,7 +22,8 @@
 //! first four systems run once per graph, not once per compute.
 //!
 //! Around them: [`BackendSet`] (the backends in priority order, each a
-//! [`BackendIndex`]), [`Cause`] (why a tensor has its backend),
+//! [`BackendIndex`]), [`budget`] (memory budgets per device, checked by the
+//! alloc system before anything grows), [`Cause`] (why a tensor has its backend),
 //! [`describe`] (`GANTRY_SCHED_DEBUG`), [`graphviz`] (`Scheduler::to_dot`),
 //! and [`graph_copy`](mod@graph_copy) (ggml's graph copy and backend comparison).
 
@@ -30,6 +31,7 @@ pub mod alloc;
 pub mod assign;
 mod backend_index;
 mod backend_set;
+pub mod budget;
 mod cause;
 pub mod compute;
 pub mod describe;
@@ -50,6 +52,7 @@ mod tests;
 
 pub use backend_index::{BackendIndex, MAX_BACKENDS};
 pub use backend_set::BackendSet;
+pub use budget::{BackendMemory, MemoryReport};
 pub use cause::Cause;
 pub use compute::EvalCallback;
 pub use graph_copy::{GraphCopy, compare_backends, graph_copy};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use gantry_arenas::{EventId, TensorId};
 
 use super::alloc::{PipelineRotation, RotationInputs, alloc_placed, reserve_placed};
+use super::budget::{Budgets, MemoryReport, memory_report};
 use super::compute::{ComputeInputs, EvalCallback, compute_splits};
 use super::describe::{debug_level_from_env, describe_splits};
 use super::graphviz::to_dot;
@@ -15,7 +16,7 @@ use super::reuse::PlacedGraph;
 use super::split::{Split, SplitParams};
 use super::tables::Pins;
 use super::{BackendIndex, BackendSet};
-use crate::alloc::GraphAllocator;
+use crate::alloc::{BufferTypeIndex, GraphAllocator};
 use crate::{AbortCallback, Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
 
 /// How a [`Scheduler`] is set up.
@@ -34,11 +35,23 @@ pub struct SchedulerParams {
     pub op_offload: bool,
     /// Inputs one split copies in before a new split starts (at least 4).
     pub max_split_inputs: usize,
+    /// A memory budget in bytes per backend (priority order; empty: none):
+    /// everything on the backend's device — weights, caches, compute memory
+    /// — may not pass it. Checked before compute memory grows
+    /// ([`Error::BudgetExceeded`]); see [`super::budget`].
+    pub budgets: Vec<Option<usize>>,
 }
 
 impl Default for SchedulerParams {
     fn default() -> Self {
-        Self { buffer_types: Vec::new(), graph_size: 4096, n_copies: 1, op_offload: true, max_split_inputs: 30 }
+        Self {
+            buffer_types: Vec::new(),
+            graph_size: 4096,
+            n_copies: 1,
+            op_offload: true,
+            max_split_inputs: 30,
+            budgets: Vec::new(),
+        }
     }
 }
 
@@ -69,13 +82,15 @@ enum State {
 /// # fn demo(backends: &[Arc<dyn Backend>], ctx: &mut Context, arena: &GraphArena, out: gantry_engine::TensorId) -> Result<()> {
 /// let mut sched = Scheduler::new(backends, SchedulerParams::default())?;
 /// let graph = ctx.build_graph(arena, &[out])?;
-/// let bytes = sched.reserve(ctx, graph)?;   // compute memory per backend, up front
+/// let memory = sched.reserve(ctx, graph)?;  // compute memory per backend, up front
+/// println!("{memory}");                     // and what each device holds besides
 /// sched.graph_compute(ctx, graph)?;         // split, allocate, copy inputs, compute
 /// let y = ctx.read_f32(out)?;
 /// # Ok(()) }
 /// ```
 pub struct Scheduler {
     set: BackendSet,
+    budgets: Budgets,
     params: SchedulerParams,
     cur_copy: usize,
     pins: Pins,
@@ -110,7 +125,9 @@ impl Scheduler {
             )));
         }
         let allocator = GraphAllocator::new(set.unique_bufts());
+        let budgets = Budgets::new(&set, &params.budgets)?;
         let mut sched = Self {
+            budgets,
             set,
             params,
             cur_copy: 0,
@@ -174,16 +191,41 @@ impl Scheduler {
     }
 
     /// Sizes every backend's compute memory for `measure_graph` (the largest
-    /// graph to come) and allocates it; returns the bytes per backend. Later
-    /// graphs that fit never re-allocate.
-    pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<Vec<usize>> {
+    /// graph to come) and allocates it; returns what each backend's device
+    /// holds (compute memory, everything else, the budget). Later graphs
+    /// that fit never re-allocate. When a device's budget would be passed,
+    /// [`Error::BudgetExceeded`] names it and nothing is allocated.
+    pub fn reserve(&mut self, ctx: &mut Context, measure_graph: Graph<'_>) -> Result<MemoryReport> {
         let _span = tracing::debug_span!("reserve", nodes = measure_graph.n_nodes()).entered();
         self.synchronize()?;
         self.discard_placement(ctx);
-        let reserved = self.place(ctx, measure_graph).and_then(|()| reserve_placed(ctx, &mut self.allocator));
+        let reserved = self
+            .place(ctx, measure_graph)
+            .and_then(|()| reserve_placed(ctx, &mut self.allocator, &self.set, &self.budgets));
         self.discard_placement(ctx);
         reserved?;
-        Ok(self.buffer_sizes())
+        Ok(self.memory_report(ctx))
+    }
+
+    /// What each backend's device holds now: the compute memory, everything
+    /// else in `ctx` on the device, the budget.
+    pub fn memory_report(&self, ctx: &Context) -> MemoryReport {
+        let sizes: Vec<usize> =
+            (0..self.set.unique_bufts().len()).map(|i| self.allocator.buffer_size(BufferTypeIndex::new(i))).collect();
+        memory_report(ctx, &self.set, &self.budgets, &sizes, self.allocator.own_buffers())
+    }
+
+    /// Sets (or, with `None`, removes) the memory budget of `backend`'s
+    /// device, in bytes; it applies from the next reserve or allocation.
+    pub fn set_budget(&mut self, backend: &Arc<dyn Backend>, bytes: Option<usize>) -> Result<()> {
+        let b = self.index_of(backend)?;
+        self.budgets.set(b, bytes);
+        Ok(())
+    }
+
+    /// The memory budget of `backend`'s device.
+    pub fn budget(&self, backend: &Arc<dyn Backend>) -> Result<Option<usize>> {
+        Ok(self.budgets.of(self.index_of(backend)?))
     }
 
     /// Bytes of compute memory per backend, in priority order.
@@ -237,7 +279,7 @@ impl Scheduler {
         self.placements += 1;
         tracing::debug_span!("place", nodes = graph.n_nodes()).in_scope(|| self.place(ctx, graph))?;
         tracing::debug_span!("alloc", splits = self.run.split.splits.len())
-            .in_scope(|| alloc_placed(ctx, &mut self.allocator, &self.set))?;
+            .in_scope(|| alloc_placed(ctx, &mut self.allocator, &self.set, &self.budgets))?;
         // Binding put every tensor at its planned place, pipeline copies included.
         self.rotation.bound();
         self.rotate_pipeline_copies(ctx)?;

@@ -9,24 +9,26 @@ use std::sync::Arc;
 use gantry_backends::cpu::CpuDevice;
 use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId};
 
-use super::{DecoderModel, DecoderWeights};
+use super::{DecoderHparams, DecoderModel, DecoderWeights, LayerCounts};
+use crate::model::gguf::Gguf;
 use crate::model::load::{Progress, write_weight};
 use crate::model::{LoadProgress, WeightsFile};
 use crate::{Error, Result};
 
-/// Which of `n` devices each weight goes to: layer `l` (with its optional
-/// norms) to device `l * n / n_layer`; the final norm and the output
-/// projection (with the token embeddings when they are tied to it) to the
-/// last; untied token embeddings to the first.
-pub fn layer_devices(weights: &DecoderWeights, n: usize) -> Vec<(TensorId, usize)> {
-    let n_layer = weights.layers.len().max(1);
-    let last = n.saturating_sub(1);
+/// Which device each weight goes to: layer `l` (with its optional norms) to
+/// `counts.device_of(l)`; the final norm and the output projection (with the
+/// token embeddings when they are tied to it) with the last layer; untied
+/// token embeddings with the first.
+pub fn layer_devices(weights: &DecoderWeights, counts: &LayerCounts) -> Vec<(TensorId, usize)> {
+    let n_layer = weights.layers.len();
+    let first = counts.device_of(0);
+    let last = counts.device_of(n_layer.saturating_sub(1));
     let mut out = Vec::new();
     if weights.tok_embd != weights.output {
-        out.push((weights.tok_embd, 0));
+        out.push((weights.tok_embd, first));
     }
     for (l, lw) in weights.layers.iter().enumerate() {
-        let d = l * n / n_layer;
+        let d = counts.device_of(l);
         for t in [lw.attn_norm, lw.wq, lw.wk, lw.wv, lw.wo, lw.ffn_norm, lw.w_gate, lw.w_up, lw.w_down] {
             out.push((t, d));
         }
@@ -40,27 +42,62 @@ pub fn layer_devices(weights: &DecoderWeights, n: usize) -> Vec<(TensorId, usize
 }
 
 impl DecoderModel {
-    /// Loads `path` with its layers spread over `devices` in order (see
-    /// [`layer_devices`]; a tensor of the file that is no layer's goes to the
-    /// last device): each device gets its weights in buffers of its own
-    /// buffer type (a tensor larger than the type's largest buffer stays in
-    /// host memory, as [`DecoderModel::load`] keeps it), and bytes a device
-    /// already holds (a remote server's weight cache) are not sent. With one
-    /// device this is [`DecoderModel::load`]. On error nothing is left in `ctx`.
+    /// Loads `path` with its layers spread evenly over `devices` in order
+    /// ([`LayerCounts::even`]; see [`DecoderModel::load_split`]).
     pub fn load_across(
         path: impl AsRef<Path>,
         ctx: &mut Context,
         devices: &[&dyn Device],
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
-        match devices {
-            [] => Err(Error::Model("no device to load the model on".into())),
-            [one] => Self::load(path, ctx, *one, progress),
+        let n_layer = Self::layer_count(path.as_ref())?;
+        Self::load_split(path, ctx, devices, &LayerCounts::even(n_layer, devices.len()), progress)
+    }
+
+    /// The number of layers of the decoder model in `path` (its metadata only).
+    pub fn layer_count(path: &Path) -> Result<usize> {
+        Ok(DecoderHparams::from_gguf(&Gguf::open(path)?)?.n_layer)
+    }
+
+    /// Loads `path` with `counts.counts()[d]` layers on `devices[d]` (see
+    /// [`layer_devices`]; a tensor of the file that is no layer's goes with
+    /// the last layer): each device gets its weights in buffers of its own
+    /// buffer type (a tensor larger than the type's largest buffer stays in
+    /// host memory, as [`DecoderModel::load`] keeps it), and bytes a device
+    /// already holds (a remote server's weight cache) are not sent. With all
+    /// layers on one device this is [`DecoderModel::load`] for it. On error
+    /// nothing is left in `ctx`.
+    pub fn load_split(
+        path: impl AsRef<Path>,
+        ctx: &mut Context,
+        devices: &[&dyn Device],
+        counts: &LayerCounts,
+        progress: Option<&mut dyn FnMut(LoadProgress)>,
+    ) -> Result<Self> {
+        if counts.counts().len() != devices.len() {
+            return Err(Error::Model(format!(
+                "{} layer counts given for {} devices",
+                counts.counts().len(),
+                devices.len()
+            )));
+        }
+        let n_layer = Self::layer_count(path.as_ref())?;
+        if counts.n_layer() != n_layer {
+            return Err(Error::Model(format!(
+                "layer counts {counts} add up to {} layers, but {} has {n_layer}",
+                counts.n_layer(),
+                path.as_ref().display()
+            )));
+        }
+        let used: Vec<usize> = (0..devices.len()).filter(|&d| counts.counts()[d] > 0).collect();
+        match (devices, used.as_slice()) {
+            ([], _) => Err(Error::Model("no device to load the model on".into())),
+            (_, [one]) => Self::load(path, ctx, devices[*one], progress),
             _ => {
                 // Mapping costs nothing; the bytes are then moved to their devices.
                 let mut model = Self::load(path, ctx, &CpuDevice::new(), None)?;
                 let mut made = Vec::new();
-                match model.move_layers(ctx, devices, progress, &mut made) {
+                match model.move_layers(ctx, devices, counts, progress, &mut made) {
                     Ok(()) => Ok(model),
                     Err(e) => {
                         // The tensors first, then every buffer they were in.
@@ -79,13 +116,14 @@ impl DecoderModel {
         &mut self,
         ctx: &mut Context,
         devices: &[&dyn Device],
+        counts: &LayerCounts,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
         made: &mut Vec<BufferId>,
     ) -> Result<()> {
-        let _span = tracing::info_span!("move_layers", devices = devices.len()).entered();
-        let mut placement = layer_devices(&self.weights, devices.len());
+        let _span = tracing::info_span!("move_layers", devices = devices.len(), layers = %counts).entered();
+        let mut placement = layer_devices(&self.weights, counts);
         let placed: HashSet<TensorId> = placement.iter().map(|&(t, _)| t).collect();
-        let last = devices.len() - 1;
+        let last = counts.device_of(self.weights.layers.len().saturating_sub(1));
         placement.extend(self.loaded.iter().filter(|(_, t)| !placed.contains(t)).map(|(_, t)| (t, last)));
         let entries = self.gguf.tensor_entries()?;
         let mut report = Progress::new(&entries, progress);

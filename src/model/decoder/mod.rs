@@ -1,11 +1,13 @@
 //! Decoder-only transformers (llama, Gemma 3, ...): one configurable graph
 //! over the shared blocks, the KV cache shared by several sequences, and
 //! sessions that run batches mixing prompt and decode tokens of different
-//! sequences, and layers spread over several devices (`layer_split`). The
+//! sequences, and layers spread over several devices (`layer_split`), as
+//! many on each as its memory budget allows (`fit`). The
 //! families (`model::llama`, `model::gemma3`) read the configuration from
 //! their files.
 
 mod batch;
+mod fit;
 mod graph;
 mod hparams;
 mod kv_cache;
@@ -17,6 +19,7 @@ mod weights;
 
 pub use crate::model::blocks::Attention;
 pub use batch::Batch;
+pub use fit::{DeviceRoom, LayerCounts, ModelFootprint, compute_estimate, fit_layers};
 pub use graph::{BatchShape, DecoderGraph, LogitsFor, build_decoder_graph};
 pub use hparams::DecoderHparams;
 pub use kv_cache::{KV_DTYPES, KvCache};

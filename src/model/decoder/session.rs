@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
-use gantry_engine::sched::{Scheduler, SchedulerParams};
+use gantry_engine::sched::{MemoryReport, Scheduler, SchedulerParams};
 use gantry_engine::{Backend, BufferType, Context, DType, Mark, TensorId};
 use half::f16;
 
@@ -199,12 +199,21 @@ impl Session {
 
     /// Sizes the scheduler's memory for a batch of `n_tokens` over the whole
     /// context (the largest graph), so later batches never re-allocate.
-    pub fn reserve(&mut self, ctx: &mut Context, n_tokens: usize) -> Result<Vec<usize>> {
+    /// Returns what each backend's device holds; an error names a device whose
+    /// memory budget ([`Session::set_budget`]) this would pass, and then
+    /// nothing was allocated.
+    pub fn reserve(&mut self, ctx: &mut Context, n_tokens: usize) -> Result<MemoryReport> {
         self.not_running("reserve")?;
         let g = self.graph_for(ctx, n_tokens, self.kv.n_ctx, LogitsFor::All)?;
         self.arena.reset();
         let graph = ctx.build_graph(&self.arena, &[g.logits])?;
         Ok(self.sched.reserve(ctx, graph)?)
+    }
+
+    /// Sets (or, with `None`, removes) the memory budget of `backend`'s
+    /// device: weights, KV cache and compute memory together may not pass it.
+    pub fn set_budget(&mut self, backend: &Arc<dyn Backend>, bytes: Option<usize>) -> Result<()> {
+        Ok(self.sched.set_budget(backend, bytes)?)
     }
 
     /// The graph for this batch shape: the current one, or a new build.

@@ -1,0 +1,152 @@
+//! `--budget DEV=SIZE,...`: memory budgets per device, the layers fitted
+//! under them, and the scheduler held to them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gantry::model::LoadProgress;
+use gantry::model::decoder::{
+    DecoderHparams, DecoderModel, DeviceRoom, LayerCounts, ModelFootprint, Session, compute_estimate, fit_layers,
+};
+use gantry::model::gguf::Gguf;
+use gantry::{Backend, Context, DType, Device, DeviceType, Error, Result};
+
+use super::common::bytes;
+
+/// Parses a size: bytes, or a number with `K`, `M`, `G` or `T` (powers of
+/// 1024; `KiB`, `MB`, ... are read the same way), e.g. `512M`, `1.5G`.
+pub fn parse_size(text: &str) -> Result<usize> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(Error::Model(format!("size {text:?}: unknown unit {unit:?} (K, M, G or T)"))),
+    };
+    let value: f64 =
+        number.parse().map_err(|_| Error::Model(format!("size {text:?}: expected a number, e.g. 2G or 512M")))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > usize::MAX as f64 {
+        return Err(Error::Model(format!("size {text:?} is out of range")));
+    }
+    Ok(bytes as usize)
+}
+
+/// The budget per backend (priority order) that `list` (`wgpu0=2G,cpu=4G`)
+/// gives: each name is a device or backend name of `backends`
+/// (case-insensitive); a name that is none of them is an error listing them.
+pub fn budgets_for(list: &str, backends: &[Arc<dyn Backend>]) -> Result<Vec<Option<usize>>> {
+    let mut out = vec![None; backends.len()];
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, size) = item
+            .split_once('=')
+            .ok_or_else(|| Error::Model(format!("--budget {item:?}: expected DEVICE=SIZE, e.g. cpu=4G")))?;
+        let name = name.trim();
+        let b = backends
+            .iter()
+            .position(|b| b.device().name().eq_ignore_ascii_case(name) || b.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                let known: Vec<&str> = backends.iter().map(|b| b.device().name()).collect();
+                Error::Model(format!("--budget {name}: not one of the backends ({})", known.join(", ")))
+            })?;
+        out[b] = Some(parse_size(size)?);
+    }
+    Ok(out)
+}
+
+/// What the fit needs to know of the run besides the file.
+#[derive(Debug, Clone, Copy)]
+pub struct FitRequest {
+    /// Cells of the KV cache.
+    pub n_ctx: usize,
+    /// Its element type.
+    pub kv_dtype: DType,
+    /// The largest batch (tokens per graph).
+    pub n_batch: usize,
+}
+
+/// Loads the decoder in `path` with as many layers on each backend's device
+/// as its budget allows (the GPUs in priority order, the rest on the CPU),
+/// and says on stderr how the layers were spread.
+pub fn load_fitted(
+    path: &Path,
+    ctx: &mut Context,
+    backends: &[Arc<dyn Backend>],
+    budgets: &[Option<usize>],
+    request: FitRequest,
+    progress: Option<&mut dyn FnMut(LoadProgress)>,
+) -> Result<DecoderModel> {
+    let gguf = Gguf::open(path)?;
+    let hp = DecoderHparams::from_gguf(&gguf)?;
+    let footprint = ModelFootprint::from_gguf(&gguf, &hp, request.n_ctx, request.kv_dtype)?;
+    drop(gguf);
+    // Every GPU in priority order, then the CPU (the scheduler's last backend).
+    let chosen: Vec<usize> = (0..backends.len())
+        .filter(|&b| backends[b].device().device_type() != DeviceType::Cpu || b + 1 == backends.len())
+        .collect();
+    let compute = compute_estimate(&hp, request.n_batch, request.n_ctx);
+    let rooms: Vec<DeviceRoom> = chosen
+        .iter()
+        .map(|&b| DeviceRoom { name: backends[b].device().name().to_owned(), budget: budgets[b], compute })
+        .collect();
+    let counts: LayerCounts = fit_layers(&footprint, &rooms)?;
+    let devices: Vec<&dyn Device> = chosen.iter().map(|&b| backends[b].device()).collect();
+    let names: Vec<String> =
+        rooms.iter().zip(counts.counts()).map(|(r, c)| format!("{} {c} ({})", r.name, budget_text(r.budget))).collect();
+    eprintln!("fit: {} layers over {}", hp.n_layer, names.join(", "));
+    DecoderModel::load_split(path, ctx, &devices, &counts, progress)
+}
+
+/// Holds `session`'s scheduler to `budgets` and reserves its memory for a
+/// batch of `n_batch` tokens: an error names the device a budget is too
+/// small for, before anything is computed. Says on stderr what each device
+/// holds.
+pub fn reserve_within(
+    session: &mut Session,
+    ctx: &mut Context,
+    backends: &[Arc<dyn Backend>],
+    budgets: &[Option<usize>],
+    n_batch: usize,
+) -> Result<()> {
+    for (b, budget) in backends.iter().zip(budgets) {
+        session.set_budget(b, *budget)?;
+    }
+    let report = session.reserve(ctx, n_batch)?;
+    for row in &report.backends {
+        eprintln!(
+            "memory: {}: compute {} + weights and cache {} = {} ({})",
+            row.device,
+            bytes(row.compute),
+            bytes(row.held),
+            bytes(row.total()),
+            budget_text(row.budget)
+        );
+    }
+    Ok(())
+}
+
+fn budget_text(budget: Option<usize>) -> String {
+    budget.map_or_else(|| "no budget".to_owned(), |b| format!("budget {}", bytes(b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("512K").unwrap(), 512 << 10);
+        assert_eq!(parse_size("2M").unwrap(), 2 << 20);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1gb").unwrap(), 1 << 30);
+        for bad in ["", "G", "2X", "-1G", "0", "1.2.3M"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+}
