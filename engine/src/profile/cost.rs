@@ -52,8 +52,8 @@ mod tests {
     #[test]
     fn a_product_reads_both_operands_and_does_two_flops_per_multiply_add() {
         let mut ctx = Context::new();
-        let w = ctx.tensor(DType::F32, &[64, 32]).unwrap();
-        let x = ctx.tensor(DType::F32, &[64, 3]).unwrap();
+        let w = ctx.tensor(DType::F32, [64, 32]).unwrap();
+        let x = ctx.tensor(DType::F32, [64, 3]).unwrap();
         let y = ctx.mul_mat(w, x).unwrap();
         let (bytes, flops) = node_cost(&ctx, ctx.desc(y).unwrap());
         assert_eq!(bytes, (64 * 32 + 64 * 3 + 32 * 3) * 4);
