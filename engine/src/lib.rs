@@ -24,6 +24,8 @@
 //!   reuse, ggml-alloc);
 //! - [`sched`]: the multi-backend scheduler ([`sched::Scheduler`]: assign,
 //!   expand, split, alloc, compute);
+//! - [`profile`]: the optional recorder of splits, copies, nodes and
+//!   tasks ([`profile::Profiler`]) and its summary per op kind;
 //! - [`sync`]: the locks and atomics shared state is built from (`std`, or
 //!   loom under `--cfg loom`); [`SplitMix64`]: the one seeded generator;
 //! - `testing` (feature `testing`): fixtures for tests and benches.
@@ -37,6 +39,7 @@ mod error;
 mod graph;
 mod op;
 pub mod ops;
+pub mod profile;
 pub mod quant;
 mod rng;
 pub mod sched;

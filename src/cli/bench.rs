@@ -2,9 +2,18 @@
 //! N tokens), `tg<N>` (N tokens decoded one at a time), and with
 //! `--parallel` `tg<N> x<S>` (S sequences decoding together, one token each
 //! per batch; the rate is all sequences' tokens together). Each row is the
-//! mean ± standard deviation of `-r` repetitions after a warm-up. A BERT
-//! folder gives `embed b<B>` rows in sentences per second.
+//! mean ± standard deviation of `-r` repetitions after a warm-up. With
+//! `-d 0,512` every row is repeated after that many tokens of context
+//! (`tg128 @ d512`). A BERT folder gives `embed b<B>` rows in sentences per
+//! second.
+//!
+//! On the CPU alone it adds the memory floor ([`super::memory_floor`]): the
+//! weight bytes a decode token reads over the measured read bandwidth, and
+//! each `tg` row as a share of it. `--profile` and `--trace` time a few
+//! more decode tokens with a [`gantry::profile::Profiler`] installed.
 
+use std::collections::HashSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,9 +22,12 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use gantry::model::bert::{BertModel, EncodedBatch, Encoder, EncoderParams};
 use gantry::model::decoder::{Batch, DecoderModel, LogitsFor, Session, SessionParams};
-use gantry::{Backend, Context, DType, Error, SplitMix64};
+use gantry::profile::Profiler;
+use gantry::{Backend, Context, DType, Error, SplitMix64, TensorId};
 
 use super::common::{BackendArgs, bytes, load_decoder};
+use super::memory_floor::{parallel_read_bandwidth, product_weight_bytes};
+use super::profile_report::print_profile;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -56,9 +68,36 @@ pub struct BenchArgs {
     /// KV cache element type.
     #[arg(long, default_value = "f16")]
     pub kv_type: String,
+    /// Tokens of context before each test (`@ d<N>` rows for N > 0), comma-separated: `0,512`.
+    #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0")]
+    pub n_depth: Vec<usize>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "md")]
     pub output: Output,
+    /// After the table, time each op of `--profile-tokens` decode tokens: time
+    /// per token, share, GB/s and GFLOP/s per op kind (to stderr with `-o json`).
+    #[arg(long)]
+    pub profile: bool,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of the profiled decode tokens to this file.
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
+    /// Decode tokens `--profile` and `--trace` time (after the first depth's context).
+    #[arg(long, default_value_t = 16)]
+    pub profile_tokens: usize,
+}
+
+/// The memory floor of decoding: weight bytes per token over read bandwidth.
+struct MemoryFloor {
+    weight_bytes: usize,
+    bandwidth: f64,
+    threads: usize,
+}
+
+impl MemoryFloor {
+    /// Tokens per second if decoding only read the weights, at full bandwidth.
+    fn tokens_per_s(&self) -> f64 {
+        self.bandwidth / self.weight_bytes.max(1) as f64
+    }
 }
 
 /// One row of the table.
@@ -66,6 +105,8 @@ struct Row {
     test: String,
     /// Rate of each repetition (tokens or sentences per second).
     samples: Vec<f64>,
+    /// For decode rows on the CPU: the floor's rate, to report the share of.
+    floor: Option<f64>,
 }
 
 impl Row {
@@ -128,62 +169,179 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     let kv_dtype = DType::from_name(&args.kv_type)
         .filter(|d| gantry::model::decoder::KV_DTYPES.contains(d))
         .ok_or_else(|| Error::Model(format!("--kv-type {:?}: f16, f32 or q8_0", args.kv_type)))?;
-    let longest = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0);
+    let longest = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0).max(args.profile_tokens + 1);
+    let deepest = args.n_depth.iter().copied().max().unwrap_or(0);
     let parallel_cells =
         args.parallel.iter().map(|&s| s * (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))).max();
-    let n_ctx = longest.max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
+    let n_ctx = (deepest + longest).max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
     let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     let mut rng = SplitMix64::new(1234);
     let n_vocab = model.hp.n_vocab as u64;
     let mut random_tokens = |n: usize| -> Vec<u32> { (0..n).map(|_| (rng.next_u64() % n_vocab) as u32).collect() };
+    let floor = if args.n_gen.iter().any(|&n| n > 0) && all_cpu(&backends) {
+        memory_floor(&mut ctx, &mut session, &model, threads)?
+    } else {
+        None
+    };
     let mut first = true;
-    for &p in args.n_prompt.iter().filter(|&&p| p > 0) {
-        let prompt = random_tokens(p);
-        let mut row = Row { test: format!("pp{p}"), samples: Vec::new() };
-        for rep in 0..=reps {
-            session.clear(&ctx)?;
-            let t0 = Instant::now();
-            session.eval(&mut ctx, &prompt, LogitsFor::Last)?;
-            // The first run is the warm-up: graphs built, memory planned.
-            if rep > 0 {
-                row.samples.push(p as f64 / t0.elapsed().as_secs_f64());
+    let mut floor_shares = Vec::new();
+    for &d in &args.n_depth {
+        let context = random_tokens(d);
+        let at = if d > 0 { format!(" @ d{d}") } else { String::new() };
+        for &p in args.n_prompt.iter().filter(|&&p| p > 0) {
+            let prompt = random_tokens(p);
+            let mut row = Row { test: format!("pp{p}{at}"), samples: Vec::new(), floor: None };
+            for rep in 0..=reps {
+                fill_context(&mut ctx, &mut session, &context)?;
+                let t0 = Instant::now();
+                session.eval(&mut ctx, &prompt, LogitsFor::Last)?;
+                // The first run is the warm-up: graphs built, memory planned.
+                if rep > 0 {
+                    row.samples.push(p as f64 / t0.elapsed().as_secs_f64());
+                }
             }
-        }
-        print(&header, &row, std::mem::take(&mut first));
-    }
-    for &n in args.n_gen.iter().filter(|&&n| n > 0) {
-        let tokens = random_tokens(n);
-        let mut row = Row { test: format!("tg{n}"), samples: Vec::new() };
-        for rep in 0..=reps {
-            session.clear(&ctx)?;
-            let t0 = Instant::now();
-            for &t in &tokens {
-                session.eval(&mut ctx, &[t], LogitsFor::Last)?;
-            }
-            if rep > 0 {
-                row.samples.push(n as f64 / t0.elapsed().as_secs_f64());
-            }
-        }
-        print(&header, &row, std::mem::take(&mut first));
-        for &n_seq in args.parallel.iter().filter(|&&s| s > 0) {
-            let row = bench_parallel(
-                &mut ctx,
-                &mut session,
-                n_seq,
-                args.parallel_prompt.max(1),
-                n,
-                reps,
-                &mut random_tokens,
-            )?;
             print(&header, &row, std::mem::take(&mut first));
+        }
+        for &n in args.n_gen.iter().filter(|&&n| n > 0) {
+            let tokens = random_tokens(n);
+            let mut row = Row {
+                test: format!("tg{n}{at}"),
+                samples: Vec::new(),
+                floor: floor.as_ref().map(|f| f.tokens_per_s()),
+            };
+            for rep in 0..=reps {
+                fill_context(&mut ctx, &mut session, &context)?;
+                let t0 = Instant::now();
+                for &t in &tokens {
+                    session.eval(&mut ctx, &[t], LogitsFor::Last)?;
+                }
+                if rep > 0 {
+                    row.samples.push(n as f64 / t0.elapsed().as_secs_f64());
+                }
+            }
+            print(&header, &row, std::mem::take(&mut first));
+            if let Some(f) = row.floor {
+                floor_shares.push((row.test.clone(), row.mean() / f));
+            }
+            if d > 0 {
+                continue;
+            }
+            for &n_seq in args.parallel.iter().filter(|&&s| s > 0) {
+                let row = bench_parallel(
+                    &mut ctx,
+                    &mut session,
+                    n_seq,
+                    args.parallel_prompt.max(1),
+                    n,
+                    reps,
+                    &mut random_tokens,
+                )?;
+                print(&header, &row, std::mem::take(&mut first));
+            }
         }
     }
     if args.output == Output::Json {
         println!("]");
     }
+    if let Some(f) = &floor
+        && args.output == Output::Md
+    {
+        println!();
+        println!(
+            "memory floor: {} of weights read per decode token / {:.1} GB/s parallel read ({} threads) = {:.1} tok/s",
+            bytes(f.weight_bytes),
+            f.bandwidth / 1e9,
+            f.threads,
+            f.tokens_per_s()
+        );
+        for (test, share) in &floor_shares {
+            println!("{test}: {:.0}% of the memory floor", 100.0 * share);
+        }
+    }
+    if args.profile || args.trace.is_some() {
+        let depth = random_tokens(args.n_depth.first().copied().unwrap_or(0));
+        let tokens = random_tokens(args.profile_tokens.max(1));
+        profile_decode(&mut ctx, &mut session, &depth, &tokens, args)?;
+    }
     Ok(())
 }
+
+/// Whether every backend is a CPU (the memory floor is the host's).
+fn all_cpu(backends: &[Arc<dyn Backend>]) -> bool {
+    backends.iter().all(|b| b.device().device_type() == gantry::DeviceType::Cpu)
+}
+
+/// Clears the cache and, for a test at depth, fills it with `context` (untimed).
+fn fill_context(ctx: &mut Context, session: &mut Session, context: &[u32]) -> Result<(), Error> {
+    session.clear(ctx)?;
+    if !context.is_empty() {
+        session.eval(ctx, context, LogitsFor::Last)?;
+    }
+    Ok(())
+}
+
+/// Decodes one token to build the decode graph, counts the weight bytes its
+/// products read and measures the read bandwidth with `threads` threads.
+fn memory_floor(
+    ctx: &mut Context,
+    session: &mut Session,
+    model: &DecoderModel,
+    threads: usize,
+) -> Result<Option<MemoryFloor>, Error> {
+    session.clear(ctx)?;
+    session.eval(ctx, &[0], LogitsFor::Last)?;
+    let Some(graph) = session.graph() else { return Ok(None) };
+    let weights: HashSet<TensorId> = model.loaded.iter().map(|(_, t)| t).collect();
+    let weight_bytes = product_weight_bytes(ctx, graph.logits, &weights);
+    Ok(parallel_read_bandwidth(threads).map(|bandwidth| MemoryFloor { weight_bytes, bandwidth, threads }))
+}
+
+/// Decodes `tokens` after `depth` tokens of context with a profiler
+/// installed, then prints the time per op kind and writes the trace.
+fn profile_decode(
+    ctx: &mut Context,
+    session: &mut Session,
+    depth: &[u32],
+    tokens: &[u32],
+    args: &BenchArgs,
+) -> Result<(), Error> {
+    fill_context(ctx, session, depth)?;
+    // One token unprofiled, so that the decode graph is built and planned.
+    session.eval(ctx, &tokens[..1], LogitsFor::Last)?;
+    let profiler = Profiler::new(PROFILE_SLICES_PER_TOKEN);
+    session.set_profiler(Some(profiler.clone()));
+    let mut slices = Vec::new();
+    let mut wall_ns = 0u64;
+    let timed = &tokens[1..];
+    let result = timed.iter().try_for_each(|&t| {
+        let t0 = Instant::now();
+        session.eval(ctx, &[t], LogitsFor::Last)?;
+        wall_ns += t0.elapsed().as_nanos() as u64;
+        profiler.drain(&mut slices);
+        Ok::<(), Error>(())
+    });
+    session.set_profiler(None);
+    result?;
+    if profiler.dropped() > 0 {
+        eprintln!("gantry bench: {} profile slices did not fit and were left out", profiler.dropped());
+    }
+    if args.profile {
+        let mut out: Box<dyn Write> =
+            if args.output == Output::Json { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+        let io = |source| Error::Io { context: "printing the profile".into(), source };
+        writeln!(out).map_err(io)?;
+        print_profile(&mut *out, &slices, &profiler.processes(), timed.len(), wall_ns).map_err(io)?;
+    }
+    if let Some(path) = &args.trace {
+        gantry::write_chrome_trace(path, &slices, &profiler)?;
+        eprintln!("gantry bench: wrote {} trace events to {}", slices.len(), path.display());
+    }
+    Ok(())
+}
+
+/// Slices one profiled decode token may record (drained after each token).
+const PROFILE_SLICES_PER_TOKEN: usize = 1 << 16;
 
 /// `n_seq` sequences, each given `n_prompt` tokens of context, then `n_gen`
 /// batches of one decode token per sequence.
@@ -196,7 +354,7 @@ fn bench_parallel(
     reps: usize,
     random_tokens: &mut dyn FnMut(usize) -> Vec<u32>,
 ) -> Result<Row, Error> {
-    let mut row = Row { test: format!("tg{n_gen} x{n_seq}"), samples: Vec::new() };
+    let mut row = Row { test: format!("tg{n_gen} x{n_seq}"), samples: Vec::new(), floor: None };
     let mut batch = Batch::new();
     for rep in 0..=reps {
         session.clear(ctx)?;
@@ -252,7 +410,7 @@ fn bench_encoder(
     for &b in batch_sizes.iter().filter(|&&b| b > 0) {
         let texts: Vec<&str> = (0..b).map(|i| SENTENCES[i % SENTENCES.len()]).collect();
         let batch: EncodedBatch = model.tokenize(&texts)?;
-        let mut row = Row { test: format!("embed b{b}"), samples: Vec::new() };
+        let mut row = Row { test: format!("embed b{b}"), samples: Vec::new(), floor: None };
         for rep in 0..=reps {
             let t0 = Instant::now();
             encoder.embed(&mut ctx, &batch)?;
@@ -311,6 +469,11 @@ fn print_row(output: Output, h: &Header, row: &Row, first: bool) {
                 "stddev_ts": row.sd(),
                 "samples_ts": row.samples,
             });
+            let mut obj = obj;
+            if let Some(floor) = row.floor {
+                obj["floor_ts"] = serde_json::json!(floor);
+                obj["floor_share"] = serde_json::json!(row.mean() / floor);
+            }
             println!("{}{obj}", if first { "[\n" } else { ",\n" });
         }
     }

@@ -9,6 +9,8 @@ pub mod devices;
 pub mod embed;
 pub mod logging;
 pub mod logits;
+pub mod memory_floor;
+pub mod profile_report;
 #[cfg(feature = "remote")]
 pub mod rpc_certs;
 #[cfg(feature = "remote")]

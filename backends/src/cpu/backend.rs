@@ -5,6 +5,7 @@ use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use gantry_engine::profile::BackendProfiler;
 use gantry_engine::{
     AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, GraphPlan, PlanTable, Result,
     TensorId,
@@ -18,6 +19,7 @@ use super::jobs::JobSystem;
 use super::ops;
 use super::parallel::Par;
 use super::plan::CpuPlan;
+use super::profiled::{ProfilerSlot, timed_node};
 
 /// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
 /// concurrent computes on one backend run one after the other.
@@ -30,6 +32,7 @@ pub struct CpuBackend {
     device: CpuDevice,
     state: SharedComputeState<Arc<dyn JobSystem>>,
     abort: AbortSlot,
+    profiler: ProfilerSlot,
     plans: PlanTable<CpuPlan>,
 }
 
@@ -50,6 +53,7 @@ impl CpuBackend {
             device,
             state: SharedComputeState::new(n_threads)?,
             abort: AbortSlot::default(),
+            profiler: ProfilerSlot::default(),
             plans: PlanTable::new(),
         })
     }
@@ -82,6 +86,7 @@ impl CpuBackend {
             device,
             state: SharedComputeState::with_pool(jobs),
             abort: AbortSlot::default(),
+            profiler: ProfilerSlot::default(),
             plans: PlanTable::new(),
         }
     }
@@ -114,6 +119,8 @@ impl CpuBackend {
     /// other host-addressable buffers.
     pub fn compute_graph(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
         let abort = self.abort.current();
+        let profiler = self.profiler.current();
+        let profiler = profiler.as_ref();
         self.state.with(|state| {
             let (pool, n_threads, per_thread, shared) = state.parts();
             let par = Par::new(&**pool, n_threads, per_thread);
@@ -124,10 +131,10 @@ impl CpuBackend {
             // wake-ups per node, which the small mat-vecs of a small model cannot
             // afford). One node alone is handed over only if its kernel splits.
             if n_threads == 1 || graph.nodes().len() < 2 {
-                return compute_nodes(ctx, graph, &par, shared, abort.as_ref());
+                return compute_nodes(ctx, graph, &par, shared, abort.as_ref(), profiler);
             }
             let mut status = ComputeStatus::Success;
-            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, shared, abort.as_ref()));
+            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, shared, abort.as_ref(), profiler));
             status
         })
     }
@@ -139,6 +146,8 @@ impl CpuBackend {
     /// only when the context changed since.
     fn compute_plan(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
         let abort = self.abort.current();
+        let profiler = self.profiler.current();
+        let profiler = profiler.as_ref();
         let outcome = self.plans.with(self.name(), plan, |plan| {
             self.state.with(|state| {
                 let (pool, n_threads, per_thread, shared) = state.parts();
@@ -151,9 +160,11 @@ impl CpuBackend {
                 let run = |shared: &mut Vec<f32>| {
                     run_nodes(plan.steps(), abort.as_ref(), |step| {
                         let par = Par::new(&**pool, step.threads, per_thread);
-                        guarded(ctx, step.node, || {
-                            let d = ctx.desc(step.node)?;
-                            ops::dispatch(ctx, step.node, d, &par, shared)
+                        timed_node(profiler, ctx, step.node, &par, |par| {
+                            guarded(ctx, step.node, || {
+                                let d = ctx.desc(step.node)?;
+                                ops::dispatch(ctx, step.node, d, par, shared)
+                            })
                         })
                     })
                 };
@@ -208,8 +219,11 @@ fn compute_nodes(
     par: &Par<'_>,
     shared: &mut Vec<f32>,
     abort: Option<&AbortCallback>,
+    profiler: Option<&BackendProfiler>,
 ) -> ComputeStatus {
-    run_nodes(graph.nodes(), abort, |node| guarded(ctx, node, || ops::compute_node(ctx, node, par, shared)))
+    run_nodes(graph.nodes(), abort, |node| {
+        timed_node(profiler, ctx, node, par, |par| guarded(ctx, node, || ops::compute_node(ctx, node, par, shared)))
+    })
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -259,6 +273,11 @@ impl Backend for CpuBackend {
 
     fn event_wait(&self, event: EventId) -> Result<()> {
         self.device.events().wait(event)
+    }
+
+    fn set_profiler(&self, profiler: Option<BackendProfiler>) -> bool {
+        self.profiler.set(profiler);
+        true
     }
 
     fn as_any(&self) -> &dyn Any {

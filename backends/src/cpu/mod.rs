@@ -8,7 +8,8 @@
 //!   checked, task split and work buffer sized once), `compute_state` (pool and scratch
 //!   behind one lock), `jobs` ([`JobSystem`]: the threads kernels run on, a
 //!   rayon pool or the host's), `parallel` / `tasks` / `first_error`
-//!   (splitting a kernel's work), `abort`, `sysinfo`.
+//!   (splitting a kernel's work), `abort`, `profiled` (timing nodes and
+//!   tasks for a profiler), `sysinfo`.
 //! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
 //!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`,
 //!   `mul_mat`, `mul_mat_quant`, `flash_attn`), and the dispatch from an op
@@ -55,6 +56,7 @@ pub(crate) mod ops;
 pub(crate) mod parallel;
 mod plan;
 mod platform;
+mod profiled;
 pub mod quant;
 pub(crate) mod simd;
 mod sysinfo;

@@ -134,6 +134,15 @@ impl<'a> Par<'a> {
         run_tasks(self.jobs, n_tasks, task)
     }
 
+    /// The same context over another job system (the profiler's, which
+    /// times each task).
+    pub fn with_jobs<'b>(&self, jobs: &'b dyn JobSystem) -> Par<'b>
+    where
+        'a: 'b,
+    {
+        Par { jobs, n_threads: self.n_threads, scratch: self.scratch }
+    }
+
     /// The job system itself, for drivers that take one.
     pub fn jobs(&self) -> &'a dyn JobSystem {
         self.jobs

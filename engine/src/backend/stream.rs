@@ -4,6 +4,7 @@ use std::any::Any;
 
 use gantry_arenas::{EventId, TensorId};
 
+use crate::profile::BackendProfiler;
 use crate::{Context, Device, Error, Graph, GraphPlan, Result};
 
 /// How a graph computation ended (ggml's `ggml_status`).
@@ -141,6 +142,16 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Makes later work on this stream wait until `event` has completed.
     fn event_wait(&self, event: EventId) -> Result<()>;
+
+    /// Installs (or removes, with `None`) a profiler that times this
+    /// backend's own work: the CPU backend records a slice per node and per
+    /// task of a node split over its threads. The default records nothing:
+    /// the scheduler then times the backend's splits only (see
+    /// [`crate::profile`]). Returns `true` when the backend times its nodes.
+    fn set_profiler(&self, profiler: Option<BackendProfiler>) -> bool {
+        let _ = profiler;
+        false
+    }
 
     /// For downcasting to the concrete type (extensions use this).
     fn as_any(&self) -> &dyn Any;

@@ -5,11 +5,13 @@ use gantry_arenas::{EventId, TensorId};
 
 use super::pipeline::{SlotGuard, event_index};
 use super::plans::SplitPlans;
+use super::profiled::{ProfiledStream, SchedProfile};
 use super::split::SplitTables;
 use super::tables::Assignments;
 use super::{BackendIndex, BackendSet};
 use crate::alloc::TensorTable;
-use crate::{AbortCallback, Context, Error, Graph, Result, TensorFlags, tensor_copy_async_with};
+use crate::profile::SliceKind;
+use crate::{AbortCallback, Context, Error, Graph, Name, Result, TensorFlags, tensor_copy_async_with};
 
 /// Asked twice per node the user may want: first `(ctx, node, true)` —
 /// "do you want to see this node?" — then, once it is computed and its
@@ -37,6 +39,9 @@ pub struct ComputeInputs<'a> {
     /// [`Error::Aborted`] (on any backend; a CPU's own callback also stops
     /// between nodes).
     pub abort: Option<&'a AbortCallback>,
+    /// The profile, when one is on: each split, input copy and wait is
+    /// recorded, and each split waited for, so its slice covers its work.
+    pub profile: Option<&'a SchedProfile>,
 }
 
 impl ComputeInputs<'_> {
@@ -65,8 +70,12 @@ pub fn compute_splits(
         let backend = set.backend(split.backend);
         let _span =
             tracing::trace_span!("split", index = s, backend = backend.name(), nodes = split.nodes.len()).entered();
-        let slot = SlotGuard { stream: backend.as_ref(), event: inputs.event(split.backend) };
+        let profile = inputs.profile.map(|p| (p, split.backend));
+        let split_start = profile.map_or(0, |(p, _)| p.profiler.now_ns());
+        let stream = ProfiledStream { backend: backend.as_ref(), profile };
+        let slot = SlotGuard { stream: &stream, event: inputs.event(split.backend) };
         for k in split.inputs.clone() {
+            let copy_start = profile.map_or(0, |(p, _)| p.profiler.now_ns());
             let input = inputs.tables.inputs[k];
             let copy = *inputs
                 .tables
@@ -82,6 +91,10 @@ pub fn compute_splits(
                     tensor_copy_async_with(ctx, input_backend.as_ref(), backend.as_ref(), input, copy, wait_slot)
                 },
             )?;
+            if let Some((p, b)) = profile {
+                let d = ctx.desc(input)?;
+                p.record(SliceKind::Copy, b, d.name, k as u32, copy_start, d.nbytes() as u64);
+            }
         }
         let nodes = &graph.nodes()[split.nodes.clone()];
         // An abort is the caller's wish, not a backend failure: it stays `Aborted`.
@@ -118,6 +131,10 @@ pub fn compute_splits(
             }
         }
         slot.computed(!split.inputs.is_empty())?;
+        if let Some((p, b)) = profile {
+            backend.synchronize()?;
+            p.record(SliceKind::Split, b, Name::EMPTY, s as u32, split_start, 0);
+        }
     }
     Ok(())
 }

@@ -24,6 +24,7 @@
 //! Around them: [`BackendSet`] (the backends in priority order, each a
 //! [`BackendIndex`]), [`budget`] (memory budgets per device, checked by the
 //! alloc system before anything grows), [`Cause`] (why a tensor has its backend),
+//! [`profiled`] (the scheduler's side of a [`crate::profile::Profiler`]),
 //! [`describe`] (`GANTRY_SCHED_DEBUG`), [`graphviz`] (`Scheduler::to_dot`),
 //! and [`graph_copy`](mod@graph_copy) (ggml's graph copy and backend comparison).
 
@@ -42,6 +43,7 @@ pub mod graphviz;
 pub mod pipeline;
 pub mod placement;
 pub mod plans;
+pub mod profiled;
 pub mod reuse;
 mod scheduler;
 pub mod split;

@@ -12,11 +12,13 @@ use super::graphviz::to_dot;
 use super::pipeline::next_copy;
 use super::placement::{PlacementInputs, RunTables, place_graph};
 use super::plans::SplitPlans;
+use super::profiled::SchedProfile;
 use super::reuse::PlacedGraph;
 use super::split::{Split, SplitParams};
 use super::tables::Pins;
 use super::{BackendIndex, BackendSet};
 use crate::alloc::{BufferTypeIndex, GraphAllocator};
+use crate::profile::Profiler;
 use crate::{AbortCallback, Backend, BufferType, Context, Error, Graph, MAX_SRC, Result};
 
 /// How a [`Scheduler`] is set up.
@@ -99,6 +101,8 @@ pub struct Scheduler {
     events: Vec<Option<EventId>>,
     eval_callback: Option<EvalCallback>,
     abort_callback: Option<AbortCallback>,
+    /// The profiler installed on the scheduler and its backends.
+    profile: Option<SchedProfile>,
     state: State,
     /// The graph the tables in `run` were made for.
     placed: PlacedGraph,
@@ -137,6 +141,7 @@ impl Scheduler {
             events: Vec::new(),
             eval_callback: None,
             abort_callback: None,
+            profile: None,
             state: State::Reset,
             placed: PlacedGraph::default(),
             rotation: PipelineRotation::default(),
@@ -357,6 +362,7 @@ impl Scheduler {
             n_copies: self.params.n_copies,
             events: &self.events,
             abort: self.abort_callback.as_ref(),
+            profile: self.profile.as_ref(),
         };
         let result = compute_splits(ctx, graph, &inputs, &mut self.plans, self.eval_callback.as_mut());
         // Backends have taken what they need from the graph: restore the user's sources.
@@ -413,6 +419,19 @@ impl Scheduler {
     /// ```
     pub fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
         self.abort_callback = callback;
+    }
+
+    /// Installs (or removes, with `None`) a profiler: from the next compute
+    /// on, each split, input copy and event wait is recorded on its
+    /// backend's process track, and each backend is given the profiler to
+    /// time its own nodes ([`Backend::set_profiler`]: the CPU backend does,
+    /// per node and per worker task; others are timed per split). While a
+    /// profiler is installed the scheduler waits for each split to finish
+    /// before the next one starts, so a split's slice covers its work:
+    /// pipelining across backends is off. See [`crate::profile`].
+    pub fn set_profiler(&mut self, profiler: Option<Arc<Profiler>>) {
+        SchedProfile::uninstall(&self.set);
+        self.profile = profiler.map(|p| SchedProfile::install(p, &self.set));
     }
 
     /// Waits for every backend.
@@ -551,5 +570,8 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         self.plans.release(&self.set);
         self.free_events();
+        if self.profile.take().is_some() {
+            SchedProfile::uninstall(&self.set);
+        }
     }
 }

@@ -175,6 +175,18 @@ impl Session {
         &self.sched
     }
 
+    /// Installs (or removes) a profiler on the session's scheduler and its
+    /// backends ([`Scheduler::set_profiler`]).
+    pub fn set_profiler(&mut self, profiler: Option<Arc<gantry_engine::profile::Profiler>>) {
+        self.sched.set_profiler(profiler);
+    }
+
+    /// The graph of the last batch (its tensors are in the caller's
+    /// context until the next batch of another shape), if any ran.
+    pub fn graph(&self) -> Option<&DecoderGraph> {
+        self.graph.as_ref()
+    }
+
     /// Bytes of the KV cache.
     pub fn kv_bytes(&self, ctx: &Context) -> usize {
         self.kv.size_bytes(ctx)
