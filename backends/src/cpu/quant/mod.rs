@@ -30,6 +30,7 @@
 //! Files:
 //! - `quantize_activation`: f32 rows into Q8_0 / Q8_1 / Q8_K (scalar, AVX2).
 //! - `unpack`: every weight block brought to one integer form.
+//! - `unpack_avx2`: rows of Q4_0 / Q4_1 / Q8_0 into the tiled form, AVX2.
 //! - `dot_scalar`, `dot_avx2`, `dot_avx512`: one weight row · one
 //!   activation row, per path (the `vec_dot_*` functions here dispatch).
 //! - `rows_avx2`, `rows_avx512`: several weight rows · one activation row
@@ -57,6 +58,8 @@ mod rows_avx512;
 #[cfg(target_arch = "x86_64")]
 mod tile_avx2;
 mod unpack;
+#[cfg(target_arch = "x86_64")]
+mod unpack_avx2;
 mod weight;
 
 #[cfg(test)]

@@ -364,7 +364,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             let extra_col = |j: usize| -> &[f32] {
                 bytemuck::cast_slice(&extras[j * layout.col_extra..(j + 1) * layout.col_extra])
             };
-            let ctx = TileCtx { k, dst_stride: args.dst_stride };
+            let ctx = TileCtx { isa: args.isa, k, dst_stride: args.dst_stride };
             let worker = |tile: &mut [u8]| {
                 while let Some(t) = tasks.take() {
                     let (rt, ct) = (t / col_tiles, t % col_tiles);
@@ -392,6 +392,7 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
 
 #[cfg(target_arch = "x86_64")]
 struct TileCtx {
+    isa: Isa,
     k: usize,
     dst_stride: usize,
 }
@@ -420,8 +421,6 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
     let k = ctx.k;
     let layout = TileRow::new::<W>(k);
     let nr = rows.len();
-    let bs = <W::Block as QuantBlock>::ELEMS;
-    let per_block_mins = bs.checked_div(W::MIN_GROUP).unwrap_or(0);
     // Unpack each row into its slot: quants, then scales, super-block scales, mins.
     for (i, r) in rows.clone().enumerate() {
         let slot = &mut tile[i * layout.bytes..(i + 1) * layout.bytes];
@@ -445,14 +444,7 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
         } else {
             let q: &mut [i8] = bytemuck::cast_slice_mut(q);
             let sc: &mut [f32] = bytemuck::cast_slice_mut(&mut sc[..4 * (k / 16)]);
-            for (b, blk) in weights(r).iter().enumerate() {
-                W::unpack(
-                    blk,
-                    &mut q[b * bs..(b + 1) * bs],
-                    &mut sc[b * bs / 16..(b + 1) * bs / 16],
-                    &mut mins[b * per_block_mins..(b + 1) * per_block_mins],
-                );
-            }
+            W::unpack_row(ctx.isa, weights(r), q, sc, mins);
         }
     }
     let tile: &[u8] = tile;
@@ -492,11 +484,12 @@ unsafe fn tile_task<'w, 'a, W: WeightType>(
                                 &std::array::from_fn(|y| kcol(j + y)),
                             )
                         } else {
-                            micro::<W::Act, $r, $c>(
-                                k / 32,
-                                &std::array::from_fn(|x| wrow(i + x)),
-                                &std::array::from_fn(|y| arow(j + y)),
-                            )
+                            let (w, a) = (std::array::from_fn(|x| wrow(i + x)), std::array::from_fn(|y| arow(j + y)));
+                            if W::UNSIGNED_Q {
+                                micro::<W::Act, true, $r, $c>(k / 32, &w, &a)
+                            } else {
+                                micro::<W::Act, false, $r, $c>(k / 32, &w, &a)
+                            }
                         };
                         if layout.n_mins > 0 {
                             let m = mins_dot::<$r, $c>(

@@ -215,7 +215,8 @@ fn mul_mat_matches_the_f64_product_of_the_dequantized_weights() {
 fn tiled_and_dot_paths_agree_with_the_scalar_dots() {
     // The tiled path (n ≥ 8, AVX2) and the per-row dots must give the same
     // numbers as the scalar dot of each row with the quantized activations.
-    let (k, m, n) = (1024, 21, 10);
+    // n = 11: whole groups of 4 columns and a remainder of 3.
+    let (k, m, n) = (1024, 21, 11);
     let p = pool(2);
     for dtype in WEIGHT_TYPES {
         let (data, stride, _) = weights(dtype, k, m, 0, 3);
@@ -488,5 +489,34 @@ pub(super) fn assert_matches_dequantized_dots(
             let tol = 2e-5 * magnitude + 2.0 * x_absmax(&wd) as f64 * act_step;
             assert!((got - want).abs() <= tol, "{what} [{j}][{r}]: {got} vs {want}");
         }
+    }
+}
+
+/// A weight type's row unpacking (`WeightType::unpack_row`) on every path
+/// against its block-by-block scalar form, bit for bit.
+fn check_unpack_row<W: weight::WeightType>(k: usize) {
+    let dtype = <W::Block as QuantBlock>::DTYPE;
+    let (data, _, _) = weights(dtype, k, 1, 0, 60);
+    let row: &[W::Block] = bytemuck::cast_slice(&data[..dtype.row_size(k).unwrap()]);
+    let n_mins = k.checked_div(W::MIN_GROUP).unwrap_or(0);
+    let unpack = |isa: Isa| {
+        let (mut q, mut s, mut m) = (vec![0i8; k], vec![0f32; k / 16], vec![0f32; n_mins]);
+        W::unpack_row(isa, row, &mut q, &mut s, &mut m);
+        (q, s, m)
+    };
+    let want = unpack(Isa::Scalar);
+    for isa in Isa::available() {
+        assert_eq!(unpack(isa), want, "{dtype} k={k} {isa:?}");
+    }
+}
+
+#[test]
+fn row_unpacking_matches_the_scalar_form() {
+    for k in [32, 608, 4096] {
+        check_unpack_row::<weight::WQ4_0>(k);
+        check_unpack_row::<weight::WQ4_1>(k);
+        check_unpack_row::<weight::WQ5_0>(k);
+        check_unpack_row::<weight::WQ5_1>(k);
+        check_unpack_row::<weight::WQ8_0>(k);
     }
 }

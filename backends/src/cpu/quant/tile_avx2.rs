@@ -31,12 +31,18 @@ pub(crate) struct ARow {
 avx2_fn! {
     /// Computes `out[r][c] = Σ_chunks scale·(w_r · a_c)` over `nchunks` 32-value chunks.
     ///
+    /// `UNSIGNED`: every weight byte is in 0..=127 (Q4_1, Q5_1), so it is
+    /// `vpmaddubsw`'s unsigned operand as it is, and the two sign
+    /// instructions per (row, chunk) and per (row, column, chunk) that make a
+    /// signed × signed product fit it are skipped.
+    ///
     /// # Safety
     /// The CPU has AVX2, FMA and F16C. Each `w[r]` points to `32·nchunks` bytes
     /// and `2·nchunks` floats, each `a[c]` to `nchunks / A::CHUNKS` blocks of `A`
     /// and `nchunks` floats; no weight byte is −128 and no activation quant is
-    /// −128 (true of every unpacked type and partner quantizer here).
-    pub(crate) unsafe fn micro<A: ActBlock, const R: usize, const C: usize>(
+    /// −128 (true of every unpacked type and partner quantizer here); with
+    /// `UNSIGNED`, no weight byte is negative either.
+    pub(crate) unsafe fn micro<A: ActBlock, const UNSIGNED: bool, const R: usize, const C: usize>(
         nchunks: usize,
         w: &[WRow; R],
         a: &[ARow; C],
@@ -58,7 +64,9 @@ avx2_fn! {
                     let pair = _mm_castpd_ps(_mm_load_sd(w[r].scale16.add(2 * j).cast()));
                     ws[r] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(pair), spread);
                 }
-                wabs[r] = _mm256_sign_epi8(wv[r], wv[r]);
+                if !UNSIGNED {
+                    wabs[r] = _mm256_sign_epi8(wv[r], wv[r]);
+                }
             }
             for c in 0..C {
                 // SAFETY: chunk j of column c lies within the caller's blocks and scales.
@@ -66,7 +74,11 @@ avx2_fn! {
                     (_mm256_loadu_si256(a[c].blocks.add(a_off).cast()), _mm256_broadcast_ss(&*a[c].scale32.add(j)))
                 };
                 for r in 0..R {
-                    let p = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r]));
+                    let p = if UNSIGNED {
+                        _mm256_maddubs_epi16(wv[r], av)
+                    } else {
+                        _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wv[r]))
+                    };
                     let f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
                     acc[r][c] = _mm256_fmadd_ps(f, _mm256_mul_ps(ws[r], sa), acc[r][c]);
                 }

@@ -85,6 +85,10 @@ pub(crate) trait WeightType: 'static {
     /// Whether the tiled path uses the integer-scale K-quant form
     /// ([`WeightType::unpack_k`]) rather than the float form ([`WeightType::unpack`]).
     const INT_K: bool;
+    /// Whether every quant of the float form ([`WeightType::unpack`]) is in
+    /// 0..=127 (the types with mins), which the tiled kernel multiplies
+    /// without making the product's operands unsigned first.
+    const UNSIGNED_Q: bool;
     /// The dot product of a row of weights and a row of activations.
     fn dot(isa: Isa, x: &[Self::Block], y: &[Self::Act]) -> f32;
     /// The dot products of [`ROWS`] rows of weights with one row of
@@ -97,12 +101,62 @@ pub(crate) trait WeightType: 'static {
     /// scale per 16 values) and `mins` (one per `MIN_GROUP` values, added:
     /// `x = scale·q + min`).
     fn unpack(b: &Self::Block, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]);
+    /// [`WeightType::unpack`] of every block of `row`, on the path `isa`
+    /// where it has a kernel for the type: `q` holds the row's values,
+    /// `scale16` one per 16 and `mins` one per `MIN_GROUP` (empty without).
+    fn unpack_row(isa: Isa, row: &[Self::Block], q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
+        let _ = isa;
+        unpack_row_scalar::<Self>(row, q, scale16, mins)
+    }
     /// Integer form of one K-quant super-block: unsigned quants `q` (256),
     /// `sc` (per 32-value chunk, 16 i16 lanes: the scale of its first 16
     /// values in lanes 0..8, of its last 16 in lanes 8..16), `mins` (per 16
     /// values, added) and the returned super-block scale `d`:
     /// `x = d·sc·q + min`.
     fn unpack_k(b: &Self::Block, q: &mut [u8], sc: &mut [i16], mins: &mut [f32]) -> f32;
+}
+
+/// [`WeightType::unpack_row`] block by block.
+fn unpack_row_scalar<W: WeightType + ?Sized>(row: &[W::Block], q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
+    let bs = <W::Block as QuantBlock>::ELEMS;
+    let per_block_mins = bs.checked_div(W::MIN_GROUP).unwrap_or(0);
+    for (b, blk) in row.iter().enumerate() {
+        W::unpack(
+            blk,
+            &mut q[b * bs..(b + 1) * bs],
+            &mut scale16[b * bs / 16..(b + 1) * bs / 16],
+            &mut mins[b * per_block_mins..(b + 1) * per_block_mins],
+        );
+    }
+}
+
+/// Defines `fn $name(isa, row, q, scale16, mins) -> bool`: the AVX2 row
+/// unpacker `$avx2` on every x86-64 SIMD path (`true`), nothing elsewhere
+/// (`false`: the caller unpacks block by block).
+macro_rules! fast_unpack {
+    ($($name:ident: $block:ty, |$row:ident, $q:ident, $s:ident, $m:ident| $avx2:expr;)*) => {$(
+        #[cfg_attr(not(target_arch = "x86_64"), expect(unused_variables, reason = "no SIMD unpacker off x86-64"))]
+        fn $name(isa: Isa, $row: &[$block], $q: &mut [i8], $s: &mut [f32], $m: &mut [f32]) -> bool {
+            #[cfg(target_arch = "x86_64")]
+            if isa != Isa::Scalar {
+                // SAFETY: every x86-64 `Isa` but `Scalar` is handed out after checking AVX2 and F16C.
+                unsafe { $avx2 };
+                return true;
+            }
+            false
+        }
+    )*};
+}
+
+fast_unpack! {
+    unpack_row_q4_0: BlockQ4_0, |row, q, s, _m| super::unpack_avx2::unpack_q4_0(row, q, s);
+    unpack_row_q4_1: BlockQ4_1, |row, q, s, m| super::unpack_avx2::unpack_q4_1(row, q, s, m);
+    unpack_row_q8_0: BlockQ8_0, |row, q, s, _m| super::unpack_avx2::unpack_q8_0(row, q, s);
+}
+
+/// No SIMD row unpacker: the caller unpacks block by block.
+fn no_fast_unpack<B>(_: Isa, _: &[B], _: &mut [i8], _: &mut [f32], _: &mut [f32]) -> bool {
+    false
 }
 
 fn unpack_small<B: UnpackSmall>(b: &B, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
@@ -133,13 +187,14 @@ fn unpack_k_form<B: UnpackK>(b: &B, offset: i8, q: &mut [u8], sc: &mut [i16], mi
 }
 
 macro_rules! weight_types {
-    (small: $($w:ident: $block:ty, $act:ty, $min_group:expr, $dot:ident, $rows_from:expr;)*) => {$(
+    (small: $($w:ident: $block:ty, $act:ty, $min_group:expr, $unsigned:expr, $dot:ident, $rows_from:expr, $fast:path;)*) => {$(
         pub(crate) struct $w;
         impl WeightType for $w {
             type Block = $block;
             type Act = $act;
             const MIN_GROUP: usize = $min_group;
             const INT_K: bool = false;
+            const UNSIGNED_Q: bool = $unsigned;
             #[inline]
             fn dot(isa: Isa, x: &[$block], y: &[$act]) -> f32 {
                 super::$dot(isa, x.len() * <$block as QuantBlock>::ELEMS, x, y)
@@ -169,6 +224,12 @@ macro_rules! weight_types {
             fn unpack(b: &$block, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
                 unpack_small(b, q, scale16, mins)
             }
+            #[inline]
+            fn unpack_row(isa: Isa, row: &[$block], q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
+                if !$fast(isa, row, q, scale16, mins) {
+                    unpack_row_scalar::<Self>(row, q, scale16, mins)
+                }
+            }
             fn unpack_k(_: &$block, _: &mut [u8], _: &mut [i16], _: &mut [f32]) -> f32 {
                 0.0
             }
@@ -181,6 +242,8 @@ macro_rules! weight_types {
             type Act = BlockQ8K;
             const MIN_GROUP: usize = 16;
             const INT_K: bool = true;
+            // The K form has its own kernel (unsigned quants always).
+            const UNSIGNED_Q: bool = false;
             #[inline]
             fn dot(isa: Isa, x: &[$block], y: &[BlockQ8K]) -> f32 {
                 super::$dot(isa, x.len() * <$block as QuantBlock>::ELEMS, x, y)
@@ -202,11 +265,11 @@ macro_rules! weight_types {
 // rows, 0.86×; 14336-value rows, 1.4× faster), while the 4-bit types gained
 // at every length; so short Q8_0 rows go one at a time.
 weight_types! { small:
-    WQ4_0: BlockQ4_0, BlockQ8_0, 0, vec_dot_q4_0_q8_0_on, 0;
-    WQ4_1: BlockQ4_1, BlockQ8_1, 32, vec_dot_q4_1_q8_1_on, 0;
-    WQ5_0: BlockQ5_0, BlockQ8_0, 0, vec_dot_q5_0_q8_0_on, 0;
-    WQ5_1: BlockQ5_1, BlockQ8_1, 32, vec_dot_q5_1_q8_1_on, 0;
-    WQ8_0: BlockQ8_0, BlockQ8_0, 0, vec_dot_q8_0_q8_0_on, 4096;
+    WQ4_0: BlockQ4_0, BlockQ8_0, 0, false, vec_dot_q4_0_q8_0_on, 0, unpack_row_q4_0;
+    WQ4_1: BlockQ4_1, BlockQ8_1, 32, true, vec_dot_q4_1_q8_1_on, 0, unpack_row_q4_1;
+    WQ5_0: BlockQ5_0, BlockQ8_0, 0, false, vec_dot_q5_0_q8_0_on, 0, no_fast_unpack;
+    WQ5_1: BlockQ5_1, BlockQ8_1, 32, true, vec_dot_q5_1_q8_1_on, 0, no_fast_unpack;
+    WQ8_0: BlockQ8_0, BlockQ8_0, 0, false, vec_dot_q8_0_q8_0_on, 4096, unpack_row_q8_0;
 }
 
 weight_types! { k:
