@@ -1,44 +1,85 @@
 //! A host's frame loop with a model beside it: one decode step per 16 ms
-//! frame, started with `Session::decode_start`, polled with `is_done` once
-//! per frame, its logits taken with `decode_finish` — while the "frame" does
-//! its own work. Prints how long each frame spent inside Gantry's calls (the
-//! longest and the mean), beside the time one synchronous `decode` takes (what
-//! a frame would stall for without the asynchronous calls).
+//! frame while the "frame" does its own work. Each frame polls the step
+//! once, takes its logits when it has finished and starts the next one.
+//! Prints how long each frame spent inside Gantry's calls (the longest and
+//! the mean), beside the time one synchronous `decode` takes (what a frame
+//! would stall for without the asynchronous calls).
 //!
 //! ```sh
-//! cargo run --release --example frame_loop -- [--backends wgpu0,cpu] [--frames 120] [--layers 8]
+//! cargo run --release --example frame_loop -- [--mode worker|session] [--backends wgpu0,cpu]
+//!     [--host-threads N] [--frames 120] [--layers 8]
 //! ```
+//!
+//! Two ways to run the steps:
+//! - `--mode worker` (the default): a [`DecodeWorker`] owns the session and
+//!   computes on a driver of its own (`submit`, `poll`); whichever backend
+//!   computes, the frame only hands over a batch and swaps logits.
+//! - `--mode session`: the frame calls `Session::decode_start`, `is_done`
+//!   and `decode_finish` itself. On a GPU (wgpu, CUDA) the step computes
+//!   while the frame runs; the CPU backend computes within `decode_start`, so
+//!   there the frame holds the whole step.
+//!
+//! `--host-threads N` plays a host with a rayon pool of its own: the CPU
+//! backend computes on that pool (`CpuBackend::with_pool`) and, in worker
+//! mode, the worker's driver runs as a long job on it — Gantry starts no
+//! thread at all.
 //!
 //! The model has SmolLM2-135M's widths with seeded random weights (Q8_0),
 //! `--layers` layers and a vocabulary of 8192; its weights and KV cache live
-//! in the first backend's memory. On a GPU (wgpu, CUDA) the step computes
-//! while the frame runs; the CPU backend computes within `decode_start`, so
-//! there the frame holds the whole step.
+//! in the first backend's memory.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gantry::model::decoder::{Batch, DecoderHparams, DecoderWeights, Session, SessionParams};
+use gantry::backends::cpu::{CpuBackend, CpuDevice};
+use gantry::model::decoder::{Batch, DecodeWorker, DecoderHparams, DecoderWeights, Session, SessionParams};
 use gantry::{Backend, BufferUsage, Context, DType, Registry, RegistryDefaults, Result};
 
 const FRAME: Duration = Duration::from_millis(16);
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Worker,
+    Session,
+}
+
 struct Args {
+    mode: Mode,
     backends: Option<String>,
+    host_threads: Option<usize>,
     frames: usize,
     layers: usize,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
-    let mut args = Args { backends: None, frames: 120, layers: 8 };
+    let mut args = Args { mode: Mode::Worker, backends: None, host_threads: None, frames: 120, layers: 8 };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
+            "--mode" => {
+                args.mode = match value()?.as_str() {
+                    "worker" => Mode::Worker,
+                    "session" => Mode::Session,
+                    other => return Err(format!("--mode: {other:?} is neither worker nor session")),
+                }
+            }
             "--backends" => args.backends = Some(value()?),
+            "--host-threads" => {
+                let n: usize = value()?.parse().map_err(|e| format!("--host-threads: {e}"))?;
+                if n == 0 {
+                    return Err("--host-threads: a pool needs at least one thread".into());
+                }
+                args.host_threads = Some(n);
+            }
             "--frames" => args.frames = value()?.parse().map_err(|e| format!("--frames: {e}"))?,
             "--layers" => args.layers = value()?.parse().map_err(|e| format!("--layers: {e}"))?,
-            other => return Err(format!("unknown argument {other:?} (--backends LIST, --frames N, --layers N)")),
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?} (--mode worker|session, --backends LIST, --host-threads N, \
+                     --frames N, --layers N)"
+                ));
+            }
         }
     }
     Ok(args)
@@ -73,12 +114,65 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// The decode steps as the frame loop drives them, in either mode.
+enum Stepper {
+    Worker(DecodeWorker),
+    Session(Box<(Context, Session)>),
+}
+
+impl Stepper {
+    /// Starts a step.
+    fn start(&mut self, batch: &Batch) -> Result<()> {
+        match self {
+            Stepper::Worker(w) => w.submit(batch),
+            Stepper::Session(m) => {
+                let (ctx, session) = &mut **m;
+                session.decode_start(ctx, batch)
+            }
+        }
+    }
+
+    /// Whether the step has finished (the poll each frame makes).
+    fn is_done(&self) -> Result<bool> {
+        match self {
+            Stepper::Worker(w) => Ok(w.is_done()),
+            Stepper::Session(m) => m.1.is_done(),
+        }
+    }
+
+    /// The finished step's next token (greedy).
+    fn finish(&mut self) -> Result<u32> {
+        match self {
+            Stepper::Worker(w) => w.wait().map(argmax),
+            Stepper::Session(m) => {
+                let (ctx, session) = &mut **m;
+                session.decode_finish(ctx).map(argmax)
+            }
+        }
+    }
+}
+
 fn run(args: &Args) -> Result<()> {
     let registry = Registry::with_defaults()?;
-    let backends: Vec<Arc<dyn Backend>> = match &args.backends {
+    let mut backends: Vec<Arc<dyn Backend>> = match &args.backends {
         Some(list) => registry.backends_by_names(&list.split(',').collect::<Vec<_>>())?,
         None => registry.backends_by_priority()?,
     };
+    let host_pool = match args.host_threads {
+        Some(n) => Some(Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map_err(|e| gantry::Error::Model(format!("the host's pool of {n} threads: {e}")))?,
+        )),
+        None => None,
+    };
+    if let Some(pool) = &host_pool {
+        // The host's CPU backend in place of the registry's: kernels on the host's threads.
+        for b in backends.iter_mut().filter(|b| b.as_any().downcast_ref::<CpuBackend>().is_some()) {
+            *b = Arc::new(CpuBackend::with_pool(CpuDevice::new(), pool.clone()));
+        }
+    }
     let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
     println!("backends (priority order): {}", names.join(", "));
 
@@ -107,34 +201,45 @@ fn run(args: &Args) -> Result<()> {
     sync_ms.sort_by(f64::total_cmp);
     let sync_median = sync_ms[sync_ms.len() / 2];
 
+    let mut stepper = match (args.mode, &host_pool) {
+        (Mode::Worker, Some(pool)) => {
+            let (worker, driver) = DecodeWorker::new(ctx, session);
+            // The driver as a long job of the host's pool: Gantry starts no thread.
+            pool.spawn(move || driver.run());
+            Stepper::Worker(worker)
+        }
+        (Mode::Worker, None) => Stepper::Worker(DecodeWorker::spawn(ctx, session)?),
+        (Mode::Session, _) => Stepper::Session(Box::new((ctx, session))),
+    };
+
     // The frame loop: poll once per frame, take the logits and start the next step when done.
     batch.clear();
     batch.push(next, 0, true);
     let mut inside = Vec::with_capacity(args.frames);
-    // The longest single call of each kind: poll, finish (wait + read the logits), start.
+    // The longest single call of each kind: poll, finish (take the logits), start.
     let mut longest_call = [Duration::ZERO; 3];
     let mut tokens = 0usize;
     let start = Instant::now();
     let t = Instant::now();
-    session.decode_start(&mut ctx, &batch)?;
+    stepper.start(&batch)?;
     let mut first_call = t.elapsed();
     for f in 0..args.frames {
         let frame_start = start + FRAME * f as u32;
         let mut in_gantry = std::mem::take(&mut first_call);
         let t = Instant::now();
-        let done = session.is_done()?;
+        let done = stepper.is_done()?;
         let polled = t.elapsed();
         longest_call[0] = longest_call[0].max(polled);
         in_gantry += polled;
         if done {
             let t = Instant::now();
-            next = argmax(session.decode_finish(&mut ctx)?);
+            next = stepper.finish()?;
             let finished = t.elapsed();
             tokens += 1;
             batch.clear();
             batch.push(next, 0, true);
             let t = Instant::now();
-            session.decode_start(&mut ctx, &batch)?;
+            stepper.start(&batch)?;
             let started = t.elapsed();
             longest_call[1] = longest_call[1].max(finished);
             longest_call[2] = longest_call[2].max(started);
@@ -143,10 +248,22 @@ fn run(args: &Args) -> Result<()> {
         inside.push(in_gantry.as_secs_f64() * 1e3);
         frame_work(frame_start + FRAME);
     }
-    session.decode_finish(&mut ctx)?;
+    stepper.finish()?;
+    if let Stepper::Worker(worker) = stepper {
+        // Stops the driver (and, on the host's pool, ends its job) and gives the model back.
+        drop(worker.into_parts()?);
+    }
     let longest = inside.iter().copied().fold(0.0, f64::max);
     let mean = inside.iter().sum::<f64>() / inside.len().max(1) as f64;
     let late = inside.iter().filter(|&&ms| ms > FRAME.as_secs_f64() * 1e3).count();
+    let mode = match args.mode {
+        Mode::Worker => "worker (DecodeWorker submit / is_done / wait)",
+        Mode::Session => "session (decode_start / is_done / decode_finish)",
+    };
+    let threads = match args.host_threads {
+        Some(n) => format!("the host's pool of {n} threads"),
+        None => "Gantry's own threads".into(),
+    };
     println!(
         "model: {} layers, width {}, vocab {}, Q8_0 weights on {}",
         hp.n_layer,
@@ -154,6 +271,7 @@ fn run(args: &Args) -> Result<()> {
         hp.n_vocab,
         backends[0].name()
     );
+    println!("mode: {mode}; CPU work on {threads}");
     println!("synchronous decode step: {sync_median:.2} ms (median of {})", sync_ms.len());
     println!(
         "frame loop: {} frames of {} ms, {tokens} tokens decoded; time inside Gantry calls per frame: \
@@ -163,7 +281,7 @@ fn run(args: &Args) -> Result<()> {
     );
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "longest single call: is_done {:.3} ms, decode_finish (wait + read logits) {:.3} ms, decode_start {:.3} ms",
+        "longest single call: is_done {:.3} ms, finish (take the logits) {:.3} ms, start {:.3} ms",
         ms(longest_call[0]),
         ms(longest_call[1]),
         ms(longest_call[2])

@@ -49,6 +49,15 @@ impl Batch {
         self.logits.iter().filter(|&&l| l).count()
     }
 
+    /// Makes this batch a copy of `other`, reusing this one's memory (no
+    /// allocation once it has held a batch as long).
+    pub fn copy_from(&mut self, other: &Batch) {
+        self.clear();
+        self.tokens.extend_from_slice(&other.tokens);
+        self.seqs.extend_from_slice(&other.seqs);
+        self.logits.extend_from_slice(&other.logits);
+    }
+
     /// Removes every token, keeping the memory.
     pub fn clear(&mut self) {
         self.tokens.clear();

@@ -2,7 +2,8 @@
 //! over the shared blocks, the KV cache shared by several sequences, and
 //! sessions that run batches mixing prompt and decode tokens of different
 //! sequences, and layers spread over several devices (`layer_split`), as
-//! many on each as its memory budget allows (`fit`). The
+//! many on each as its memory budget allows (`fit`), and a session computing
+//! on a thread of its own or the host's (`worker`). The
 //! families (`model::llama`, `model::gemma3`) read the configuration from
 //! their files.
 
@@ -16,6 +17,7 @@ mod layer_split;
 mod model;
 mod session;
 mod weights;
+mod worker;
 
 pub use crate::model::blocks::Attention;
 pub use batch::Batch;
@@ -29,3 +31,4 @@ pub use model::{DECODER_ARCHITECTURES, DecoderModel};
 pub use session::{KV_BUCKET, Session, SessionParams};
 pub use weights::{DecoderWeights, LayerWeights};
 pub(crate) use weights::{WeightRole, check_dtype, check_shape};
+pub use worker::{DecodeDriver, DecodeWorker};

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
+use gantry_backends::cpu::CpuBackend;
 use gantry_engine::sched::{MemoryReport, Scheduler, SchedulerParams};
-use gantry_engine::{Backend, BufferType, Context, DType, Mark, TensorId};
+use gantry_engine::{AbortCallback, Backend, BufferType, Context, DType, Mark, TensorId};
 use half::f16;
 
 use super::kv_cells::BatchPlacement;
@@ -279,6 +280,24 @@ impl Session {
     pub fn decode(&mut self, ctx: &mut Context, batch: &Batch) -> Result<&[f32]> {
         self.run(ctx, batch, logits_for(batch))?;
         Ok(&self.logits)
+    }
+
+    /// Installs (or removes, with `None`) a callback that stops a batch a
+    /// caller no longer needs: when it returns `true`, the batch ends with
+    /// `Error::Engine(engine::Error::Aborted)` and its tokens are not in the cache (the
+    /// session stays usable). The scheduler polls it before each split, and
+    /// each CPU backend of the session before each node (this replaces the
+    /// CPU backends' own callbacks, [`CpuBackend::set_abort_callback`], while
+    /// set); work already handed to a GPU runs to its end.
+    ///
+    /// [`CpuBackend::set_abort_callback`]: gantry_backends::cpu::CpuBackend::set_abort_callback
+    pub fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
+        for b in self.sched.backends() {
+            if let Some(cpu) = b.as_any().downcast_ref::<CpuBackend>() {
+                cpu.set_abort_callback(callback.clone());
+            }
+        }
+        self.sched.set_abort_callback(callback);
     }
 
     /// Starts [`Session::decode`]'s work and returns once it is submitted,
