@@ -1,11 +1,13 @@
 //! The same graph again: reset + split + alloc + compute make no heap
 //! allocation on any thread (this file holds one test) and do not re-plan
-//! memory, whether the placement is kept or made again from scratch.
+//! memory, whether the placement is kept or made again from scratch; nor
+//! do a decoder session's steps through its worker.
 
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::engine::testing::CountingAllocator;
+use gantry::model::decoder::{Batch, DecodeWorker, DecoderHparams, DecoderWeights, Session, SessionParams};
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::testing::backends::TestGpuDevice;
 use gantry::testing::fill;
@@ -72,10 +74,51 @@ fn steady_state_runs_allocate_nothing() {
     }
 }
 
+/// A decoder session's steps through a [`DecodeWorker`] (submit, then wait
+/// for the logits), after the first steps of a bucket: no heap allocation on
+/// any thread, the worker's driver and the CPU pool included.
+fn decode_worker_steps_allocate_nothing() {
+    let hp = DecoderHparams {
+        n_vocab: 300,
+        n_embd: 64,
+        n_layer: 2,
+        n_head: 4,
+        n_head_kv: 2,
+        head_dim: 16,
+        n_ff: 96,
+        n_ctx_train: 512,
+        ..DecoderHparams::SMOLLM2_135M
+    };
+    let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
+    let mut ctx = Context::new();
+    let w = DecoderWeights::create(&mut ctx, &hp, DType::Q8_0, DType::F32).unwrap();
+    ctx.alloc_tensors(&w.all(), &cpu.device().buffer_type(), BufferUsage::Weights).unwrap();
+    w.fill_random(&mut ctx, 3).unwrap();
+    let session = Session::new(&mut ctx, hp, w, &[cpu], SessionParams { n_ctx: 64, ..Default::default() }).unwrap();
+    let mut worker = DecodeWorker::spawn(ctx, session).unwrap();
+    let mut batch = Batch::new();
+    batch.push_prompt(&[1, 2, 3], 0);
+    worker.submit(&batch).unwrap();
+    worker.wait().unwrap();
+    for step in 0..8u32 {
+        batch.clear();
+        batch.push(10 + step, 0, true);
+        let ((), made) = CountingAllocator::count_every_thread(|| {
+            worker.submit(&batch).unwrap();
+            worker.wait().unwrap();
+        });
+        if step >= 2 {
+            assert_eq!(made, 0, "decode step {step} through the worker: {made} heap allocations");
+        }
+    }
+}
+
 /// Run without libtest's harness (`harness = false`): the harness's own
 /// thread allocates while a test starts, which counting every thread would
 /// blame on the code under test.
 fn main() {
     steady_state_runs_allocate_nothing();
     println!("steady_state_runs_allocate_nothing: ok");
+    decode_worker_steps_allocate_nothing();
+    println!("decode_worker_steps_allocate_nothing: ok");
 }

@@ -88,8 +88,10 @@ impl Context {
                 ),
             });
         }
-        let bytes = crate::convert::f32_to_bytes(d.dtype, values)
-            .ok_or(Error::UnsupportedDType { what: format!("set_f32 of {}", self.describe(t)), dtype: d.dtype })?;
+        let bytes = crate::convert::f32_to_bytes(d.dtype, values).ok_or_else(|| Error::UnsupportedDType {
+            what: format!("set_f32 of {}", self.describe(t)),
+            dtype: d.dtype,
+        })?;
         self.write_tensor_bytes(t, 0, &bytes)
     }
 
@@ -117,8 +119,10 @@ impl Context {
     pub fn read_f32(&self, t: TensorId) -> Result<Vec<f32>> {
         let d = *self.desc(t)?;
         let bytes = self.get_bytes(t)?;
-        crate::convert::strided_to_f32(&d, &bytes)
-            .ok_or(Error::UnsupportedDType { what: format!("read_f32 of {}", self.describe(t)), dtype: d.dtype })
+        crate::convert::strided_to_f32(&d, &bytes).ok_or_else(|| Error::UnsupportedDType {
+            what: format!("read_f32 of {}", self.describe(t)),
+            dtype: d.dtype,
+        })
     }
 
     /// Reads an I32 tensor in logical order (exactly: not through f32, which
