@@ -13,18 +13,7 @@ use gantry::model::decoder::{
 };
 use gantry::{Backend, BufferUsage, Context, DType, Device};
 
-const HP: DecoderHparams = DecoderHparams {
-    n_vocab: 300,
-    n_embd: 64,
-    n_layer: 2,
-    n_head: 4,
-    n_head_kv: 2,
-    head_dim: 16,
-    n_ff: 96,
-    rope_base: 10000.0,
-    n_ctx_train: 512,
-    ..DecoderHparams::SMOLLM2_135M
-};
+const HP: DecoderHparams = gantry::testing::TINY_LLAMA;
 
 const PROMPT: [u32; 5] = [1, 17, 250, 3, 99];
 const STEPS: [u32; 3] = [42, 7, 299];

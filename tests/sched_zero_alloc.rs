@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::engine::testing::CountingAllocator;
-use gantry::model::decoder::{Batch, DecodeWorker, DecoderHparams, DecoderWeights, Session, SessionParams};
+use gantry::model::decoder::{Batch, DecodeWorker, DecoderWeights, Session, SessionParams};
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::testing::backends::TestGpuDevice;
 use gantry::testing::fill;
@@ -78,17 +78,7 @@ fn steady_state_runs_allocate_nothing() {
 /// for the logits), after the first steps of a bucket: no heap allocation on
 /// any thread, the worker's driver and the CPU pool included.
 fn decode_worker_steps_allocate_nothing() {
-    let hp = DecoderHparams {
-        n_vocab: 300,
-        n_embd: 64,
-        n_layer: 2,
-        n_head: 4,
-        n_head_kv: 2,
-        head_dim: 16,
-        n_ff: 96,
-        n_ctx_train: 512,
-        ..DecoderHparams::SMOLLM2_135M
-    };
+    let hp = gantry::testing::TINY_LLAMA;
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
     let mut ctx = Context::new();
     let w = DecoderWeights::create(&mut ctx, &hp, DType::Q8_0, DType::F32).unwrap();

@@ -13,18 +13,7 @@ use gantry::backends::cpu::CpuBackend;
 use gantry::model::decoder::{DecoderHparams, DecoderWeights, LogitsFor, Session, SessionParams};
 use gantry::{Backend, BufferUsage, Context, DType, Device};
 
-const HP: DecoderHparams = DecoderHparams {
-    n_vocab: 300,
-    n_embd: 64,
-    n_layer: 2,
-    n_head: 4,
-    n_head_kv: 2,
-    head_dim: 16,
-    n_ff: 96,
-    rope_base: 10000.0,
-    n_ctx_train: 512,
-    ..DecoderHparams::SMOLLM2_135M
-};
+const HP: DecoderHparams = gantry::testing::TINY_LLAMA;
 
 /// Runs the prompt and three more tokens; returns every logit produced.
 fn logits_on(backends: &[Arc<dyn Backend>]) -> Vec<f32> {

@@ -8,8 +8,8 @@
 //!   [`crate::model::llama`]) whose weights and KV cache sit in memory of a
 //!   given buffer type — virtual memory, to plan, allocate and schedule
 //!   SmolLM2-sized graphs without their bytes;
-//! - [`fill`], [`max_abs_diff`], [`reference_dir`]: what the integration
-//!   tests share;
+//! - [`fill`], [`max_abs_diff`], [`reference_dir`], [`TINY_LLAMA`]: what
+//!   the integration tests share;
 //! - [`smollm2`]: llama.cpp's reference results for SmolLM2 and their
 //!   tolerances, for every test running the model.
 
@@ -22,6 +22,24 @@ pub use gantry_engine::testing::reference_dir;
 pub use planned_llama::PlannedLlama;
 
 use gantry_engine::{Context, SplitMix64, TensorId};
+
+use crate::model::decoder::DecoderHparams;
+
+/// A llama small enough to run in a test in milliseconds (width 64, two
+/// layers, grouped-query attention, a vocabulary of 300), with random weights
+/// (`DecoderWeights::create` + `fill_random`).
+pub const TINY_LLAMA: DecoderHparams = DecoderHparams {
+    n_vocab: 300,
+    n_embd: 64,
+    n_layer: 2,
+    n_head: 4,
+    n_head_kv: 2,
+    head_dim: 16,
+    n_ff: 96,
+    rope_base: 10000.0,
+    n_ctx_train: 512,
+    ..DecoderHparams::SMOLLM2_135M
+};
 
 /// Fills `t` (F32/F16/BF16) with seeded values in `[-scale, scale)`.
 pub fn fill(ctx: &mut Context, t: TensorId, seed: u64, scale: f32) -> crate::Result<()> {
