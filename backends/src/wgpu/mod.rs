@@ -6,7 +6,9 @@
 //!   own adapter, device and queue instead (below).
 //! - [`WgpuBufferType`] / [`WgpuBuffer`]: tensors in storage buffers;
 //!   [`WgpuDevice::tensor_storage`] hands a tensor's buffer, offset and
-//!   size ([`TensorStorage`]) to the host for its own bind groups.
+//!   size ([`TensorStorage`]) to the host for its own bind groups;
+//!   [`TensorReadBack`] reads a tensor into host memory without blocking
+//!   (started, polled, taken).
 //! - [`WgpuBackend`]: computes a graph as one submission of one command
 //!   encoder; `supports_op` is false for anything without a kernel, so the
 //!   scheduler leaves it to another backend. Its graph plans (`plan`)
@@ -58,6 +60,7 @@ pub mod gpu;
 pub mod kernels;
 mod plan;
 mod platform;
+mod read_back;
 
 /// The wgpu crate the backend is built with: a host builds its adapter,
 /// device and queue with it (`gantry::wgpu` in the facade).
@@ -67,3 +70,4 @@ pub use buffer::{WgpuBuffer, WgpuBufferType};
 pub use device::{WgpuDevice, device_type_of};
 pub use gpu::TensorStorage;
 pub use platform::{WgpuPlatform, platform};
+pub use read_back::TensorReadBack;

@@ -14,4 +14,5 @@ mod host_device;
 mod ops;
 mod plans;
 mod quant;
+mod read_back;
 mod scheduler;

@@ -11,6 +11,7 @@ mod context;
 mod host;
 mod memory;
 mod pipeline;
+mod read_back;
 mod recorder;
 mod tensor_storage;
 
@@ -19,5 +20,6 @@ pub use bindings::{PARAMS_SIZE, STORAGE_SLOTS};
 pub use context::{Gpu, GpuOwner, Submission};
 pub use memory::GpuBuffer;
 pub use pipeline::Pipeline;
+pub use read_back::GpuReadBack;
 pub use recorder::Recorder;
 pub use tensor_storage::TensorStorage;
