@@ -89,10 +89,7 @@ fn run(sched: &mut Scheduler, ctx: &mut Context, net: &Net, seed: u64) -> Vec<f3
 
 #[test]
 fn gpu_cpu_gpu_splits_with_exactly_the_copies_needed() {
-    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
-    let gpu = gpu_dev.backend();
-    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
-    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    let (gpu_dev, mut ctx, net, mut sched) = gpu_and_cpu(SchedulerParams::default());
     let out = run(&mut sched, &mut ctx, &net, 7);
     assert_eq!(out, reference(7));
     let backends: Vec<&str> = sched.splits().iter().map(|s| sched.backends()[s.backend.get()].name()).collect();
@@ -104,6 +101,17 @@ fn gpu_cpu_gpu_splits_with_exactly_the_copies_needed() {
     assert_eq!(sched.split_inputs(2), [net.softmax]);
     assert!(gpu_dev.computed.load(Ordering::Relaxed) >= 5);
     assert_eq!(sched.tensor_backend(net.softmax).unwrap().name(), "CPU");
+}
+
+/// The net with its weights on a test GPU that runs everything but
+/// SOFT_MAX, under a scheduler over that GPU and the CPU (three splits:
+/// TestGPU, CPU, TestGPU).
+fn gpu_and_cpu(params: SchedulerParams) -> (TestGpuDevice, Context, Net, Scheduler) {
+    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
+    let gpu = gpu_dev.backend();
+    let (ctx, net) = setup(&gpu_dev_buft(&gpu));
+    let sched = Scheduler::new(&[gpu, cpu_backend()], params).unwrap();
+    (gpu_dev, ctx, net, sched)
 }
 
 fn gpu_dev_buft(gpu: &Arc<dyn Backend>) -> Arc<dyn BufferType> {
@@ -150,10 +158,7 @@ fn pins_are_honoured() {
 
 #[test]
 fn the_same_graph_keeps_its_placement_until_the_context_changes() {
-    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
-    let gpu = gpu_dev.backend();
-    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
-    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    let (_gpu_dev, mut ctx, net, mut sched) = gpu_and_cpu(SchedulerParams::default());
     for seed in [1, 2, 3] {
         sched.reset(&mut ctx);
         assert_eq!(run(&mut sched, &mut ctx, &net, seed), reference(seed), "seed {seed}");
@@ -194,11 +199,8 @@ fn cpu_backend_of(sched: &Scheduler) -> Arc<dyn Backend> {
 
 #[test]
 fn four_pipeline_copies_over_several_iterations() {
-    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
-    let gpu = gpu_dev.backend();
-    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
-    let params = SchedulerParams { n_copies: 4, ..SchedulerParams::default() };
-    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], params).unwrap();
+    let (_gpu_dev, mut ctx, net, mut sched) =
+        gpu_and_cpu(SchedulerParams { n_copies: 4, ..SchedulerParams::default() });
     assert_eq!(sched.n_copies(), 4);
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
@@ -292,10 +294,7 @@ fn two_backends_sharing_a_buffer_type() {
 
 #[test]
 fn eval_callback_sees_nodes_and_can_stop() {
-    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
-    let gpu = gpu_dev.backend();
-    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
-    let mut sched = Scheduler::new(&[gpu, cpu_backend()], SchedulerParams::default()).unwrap();
+    let (_gpu_dev, mut ctx, net, mut sched) = gpu_and_cpu(SchedulerParams::default());
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen2 = seen.clone();
     let softmax = net.softmax;
@@ -319,10 +318,7 @@ fn eval_callback_sees_nodes_and_can_stop() {
 
 #[test]
 fn debug_text_and_dot_describe_the_placement() {
-    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
-    let gpu = gpu_dev.backend();
-    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
-    let mut sched = Scheduler::new(&[gpu, cpu_backend()], SchedulerParams::default()).unwrap();
+    let (_gpu_dev, mut ctx, net, mut sched) = gpu_and_cpu(SchedulerParams::default());
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[net.out]).unwrap();
     sched.alloc_graph(&mut ctx, graph).unwrap();
@@ -338,10 +334,7 @@ fn debug_text_and_dot_describe_the_placement() {
 #[test]
 fn the_abort_callback_stops_between_splits_on_any_backend() {
     use std::sync::atomic::AtomicUsize;
-    let gpu_dev = TestGpuDevice::new("TestGPU", all_but("SOFT_MAX"));
-    let gpu = gpu_dev.backend();
-    let (mut ctx, net) = setup(&gpu_dev_buft(&gpu));
-    let mut sched = Scheduler::new(&[gpu.clone(), cpu_backend()], SchedulerParams::default()).unwrap();
+    let (gpu_dev, mut ctx, net, mut sched) = gpu_and_cpu(SchedulerParams::default());
     let want = run(&mut sched, &mut ctx, &net, 9);
     assert_eq!(sched.n_splits(), 3, "TestGPU, CPU, TestGPU");
     // Stop before the second split: the first (on the test GPU) ran, the rest did not.

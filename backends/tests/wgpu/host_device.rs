@@ -13,7 +13,7 @@ use gantry_arenas::GraphArena;
 use gantry_backends::cpu::CpuBackend;
 use gantry_backends::wgpu::{TensorStorage, WgpuDevice, WgpuPlatform, wgpu};
 use gantry_engine::sched::{Scheduler, SchedulerParams};
-use gantry_engine::{Backend, BufferUsage, Context, DType, Device, Error, TensorId};
+use gantry_engine::{Backend, BufferUsage, Context, DType, Device, Error, Graph, TensorId};
 
 use super::support::assert_close;
 
@@ -220,6 +220,21 @@ fn backends(gpu: &WgpuDevice) -> Vec<Arc<dyn Backend>> {
     vec![gpu.init_backend(None).unwrap(), cpu]
 }
 
+/// The model on `gpu` (and the CPU), its graph in `arena`, allocated and
+/// computed once by a scheduler, `y` checked against the reference (`what`
+/// names the check).
+fn computed_model<'a>(gpu: &WgpuDevice, arena: &'a GraphArena, what: &str) -> (Model, Scheduler, Graph<'a>) {
+    let mut m = model(gpu);
+    let mut sched = Scheduler::new(&backends(gpu), SchedulerParams::default()).unwrap();
+    let graph = m.ctx.build_graph(arena, &[m.y]).unwrap();
+    sched.alloc_graph(&mut m.ctx, graph).unwrap();
+    m.ctx.set_f32(m.x, &x_values()).unwrap();
+    sched.graph_compute(&mut m.ctx, graph).unwrap();
+    let want = reference(&w_values(), &x_values(), &b_values());
+    assert_close(what, &m.ctx.read_f32(m.y).unwrap(), &want, 1e-5, 1e-5);
+    (m, sched, graph)
+}
+
 #[test]
 fn host_reads_gantrys_output_in_its_own_pass() {
     let host = host_or_skip!();
@@ -229,15 +244,9 @@ fn host_reads_gantrys_output_in_its_own_pass() {
     assert!(gpu.is_host_device());
     assert!(gpu.description().contains("the host's device"), "{}", gpu.description());
 
-    let mut m = model(&gpu);
-    let mut sched = Scheduler::new(&backends(&gpu), SchedulerParams::default()).unwrap();
     let arena = GraphArena::new();
-    let graph = m.ctx.build_graph(&arena, &[m.y]).unwrap();
-    sched.alloc_graph(&mut m.ctx, graph).unwrap();
-    m.ctx.set_f32(m.x, &x_values()).unwrap();
-    sched.graph_compute(&mut m.ctx, graph).unwrap();
+    let (mut m, mut sched, graph) = computed_model(&gpu, &arena, "Gantry's read of y");
     let want = reference(&w_values(), &x_values(), &b_values());
-    assert_close("Gantry's read of y", &m.ctx.read_f32(m.y).unwrap(), &want, 1e-5, 1e-5);
 
     // y is on the host's device: the host binds it in its own pass.
     let storage: TensorStorage = gpu.tensor_storage(&m.ctx, m.y).unwrap();
@@ -496,15 +505,8 @@ fn webgpu_default_limits_are_enough() {
         gpu.facts().limits.max_storage_buffer_binding_size,
         wgpu::Limits::default().max_storage_buffer_binding_size
     );
-    let mut m = model(&gpu);
-    let mut sched = Scheduler::new(&backends(&gpu), SchedulerParams::default()).unwrap();
     let arena = GraphArena::new();
-    let graph = m.ctx.build_graph(&arena, &[m.y]).unwrap();
-    sched.alloc_graph(&mut m.ctx, graph).unwrap();
-    m.ctx.set_f32(m.x, &x_values()).unwrap();
-    sched.graph_compute(&mut m.ctx, graph).unwrap();
-    let want = reference(&w_values(), &x_values(), &b_values());
-    assert_close("y on a device with WebGPU's limits", &m.ctx.read_f32(m.y).unwrap(), &want, 1e-5, 1e-5);
+    let (mut m, mut sched, _) = computed_model(&gpu, &arena, "y on a device with WebGPU's limits");
     sched.release(&mut m.ctx).unwrap();
 }
 
