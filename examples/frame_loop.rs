@@ -133,7 +133,7 @@ impl Stepper {
     }
 
     /// Whether the step has finished (the poll each frame makes).
-    fn is_done(&self) -> Result<bool> {
+    fn is_done(&mut self) -> Result<bool> {
         match self {
             Stepper::Worker(w) => Ok(w.is_done()),
             Stepper::Session(m) => m.1.is_done(),

@@ -31,10 +31,15 @@ fn cpu() -> Arc<dyn Backend> {
 /// A seeded random model over `backends`, its layers spread evenly over
 /// their memories (on two backends, each computes one layer: two splits at least).
 fn model(backends: &[Arc<dyn Backend>]) -> (Context, Session) {
+    model_over(backends, backends.len())
+}
+
+/// The same with the layers spread over the first `spread` backends only.
+fn model_over(backends: &[Arc<dyn Backend>], spread: usize) -> (Context, Session) {
     let mut ctx = Context::new();
     let w = DecoderWeights::create(&mut ctx, &HP, DType::Q8_0, DType::F32).unwrap();
-    let placed = layer_devices(&w, &LayerCounts::even(HP.n_layer, backends.len()));
-    for (d, backend) in backends.iter().enumerate() {
+    let placed = layer_devices(&w, &LayerCounts::even(HP.n_layer, spread));
+    for (d, backend) in backends.iter().enumerate().take(spread) {
         let mine: Vec<_> = placed.iter().filter(|p| p.1 == d).map(|p| p.0).collect();
         ctx.alloc_tensors(&mine, &backend.device().buffer_type(), BufferUsage::Weights).unwrap();
     }
@@ -58,7 +63,12 @@ fn step(token: u32) -> Batch {
 
 /// The prompt's and each step's logits, through the session on this thread.
 fn direct(backends: &[Arc<dyn Backend>]) -> Vec<Vec<f32>> {
-    let (mut ctx, mut s) = model(backends);
+    direct_over(backends, backends.len())
+}
+
+/// The same with the layers over the first `spread` backends.
+fn direct_over(backends: &[Arc<dyn Backend>], spread: usize) -> Vec<Vec<f32>> {
+    let (mut ctx, mut s) = model_over(backends, spread);
     let mut all = vec![s.decode(&mut ctx, &prompt()).unwrap().to_vec()];
     for t in STEPS {
         all.push(s.decode(&mut ctx, &step(t)).unwrap().to_vec());
@@ -203,6 +213,56 @@ fn an_abort_stops_a_cpu_batch_between_its_nodes() {
     assert_eq!(abort_part_way(&[cpu()], 10), 1);
 }
 
+/// `decode_start`, `is_done` until it says so, `decode_finish`: the logits
+/// `decode` gives, batch after batch (on wgpu they come back by a read-back
+/// the polls submit and bring in); and the memory the logits were in.
+fn started_and_polled(backends: &[Arc<dyn Backend>], spread: usize) -> (Vec<Vec<f32>>, String) {
+    let (mut ctx, mut s) = model_over(backends, spread);
+    let mut all = Vec::new();
+    for batch in std::iter::once(prompt()).chain(STEPS.map(step)) {
+        s.decode_start(&mut ctx, &batch).unwrap();
+        while !s.is_done().unwrap() {
+            std::thread::yield_now();
+        }
+        all.push(s.decode_finish(&mut ctx).unwrap().to_vec());
+    }
+    let logits = s.graph().unwrap().logits;
+    let memory = ctx.tensor_buffer(logits).unwrap().0.buffer_type.name().to_owned();
+    // Finished without a poll: decode_finish brings the logits in itself.
+    s.decode_start(&mut ctx, &step(5)).unwrap();
+    assert_eq!(s.decode_finish(&mut ctx).unwrap().len(), HP.n_vocab);
+    (all, memory)
+}
+
+#[test]
+fn a_started_batch_polled_home_gives_the_logits_decode_gives() {
+    let _alone = serial();
+    assert_eq!(started_and_polled(&[cpu()], 1).0, direct(&[cpu()]));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_started_wgpu_batch_polled_home_gives_the_logits_decode_gives() {
+    let _alone = serial();
+    let platform = gantry::backends::wgpu::WgpuPlatform::new();
+    let Some(dev) = platform.wgpu_devices().first() else {
+        eprintln!("skipped: no wgpu adapter on this machine");
+        return;
+    };
+    // The whole model on wgpu (the logits in its memory), and spread over wgpu and the CPU.
+    let backends = [dev.init_backend(None).unwrap(), cpu()];
+    for spread in [1, 2] {
+        let want = direct_over(&backends, spread);
+        let (got, memory) = started_and_polled(&backends, spread);
+        // On wgpu alone the logits come through the read-back; with the last layer on the CPU, not.
+        assert_eq!(memory == "CPU", spread == 2, "logits in {memory} memory");
+        for (g, w) in got.iter().zip(&want) {
+            let diff = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(g.len() == w.len() && diff < 1e-4, "polled logits differ from decode's by {diff}");
+        }
+    }
+}
+
 #[cfg(feature = "wgpu")]
 #[test]
 fn an_abort_stops_a_wgpu_batch_between_its_splits() {
@@ -255,7 +315,10 @@ fn a_worker_on_the_hosts_threads_starts_none() {
     // `spawn` starts one, and it ends with the worker.
     let (ctx, session) = model(&[cpu()]);
     let before = threads_named("gantry-decode");
-    let worker = DecodeWorker::spawn(ctx, session).unwrap();
+    let mut worker = DecodeWorker::spawn(ctx, session).unwrap();
+    // The thread names itself once it runs: after a batch it surely has.
+    worker.submit(&prompt()).unwrap();
+    worker.wait().unwrap();
     assert_eq!(threads_named("gantry-decode"), before + 1);
     worker.into_parts().unwrap();
     assert_eq!(threads_named("gantry-decode"), before, "joined by into_parts");

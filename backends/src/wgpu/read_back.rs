@@ -50,11 +50,23 @@ impl TensorReadBack {
         Self::default()
     }
 
-    /// Queues the read of `tensor`'s bytes and returns at once. `Err`,
-    /// naming the tensor, when it is stale, not allocated, not in a wgpu
-    /// device's memory, or not contiguous, or while the read started
+    /// Queues the read of `tensor`'s bytes and returns at once
+    /// ([`TensorReadBack::prepare`], then [`TensorReadBack::submit`]).
+    /// `Err`, naming the tensor, when it is stale, not allocated, not in a
+    /// wgpu device's memory, or not contiguous, or while the read started
     /// before is still in flight.
     pub fn start(&mut self, ctx: &Context, tensor: TensorId) -> Result<()> {
+        self.prepare(ctx, tensor)?;
+        self.submit()
+    }
+
+    /// Checks `tensor` and remembers where its bytes are, submitting nothing:
+    /// [`TensorReadBack::submit`] queues the copy later, without the context
+    /// (a session prepares the read when it starts a batch and submits it
+    /// once the compute has finished). The same errors as
+    /// [`TensorReadBack::start`]. The range read is the one the tensor has
+    /// now: if its placement changes before the submit, other bytes are read.
+    pub fn prepare(&mut self, ctx: &Context, tensor: TensorId) -> Result<()> {
         let desc = ctx.desc(tensor)?;
         let refuse = |why: String| Error::Unsupported(format!("async read-back of {}: {why}", ctx.describe(tensor)));
         if !desc.is_contiguous() {
@@ -65,10 +77,27 @@ impl TensorReadBack {
             return Err(refuse(format!("it is in {} memory, not a wgpu device's", entry.buffer_type.name())));
         };
         self.gpu
-            .start(buffer.mem(), placement.offset as u64, desc.nbytes() as u64)
+            .prepare(buffer.mem(), placement.offset as u64, desc.nbytes() as u64)
             .map_err(|e| refuse(e.to_string()))?;
         self.tensor = Some(tensor);
         Ok(())
+    }
+
+    /// Drops the read in hand, whatever its state (waiting for its copy if
+    /// it is in flight); the next read can start.
+    pub fn discard(&mut self) -> Result<()> {
+        self.tensor = None;
+        self.gpu.discard()
+    }
+
+    /// Whether a read is prepared and not submitted yet.
+    pub fn is_prepared(&self) -> bool {
+        self.gpu.is_prepared()
+    }
+
+    /// Queues the prepared read's copy and mapping; returns at once.
+    pub fn submit(&mut self) -> Result<()> {
+        self.gpu.submit()
     }
 
     /// Whether the started read's bytes are in host memory, without

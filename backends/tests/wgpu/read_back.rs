@@ -48,7 +48,13 @@ fn a_read_back_gives_the_bytes_a_blocking_read_gives() {
     let bytes: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(37).wrapping_add(5)).collect();
     h.ctx.write_tensor_bytes(halves, 0, &bytes).unwrap();
     let ragged = h.ctx.view_1d(halves, 7, 2).unwrap();
-    read.start(&h.ctx, ragged).unwrap();
+    // Prepared now, submitted later (without the context).
+    read.prepare(&h.ctx, ragged).unwrap();
+    assert!(read.is_prepared());
+    let err = read.poll().unwrap_err().to_string();
+    assert!(err.contains("prepared but not submitted"), "{err}");
+    read.submit().unwrap();
+    assert!(!read.is_prepared());
     read.wait().unwrap();
     let mut out = vec![0u8; 14];
     read.take(&mut out).unwrap();
@@ -89,4 +95,11 @@ fn a_read_back_refuses_what_it_cannot_read() {
     assert_eq!(got, ctx.read_f32(t).unwrap());
     let err = read.take_f32(&mut got).unwrap_err().to_string();
     assert!(err.contains("has not finished"), "a read is taken once: {err}");
+    // A read in flight can be dropped, and the next one starts.
+    read.start(&ctx, t).unwrap();
+    read.discard().unwrap();
+    read.start(&ctx, t).unwrap();
+    read.wait().unwrap();
+    read.take_f32(&mut got).unwrap();
+    assert_eq!(got, ctx.read_f32(t).unwrap());
 }

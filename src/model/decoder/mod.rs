@@ -14,6 +14,7 @@ mod hparams;
 mod kv_cache;
 mod kv_cells;
 mod layer_split;
+mod logits_read;
 mod model;
 mod session;
 mod weights;

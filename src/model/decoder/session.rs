@@ -10,6 +10,7 @@ use gantry_engine::{AbortCallback, Backend, BufferType, Context, DType, Mark, Te
 use half::f16;
 
 use super::kv_cells::BatchPlacement;
+use super::logits_read::LogitsRead;
 use super::{
     Batch, BatchShape, DecoderGraph, DecoderHparams, DecoderWeights, KvCache, KvCells, LogitsFor, SeqId,
     build_decoder_graph,
@@ -48,6 +49,8 @@ pub struct Session {
     pending: Option<Pending>,
     /// That batch's sequences (to give its cells back if it fails).
     pending_seqs: Vec<SeqId>,
+    /// That batch's logits on their way to host memory.
+    logits_read: LogitsRead,
 }
 
 /// A started batch: where its logits will be, and how many floats.
@@ -55,6 +58,8 @@ pub struct Session {
 struct Pending {
     logits: TensorId,
     n_floats: usize,
+    /// Started by `decode_start`: its logits come through `logits_read`.
+    started_async: bool,
 }
 
 /// Options of a [`Session`].
@@ -143,6 +148,7 @@ impl Session {
             logits: Vec::new(),
             pending: None,
             pending_seqs: Vec::new(),
+            logits_read: LogitsRead::default(),
         })
     }
 
@@ -327,10 +333,17 @@ impl Session {
         }
     }
 
-    /// Whether the batch [`Session::decode_start`] started has finished,
-    /// answered without waiting (`true` when none is running).
-    pub fn is_done(&self) -> Result<bool> {
-        if self.pending.is_none() { Ok(true) } else { Ok(self.sched.is_done()?) }
+    /// Whether the batch [`Session::decode_start`] started has finished and
+    /// its logits are in host memory, answered without waiting (`true` when
+    /// none is running). Logits in a wgpu device's memory come back by a
+    /// read-back that the first poll after the compute submits, so that
+    /// `decode_finish` then only copies them.
+    pub fn is_done(&mut self) -> Result<bool> {
+        if self.pending.is_none() {
+            return Ok(true);
+        }
+        let compute_done = self.sched.is_done()?;
+        self.logits_read.poll(compute_done)
     }
 
     /// The logits of the batch [`Session::decode_start`] started (as
@@ -416,13 +429,17 @@ impl Session {
             self.sched.graph_compute(ctx, graph)?;
         } else {
             self.sched.graph_compute_async(ctx, graph)?;
+            self.logits_read.begin(ctx, g.logits)?;
         }
-        Ok(Pending { logits: g.logits, n_floats: logits_for.n_outputs(n) * self.hp.n_vocab })
+        Ok(Pending { logits: g.logits, n_floats: logits_for.n_outputs(n) * self.hp.n_vocab, started_async: !wait })
     }
 
     /// Waits for a started batch and reads its logits.
     fn finish(&mut self, ctx: &mut Context, pending: Pending) -> Result<()> {
         self.sched.synchronize()?;
+        if pending.started_async {
+            return self.logits_read.finish(ctx, pending.logits, pending.n_floats, &mut self.logits);
+        }
         self.logits.resize(pending.n_floats, 0.0);
         ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
         Ok(())

@@ -25,6 +25,8 @@ pub struct GpuReadBack {
     state: Arc<AtomicU8>,
     /// The copy's submission, while it is in flight.
     submission: Option<Submission>,
+    /// The range prepared and not submitted yet.
+    source: Option<Source>,
     /// Bytes of the staging buffer mapped for the read in flight (the
     /// range rounded out to the copy alignment).
     mapped: u64,
@@ -33,9 +35,25 @@ pub struct GpuReadBack {
     len: usize,
 }
 
+/// A range to copy: `copy` bytes of `buffer` from `start` (both 4-aligned).
+struct Source {
+    gpu: Arc<Gpu>,
+    buffer: wgpu::Buffer,
+    start: u64,
+    copy: u64,
+}
+
 impl Default for GpuReadBack {
     fn default() -> Self {
-        Self { staging: None, state: Arc::new(AtomicU8::new(IDLE)), submission: None, mapped: 0, skip: 0, len: 0 }
+        Self {
+            staging: None,
+            state: Arc::new(AtomicU8::new(IDLE)),
+            submission: None,
+            source: None,
+            mapped: 0,
+            skip: 0,
+            len: 0,
+        }
     }
 }
 
@@ -50,11 +68,21 @@ impl std::fmt::Debug for GpuReadBack {
 
 impl GpuReadBack {
     /// Queues the copy of `len` bytes of `buffer` at `offset` into the
-    /// staging buffer, and its mapping, and returns at once. The copy runs
-    /// after everything submitted to the queue before it (a compute that
-    /// wrote those bytes). `Err` while a read started before is still in
-    /// flight (a mapped read not taken is dropped).
+    /// staging buffer, and its mapping, and returns at once
+    /// ([`GpuReadBack::prepare`], then [`GpuReadBack::submit`]). The copy
+    /// runs after everything submitted to the queue before it (a compute
+    /// that wrote those bytes). `Err` while a read started before is still
+    /// in flight (a mapped read not taken is dropped).
     pub fn start(&mut self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<()> {
+        self.prepare(buffer, offset, len)?;
+        self.submit()
+    }
+
+    /// Checks and remembers the range to read, submitting nothing yet: a
+    /// frame loop prepares the read when it starts a compute and submits it
+    /// once the compute has finished (some drivers make a submission wait
+    /// for the one running before it). `Err` while a read is in flight.
+    pub fn prepare(&mut self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<()> {
         let gpu = buffer.gpu();
         match self.state.load(Ordering::Acquire) {
             COPYING => return Err(gpu.error("a read-back is in flight: poll it until it is done, or take it")),
@@ -67,10 +95,25 @@ impl GpuReadBack {
         let align = wgpu::COPY_BUFFER_ALIGNMENT;
         let start = offset / align * align;
         let end = (offset + len).div_ceil(align) * align;
-        let need = (end - start).max(align);
-        let staging = self.staging_for(gpu, need)?.clone();
+        self.source = Some(Source { gpu: gpu.clone(), buffer: buffer.raw().clone(), start, copy: end - start });
+        self.skip = (offset - start) as usize;
+        self.len = len as usize;
+        Ok(())
+    }
+
+    /// Whether a read is prepared and not submitted yet.
+    pub fn is_prepared(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// Queues the prepared read's copy and mapping and returns at once.
+    /// `Err` when nothing is prepared.
+    pub fn submit(&mut self) -> Result<()> {
+        let Source { gpu, buffer, start, copy } = self.source.take().ok_or_else(nothing_started)?;
+        let need = copy.max(wgpu::COPY_BUFFER_ALIGNMENT);
+        let staging = self.staging_for(&gpu, need)?.clone();
         let copied = gpu.submit_commands("gantry async read", |encoder| {
-            encoder.copy_buffer_to_buffer(buffer.raw(), start, &staging, 0, end - start);
+            encoder.copy_buffer_to_buffer(&buffer, start, &staging, 0, copy);
         })?;
         self.state.store(COPYING, Ordering::Release);
         let state = self.state.clone();
@@ -83,8 +126,6 @@ impl GpuReadBack {
         })?;
         self.submission = Some(copied);
         self.mapped = need;
-        self.skip = (offset - start) as usize;
-        self.len = len as usize;
         Ok(())
     }
 
@@ -92,6 +133,9 @@ impl GpuReadBack {
     /// without waiting (one non-blocking device poll). `Err` when nothing was
     /// started or the mapping failed.
     pub fn poll(&mut self) -> Result<bool> {
+        if self.source.is_some() {
+            return Err(Error::Unsupported("the async read-back is prepared but not submitted yet".into()));
+        }
         let (gpu, _) = self.staging.as_ref().ok_or_else(nothing_started)?;
         match self.state.load(Ordering::Acquire) {
             MAPPED => return Ok(true),
@@ -151,6 +195,23 @@ impl GpuReadBack {
             out.copy_from_slice(&view[self.skip..self.skip + self.len]);
         }
         self.unmap()
+    }
+
+    /// Drops the read in hand, whatever its state (waiting for its copy if
+    /// it is in flight), so that the next one can start.
+    pub fn discard(&mut self) -> Result<()> {
+        self.source = None;
+        match self.state.load(Ordering::Acquire) {
+            COPYING => {
+                self.wait()?;
+                self.unmap()
+            }
+            MAPPED => self.unmap(),
+            _ => {
+                self.state.store(IDLE, Ordering::Release);
+                Ok(())
+            }
+        }
     }
 
     fn unmap(&mut self) -> Result<()> {
