@@ -112,6 +112,12 @@ impl DecodeWorker {
     /// batches: the host calls [`DecodeDriver::run`] on a thread of its
     /// choosing (it returns when the worker is dropped or taken apart). Until
     /// a driver runs, submitted batches wait.
+    ///
+    /// The worker installs its abort flag as the session's abort callback
+    /// ([`Session::set_abort_callback`]), so also on the session's CPU
+    /// backends: a CPU backend shared with another session stops that
+    /// session's compute too while this worker's abort is raised (until its
+    /// next submit). [`DecodeWorker::into_parts`] removes it.
     pub fn new(ctx: Context, mut session: Session) -> (Self, DecodeDriver) {
         let abort = Arc::new(AtomicBool::new(false));
         let flag = abort.clone();
