@@ -1,8 +1,8 @@
 //! The building blocks every model family is made of, written once:
 //! normalizations ([`norm`]), projections with optional biases
-//! ([`linear`]), rotary position embeddings ([`rope`]), attention over keys
+//! ([`linear`](mod@linear)), rotary position embeddings ([`rope`]), attention over keys
 //! and values with a mask ([`attention`]) and the masks themselves
-//! ([`mask`]), and feed-forward networks ([`feed_forward`]). A family module
+//! ([`mask`]), and feed-forward networks ([`feed_forward`](mod@feed_forward)). A family module
 //! (`llama`, `gemma3`, `bert`) chooses among them by configuration.
 
 pub mod attention;

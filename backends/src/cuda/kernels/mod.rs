@@ -2,7 +2,7 @@
 //! at first use ([`super::nvrtc`]).
 //!
 //! A module's source is composed of: the constants a kernel shares with its
-//! Rust plan ([`constants`], spelled once, in Rust), `prelude.cuh` (the
+//! Rust plan ([`constants`](mod@constants), spelled once, in Rust), `prelude.cuh` (the
 //! `Tensor` / `Args` parameter block, the f16 / bf16 conversions, loads,
 //! stores and reductions: no CUDA header is included anywhere), the helper
 //! libraries the module needs (`quant_blocks.cuh`, `quantize.cu`'s block

@@ -30,7 +30,7 @@ pub enum GpuOwner {
 /// backends through an `Arc`.
 ///
 /// Every wgpu call that can raise an error runs inside error scopes
-/// ([`Gpu::catch`]; they are per thread, so they see only the calls of the
+/// (`Gpu::catch`; they are per thread, so they see only the calls of the
 /// thread that pushed them), and every wait is for a point of Gantry's own
 /// submissions, never for the whole queue: on a host's device, the host's
 /// errors stay the host's and its later work never holds Gantry up.
