@@ -4,12 +4,12 @@
 //! The rules every function keeps:
 //! - **Opaque handles.** C holds numbers (`GantryContext { id }`, ...), never
 //!   pointers into Gantry: a null, freed or made-up handle is answered with
-//!   `GANTRY_ERROR_INVALID_HANDLE` ([`handles`]).
+//!   `GANTRY_ERROR_INVALID_HANDLE` (the `handles` module).
 //! - **Status codes.** Every function returns a [`GantryStatus`]; on failure
 //!   [`gantry_last_error`] (per thread) says what went wrong, naming the
 //!   tensor, op, device or file.
 //! - **No panic crosses.** Each body runs under `catch_unwind`
-//!   ([`entry`](mod@entry)); a caught panic is `GANTRY_ERROR_PANIC`.
+//!   (the `entry` module); a caught panic is `GANTRY_ERROR_PANIC`.
 //! - **Threading** is stated per function. Objects may be used from any
 //!   thread; calls on one object are serialized by its lock; callbacks say
 //!   which thread calls them.
