@@ -97,7 +97,7 @@ pub fn quant_mul_mat_scratch_size(dtype: DType, k: usize, n: usize, threads: usi
         Layout::new::<W>(k).size(n, threads)
     }
     with_weight_type!(dtype, size(k, n, threads))
-        .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype })
+        .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype })
 }
 
 /// The activations of a product: `n` columns of `k` values (the weights'
@@ -151,7 +151,7 @@ pub fn quant_mul_mat_on(
     let ColumnsMut { data: dst, stride: dst_stride } = dst;
     let args = Args { isa, w, src1, src1_stride, n, dst_stride, jobs };
     with_weight_type!(w.dtype, run(&args, dst, scratch))
-        .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: w.dtype })?
+        .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: w.dtype })?
 }
 
 struct Args<'a, 'b> {

@@ -54,7 +54,7 @@ pub fn quant_mul_mat_shared(
     }
     let isa = Isa::best();
     with_weight_type!(first.dtype, run_shared(isa, ws, src1, dsts, scratch, jobs))
-        .ok_or(Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: first.dtype })?
+        .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: first.dtype })?
 }
 
 fn run_shared<W: WeightType>(
