@@ -4,7 +4,8 @@
 //! over several computes (the first direct, the next from graph plans); the
 //! fused groups are the expected ones and show in `GANTRY_SCHED_DEBUG`'s
 //! text and the dot picture; an intermediate that something else reads, or
-//! that is an output, is not fused; prompt-sized activations are not grouped.
+//! that is an output, is not fused; prompt-sized activations are not grouped;
+//! `GANTRY_NO_FUSION=1` turns it off.
 
 use std::sync::Arc;
 
@@ -68,10 +69,18 @@ fn run(
     fusion: bool,
     tokens: usize,
 ) -> (Vec<Vec<f32>>, Vec<FusionKind>, String, String) {
+    run_with(build, SchedulerParams { graph_optimize: fusion, ..SchedulerParams::default() }, tokens)
+}
+
+/// [`run`] with the scheduler's parameters given.
+fn run_with(
+    build: impl Fn(&mut Context) -> Block,
+    params: SchedulerParams,
+    tokens: usize,
+) -> (Vec<Vec<f32>>, Vec<FusionKind>, String, String) {
     let mut ctx = Context::new();
     let b = build(&mut ctx);
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
-    let params = SchedulerParams { graph_optimize: fusion, ..SchedulerParams::default() };
     let mut sched = Scheduler::new(&[cpu], params).unwrap();
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &b.outputs).unwrap();
@@ -176,4 +185,29 @@ fn products_of_different_weight_types_are_not_grouped() {
     let (unfused, _, _, _) = run(build, false, 1);
     assert!(kinds.is_empty());
     assert_eq!(fused, unfused);
+}
+
+/// `GANTRY_NO_FUSION` read by `SchedulerParams::default()`: this test runs
+/// itself again as a child process with the variable set (a process's
+/// environment is not something to change under other test threads).
+#[test]
+fn the_environment_switch_turns_fusion_off() {
+    if let Ok(value) = std::env::var("GANTRY_FUSION_TEST_CHILD") {
+        let on = value == "on";
+        assert_eq!(SchedulerParams::default().graph_optimize, on);
+        let build = |ctx: &mut Context| block(ctx, 1, DType::Q4_0, false);
+        let (_, kinds, text, _) = run_with(build, SchedulerParams::default(), 1);
+        assert_eq!(!kinds.is_empty(), on, "{text}");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for (no_fusion, child) in [("1", "off"), ("0", "on"), ("", "on")] {
+        let status = std::process::Command::new(&exe)
+            .args(["--exact", "the_environment_switch_turns_fusion_off", "--test-threads=1"])
+            .env("GANTRY_FUSION_TEST_CHILD", child)
+            .env("GANTRY_NO_FUSION", no_fusion)
+            .status()
+            .unwrap();
+        assert!(status.success(), "GANTRY_NO_FUSION={no_fusion:?}: the child failed");
+    }
 }
