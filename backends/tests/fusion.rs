@@ -211,3 +211,28 @@ fn the_environment_switch_turns_fusion_off() {
         assert!(status.success(), "GANTRY_NO_FUSION={no_fusion:?}: the child failed");
     }
 }
+
+/// A product whose weights are computed between it and the first product
+/// (a CPY quantizing them) cannot move up next to it: no group, same result.
+#[test]
+fn a_product_is_not_moved_past_what_it_reads() {
+    let build = |ctx: &mut Context| {
+        let x = ctx.tensor(DType::F32, [K, 1]).unwrap();
+        ctx.set_input(x).unwrap();
+        let a = weight(ctx, DType::Q4_0, 32, 1);
+        let wf = ctx.tensor(DType::F32, [K, 32]).unwrap();
+        let wq = ctx.tensor(DType::Q4_0, [K, 32]).unwrap();
+        ctx.alloc_tensors(&[wf, wq], &cpu::buffer_type(), BufferUsage::Weights).unwrap();
+        ctx.set_f32(wf, &SplitMix64::new(9).values(K * 32, -1.0, 1.0)).unwrap();
+        let ya = ctx.mul_mat(a, x).unwrap();
+        let ya = ctx.silu(ya).unwrap();
+        let b = ctx.cpy(wf, wq).unwrap();
+        let yb = ctx.mul_mat(b, x).unwrap();
+        let y = ctx.add(ya, yb).unwrap();
+        Block { x, outputs: vec![y], norm: y }
+    };
+    let (fused, kinds, text, _) = run(build, true, 1);
+    let (unfused, _, _, _) = run(build, false, 1);
+    assert!(kinds.is_empty(), "{text}");
+    assert_eq!(fused, unfused);
+}

@@ -154,7 +154,8 @@ impl SplitRewrite<'_> {
     /// leave `t` unwritten.
     pub fn sole_reader(&self, t: TensorId) -> Option<TensorId> {
         let d = self.table.lookup(t)? as usize;
-        if self.table.flags(d) & (flag::PROTECTED | flag::VIEW | flag::EXTERNAL) != 0 || self.readers[d] != 1 {
+        if self.table.flags(d) & (flag::PROTECTED | flag::VIEW | flag::EXTERNAL) != 0 || self.readers.get(d) != Some(&1)
+        {
             return None;
         }
         let reader = *self.last_reader.get(d)?;
