@@ -100,6 +100,13 @@ pub fn compute_splits(
         // sees every node: then nodes run one by one, unfused).
         let split_graph = inputs.tables.optimized.split_graph(inputs.tables, s);
         let nodes = split_graph.nodes();
+        if nodes.len() != split.nodes.len() {
+            return Err(Error::Scheduler(format!(
+                "split {s} has {} nodes in its run order, {} placed",
+                nodes.len(),
+                split.nodes.len()
+            )));
+        }
         // An abort is the caller's wish, not a backend failure: it stays `Aborted`.
         let fail = |e: Error| match e {
             Error::Aborted => Error::Aborted,
