@@ -25,6 +25,7 @@ fn bench_prints_depth_rows_the_floor_a_profile_and_a_trace() {
         .arg(&trace)
         .arg("--model")
         .arg(&path)
+        .env("GANTRY_NO_FUSION", "0")
         .output()
         .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -37,8 +38,11 @@ fn bench_prints_depth_rows_the_floor_a_profile_and_a_trace() {
     assert!(floor.contains("of weights read per decode token") && floor.ends_with("tok/s"), "{floor}");
     assert!(stdout.contains("tg4 @ d16: ") && stdout.contains("% of the memory floor"), "{stdout}");
     let mul_mat = stdout.lines().find(|l| l.starts_with("| MUL_MAT |")).unwrap_or_else(|| panic!("{stdout}"));
-    // 30 layers of seven products, and the output matrix.
-    assert!(mul_mat.starts_with("| MUL_MAT | 211 |"), "{mul_mat}");
+    // 30 layers of seven products, and the output matrix: at decode, Q/K/V
+    // and gate/up run as 60 fused groups, the other 61 alone.
+    assert!(mul_mat.starts_with("| MUL_MAT | 61 |"), "{mul_mat}");
+    assert!(stdout.lines().any(|l| l.starts_with("| MUL_MAT×shared-src1 | 60 |")), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("| RMS_NORM+MUL | 61 |")), "{stdout}");
     assert!(stdout.contains("profile: 2 decode tokens"), "{stdout}");
 
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();

@@ -5,6 +5,7 @@ use std::ops::Range;
 use gantry_arenas::keys::slot_index;
 use gantry_arenas::{BitSet, GraphArena, TensorId};
 
+use crate::sched::optimize::FusedGroup;
 use crate::{Context, Error, Op, Result};
 
 /// A topologically ordered graph: `nodes` are computed tensors (every source
@@ -30,13 +31,27 @@ pub struct Graph<'a> {
     nodes: &'a [TensorId],
     leafs: &'a [TensorId],
     outputs: &'a [TensorId],
+    fused: &'a [FusedGroup],
 }
 
 impl<'a> Graph<'a> {
     /// A graph over node and leaf lists built elsewhere (the caller keeps the
     /// topological order).
     pub fn from_parts(nodes: &'a [TensorId], leafs: &'a [TensorId], outputs: &'a [TensorId]) -> Self {
-        Self { nodes, leafs, outputs }
+        Self { nodes, leafs, outputs, fused: &[] }
+    }
+
+    /// The same graph with `fused`, the runs of adjacent nodes its backend
+    /// may compute as one (the scheduler's optimize system marks them,
+    /// sorted by position: see [`crate::sched::optimize`]).
+    pub fn with_fused(self, fused: &'a [FusedGroup]) -> Self {
+        Self { fused, ..self }
+    }
+
+    /// The fused groups (none unless the scheduler's optimize system made
+    /// some for this split's backend).
+    pub fn fused(&self) -> &'a [FusedGroup] {
+        self.fused
     }
 
     /// Computed tensors in topological order.
@@ -62,7 +77,7 @@ impl<'a> Graph<'a> {
     /// The nodes in `range`, as a graph of their own (no leafs, no outputs;
     /// ggml's `ggml_graph_view`). `None` when the range is out of bounds.
     pub fn view(&self, range: Range<usize>) -> Option<Graph<'a>> {
-        Some(Graph { nodes: self.nodes.get(range)?, leafs: &[], outputs: &[] })
+        Some(Graph { nodes: self.nodes.get(range)?, leafs: &[], outputs: &[], fused: &[] })
     }
 }
 
@@ -112,7 +127,7 @@ impl Context {
             }
         }
         let outputs = arena.alloc_slice_copy(outputs);
-        Ok(Graph { nodes: nodes.into_bump_slice(), leafs: leafs.into_bump_slice(), outputs })
+        Ok(Graph { nodes: nodes.into_bump_slice(), leafs: leafs.into_bump_slice(), outputs, fused: &[] })
     }
 }
 

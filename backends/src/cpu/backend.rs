@@ -6,6 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use gantry_engine::profile::BackendProfiler;
+use gantry_engine::sched::SplitRewrite;
 use gantry_engine::{
     AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, GraphPlan, PlanTable, Result,
     TensorId,
@@ -15,11 +16,13 @@ use rayon::ThreadPool;
 use super::CpuDevice;
 use super::abort::{AbortSlot, run_nodes};
 use super::compute_state::SharedComputeState;
+use super::fused;
 use super::jobs::JobSystem;
 use super::ops;
+use super::optimize;
 use super::parallel::Par;
 use super::plan::CpuPlan;
-use super::profiled::{ProfilerSlot, timed_node};
+use super::profiled::{ProfilerSlot, timed_group, timed_node};
 
 /// A CPU execution stream (ggml's CPU backend). Computing is synchronous;
 /// concurrent computes on one backend run one after the other.
@@ -160,12 +163,20 @@ impl CpuBackend {
                 let run = |shared: &mut Vec<f32>| {
                     run_nodes(plan.steps(), abort.as_ref(), |step| {
                         let par = Par::new(&**pool, step.threads, per_thread);
-                        timed_node(profiler, ctx, step.node, &par, |par| {
-                            guarded(ctx, step.node, || {
-                                let d = ctx.desc(step.node)?;
-                                ops::dispatch(ctx, step.node, d, par, shared)
-                            })
-                        })
+                        match step.group {
+                            Some((kind, ..)) => {
+                                let members = plan.members(&step);
+                                timed_group(profiler, ctx, members, kind.name(), &par, |par| {
+                                    guarded(ctx, step.node, || fused::compute_group(ctx, kind, members, par, shared))
+                                })
+                            }
+                            None => timed_node(profiler, ctx, step.node, &par, |par| {
+                                guarded(ctx, step.node, || {
+                                    let d = ctx.desc(step.node)?;
+                                    ops::dispatch(ctx, step.node, d, par, shared)
+                                })
+                            }),
+                        }
                     })
                 };
                 // As in `compute_graph`: several nodes run on a pool thread.
@@ -221,9 +232,37 @@ fn compute_nodes(
     abort: Option<&AbortCallback>,
     profiler: Option<&BackendProfiler>,
 ) -> ComputeStatus {
-    run_nodes(graph.nodes(), abort, |node| {
-        timed_node(profiler, ctx, node, par, |par| guarded(ctx, node, || ops::compute_node(ctx, node, par, shared)))
-    })
+    let (nodes, fused) = (graph.nodes(), graph.fused());
+    if fused.is_empty() {
+        return run_nodes(nodes, abort, |node| {
+            timed_node(profiler, ctx, node, par, |par| guarded(ctx, node, || ops::compute_node(ctx, node, par, shared)))
+        });
+    }
+    // With fused groups: a group's first node runs the whole group (the
+    // abort callback is polled before each step, as `run_nodes` does).
+    let mut groups = fused.iter().peekable();
+    let mut i = 0;
+    while i < nodes.len() {
+        if abort.is_some_and(|stop| stop()) {
+            return ComputeStatus::Aborted;
+        }
+        let node = nodes[i];
+        while groups.next_if(|g| (g.start as usize) < i).is_some() {}
+        let group = groups.next_if(|g| g.start as usize == i && g.range().end <= nodes.len());
+        let status = match group {
+            Some(g) => timed_group(profiler, ctx, &nodes[g.range()], g.kind.name(), par, |par| {
+                guarded(ctx, node, || fused::compute_group(ctx, g.kind, &nodes[g.range()], par, shared))
+            }),
+            None => timed_node(profiler, ctx, node, par, |par| {
+                guarded(ctx, node, || ops::compute_node(ctx, node, par, shared))
+            }),
+        };
+        if !status.is_success() {
+            return status;
+        }
+        i = group.map_or(i + 1, |g| g.range().end);
+    }
+    ComputeStatus::Success
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -273,6 +312,10 @@ impl Backend for CpuBackend {
 
     fn event_wait(&self, event: EventId) -> Result<()> {
         self.device.events().wait(event)
+    }
+
+    fn graph_optimize(&self, ctx: &Context, split: &mut SplitRewrite<'_>) -> Result<()> {
+        optimize::optimize_split(ctx, split)
     }
 
     fn set_profiler(&self, profiler: Option<BackendProfiler>) -> bool {

@@ -9,11 +9,13 @@
 //!   behind one lock), `jobs` ([`JobSystem`]: the threads kernels run on, a
 //!   rayon pool or the host's), `parallel` / `tasks` / `first_error`
 //!   (splitting a kernel's work), `abort`, `profiled` (timing nodes and
-//!   tasks for a profiler), `sysinfo`.
+//!   tasks for a profiler), `sysinfo`, `optimize` (the backend's
+//!   `graph_optimize`: products of one activation grouped, RMS_NORM + MUL
+//!   fused) and `fused` (computing a fused group).
 //! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
 //!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`,
-//!   `mul_mat`, `mul_mat_quant`, `flash_attn`), and the dispatch from an op
-//!   to its kernel.
+//!   `mul_mat`, `mul_mat_quant`, `flash_attn`; fused groups: `rms_norm_mul`,
+//!   `mul_mat_shared`), and the dispatch from an op to its kernel.
 //! - `simd/`: the vector primitives the op kernels are built from (`dot`,
 //!   `axpy`, `reduce`, `exp`, `convert`), multiversioned by CPU feature.
 //! - [`float_matvec`]: the streaming F16/F32 mat-vec of one-token products.
@@ -50,9 +52,11 @@ mod compute_state;
 mod device;
 mod first_error;
 pub mod float_matvec;
+mod fused;
 pub(crate) mod isa;
 mod jobs;
 pub(crate) mod ops;
+mod optimize;
 pub(crate) mod parallel;
 mod plan;
 mod platform;

@@ -4,25 +4,34 @@
 //! out, each node gets its thread count (the task split: the whole pool for
 //! the products and attention, whose drivers split their own work, and what
 //! an element-wise node's size is worth for the rest), and the shared work
-//! buffer is sized for the largest node. Computing a plan then only runs
-//! kernels; a context changed since the check is checked again first.
+//! buffer is sized for the largest node. A fused group the scheduler marked
+//! ([`Graph::fused`]) is one step on the whole pool, its nodes checked as
+//! the others. Computing a plan then only runs kernels; a context changed
+//! since the check is checked again first.
 
+use gantry_engine::sched::{FusedGroup, FusionKind};
 use gantry_engine::{Context, Error, Graph, Op, PlannedNodes, Result, TensorId};
 
 use super::ops;
 use super::parallel::MIN_WORK_PER_THREAD;
 
-/// One node to run and the threads its work is split over.
+/// One node (or fused group) to run and the threads its work is split over.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Step {
+    /// The node (a group's first node).
     pub node: TensorId,
     pub threads: usize,
+    /// For a fused group: its kind and its nodes' positions in the plan's
+    /// node list.
+    pub group: Option<(FusionKind, u32, u32)>,
 }
 
 /// A CPU plan: the checked steps and the work buffer size.
 #[derive(Debug)]
 pub(crate) struct CpuPlan {
     nodes: PlannedNodes,
+    /// The graph's fused groups (kept sorted by position).
+    fused: Vec<FusedGroup>,
     steps: Vec<Step>,
     /// Floats of shared scratch the largest node needs.
     work_floats: usize,
@@ -33,7 +42,13 @@ pub(crate) struct CpuPlan {
 impl CpuPlan {
     /// Checks and splits `graph` for a pool of `n_threads` threads.
     pub fn new(ctx: &Context, graph: Graph<'_>, n_threads: usize) -> Result<Self> {
-        let mut plan = Self { nodes: PlannedNodes::new(ctx, graph), steps: Vec::new(), work_floats: 0, n_threads };
+        let mut plan = Self {
+            nodes: PlannedNodes::new(ctx, graph),
+            fused: graph.fused().to_vec(),
+            steps: Vec::new(),
+            work_floats: 0,
+            n_threads,
+        };
         plan.check(ctx, n_threads)?;
         Ok(plan)
     }
@@ -41,6 +56,8 @@ impl CpuPlan {
     /// Points the plan at `graph`, reusing its lists.
     pub fn update(&mut self, ctx: &Context, graph: Graph<'_>, n_threads: usize) -> Result<()> {
         self.nodes.set(ctx, graph);
+        self.fused.clear();
+        self.fused.extend_from_slice(graph.fused());
         self.check(ctx, n_threads)
     }
 
@@ -58,17 +75,45 @@ impl CpuPlan {
         &self.steps
     }
 
+    /// The nodes of a step: its group's, or its one node.
+    pub fn members<'a>(&'a self, step: &'a Step) -> &'a [TensorId] {
+        match step.group {
+            Some((_, start, len)) => self.nodes.nodes().get(start as usize..(start + len) as usize).unwrap_or(&[]),
+            None => std::slice::from_ref(&step.node),
+        }
+    }
+
     /// Floats of shared scratch the plan needs.
     pub fn work_floats(&self) -> usize {
         self.work_floats
+    }
+
+    /// Whether position `i` is inside a group a step runs.
+    fn in_group(&self, i: usize) -> bool {
+        self.steps
+            .last()
+            .and_then(|s| s.group)
+            .is_some_and(|(_, start, len)| (start as usize..(start + len) as usize).contains(&i))
     }
 
     fn check(&mut self, ctx: &Context, n_threads: usize) -> Result<()> {
         self.steps.clear();
         self.work_floats = 0;
         self.n_threads = n_threads;
-        for &node in self.nodes.nodes() {
+        let mut groups = self.fused.iter().peekable();
+        for (i, &node) in self.nodes.nodes().iter().enumerate() {
             let d = ctx.desc(node)?;
+            while groups.next_if(|g| (g.start as usize) < i).is_some() {}
+            let group = groups.peek().filter(|g| g.start as usize == i).map(|g| g.range());
+            if let Some(range) = group.clone()
+                && let Some(members) = self.nodes.nodes().get(range.clone())
+                && members.iter().all(|&m| ctx.get(m).is_some_and(ops::computes_anything))
+                && let Some(g) = groups.next()
+            {
+                // Every member is checked below as the node it is; the group
+                // runs as one step on the whole pool.
+                self.steps.push(Step { node, threads: n_threads.max(1), group: Some((g.kind, g.start, g.len)) });
+            }
             if !ops::computes_anything(d) {
                 continue;
             }
@@ -90,7 +135,9 @@ impl CpuPlan {
                 _ => (d.nelements() / MIN_WORK_PER_THREAD + 1).min(n_threads),
             };
             self.work_floats = self.work_floats.max(ops::work_floats(ctx, node, d, n_threads)?);
-            self.steps.push(Step { node, threads: threads.max(1) });
+            if !self.in_group(i) {
+                self.steps.push(Step { node, threads: threads.max(1), group: None });
+            }
         }
         self.nodes.stamp(ctx);
         Ok(())

@@ -80,3 +80,28 @@ pub fn timed_node(
     p.profiler.record_since(SliceKind::Node, p.process, op, d.name, 0, t0, bytes, flops);
     status
 }
+
+/// [`timed_node`] for a fused group: one slice named after the group's
+/// kind (`op`), with the bytes and flops of all its nodes.
+pub fn timed_group(
+    profiler: Option<&BackendProfiler>,
+    ctx: &Context,
+    members: &[TensorId],
+    op: &'static str,
+    par: &Par<'_>,
+    kernel: impl FnOnce(&Par<'_>) -> ComputeStatus,
+) -> ComputeStatus {
+    let (Some(p), Some(d)) = (profiler, profiler.and(members.first()).and_then(|&m| ctx.get(m))) else {
+        return kernel(par);
+    };
+    let jobs = ProbedJobs { inner: par.jobs(), profiler: p, op, name: d.name };
+    let t0 = p.profiler.now_ns();
+    let status = kernel(&par.with_jobs(&jobs));
+    let (bytes, flops) = members
+        .iter()
+        .filter_map(|&m| ctx.get(m))
+        .map(|d| node_cost(ctx, d))
+        .fold((0, 0), |(b, f), (nb, nf)| (b + nb, f + nf));
+    p.profiler.record_since(SliceKind::Node, p.process, op, d.name, 0, t0, bytes, flops);
+    status
+}

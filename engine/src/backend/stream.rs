@@ -5,6 +5,7 @@ use std::any::Any;
 use gantry_arenas::{EventId, TensorId};
 
 use crate::profile::BackendProfiler;
+use crate::sched::optimize::SplitRewrite;
 use crate::{Context, Device, Error, Graph, GraphPlan, Result};
 
 /// How a graph computation ended (ggml's `ggml_status`).
@@ -99,6 +100,17 @@ pub trait Backend: Send + Sync + 'static {
     fn graph_plan_free(&self, plan: GraphPlan) -> Result<()> {
         let _ = plan;
         Err(Error::Unsupported(format!("backend {} has no graph plans", self.name())))
+    }
+
+    /// Rewrites one of this backend's splits before its memory is planned
+    /// (ggml's `graph_optimize`; the scheduler's optimize system,
+    /// [`crate::sched::optimize`]): the backend may move nodes earlier so
+    /// that nodes it computes together are adjacent, mark fused groups, and
+    /// keep alive what a fused group still reads. The groups come back with
+    /// the split's graph ([`Graph::fused`]). The default changes nothing.
+    fn graph_optimize(&self, ctx: &Context, split: &mut SplitRewrite<'_>) -> Result<()> {
+        let _ = (ctx, split);
+        Ok(())
     }
 
     /// Waits for all submitted work.

@@ -50,13 +50,13 @@ impl ComputeInputs<'_> {
     }
 }
 
-/// Runs every split of `graph` in order. Returns `Ok` when all ran or the
+/// Runs every split of the placed graph in order (each split's nodes in the
+/// optimize system's order, with its fused groups). Returns `Ok` when all ran or the
 /// eval callback asked to stop, [`Error::Aborted`] when the abort callback
 /// did; a failed backend status is an `Err` naming the backend and split. Without a callback, splits run from their graph
 /// plans in `plans` from the placement's second compute on ([`SplitPlans`]).
 pub fn compute_splits(
     ctx: &Context,
-    graph: Graph<'_>,
     inputs: &ComputeInputs<'_>,
     plans: &mut SplitPlans,
     mut callback: Option<&mut EvalCallback>,
@@ -96,18 +96,27 @@ pub fn compute_splits(
                 p.record(SliceKind::Copy, b, d.name, k as u32, copy_start, d.nbytes() as u64);
             }
         }
-        let nodes = &graph.nodes()[split.nodes.clone()];
+        // The optimize system's order and fused groups (an eval callback
+        // sees every node: then nodes run one by one, unfused).
+        let split_graph = inputs.tables.optimized.split_graph(inputs.tables, s);
+        let nodes = split_graph.nodes();
+        if nodes.len() != split.nodes.len() {
+            return Err(Error::Scheduler(format!(
+                "split {s} has {} nodes in its run order, {} placed",
+                nodes.len(),
+                split.nodes.len()
+            )));
+        }
         // An abort is the caller's wish, not a backend failure: it stays `Aborted`.
         let fail = |e: Error| match e {
             Error::Aborted => Error::Aborted,
             e => Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") },
         };
         match callback.as_deref_mut() {
-            None if use_plans => plans
-                .compute_async(s, split.backend, backend.as_ref(), ctx, Graph::from_parts(nodes, &[], &[]))
-                .into_result()
-                .map_err(fail)?,
-            None => backend.graph_compute_async(ctx, Graph::from_parts(nodes, &[], &[])).into_result().map_err(fail)?,
+            None if use_plans => {
+                plans.compute_async(s, split.backend, backend.as_ref(), ctx, split_graph).into_result().map_err(fail)?
+            }
+            None => backend.graph_compute_async(ctx, split_graph).into_result().map_err(fail)?,
             Some(cb) => {
                 let mut j0 = 0;
                 while j0 < nodes.len() {

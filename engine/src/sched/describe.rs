@@ -34,8 +34,10 @@ fn tensor_label(ctx: &Context, t: TensorId) -> String {
     if name.is_empty() { format!("{t:?} ({})", fmt_bytes(size)) } else { format!("{name} ({})", fmt_bytes(size)) }
 }
 
-/// The splits (level 1) and every node with its backend and the system step
-/// that chose it ([`super::Cause::label`], level 2), as ggml's
+/// The splits (level 1, with their count of fused groups) and every node,
+/// in the order it runs, with its backend and the system step that chose
+/// it ([`super::Cause::label`]) and a `## FUSED` line before each fused
+/// group (level 2), as ggml's
 /// `ggml_backend_sched_print_assignments`.
 pub fn describe_splits(
     ctx: &Context,
@@ -58,6 +60,10 @@ pub fn describe_splits(
             inputs.len(),
             fmt_bytes(in_bytes)
         );
+        let fused = tables.optimized.split_fused(i);
+        if !fused.is_empty() {
+            let _ = write!(s, ", {} fused groups", fused.len());
+        }
         for &t in inputs {
             let _ = write!(s, " [{}]", tensor_label(ctx, t));
         }
@@ -65,8 +71,20 @@ pub fn describe_splits(
         if level < 2 {
             continue;
         }
-        for (k, &n) in graph.nodes()[split.nodes.clone()].iter().enumerate() {
+        let opt = &tables.optimized;
+        let nodes = opt.split_nodes(tables, i);
+        let nodes = if nodes.len() == split.nodes.len() { nodes } else { &graph.nodes()[split.nodes.clone()] };
+        for (k, &n) in nodes.iter().enumerate() {
             let Some(d) = ctx.get(n) else { continue };
+            if let Some(g) = opt.split_fused(i).iter().find(|g| g.start as usize == k) {
+                let _ = writeln!(
+                    s,
+                    "## FUSED {} (nodes #{}..#{})",
+                    g.kind.name(),
+                    split.nodes.start + k,
+                    split.nodes.start + k + g.len as usize - 1
+                );
+            }
             let view = if is_view_op(&d.op) { " (view)" } else { "" };
             let _ = write!(
                 s,

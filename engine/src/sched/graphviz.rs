@@ -1,5 +1,6 @@
 //! Graphviz output of a scheduled graph: nodes coloured by backend, splits
-//! as clusters, copies as dashed red edges.
+//! as clusters, fused groups as blue clusters inside them, copies as dashed
+//! red edges.
 
 use std::fmt::Write;
 
@@ -59,7 +60,31 @@ pub fn to_dot(
             "  subgraph cluster_split{i} {{\n    label=\"split {i}: {}\"; style=dashed;",
             set.backend(split.backend).name()
         );
-        for &n in &graph.nodes()[split.nodes.clone()] {
+        let opt = &tables.optimized;
+        let nodes = opt.split_nodes(tables, i);
+        let nodes = if nodes.len() == split.nodes.len() { nodes } else { &graph.nodes()[split.nodes.clone()] };
+        for (k, &n) in nodes.iter().enumerate() {
+            let group = opt.split_fused(i).iter().find(|g| g.start as usize == k);
+            if let Some(g) = group {
+                let _ = writeln!(
+                    s,
+                    "    subgraph cluster_fused{i}_{k} {{\n      label=\"fused {}\"; style=\"bold,rounded\"; color=blue;",
+                    g.kind.name()
+                );
+                for &m in &nodes[g.range()] {
+                    let _ = writeln!(
+                        s,
+                        "      {} [label=\"{}\", fillcolor=\"{}\", penwidth=2, color=blue];",
+                        node_id(m),
+                        label(m),
+                        color(m)
+                    );
+                }
+                let _ = writeln!(s, "    }}");
+            }
+            if opt.group_of(i, k).is_some() {
+                continue;
+            }
             let _ = writeln!(s, "    {} [label=\"{}\", fillcolor=\"{}\"];", node_id(n), label(n), color(n));
         }
         let _ = writeln!(s, "  }}");

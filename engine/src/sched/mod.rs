@@ -1,7 +1,7 @@
 //! The multi-backend scheduler: ggml's `ggml_backend_sched` as a sequence of
 //! systems over component tables.
 //!
-//! A [`Scheduler`] runs five systems, each a plain function over the tables
+//! A [`Scheduler`] runs six systems, each a plain function over the tables
 //! in [`tables`] (ggml's pass numbers in brackets):
 //!
 //! 1. [`assign`] — backends that follow from memory: pins, pre-allocated
@@ -11,15 +11,18 @@
 //!    in-place step is Gantry's own];
 //! 3. [`split`] — cut the node list into per-backend splits with input
 //!    copies [pass 5];
-//! 4. [`alloc`] — plan and bind memory over every backend's buffer type with
+//! 4. [`optimize`] — each backend rewrites its splits: moves nodes within a
+//!    split, marks fused groups, adds allocation-order edges for what a
+//!    group still reads [ggml's `graph_optimize` hook];
+//! 5. [`alloc`] — plan and bind memory over every backend's buffer type with
 //!    the graph allocator; rotate pipeline copies;
-//! 5. [`compute`] — copy inputs in, run each split (from its backend's
+//! 6. [`compute`] — copy inputs in, run each split (from its backend's
 //!    graph plan once the placement is computed again: [`plans`]), record
 //!    events ([`pipeline`]), call the eval callback.
 //!
-//! [`placement`] runs the first three in order. The same graph placed again
+//! [`placement`] runs the first four in order. The same graph placed again
 //! in a context nothing changed since keeps its placement ([`reuse`]): the
-//! first four systems run once per graph, not once per compute.
+//! first five systems run once per graph, not once per compute.
 //!
 //! Around them: [`BackendSet`] (the backends in priority order, each a
 //! [`BackendIndex`]), [`budget`] (memory budgets per device, checked by the
@@ -40,6 +43,7 @@ pub mod expand;
 pub mod gathered;
 pub mod graph_copy;
 pub mod graphviz;
+pub mod optimize;
 pub mod pipeline;
 pub mod placement;
 pub mod plans;
@@ -58,5 +62,6 @@ pub use budget::{BackendMemory, MemoryReport};
 pub use cause::Cause;
 pub use compute::EvalCallback;
 pub use graph_copy::{GraphCopy, compare_backends, graph_copy};
+pub use optimize::{FusedGroup, FusionKind, SplitRewrite};
 pub use scheduler::{MAX_COPIES, Scheduler, SchedulerParams};
 pub use split::{Split, SplitParams};

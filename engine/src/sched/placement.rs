@@ -1,6 +1,6 @@
 //! Placement: gather the graph into the allocator's table (one look at each
-//! tensor), then run the assign, expand and split systems over it, filling
-//! the per-run tables the alloc and compute systems read.
+//! tensor), then run the assign, expand, split and optimize systems over it,
+//! filling the per-run tables the alloc and compute systems read.
 
 use gantry_arenas::BufferId;
 
@@ -8,6 +8,7 @@ use super::BackendSet;
 use super::assign::assign_backends;
 use super::expand::expand_assignments;
 use super::gathered::Gathered;
+use super::optimize::optimize_splits;
 use super::split::{AllocGraphInputs, SplitInputs, SplitParams, SplitTables, build_alloc_graph, split_graph};
 use super::tables::{Assignments, CopyTable, Pins, Prealloc, Support};
 use crate::alloc::TensorTable;
@@ -41,11 +42,14 @@ pub struct PlacementInputs<'a> {
     pub op_offload: bool,
     /// Pipeline copies and the split input limit.
     pub split: SplitParams,
+    /// Whether backends may rewrite their splits (the optimize system).
+    pub graph_optimize: bool,
 }
 
 /// Gathers `graph` into `table` (tensors in `own_buffers` are not
-/// pre-allocated: the allocator binds them again), then runs assign, expand
-/// and split over it and lays out the allocator's graph in the table. The
+/// pre-allocated: the allocator binds them again), then runs assign, expand,
+/// split and optimize over it and lays out the allocator's graph in the table
+/// (in the optimized order, with the optimize system's edges). The
 /// tables must have been undone (`SplitTables::undo`) since the previous run.
 pub fn place_graph(
     ctx: &mut Context,
@@ -54,7 +58,7 @@ pub fn place_graph(
     (table, own_buffers): (&mut TensorTable, &[BufferId]),
     run: &mut RunTables,
 ) -> Result<()> {
-    let PlacementInputs { set, pins, op_offload, split } = inputs;
+    let PlacementInputs { set, pins, op_offload, split, graph_optimize } = inputs;
     table.gather(ctx, graph, own_buffers)?;
     let capacity = ctx.slot_capacity();
     run.assigned.begin(table.len());
@@ -66,6 +70,7 @@ pub fn place_graph(
     expand_assignments(g, &mut run.assigned)?;
     let split_inputs = SplitInputs { set, table, pre: &run.prealloc, assigned: &run.assigned, params: split };
     split_graph(ctx, split_inputs, &mut run.copies, &mut run.split)?;
+    optimize_splits(ctx, set, table, &mut run.split, graph_optimize)?;
     let alloc_inputs = AllocGraphInputs { set, assigned: &run.assigned, copies: &run.copies, n_copies: split.n_copies };
     build_alloc_graph(ctx, table, alloc_inputs, &mut run.split)
 }

@@ -9,6 +9,7 @@ use super::budget::{Budgets, MemoryReport, memory_report};
 use super::compute::{ComputeInputs, EvalCallback, compute_splits};
 use super::describe::{debug_level_from_env, describe_splits};
 use super::graphviz::to_dot;
+use super::optimize::{FusedGroup, fusion_from_env};
 use super::pipeline::next_copy;
 use super::placement::{PlacementInputs, RunTables, place_graph};
 use super::plans::SplitPlans;
@@ -42,6 +43,10 @@ pub struct SchedulerParams {
     /// — may not pass it. Checked before compute memory grows
     /// ([`Error::BudgetExceeded`]); see [`super::budget`].
     pub budgets: Vec<Option<usize>>,
+    /// Let each backend rewrite its splits before memory is planned (the
+    /// optimize system: reordering and fused groups, see
+    /// [`super::optimize`]). On by default unless `GANTRY_NO_FUSION=1`.
+    pub graph_optimize: bool,
 }
 
 impl Default for SchedulerParams {
@@ -53,6 +58,7 @@ impl Default for SchedulerParams {
             op_offload: true,
             max_split_inputs: 30,
             budgets: Vec::new(),
+            graph_optimize: fusion_from_env(),
         }
     }
 }
@@ -73,7 +79,7 @@ enum State {
 /// Runs one graph across several backends (ggml's `ggml_backend_sched`).
 ///
 /// Backends come in priority order, the CPU last. Each run goes through the
-/// systems of [`crate::sched`]: assign, expand, split, alloc, compute. A graph
+/// systems of [`crate::sched`]: assign, expand, split, optimize, alloc, compute. A graph
 /// computed again with the same shapes and placement is not re-planned, and
 /// the whole run makes no heap allocation.
 ///
@@ -191,6 +197,7 @@ impl Scheduler {
             pins: &self.pins,
             op_offload: self.params.op_offload,
             split: self.split_params(),
+            graph_optimize: self.params.graph_optimize,
         };
         place_graph(ctx, graph, inputs, self.allocator.table_mut(), &mut self.run)
     }
@@ -364,7 +371,7 @@ impl Scheduler {
             abort: self.abort_callback.as_ref(),
             profile: self.profile.as_ref(),
         };
-        let result = compute_splits(ctx, graph, &inputs, &mut self.plans, self.eval_callback.as_mut());
+        let result = compute_splits(ctx, &inputs, &mut self.plans, self.eval_callback.as_mut());
         // Backends have taken what they need from the graph: restore the user's sources.
         self.run.split.unapply(ctx);
         self.cur_copy = next_copy(self.cur_copy, self.params.n_copies);
@@ -517,6 +524,18 @@ impl Scheduler {
     /// Number of splits of the current run.
     pub fn n_splits(&self) -> usize {
         self.run.split.splits.len()
+    }
+
+    /// Split `i`'s nodes in the order they run (the optimize system may have
+    /// moved nodes within the split; `graph.nodes()[split.nodes]` holds the
+    /// same nodes in the graph's order).
+    pub fn split_nodes(&self, i: usize) -> &[TensorId] {
+        self.run.split.optimized.split_nodes(&self.run.split, i)
+    }
+
+    /// Split `i`'s fused groups (positions in [`Scheduler::split_nodes`]).
+    pub fn split_fused(&self, i: usize) -> &[FusedGroup] {
+        self.run.split.optimized.split_fused(i)
     }
 
     /// The tensors copied into split `i` before it runs.

@@ -7,6 +7,7 @@ use std::ops::Range;
 
 use gantry_arenas::TensorId;
 
+use super::optimize::OptimizedNodes;
 use super::tables::{Assignments, CopyTable, Prealloc};
 use super::{BackendIndex, BackendSet};
 use crate::alloc::TensorTable;
@@ -69,6 +70,8 @@ pub struct SplitTables {
     /// Per gathered entry: the backends that can read its memory where it
     /// lives (placement is final when splitting starts).
     readable: Vec<u16>,
+    /// The optimize system's run order and fused groups.
+    pub optimized: OptimizedNodes,
 }
 
 impl SplitTables {
@@ -110,6 +113,7 @@ impl SplitTables {
         self.input_copies.clear();
         self.graph_inputs.clear();
         self.made.clear();
+        self.optimized.clear();
     }
 }
 
@@ -406,7 +410,8 @@ pub fn build_alloc_graph(
             table.walk_node(copy_d);
         }
         for i in nodes {
-            let d = table.node_dense[i] as usize;
+            // The optimize system's order (the graph's when it changed nothing).
+            let d = out.optimized.dense.get(i).copied().unwrap_or(table.node_dense[i]) as usize;
             table.walk_node(d);
         }
     }

@@ -29,7 +29,7 @@ const FIRST: BackendIndex = BackendIndex::new(0);
 const LAST: BackendIndex = BackendIndex::new(1);
 
 fn inputs<'a>(set: &'a BackendSet, pins: &'a Pins, op_offload: bool, split: SplitParams) -> PlacementInputs<'a> {
-    PlacementInputs { set, pins, op_offload, split }
+    PlacementInputs { set, pins, op_offload, split, graph_optimize: true }
 }
 
 /// A placement and the gathered table it laid the allocator's graph out in.

@@ -40,7 +40,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, op: BinaryOp, par: &P
 }
 
 /// `x[i] = x[i] (op) y[i % y.len()]`.
-fn apply_broadcast(op: BinaryOp, x: &mut [f32], y: &[f32]) {
+pub(super) fn apply_broadcast(op: BinaryOp, x: &mut [f32], y: &[f32]) {
     if y.len() == 1 {
         let v = y[0];
         x.iter_mut().for_each(|e| *e = op.apply(*e, v));

@@ -38,6 +38,8 @@
 //! - `tile_avx2`: the tiled micro-kernels of prompt batches.
 //! - `weight`: what the driver knows about a weight type, in one trait.
 //! - `mul_mat`: the quantized matrix product driver.
+//! - `mul_mat_shared`: several products of one activation, quantized once,
+//!   in one dispatch (a fused group's).
 //! - `rows`: row conversions for GET_ROWS / CPY / SET_ROWS.
 //! - `tests`, `isa_tests`: every path against the scalar one and f64
 //!   (`isa_tests`: small shapes, for an emulator).
@@ -49,6 +51,7 @@ pub(super) mod dot_avx2;
 mod dot_avx512;
 mod dot_scalar;
 mod mul_mat;
+mod mul_mat_shared;
 mod quantize_activation;
 mod rows;
 #[cfg(target_arch = "x86_64")]
@@ -68,6 +71,7 @@ mod isa_tests;
 mod tests;
 
 pub use mul_mat::{Columns, ColumnsMut, QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
+pub use mul_mat_shared::{MAX_SHARED, quant_mul_mat_shared, shared_takes};
 pub use quantize_activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 

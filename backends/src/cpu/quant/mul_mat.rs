@@ -29,13 +29,13 @@ use crate::cpu::parallel::SendPtr;
 
 /// Columns from which the tiled path is used (on every SIMD path: the
 /// AVX-512 ones run the AVX2 micro-kernels, there is no 512-bit tile yet).
-const TILE_MIN_N: usize = 8;
+pub(super) const TILE_MIN_N: usize = 8;
 /// Weight rows per tile of the tiled path.
 const TILE_ROWS: usize = 16;
 /// Weight rows per task of the dot-product path.
-const DOT_ROWS: usize = 16;
+pub(super) const DOT_ROWS: usize = 16;
 /// Alignment of every scratch region.
-const ALIGN: usize = 64;
+pub(super) const ALIGN: usize = 64;
 /// Multiply-adds each thread must get for waking another one to pay: the
 /// integer kernels do roughly 10^4 multiply-adds per microsecond, so this is
 /// a few microseconds of work, about what a wake-up costs. (A thread that
@@ -43,7 +43,7 @@ const ALIGN: usize = 64;
 /// Smaller products run on the calling thread alone.
 const MIN_MACS_PER_THREAD: usize = 64 * 1024;
 /// Activation values from which columns are quantized in parallel.
-const MIN_PARALLEL_QUANT: usize = 16 * 1024;
+pub(super) const MIN_PARALLEL_QUANT: usize = 16 * 1024;
 
 /// A quantized weight matrix of `m` rows of `k` values; row `r` starts at
 /// byte `r · row_stride` of `data`.
@@ -66,9 +66,9 @@ fn round_up(n: usize) -> usize {
 }
 
 /// Byte sizes of the scratch regions for `W`.
-struct Layout {
+pub(super) struct Layout {
     /// One quantized activation row.
-    act_row: usize,
+    pub(super) act_row: usize,
     /// One column's chunk scales and group sums (tiled path).
     col_extra: usize,
     /// One worker's unpacked weight tile (tiled path).
@@ -76,7 +76,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn new<W: WeightType>(k: usize) -> Layout {
+    pub(super) fn new<W: WeightType>(k: usize) -> Layout {
         let act_row = round_up(k / <W::Act as QuantBlock>::ELEMS * size_of::<W::Act>());
         let row = TileRow::new::<W>(k);
         // Group sums padded with zeros to whole vectors of 8 (see `mins_dot`).
@@ -85,7 +85,7 @@ impl Layout {
         Layout { act_row, col_extra, tile }
     }
 
-    fn size(&self, n: usize, threads: usize) -> usize {
+    pub(super) fn size(&self, n: usize, threads: usize) -> usize {
         ALIGN + n * (self.act_row + self.col_extra) + threads * self.tile
     }
 }
@@ -164,12 +164,12 @@ struct Args<'a, 'b> {
     jobs: &'a dyn JobSystem,
 }
 
-fn err(reason: String) -> Error {
+pub(super) fn err(reason: String) -> Error {
     Error::InvalidOp { op: "MUL_MAT", reason }
 }
 
 /// Bytes a strided 2-d region needs: `rows − 1` strides plus one row.
-fn span(rows: usize, stride: usize, row: usize) -> Option<usize> {
+pub(super) fn span(rows: usize, stride: usize, row: usize) -> Option<usize> {
     if rows == 0 { Some(0) } else { (rows - 1).checked_mul(stride)?.checked_add(row) }
 }
 
@@ -211,7 +211,7 @@ fn check(args: &Args<'_, '_>, dst_len: usize, scratch_len: usize, layout: &Layou
 
 /// A pointer that tasks share to write disjoint parts of `dst`.
 #[derive(Clone, Copy)]
-struct DstPtr(*mut f32);
+pub(super) struct DstPtr(pub(super) *mut f32);
 // SAFETY: every task writes a set of (row, column) elements no other task writes.
 unsafe impl Send for DstPtr {}
 // SAFETY: as above.
@@ -230,7 +230,7 @@ impl DstPtr {
 
 /// How many of `max` threads a product of `k × m` weights by `n` columns is
 /// worth (at least one: the calling thread).
-fn worth_threads(k: usize, m: usize, n: usize, max: usize) -> usize {
+pub(super) fn worth_threads(k: usize, m: usize, n: usize, max: usize) -> usize {
     let macs = k.saturating_mul(m).saturating_mul(n);
     (macs / MIN_MACS_PER_THREAD).clamp(1, max.max(1))
 }
@@ -238,8 +238,42 @@ fn worth_threads(k: usize, m: usize, n: usize, max: usize) -> usize {
 /// Runs `f` where the job system runs work best (inside a rayon pool: one
 /// hand-over for both steps) when several threads work, on the calling
 /// thread otherwise (no wake-up, no hand-over for a product that is too small).
-fn on_jobs(jobs: &dyn JobSystem, threads: usize, mut f: impl FnMut() + Send) {
+pub(super) fn on_jobs(jobs: &dyn JobSystem, threads: usize, mut f: impl FnMut() + Send) {
     if threads > 1 { jobs.enter(&mut f) } else { f() }
+}
+
+/// Weight rows `rows` times `n` quantized columns on the dot-product path:
+/// whole groups of rows through the several-row kernel, the rest one by one.
+///
+/// # Safety
+/// Every (row, column) of `rows` × `0..n` is inside the result `out`
+/// (column `j` at `j · dst_stride`) and no other task writes it.
+pub(super) unsafe fn dot_task<'w, 'a, W: WeightType>(
+    isa: Isa,
+    weights: &dyn Fn(usize) -> &'w [W::Block],
+    act_row: &dyn Fn(usize) -> &'a [W::Act],
+    rows: std::ops::Range<usize>,
+    n: usize,
+    (out, dst_stride): (DstPtr, usize),
+) {
+    let grouped = rows.start + rows.len() / ROWS * ROWS;
+    for r in (rows.start..grouped).step_by(ROWS) {
+        let x: [&[W::Block]; ROWS] = std::array::from_fn(|i| weights(r + i));
+        for j in 0..n {
+            for (i, v) in W::dot_rows(isa, x, act_row(j)).into_iter().enumerate() {
+                // SAFETY: (r + i, j) is inside dst and this task's (the caller's contract).
+                unsafe { out.write(j * dst_stride + r + i, v) };
+            }
+        }
+    }
+    for r in grouped..rows.end {
+        let x = weights(r);
+        for j in 0..n {
+            let v = W::dot(isa, x, act_row(j));
+            // SAFETY: (r, j) is inside dst and this task's (the caller's contract).
+            unsafe { out.write(j * dst_stride + r, v) };
+        }
+    }
 }
 
 fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) -> Result<()> {
@@ -324,25 +358,8 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             let worker = |_: usize| {
                 while let Some(t) = tasks.take() {
                     let rows = t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m);
-                    // Whole groups of rows through the several-row kernel, the rest one by one.
-                    let grouped = rows.start + rows.len() / ROWS * ROWS;
-                    for r in (rows.start..grouped).step_by(ROWS) {
-                        let x: [&[W::Block]; ROWS] = std::array::from_fn(|i| weights(r + i));
-                        for j in 0..n {
-                            for (i, v) in W::dot_rows(args.isa, x, act_row(j)).into_iter().enumerate() {
-                                // SAFETY: (r + i, j) is inside dst (checked) and belongs to this task only.
-                                unsafe { out.write(j * args.dst_stride + r + i, v) };
-                            }
-                        }
-                    }
-                    for r in grouped..rows.end {
-                        let x = weights(r);
-                        for j in 0..n {
-                            let v = W::dot(args.isa, x, act_row(j));
-                            // SAFETY: (r, j) is inside dst (checked) and belongs to this task only.
-                            unsafe { out.write(j * args.dst_stride + r, v) };
-                        }
-                    }
+                    // SAFETY: the rows are inside dst (checked) and belong to this task only.
+                    unsafe { dot_task::<W>(args.isa, &weights, &act_row, rows, n, (out, args.dst_stride)) };
                 }
             };
             if threads > 1 {

@@ -520,3 +520,45 @@ fn row_unpacking_matches_the_scalar_form() {
         check_unpack_row::<weight::WQ8_0>(k);
     }
 }
+
+#[test]
+fn a_shared_product_equals_the_products_one_by_one() {
+    let k = 256;
+    let p = pool(2);
+    for dtype in WEIGHT_TYPES {
+        let mats: Vec<(Vec<u8>, usize)> = [40, 17, 33]
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| {
+                let (d, s, _) = weights(dtype, k, m, 2, 31 + i as u32);
+                (d, s)
+            })
+            .collect();
+        let ms = [40, 17, 33];
+        let ws: Vec<QuantMatrix<'_>> =
+            mats.iter().zip(ms).map(|((d, s), m)| QuantMatrix { dtype, data: d, row_stride: *s, k, m }).collect();
+        for n in [1, 2, 7] {
+            let src1: Vec<f32> = (0..n).flat_map(|j| test_signal(k, 700 + j as u32)).collect();
+            let columns = Columns { data: &src1, stride: k, n };
+            let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, n, 2).unwrap()];
+            let mut one_by_one: Vec<Vec<f32>> = ms.iter().map(|&m| vec![f32::NAN; n * m]).collect();
+            for (w, dst) in ws.iter().zip(one_by_one.iter_mut()) {
+                quant_mul_mat(w, columns, ColumnsMut { data: dst, stride: w.m }, &mut scratch, &p).unwrap();
+            }
+            let mut shared: Vec<Vec<f32>> = ms.iter().map(|&m| vec![f32::NAN; n * m]).collect();
+            let mut dsts: Vec<ColumnsMut<'_>> =
+                shared.iter_mut().zip(ms).map(|(d, m)| ColumnsMut { data: d, stride: m }).collect();
+            quant_mul_mat_shared(&ws, columns, &mut dsts, &mut scratch, &p).unwrap();
+            assert_eq!(shared, one_by_one, "{dtype} n={n}");
+        }
+        // What it refuses: prompt-sized batches, mixed row lengths.
+        let src1 = vec![0.5f32; k * 8];
+        let mut out = vec![0f32; 40 * 8];
+        let mut dsts = [ColumnsMut { data: &mut out, stride: 40 }];
+        let mut scratch = vec![0u8; quant_mul_mat_scratch_size(dtype, k, 8, 2).unwrap()];
+        assert!(
+            quant_mul_mat_shared(&ws[..1], Columns { data: &src1, stride: k, n: 8 }, &mut dsts, &mut scratch, &p)
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! Products that share their activations (a decoder's Q/K/V, or gate and
+//! up, at batch 1): several quantized weight matrices of one type times the
+//! same few columns. The columns are quantized once for all of them, and the
+//! rows of every matrix are split over the threads in one dispatch, so the
+//! group costs one hand-over to the pool and one wait instead of one per
+//! matrix. Only the dot-product path (fewer than `TILE_MIN_N` columns);
+//! [`shared_takes`] says when.
+
+use gantry_engine::quant::QuantBlock;
+use gantry_engine::{DType, Error, Result};
+
+use super::Isa;
+use super::mul_mat::{
+    ALIGN, Columns, ColumnsMut, DOT_ROWS, DstPtr, Layout, QuantMatrix, TILE_MIN_N, dot_task, err, on_jobs, span,
+    worth_threads,
+};
+use super::weight::{ActBlock, WeightType, with_weight_type};
+use crate::cpu::TaskCounter;
+use crate::cpu::jobs::{JobSystem, run_tasks};
+
+/// Most matrices one shared product takes.
+pub const MAX_SHARED: usize = 4;
+
+/// Whether [`quant_mul_mat_shared`] takes products of `n` columns.
+pub fn shared_takes(n: usize) -> bool {
+    (1..TILE_MIN_N).contains(&n)
+}
+
+/// `dsts[i] = ws[i] · src1` for every matrix `i` (as [`super::quant_mul_mat`]
+/// for each), with `src1` quantized once. The matrices must have one dtype
+/// and one row length, there must be 1 to [`MAX_SHARED`] of them, and
+/// [`shared_takes`]`(src1.n)`. `scratch` must hold
+/// [`super::quant_mul_mat_scratch_size`]`(dtype, k, n, jobs.concurrency())`
+/// bytes; nothing is allocated.
+pub fn quant_mul_mat_shared(
+    ws: &[QuantMatrix<'_>],
+    src1: Columns<'_>,
+    dsts: &mut [ColumnsMut<'_>],
+    scratch: &mut [u8],
+    jobs: &dyn JobSystem,
+) -> Result<()> {
+    let Some(first) = ws.first() else { return Ok(()) };
+    if ws.len() > MAX_SHARED || ws.len() != dsts.len() {
+        return Err(err(format!("a shared product takes 1 to {MAX_SHARED} matrices and as many results")));
+    }
+    if let Some(w) = ws.iter().find(|w| w.dtype != first.dtype || w.k != first.k) {
+        return Err(err(format!(
+            "a shared product's weights differ: {} of {} values beside {} of {}",
+            w.dtype, w.k, first.dtype, first.k
+        )));
+    }
+    if !shared_takes(src1.n) {
+        return Err(err(format!("a shared product takes 1 to {} columns, not {}", TILE_MIN_N - 1, src1.n)));
+    }
+    let isa = Isa::best();
+    with_weight_type!(first.dtype, run_shared(isa, ws, src1, dsts, scratch, jobs))
+        .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: first.dtype })?
+}
+
+fn run_shared<W: WeightType>(
+    isa: Isa,
+    ws: &[QuantMatrix<'_>],
+    src1: Columns<'_>,
+    dsts: &mut [ColumnsMut<'_>],
+    scratch: &mut [u8],
+    jobs: &dyn JobSystem,
+) -> Result<()> {
+    let (k, n) = (ws[0].k, src1.n);
+    let dtype: DType = ws[0].dtype;
+    let layout = Layout::new::<W>(k);
+    let bs = <W::Block as QuantBlock>::ELEMS;
+    let row_bytes = dtype
+        .row_size(k)
+        .filter(|_| k.is_multiple_of(bs))
+        .ok_or_else(|| err(format!("weights of {k} values per row are not a whole number of {dtype} blocks")))?;
+    for (w, dst) in ws.iter().zip(dsts.iter()) {
+        if w.row_stride < row_bytes || span(w.m, w.row_stride, row_bytes).is_none_or(|s| s > w.data.len()) {
+            return Err(err(format!("{dtype} weights: {} rows of {row_bytes} bytes do not fit", w.m)));
+        }
+        if dst.stride < w.m || span(n, dst.stride, w.m).is_none_or(|s| s > dst.data.len()) {
+            return Err(err(format!("dst: {n} rows of {} values with stride {} do not fit", w.m, dst.stride)));
+        }
+    }
+    if src1.stride < k || span(n, src1.stride, k).is_none_or(|s| s > src1.data.len()) {
+        return Err(err(format!("src1: {n} rows of {k} values with stride {} do not fit", src1.stride)));
+    }
+    let need = layout.size(n, jobs.concurrency());
+    if scratch.len() < need {
+        return Err(err(format!("scratch holds {} bytes, {need} are needed", scratch.len())));
+    }
+    let total_m: usize = ws.iter().map(|w| w.m).sum();
+    if total_m == 0 {
+        return Ok(());
+    }
+    let threads = worth_threads(k, total_m, n, jobs.concurrency());
+    let skip = scratch.as_ptr().align_offset(ALIGN).min(ALIGN);
+    let acts = &mut scratch[skip..skip + n * layout.act_row];
+    let act_blocks = k / <W::Act as QuantBlock>::ELEMS;
+    // Where each matrix's tasks start in the shared task numbering.
+    let mut first_task = [0usize; MAX_SHARED + 1];
+    for (i, w) in ws.iter().enumerate() {
+        first_task[i + 1] = first_task[i] + w.m.div_ceil(DOT_ROWS);
+    }
+    let n_tasks = first_task[ws.len()];
+    let mut outs = [(DstPtr(std::ptr::null_mut()), 0usize); MAX_SHARED];
+    for (o, dst) in outs.iter_mut().zip(dsts.iter_mut()) {
+        *o = (DstPtr(dst.data.as_mut_ptr()), dst.stride);
+    }
+
+    on_jobs(jobs, threads, || {
+        // 1. The columns, quantized once (few values: on this thread).
+        for (j, act) in acts.chunks_mut(layout.act_row).enumerate() {
+            let x = &src1.data[j * src1.stride..j * src1.stride + k];
+            let blocks: &mut [W::Act] = bytemuck::cast_slice_mut(&mut act[..act_blocks * size_of::<W::Act>()]);
+            <W::Act as ActBlock>::quantize_on(isa, x, blocks);
+        }
+        let acts: &[u8] = acts;
+        let act_row = |j: usize| -> &[W::Act] {
+            bytemuck::cast_slice(&acts[j * layout.act_row..j * layout.act_row + act_blocks * size_of::<W::Act>()])
+        };
+        // 2. Every matrix's rows, one task counter over all of them.
+        let tasks = TaskCounter::new(n_tasks);
+        let worker = |_: usize| {
+            while let Some(t) = tasks.take() {
+                let i = first_task[1..=ws.len()].iter().position(|&end| t < end).unwrap_or(0);
+                let w = &ws[i];
+                let local = t - first_task[i];
+                let rows = local * DOT_ROWS..((local + 1) * DOT_ROWS).min(w.m);
+                let weights = |r: usize| -> &[W::Block] {
+                    bytemuck::cast_slice(&w.data[r * w.row_stride..r * w.row_stride + row_bytes])
+                };
+                // SAFETY: the rows are inside matrix i's result (checked above)
+                // and task t alone writes them.
+                unsafe { dot_task::<W>(isa, &weights, &act_row, rows, n, outs[i]) };
+            }
+        };
+        if threads > 1 {
+            run_tasks(jobs, threads, &worker);
+        } else {
+            worker(0);
+        }
+    });
+    Ok(())
+}
