@@ -71,7 +71,7 @@ mod isa_tests;
 mod tests;
 
 pub use mul_mat::{Columns, ColumnsMut, QuantMatrix, quant_mul_mat, quant_mul_mat_on, quant_mul_mat_scratch_size};
-pub use mul_mat_shared::{MAX_SHARED, quant_mul_mat_shared, shared_takes};
+pub use mul_mat_shared::{MAX_SHARED, quant_mul_mat_shared, quant_mul_mat_shared_on, shared_takes};
 pub use quantize_activation::{quantize_row_q8_0, quantize_row_q8_1, quantize_row_q8_k};
 pub use rows::{dequantize_rows, quantize_rows_ref};
 

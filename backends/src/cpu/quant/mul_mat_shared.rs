@@ -39,6 +39,18 @@ pub fn quant_mul_mat_shared(
     scratch: &mut [u8],
     jobs: &dyn JobSystem,
 ) -> Result<()> {
+    quant_mul_mat_shared_on(Isa::best(), ws, src1, dsts, scratch, jobs)
+}
+
+/// [`quant_mul_mat_shared`] on the path `isa` (one the CPU has).
+pub fn quant_mul_mat_shared_on(
+    isa: Isa,
+    ws: &[QuantMatrix<'_>],
+    src1: Columns<'_>,
+    dsts: &mut [ColumnsMut<'_>],
+    scratch: &mut [u8],
+    jobs: &dyn JobSystem,
+) -> Result<()> {
     let Some(first) = ws.first() else { return Ok(()) };
     if ws.len() > MAX_SHARED || ws.len() != dsts.len() {
         return Err(err(format!("a shared product takes 1 to {MAX_SHARED} matrices and as many results")));
@@ -52,7 +64,6 @@ pub fn quant_mul_mat_shared(
     if !shared_takes(src1.n) {
         return Err(err(format!("a shared product takes 1 to {} columns, not {}", TILE_MIN_N - 1, src1.n)));
     }
-    let isa = Isa::best();
     with_weight_type!(first.dtype, run_shared(isa, ws, src1, dsts, scratch, jobs))
         .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: first.dtype })?
 }

@@ -550,6 +550,19 @@ fn a_shared_product_equals_the_products_one_by_one() {
                 shared.iter_mut().zip(ms).map(|(d, m)| ColumnsMut { data: d, stride: m }).collect();
             quant_mul_mat_shared(&ws, columns, &mut dsts, &mut scratch, &p).unwrap();
             assert_eq!(shared, one_by_one, "{dtype} n={n}");
+            // Every path this CPU has, against the same path's products one by one.
+            for isa in Isa::available() {
+                let mut by_isa: Vec<Vec<f32>> = ms.iter().map(|&m| vec![f32::NAN; n * m]).collect();
+                for (w, dst) in ws.iter().zip(by_isa.iter_mut()) {
+                    let out = ColumnsMut { data: dst, stride: w.m };
+                    quant_mul_mat_on(isa, w, columns, out, &mut scratch, &p).unwrap();
+                }
+                let mut shared: Vec<Vec<f32>> = ms.iter().map(|&m| vec![f32::NAN; n * m]).collect();
+                let mut dsts: Vec<ColumnsMut<'_>> =
+                    shared.iter_mut().zip(ms).map(|(d, m)| ColumnsMut { data: d, stride: m }).collect();
+                quant_mul_mat_shared_on(isa, &ws, columns, &mut dsts, &mut scratch, &p).unwrap();
+                assert_eq!(shared, by_isa, "{dtype} n={n} on {isa:?}");
+            }
         }
         // What it refuses: prompt-sized batches, mixed row lengths.
         let src1 = vec![0.5f32; k * 8];
