@@ -154,14 +154,15 @@ pub fn quant_mul_mat_on(
         .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: w.dtype })?
 }
 
-struct Args<'a, 'b> {
-    isa: Isa,
-    w: &'a QuantMatrix<'b>,
-    src1: &'a [f32],
-    src1_stride: usize,
-    n: usize,
-    dst_stride: usize,
-    jobs: &'a dyn JobSystem,
+/// One product's operands, as the driver and [`check`] read them.
+pub(super) struct Args<'a, 'b> {
+    pub(super) isa: Isa,
+    pub(super) w: &'a QuantMatrix<'b>,
+    pub(super) src1: &'a [f32],
+    pub(super) src1_stride: usize,
+    pub(super) n: usize,
+    pub(super) dst_stride: usize,
+    pub(super) jobs: &'a dyn JobSystem,
 }
 
 pub(super) fn err(reason: String) -> Error {
@@ -173,7 +174,17 @@ pub(super) fn span(rows: usize, stride: usize, row: usize) -> Option<usize> {
     if rows == 0 { Some(0) } else { (rows - 1).checked_mul(stride)?.checked_add(row) }
 }
 
-fn check(args: &Args<'_, '_>, dst_len: usize, scratch_len: usize, layout: &Layout, bs: usize) -> Result<()> {
+/// Checks that `w`, `args`' columns, a result of `dst_len` values with
+/// `args.dst_stride` and a scratch of `scratch_len` bytes fit one product;
+/// returns the bytes of one weight row. (The shared product checks each of
+/// its matrices with it.)
+pub(super) fn check(
+    args: &Args<'_, '_>,
+    dst_len: usize,
+    scratch_len: usize,
+    layout: &Layout,
+    bs: usize,
+) -> Result<usize> {
     let w = args.w;
     let row_bytes = w.dtype.row_size(w.k).filter(|_| w.k.is_multiple_of(bs)).ok_or_else(|| {
         err(format!("weights of {} values per row are not a whole number of {} blocks", w.k, w.dtype))
@@ -206,7 +217,7 @@ fn check(args: &Args<'_, '_>, dst_len: usize, scratch_len: usize, layout: &Layou
     if scratch_len < need {
         return Err(err(format!("scratch holds {scratch_len} bytes, {need} are needed")));
     }
-    Ok(())
+    Ok(row_bytes)
 }
 
 /// A pointer that tasks share to write disjoint parts of `dst`.

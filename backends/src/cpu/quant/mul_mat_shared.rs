@@ -11,7 +11,7 @@ use gantry_engine::{DType, Error, Result};
 
 use super::Isa;
 use super::mul_mat::{
-    ALIGN, Columns, ColumnsMut, DOT_ROWS, DstPtr, Layout, QuantMatrix, TILE_MIN_N, dot_task, err, on_jobs, span,
+    ALIGN, Args, Columns, ColumnsMut, DOT_ROWS, DstPtr, Layout, QuantMatrix, TILE_MIN_N, check, dot_task, err, on_jobs,
     worth_threads,
 };
 use super::weight::{ActBlock, WeightType, with_weight_type};
@@ -77,27 +77,14 @@ fn run_shared<W: WeightType>(
     jobs: &dyn JobSystem,
 ) -> Result<()> {
     let (k, n) = (ws[0].k, src1.n);
-    let dtype: DType = ws[0].dtype;
     let layout = Layout::new::<W>(k);
     let bs = <W::Block as QuantBlock>::ELEMS;
-    let row_bytes = dtype
-        .row_size(k)
-        .filter(|_| k.is_multiple_of(bs))
-        .ok_or_else(|| err(format!("weights of {k} values per row are not a whole number of {dtype} blocks")))?;
+    // Each matrix with its result as one product would check them (same
+    // columns and scratch); every matrix has the first one's row length.
+    let mut row_bytes = 0;
     for (w, dst) in ws.iter().zip(dsts.iter()) {
-        if w.row_stride < row_bytes || span(w.m, w.row_stride, row_bytes).is_none_or(|s| s > w.data.len()) {
-            return Err(err(format!("{dtype} weights: {} rows of {row_bytes} bytes do not fit", w.m)));
-        }
-        if dst.stride < w.m || span(n, dst.stride, w.m).is_none_or(|s| s > dst.data.len()) {
-            return Err(err(format!("dst: {n} rows of {} values with stride {} do not fit", w.m, dst.stride)));
-        }
-    }
-    if src1.stride < k || span(n, src1.stride, k).is_none_or(|s| s > src1.data.len()) {
-        return Err(err(format!("src1: {n} rows of {k} values with stride {} do not fit", src1.stride)));
-    }
-    let need = layout.size(n, jobs.concurrency());
-    if scratch.len() < need {
-        return Err(err(format!("scratch holds {} bytes, {need} are needed", scratch.len())));
+        let args = Args { isa, w, src1: src1.data, src1_stride: src1.stride, n, dst_stride: dst.stride, jobs };
+        row_bytes = check(&args, dst.data.len(), scratch.len(), &layout, bs)?;
     }
     let total_m: usize = ws.iter().map(|w| w.m).sum();
     if total_m == 0 {
