@@ -33,10 +33,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
                     let inv = 1.0 / (var + eps).sqrt();
                     x.iter_mut().for_each(|v| *v = (*v - mean) * inv);
                 }
-                Op::RmsNorm { eps } => {
-                    let mean_sq = (simd::sum_sq_f64(x, 0.0) / n0 as f64) as f32;
-                    simd::scale(x, 1.0 / (mean_sq + eps).sqrt());
-                }
+                Op::RmsNorm { eps } => rms_normalize(x, eps),
                 _ => {}
             }
             // SAFETY: as above.
@@ -44,4 +41,11 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
         }
     });
     Ok(())
+}
+
+/// `x / sqrt(mean(x²) + eps)` in place: RMS_NORM of one row (also what the
+/// fused RMS_NORM+MUL computes, so the two agree bit for bit).
+pub(super) fn rms_normalize(x: &mut [f32], eps: f32) {
+    let mean_sq = (simd::sum_sq_f64(x, 0.0) / x.len() as f64) as f32;
+    simd::scale(x, 1.0 / (mean_sq + eps).sqrt());
 }

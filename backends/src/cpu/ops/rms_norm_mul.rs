@@ -15,9 +15,9 @@ use gantry_engine::{BinaryOp, Context, DType, Op, Result, TensorId};
 
 use super::binary::apply_broadcast;
 use super::bound::Bound;
+use super::norm::rms_normalize;
 use super::{src, supports_op};
 use crate::cpu::parallel::Par;
-use crate::cpu::simd;
 
 /// Whether `norm` then `mul` can run as one pass: an F32 RMS_NORM whose
 /// result is the MUL's first operand, the second repeating over it, all F32.
@@ -61,8 +61,7 @@ pub fn compute(ctx: &Context, norm: TensorId, mul: TensorId, par: &Par<'_>) -> R
                 x.load_row(i1, i2, i3, row);
                 w.load_row(i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3], scale);
             }
-            let mean_sq = (simd::sum_sq_f64(row, 0.0) / n0 as f64) as f32;
-            simd::scale(row, 1.0 / (mean_sq + eps).sqrt());
+            rms_normalize(row, eps);
             apply_broadcast(BinaryOp::Mul, row, scale);
             // SAFETY: as above.
             unsafe { dst.store_row(i1, i2, i3, row) };
