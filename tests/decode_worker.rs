@@ -11,6 +11,7 @@ use gantry::backends::cpu::{CpuBackend, CpuDevice};
 use gantry::model::decoder::{
     Batch, DecodeWorker, DecoderHparams, DecoderWeights, LayerCounts, Session, SessionParams, layer_devices,
 };
+use gantry::testing::max_abs_diff;
 use gantry::{Backend, BufferUsage, Context, DType, Device};
 
 const HP: DecoderHparams = gantry::testing::TINY_LLAMA;
@@ -199,7 +200,7 @@ fn abort_part_way(backends: &[Arc<dyn Backend>], at: usize) -> usize {
     s.set_abort_callback(None);
     for (t, want) in STEPS.iter().zip(&want[1..]) {
         let got = s.decode(&mut ctx, &step(*t)).unwrap();
-        let diff = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        let diff = max_abs_diff(got, want);
         assert!(diff < 1e-3, "after the abort, logits differ by {diff}");
     }
     s.scheduler().n_splits()
@@ -211,6 +212,18 @@ fn an_abort_stops_a_cpu_batch_between_its_nodes() {
     // One split on the CPU: the scheduler polls once, then the CPU backend before each node;
     // the tenth poll falls inside the split.
     assert_eq!(abort_part_way(&[cpu()], 10), 1);
+}
+
+/// The first wgpu device's backend and the CPU's, or `None` after saying
+/// the test is skipped.
+#[cfg(feature = "wgpu")]
+fn wgpu_and_cpu() -> Option<[Arc<dyn Backend>; 2]> {
+    let platform = gantry::backends::wgpu::WgpuPlatform::new();
+    let Some(dev) = platform.wgpu_devices().first() else {
+        eprintln!("skipped: no wgpu adapter on this machine");
+        return None;
+    };
+    Some([dev.init_backend(None).unwrap(), cpu()])
 }
 
 /// `decode_start`, `is_done` until it says so, `decode_finish`: the logits
@@ -244,21 +257,16 @@ fn a_started_batch_polled_home_gives_the_logits_decode_gives() {
 #[test]
 fn a_started_wgpu_batch_polled_home_gives_the_logits_decode_gives() {
     let _alone = serial();
-    let platform = gantry::backends::wgpu::WgpuPlatform::new();
-    let Some(dev) = platform.wgpu_devices().first() else {
-        eprintln!("skipped: no wgpu adapter on this machine");
-        return;
-    };
+    let Some(backends) = wgpu_and_cpu() else { return };
     // The whole model on wgpu (the logits in its memory), and spread over wgpu and the CPU.
-    let backends = [dev.init_backend(None).unwrap(), cpu()];
     for spread in [1, 2] {
         let want = direct_over(&backends, spread);
         let (got, memory) = started_and_polled(&backends, spread);
         // On wgpu alone the logits come through the read-back; with the last layer on the CPU, not.
         assert_eq!(memory == "CPU", spread == 2, "logits in {memory} memory");
         for (g, w) in got.iter().zip(&want) {
-            let diff = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-            assert!(g.len() == w.len() && diff < 1e-4, "polled logits differ from decode's by {diff}");
+            let diff = max_abs_diff(g, w);
+            assert!(diff < 1e-4, "polled logits differ from decode's by {diff}");
         }
     }
 }
@@ -267,12 +275,7 @@ fn a_started_wgpu_batch_polled_home_gives_the_logits_decode_gives() {
 #[test]
 fn an_abort_stops_a_wgpu_batch_between_its_splits() {
     let _alone = serial();
-    let platform = gantry::backends::wgpu::WgpuPlatform::new();
-    let Some(dev) = platform.wgpu_devices().first() else {
-        eprintln!("skipped: no wgpu adapter on this machine");
-        return;
-    };
-    let backends = [dev.init_backend(None).unwrap(), cpu()];
+    let Some(backends) = wgpu_and_cpu() else { return };
     // The second poll: before the second split (wgpu and the CPU take turns).
     let splits = abort_part_way(&backends, 2);
     assert!(splits >= 2, "the graph has {splits} split(s); the test needs two");
