@@ -1,8 +1,8 @@
 //! A started batch's logits on their way to host memory. In a wgpu
 //! device's memory they come back by a read-back submitted once the compute
 //! has finished (found by the session's non-blocking poll), so that neither
-//! the poll nor `decode_finish` waits for a mapping; anywhere else they are
-//! read once the compute has finished.
+//! the poll nor `decode_finish` waits for a mapping; anywhere else the
+//! session reads them once the compute has finished.
 
 use gantry_engine::{Context, TensorId};
 
@@ -21,8 +21,8 @@ pub(crate) struct LogitsRead {
 
 impl LogitsRead {
     /// Prepares the read of `logits` for a batch just started: a read-back
-    /// when they are in a wgpu device's memory, else a plain read at
-    /// [`LogitsRead::finish`].
+    /// when they are in a wgpu device's memory (else [`LogitsRead::finish`]
+    /// leaves the read to the session).
     pub(crate) fn begin(&mut self, ctx: &Context, logits: TensorId) -> Result<()> {
         #[cfg(feature = "wgpu")]
         {
@@ -56,16 +56,11 @@ impl LogitsRead {
         Ok(true)
     }
 
-    /// The first `n_floats` logits into `out`, once the compute has
-    /// finished (submitting and waiting for the read-back if polls have not
-    /// brought it in yet).
-    pub(crate) fn finish(
-        &mut self,
-        ctx: &Context,
-        logits: TensorId,
-        n_floats: usize,
-        out: &mut Vec<f32>,
-    ) -> Result<()> {
+    /// The first `n_floats` logits into `out` through the read-back, once
+    /// the compute has finished (submitting and waiting for it if polls have
+    /// not brought it in yet). `Ok(false)`, nothing done, when the logits
+    /// are not read back: the caller reads them from host memory.
+    pub(crate) fn finish(&mut self, n_floats: usize, out: &mut Vec<f32>) -> Result<bool> {
         #[cfg(feature = "wgpu")]
         if std::mem::take(&mut self.through_read_back) {
             if self.read_back.is_prepared() {
@@ -76,10 +71,10 @@ impl LogitsRead {
             out.resize(self.read_back.len() / 4, 0.0);
             self.read_back.take_f32(out)?;
             out.truncate(n_floats);
-            return Ok(());
+            return Ok(true);
         }
-        out.resize(n_floats, 0.0);
-        ctx.read_tensor_bytes(logits, 0, bytemuck::cast_slice_mut(out))?;
-        Ok(())
+        #[cfg(not(feature = "wgpu"))]
+        let _ = (n_floats, out);
+        Ok(false)
     }
 }

@@ -437,8 +437,8 @@ impl Session {
     /// Waits for a started batch and reads its logits.
     fn finish(&mut self, ctx: &mut Context, pending: Pending) -> Result<()> {
         self.sched.synchronize()?;
-        if pending.started_async {
-            return self.logits_read.finish(ctx, pending.logits, pending.n_floats, &mut self.logits);
+        if pending.started_async && self.logits_read.finish(pending.n_floats, &mut self.logits)? {
+            return Ok(());
         }
         self.logits.resize(pending.n_floats, 0.0);
         ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
