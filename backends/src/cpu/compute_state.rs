@@ -15,6 +15,7 @@ use rayon::ThreadPool;
 
 use super::jobs::JobSystem;
 use super::parallel::PerThreadScratch;
+use super::spin_pool::SpinPool;
 
 /// The worker threads a compute state owns.
 pub trait WorkerPool: Sized {
@@ -44,12 +45,12 @@ impl WorkerPool for ThreadPool {
     }
 }
 
-/// A job system shared with its owner: the backend's own rayon pool (built
-/// by [`WorkerPool::build`]), the host's pool, or the host's job system,
-/// handed in with [`SharedComputeState::with_pool`].
+/// A job system shared with its owner: the backend's own [`SpinPool`]
+/// (built by [`WorkerPool::build`]), the host's rayon pool, or the host's
+/// job system, handed in with [`SharedComputeState::with_pool`].
 impl WorkerPool for Arc<dyn JobSystem> {
     fn build(n_threads: usize) -> Result<Self> {
-        <ThreadPool as WorkerPool>::build(n_threads).map(|pool| Arc::new(pool) as Arc<dyn JobSystem>)
+        SpinPool::new(n_threads).map(|pool| Arc::new(pool) as Arc<dyn JobSystem>)
     }
 
     fn n_threads(&self) -> usize {

@@ -1,6 +1,6 @@
 //! The CPU backend: aligned host buffers, buffers over caller memory, a
-//! rayon pool with a settable thread count (or the host's pool, or the
-//! host's job system), an abort callback, and kernels for every op of the
+//! thread pool with a settable thread count (or the host's rayon pool, or
+//! the host's job system), an abort callback, and kernels for every op of the
 //! core set in F32, F16 and BF16.
 //!
 //! - The backend: `platform`, `device`, `backend` (graphs node by node),
@@ -63,6 +63,7 @@ mod platform;
 mod profiled;
 pub mod quant;
 pub(crate) mod simd;
+mod spin_pool;
 mod sysinfo;
 mod tasks;
 
@@ -82,6 +83,7 @@ pub use platform::CpuPlatform;
 /// The rayon crate the CPU backend is built with, so a host hands
 /// [`CpuBackend::with_pool`] a pool of the same version.
 pub use rayon;
+pub use spin_pool::{HOT_SPIN, IDLE_SPIN, SpinPool, Team};
 pub use tasks::TaskCounter;
 
 /// Whether the CPU kernels can compute `tensor`: its op with its source

@@ -32,8 +32,15 @@ use crate::cpu::parallel::SendPtr;
 pub(super) const TILE_MIN_N: usize = 8;
 /// Weight rows per tile of the tiled path.
 const TILE_ROWS: usize = 16;
-/// Weight rows per task of the dot-product path.
+/// Weight rows per task of the dot-product path: its tasks hold a multiple
+/// of this (see [`dot_rows_per_task`]).
 pub(super) const DOT_ROWS: usize = 16;
+/// Tasks per thread of the dot-product path: a few, so a thread that starts
+/// late takes fewer, but not many more, since every task is one step on a
+/// counter all threads share and its rows' results share cache lines with
+/// its neighbours' (tasks of 16 rows, two threads: a 49152-row product took
+/// longer on two threads than on one).
+const DOT_TASKS_PER_THREAD: usize = 4;
 /// Alignment of every scratch region.
 pub(super) const ALIGN: usize = 64;
 /// Multiply-adds each thread must get for waking another one to pay: the
@@ -246,6 +253,13 @@ pub(super) fn worth_threads(k: usize, m: usize, n: usize, max: usize) -> usize {
     (macs / MIN_MACS_PER_THREAD).clamp(1, max.max(1))
 }
 
+/// Rows per task of the dot-product path for `m` rows on `threads` threads:
+/// about [`DOT_TASKS_PER_THREAD`] tasks per thread, a multiple of
+/// [`DOT_ROWS`] rows each.
+pub(super) fn dot_rows_per_task(m: usize, threads: usize) -> usize {
+    m.div_ceil(threads.max(1) * DOT_TASKS_PER_THREAD).next_multiple_of(DOT_ROWS).max(DOT_ROWS)
+}
+
 /// Runs `f` where the job system runs work best (inside a rayon pool: one
 /// hand-over for both steps) when several threads work, on the calling
 /// thread otherwise (no wake-up, no hand-over for a product that is too small).
@@ -365,10 +379,11 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
         let out = DstPtr(dst.as_mut_ptr());
 
         if !tiled {
-            let tasks = TaskCounter::new(w.m.div_ceil(DOT_ROWS));
+            let per_task = dot_rows_per_task(w.m, threads);
+            let tasks = TaskCounter::new(w.m.div_ceil(per_task));
             let worker = |_: usize| {
                 while let Some(t) = tasks.take() {
-                    let rows = t * DOT_ROWS..((t + 1) * DOT_ROWS).min(w.m);
+                    let rows = t * per_task..((t + 1) * per_task).min(w.m);
                     // SAFETY: the rows are inside dst (checked) and belong to this task only.
                     unsafe { dot_task::<W>(args.isa, &weights, &act_row, rows, n, (out, args.dst_stride)) };
                 }

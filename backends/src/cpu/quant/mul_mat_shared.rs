@@ -11,8 +11,8 @@ use gantry_engine::{DType, Error, Result};
 
 use super::Isa;
 use super::mul_mat::{
-    ALIGN, Args, Columns, ColumnsMut, DOT_ROWS, DstPtr, Layout, QuantMatrix, TILE_MIN_N, check, dot_task, err, on_jobs,
-    worth_threads,
+    ALIGN, Args, Columns, ColumnsMut, DstPtr, Layout, QuantMatrix, TILE_MIN_N, check, dot_rows_per_task, dot_task, err,
+    on_jobs, worth_threads,
 };
 use super::weight::{ActBlock, WeightType, with_weight_type};
 use crate::cpu::TaskCounter;
@@ -95,9 +95,10 @@ fn run_shared<W: WeightType>(
     let acts = &mut scratch[skip..skip + n * layout.act_row];
     let act_blocks = k / <W::Act as QuantBlock>::ELEMS;
     // Where each matrix's tasks start in the shared task numbering.
+    let per_task = dot_rows_per_task(total_m, threads);
     let mut first_task = [0usize; MAX_SHARED + 1];
     for (i, w) in ws.iter().enumerate() {
-        first_task[i + 1] = first_task[i] + w.m.div_ceil(DOT_ROWS);
+        first_task[i + 1] = first_task[i] + w.m.div_ceil(per_task);
     }
     let n_tasks = first_task[ws.len()];
     let mut outs = [(DstPtr(std::ptr::null_mut()), 0usize); MAX_SHARED];
@@ -123,7 +124,7 @@ fn run_shared<W: WeightType>(
                 let i = first_task[1..=ws.len()].iter().position(|&end| t < end).unwrap_or(0);
                 let w = &ws[i];
                 let local = t - first_task[i];
-                let rows = local * DOT_ROWS..((local + 1) * DOT_ROWS).min(w.m);
+                let rows = local * per_task..((local + 1) * per_task).min(w.m);
                 let weights = |r: usize| -> &[W::Block] {
                     bytemuck::cast_slice(&w.data[r * w.row_stride..r * w.row_stride + row_bytes])
                 };
