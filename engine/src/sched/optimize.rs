@@ -36,6 +36,10 @@ pub enum FusionKind {
     /// once for the group and the products run in one dispatch. Every
     /// product writes its result.
     SharedActivation,
+    /// ROPE, the reshape of its result into rows, and the SET_ROWS that
+    /// stores them (a decoder's keys into its KV cache): rotated straight
+    /// into the destination rows; the rotated tensor is not written.
+    RopeSetRows,
 }
 
 impl FusionKind {
@@ -44,6 +48,7 @@ impl FusionKind {
         match self {
             FusionKind::RmsNormMul => "RMS_NORM+MUL",
             FusionKind::SharedActivation => "MUL_MAT×shared-src1",
+            FusionKind::RopeSetRows => "ROPE+SET_ROWS",
         }
     }
 }
@@ -151,11 +156,12 @@ impl SplitRewrite<'_> {
     /// The node reading `t` when exactly one node of the whole graph reads
     /// it (as a source or a view), that node is in this split, and `t` is
     /// no graph input or output: then a fused group containing both may
-    /// leave `t` unwritten.
+    /// leave `t` unwritten. `t` may be a view (a reshape between fused
+    /// nodes): then its source's memory goes unwritten, so the source must
+    /// have this view as its sole reader too.
     pub fn sole_reader(&self, t: TensorId) -> Option<TensorId> {
         let d = self.table.lookup(t)? as usize;
-        if self.table.flags(d) & (flag::PROTECTED | flag::VIEW | flag::EXTERNAL) != 0 || self.readers.get(d) != Some(&1)
-        {
+        if self.table.flags(d) & (flag::PROTECTED | flag::EXTERNAL) != 0 || self.readers.get(d) != Some(&1) {
             return None;
         }
         let reader = *self.last_reader.get(d)?;
@@ -222,7 +228,9 @@ impl SplitRewrite<'_> {
             return true;
         }
         let srcs = self.table.srcs(rd);
-        if srcs.contains(&(td as u32)) {
+        // Kept already when `reader` reads `t` or any view of the same memory.
+        let owner = self.table.memory_owner(td);
+        if srcs.iter().any(|&s| s != NONE && self.table.memory_owner(s as usize) == owner) {
             return true;
         }
         match srcs.iter().position(|&s| s == NONE) {
