@@ -3,9 +3,9 @@
 //! weights.
 
 use super::gathered::Gathered;
-use super::tables::{Assignments, Pins};
+use super::tables::{Assignments, Pins, PreallocBuffer};
 use super::{BackendIndex, Cause};
-use crate::alloc::tensor_table::{Role, flag, kind};
+use crate::alloc::tensor_table::{NONE, Role, flag, kind};
 use crate::{BufferUsage, Context, Error, Result};
 
 /// Assigns every leaf and node whose backend follows from memory:
@@ -21,13 +21,9 @@ pub fn assign_backends(g: Gathered<'_>, pins: &Pins, op_offload: bool, out: &mut
         if table.role(d) == Role::Extra {
             continue;
         }
-        let t = table.tensor(d);
-        if out.get(d).is_some() {
-            continue;
-        }
         // Most graphs have no pins: no lookup per tensor then.
         if !pins.is_empty()
-            && let Some(&b) = pins.get(t)
+            && let Some(&b) = pins.get(table.tensor(d))
         {
             check_pin(ctx, g, d, b)?;
             out.set(d, b, Cause::User);
@@ -74,11 +70,18 @@ fn check_pin(ctx: &Context, g: Gathered<'_>, d: usize, b: BackendIndex) -> Resul
     Ok(())
 }
 
-/// The highest-priority backend that can use the buffer holding `m`'s
-/// memory and run `op_entry`'s op.
-fn backend_from_buffer(g: Gathered<'_>, m: usize, op_entry: usize) -> Option<BackendIndex> {
-    let buffer = g.prealloc(m)?;
-    g.set.indices().find(|&b| buffer.readable_by(b) && g.supports(b, op_entry))
+/// The highest-priority backend that can use `buffer` and run `op_entry`'s op.
+#[inline]
+fn backend_for_buffer(g: Gathered<'_>, buffer: &PreallocBuffer, op_entry: usize) -> Option<BackendIndex> {
+    let mut readers = buffer.readable;
+    while readers != 0 {
+        let b = BackendIndex::new(readers.trailing_zeros() as usize);
+        if g.supports(b, op_entry) {
+            return Some(b);
+        }
+        readers &= readers - 1;
+    }
+    None
 }
 
 fn backend_from_current(
@@ -88,16 +91,13 @@ fn backend_from_current(
     op_offload: bool,
 ) -> Result<Option<(BackendIndex, Cause)>> {
     let table = g.table;
-    // A view's memory is its root's, so this finds the root's buffer too.
-    if let Some(b) = backend_from_buffer(g, d, d) {
-        return Ok(Some((b, Cause::Buffer)));
-    }
-    if let Some(v) = g.view_src(d)
-        && let Some(b) = backend_from_buffer(g, v, d)
-    {
-        return Ok(Some((b, Cause::ViewBuffer)));
-    }
+    // A view's memory is its root's, so this finds the root's buffer too
+    // (when the root was gathered before the view).
     if let Some(buffer) = g.prealloc(d) {
+        if let Some(b) = backend_for_buffer(g, buffer, d) {
+            return Ok(Some((b, Cause::Buffer)));
+        }
+        // A view's root holds the same buffer: it cannot do better.
         let t = table.tensor(d);
         let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
         return Err(Error::Scheduler(format!(
@@ -106,20 +106,30 @@ fn backend_from_current(
             ctx.get(t).map_or("?", |desc| desc.op.name())
         )));
     }
+    if let Some(v) = g.view_src(d)
+        && let Some(buffer) = g.prealloc(v)
+        && let Some(b) = backend_for_buffer(g, buffer, d)
+    {
+        return Ok(Some((b, Cause::ViewBuffer)));
+    }
+    let op_kind = table.kind(d);
     if table.flags(d) & flag::INPUT != 0 {
         return Ok(Some((g.set.cpu(), Cause::Input)));
     }
     // Rope's frequency factors and attention's small side tensors are too
     // small to decide where the op runs.
-    if table.kind(d) & kind::SIDE_INPUTS != 0 {
+    if op_kind & kind::SIDE_INPUTS != 0 {
         return Ok(None);
     }
-    for src in g.sources(d) {
-        let Some(buffer) = g.prealloc(src) else { continue };
+    for src in table.srcs(d) {
+        if src == NONE {
+            continue;
+        }
+        let Some(buffer) = g.prealloc(src as usize) else { continue };
         if buffer.usage != BufferUsage::Weights {
             continue;
         }
-        let Some(src_backend) = backend_from_buffer(g, src, d) else {
+        let Some(src_backend) = backend_for_buffer(g, buffer, d) else {
             return Ok(None);
         };
         if op_offload && src_backend == g.set.cpu() && buffer.is_host {

@@ -12,7 +12,7 @@ use super::tables::{Assignments, CopyTable, Prealloc};
 use super::{BackendIndex, BackendSet};
 use crate::alloc::TensorTable;
 use crate::alloc::tensor_table::{NONE, Role, flag, kind};
-use crate::{BufferUsage, Context, Error, Name, Op, Result, TensorDesc, TensorFlags};
+use crate::{BufferUsage, Context, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// A run of consecutive nodes computed by one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,8 +160,6 @@ pub fn split_graph(
 ) -> Result<()> {
     let SplitInputs { set, table, pre, assigned, params } = inputs;
     let prealloc = |d: usize| pre.get(table, d);
-    let is_view_op = |d: usize| table.kind(d) & kind::VIEW_OP != 0;
-    let view_src = |d: usize| Some(table.root(d)).filter(|&r| r != NONE).map(|r| r as usize);
     let backend_of = |d: usize| assigned.get(d).unwrap_or(set.cpu());
     // `expand::buffer_supported` for every backend at once: memory decides,
     // not assignment (a view, even one computed in place, lives where its
@@ -170,26 +168,43 @@ pub fn split_graph(
     readable.clear();
     readable.extend((0..table.len()).map(|d| match prealloc(d) {
         Some(buffer) => buffer.readable,
-        None => assigned.get(view_src(d).unwrap_or(d)).map_or(0, |mem| set.usable_by(mem)),
+        None => assigned.get(table.memory_owner(d)).map_or(0, |mem| set.usable_by(mem)),
     }));
     let reads = |b: BackendIndex, d: usize| readable[d] & b.bit() != 0;
+    // Whether some source slot of `srcs` holds memory `b` cannot read
+    // (`NONE` is no entry: nothing to read).
+    let reads_all = |b: BackendIndex, srcs: &[u32; MAX_SRC]| {
+        srcs.iter().all(|&s| readable.get(s as usize).is_none_or(|&m| m & b.bit() != 0))
+    };
     let node_dense = table.node_dense.as_slice();
-    let first_backend = node_dense.iter().map(|&d| d as usize).find(|&d| !is_view_op(d)).map_or(set.cpu(), backend_of);
+    let first_backend = node_dense
+        .iter()
+        .map(|&d| d as usize)
+        .find(|&d| table.kind(d) & kind::VIEW_OP == 0)
+        .map_or(set.cpu(), backend_of);
     let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
+    let graph_input_copies = params.n_copies > 1;
     for (i, &nd) in node_dense.iter().enumerate() {
         let nd = nd as usize;
-        if is_view_op(nd) {
+        let op_kind = table.kind(nd);
+        if op_kind & kind::VIEW_OP != 0 {
+            continue;
+        }
+        let srcs = table.srcs(nd);
+        let node_backend = backend_of(nd);
+        let reads_all_here = reads_all(split.backend, &srcs);
+        // Most nodes: same backend, every source readable where it is, no
+        // pipeline copies to make — nothing to cut, copy or rewrite.
+        if node_backend == split.backend && reads_all_here && !graph_input_copies {
+            record_write_in_place(table, nd, op_kind, copies);
             continue;
         }
         let node = table.tensor(nd);
-        let srcs = table.srcs(nd);
-        let node_backend = backend_of(nd);
         let n_inputs = out.inputs.len() - split.inputs.start;
         let mut new_split = node_backend != split.backend;
         // A source the split's backend reads where it is needs no copy and
         // cannot be weights it cannot read: only other sources are looked at.
-        let reads_all = srcs.iter().all(|&s| s == NONE || reads(split.backend, s as usize));
-        if !new_split && n_inputs > 0 && !reads_all {
+        if !new_split && n_inputs > 0 && !reads_all_here {
             let mut needed = 0;
             for (j, &src) in srcs.iter().enumerate() {
                 if src == NONE {
@@ -230,7 +245,7 @@ pub fn split_graph(
             }
             let src = src as usize;
             let src_t = table.tensor(src);
-            if params.n_copies > 1
+            if graph_input_copies
                 && table.flags(src) & (flag::INPUT | flag::VIEW) == flag::INPUT
                 && copies.get(src_t, backend_of(src), 0).is_none()
             {
@@ -273,11 +288,7 @@ pub fn split_graph(
                 out.applied = true;
             }
         }
-        if let Some(root) = view_src(nd).filter(|_| table.kind(nd) & kind::COMPUTES != 0) {
-            // Computed in place (or CPY / SET_ROWS into a cache): copies of
-            // this memory made before now are stale for later splits.
-            copies.record_write(table.tensor(root));
-        }
+        record_write_in_place(table, nd, op_kind, copies);
     }
     split.nodes.end = node_dense.len();
     split.inputs.end = out.inputs.len();
@@ -286,6 +297,17 @@ pub fn split_graph(
     }
     out.readable = readable;
     Ok(())
+}
+
+/// A node computed in place (or a CPY / SET_ROWS into a cache) writes its
+/// view source's memory: copies of that memory made before now are stale
+/// for later splits.
+#[inline]
+fn record_write_in_place(table: &TensorTable, nd: usize, op_kind: u8, copies: &mut CopyTable) {
+    let root = table.root(nd);
+    if root != NONE && op_kind & kind::COMPUTES != 0 {
+        copies.record_write(table.tensor(root as usize));
+    }
 }
 
 /// The pipeline copy numbers as names spell them (`CPU#x#0` ... `CPU#x#7`).
@@ -304,7 +326,7 @@ fn make_copy(
     let flags = if pinned { TensorFlags::INPUT.with(TensorFlags::OUTPUT) } else { TensorFlags::NONE };
     let desc = TensorDesc {
         op: Op::None,
-        srcs: [None; crate::MAX_SRC],
+        srcs: [None; MAX_SRC],
         view_src: None,
         view_offset: 0,
         flags,

@@ -24,23 +24,34 @@ pub type Pins = slotmap::SecondaryMap<TensorId, BackendIndex>;
 /// Backend per entry of the gathered graph for the current run, and why
 /// (indexed like the allocator's `TensorTable`; a new run starts with every
 /// entry unassigned).
+///
+/// Two columns: the spreading steps read the backend of every node several
+/// times and the cause only of a few, so the backend is one byte per entry.
 #[derive(Debug, Default)]
 pub struct Assignments {
-    slots: Vec<(BackendIndex, Cause)>,
+    /// Each entry's backend, or [`UNASSIGNED`].
+    backends: Vec<u8>,
+    /// Why each entry has its backend ([`Cause::None`] when unassigned).
+    causes: Vec<Cause>,
 }
+
+/// An entry without a backend in [`Assignments`] (no backend index reaches it).
+const UNASSIGNED: u8 = u8::MAX;
 
 impl Assignments {
     /// Starts a new run over `n` entries, all unassigned.
     pub fn begin(&mut self, n: usize) {
-        self.slots.clear();
-        self.slots.resize(n, (BackendIndex::default(), Cause::None));
+        self.backends.clear();
+        self.backends.resize(n, UNASSIGNED);
+        self.causes.clear();
+        self.causes.resize(n, Cause::None);
     }
 
     /// The backend of entry `d` in this run.
     #[inline]
     pub fn get(&self, d: usize) -> Option<BackendIndex> {
-        match self.slots.get(d) {
-            Some(&(b, c)) if c != Cause::None => Some(b),
+        match self.backends.get(d) {
+            Some(&b) if b != UNASSIGNED => Some(BackendIndex::from_u8(b)),
             _ => None,
         }
     }
@@ -48,16 +59,24 @@ impl Assignments {
     /// Why entry `d` has its backend.
     #[inline]
     pub fn cause(&self, d: usize) -> Cause {
-        self.slots.get(d).map_or(Cause::None, |&(_, c)| c)
+        self.causes.get(d).copied().unwrap_or(Cause::None)
     }
 
     /// Assigns entry `d` to `backend` (`cause` is never [`Cause::None`]).
     #[inline]
     pub fn set(&mut self, d: usize, backend: BackendIndex, cause: Cause) {
-        if d >= self.slots.len() {
-            self.slots.resize(d + 1, (BackendIndex::default(), Cause::None));
+        if d >= self.backends.len() || d >= self.causes.len() {
+            self.grow(d + 1);
         }
-        self.slots[d] = (backend, cause);
+        self.backends[d] = backend.get() as u8;
+        self.causes[d] = cause;
+    }
+
+    /// Makes room for `n` entries (an entry added after the run began).
+    #[cold]
+    fn grow(&mut self, n: usize) {
+        self.backends.resize(n, UNASSIGNED);
+        self.causes.resize(n, Cause::None);
     }
 
     /// The backend of tensor `t` (looked up in `table`) in this run.
