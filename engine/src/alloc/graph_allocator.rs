@@ -501,6 +501,7 @@ impl GraphAllocator {
     }
 
     fn walk(&mut self) {
+        self.table.count_readers();
         self.plan.walk(&self.table, &mut self.pools);
         self.plan_valid = true;
         self.plans += 1;

@@ -13,8 +13,9 @@
 //!    copies, dependency markers: [`TensorTable::push_added`]) and sets the
 //!    order the planner walks in.
 //! 3. [`TensorTable::finish`] adds what depends on the buffer types — sizes,
-//!    readers, in-place candidates — and records the plan's inputs in a
-//!    [`Fingerprint`].
+//!    in-place candidates — and records the plan's inputs in a
+//!    [`Fingerprint`]; what only the planner reads (readers and views per
+//!    tensor) is counted when a plan is made ([`TensorTable::count_readers`]).
 //!
 //! Dense indices are given in a fixed order — leafs by position, then nodes
 //! by position, then tensors the graph reads without listing them
@@ -486,43 +487,25 @@ impl TensorTable {
         }
     }
 
-    /// Step 3: sizes (in each entry's buffer type), readers, views and
-    /// in-place candidates; then writes the plan's inputs into
+    /// Step 3: sizes (in each entry's buffer type) and in-place
+    /// candidates; then writes the plan's inputs into
     /// `fingerprint` and returns whether they equal the previous ones.
     pub(crate) fn finish(&mut self, ctx: &Context, env: &FinishEnv<'_>, fingerprint: &mut Fingerprint) -> Result<bool> {
         fingerprint.begin();
         let n = self.len();
         self.walk_pos.reset(n, NONE);
-        self.children.reset(n, 0);
-        self.views.reset(n, 0);
-        self.in_place.reset(n, 0);
-        self.size.reset(n, 0);
-        let (walk_pos, children) = (self.walk_pos.as_mut_slice(), self.children.as_mut_slice());
         for (i, &d) in self.walk.as_slice().iter().enumerate() {
-            walk_pos[d as usize] = i as u32;
-            for s in self.entries[d as usize].srcs {
-                if let Some(c) = children.get_mut(s as usize) {
-                    *c += 1;
-                }
-            }
+            self.walk_pos[d as usize] = i as u32;
         }
-        self.listing.clear();
-        self.listing.extend_from_slice(self.leaf_walk.as_slice());
-        self.listing.extend_from_slice(self.walk.as_slice());
-        for (d, e) in self.entries.iter().enumerate() {
-            if e.role == Role::Extra {
-                self.listing.push(d as u32);
-            }
-        }
-        let views = self.views.as_mut_slice();
-        for e in &self.entries {
-            if let Some(v) = views.get_mut(e.root as usize) {
-                *v += 1;
-            }
-        }
-        let columns = self.entries.iter().zip(self.buft.as_slice()).zip(self.layout.as_slice());
-        for (d, ((e, buft), layout)) in columns.enumerate() {
+        // Sizes and in-place candidates, written in entry order.
+        self.size.clear();
+        self.in_place.clear();
+        let (entries, bufts, layouts) = (&self.entries, self.buft.as_slice(), self.layout.as_slice());
+        let walk_pos = self.walk_pos.as_slice();
+        for (d, ((e, buft), layout)) in entries.iter().zip(bufts).zip(layouts).enumerate() {
             if e.flags & (flag::VIEW | flag::EXTERNAL) != 0 {
+                self.size.push(0);
+                self.in_place.push(0);
                 continue;
             }
             let Some(buffer_type) = env.buffer_types.get(buft.get()) else {
@@ -533,21 +516,92 @@ impl TensorTable {
                     env.buffer_types.len()
                 )));
             };
-            self.size[d] = buffer_type.alloc_size(layout);
-            if e.kind & kind::IN_PLACE_OP != 0 && self.walk_pos[d] != NONE {
-                let mut mask = 0;
+            self.size.push(buffer_type.alloc_size(layout));
+            let mut mask = 0;
+            if e.kind & kind::IN_PLACE_OP != 0 && walk_pos[d] != NONE {
+                let columns = TakeOverColumns { entries, bufts, layouts, walk_pos };
                 for (j, &p) in e.srcs.iter().enumerate() {
-                    if p != NONE && self.may_take_over(d, p as usize) {
+                    if p != NONE && columns.may_take_over(d, p as usize) {
                         mask |= 1 << j;
                     }
                 }
-                self.in_place[d] = mask;
             }
+            self.in_place.push(mask);
         }
         self.write_fingerprint(fingerprint);
         Ok(fingerprint.finish())
     }
 
+    /// What the planner reads besides the plan's inputs: readers and views
+    /// per entry, and every entry in listing order. They follow from the
+    /// columns the fingerprint records, so they are counted only when a plan
+    /// is made (a graph placed again with the same plan skips them).
+    pub(crate) fn count_readers(&mut self) {
+        let n = self.len();
+        self.children.reset(n, 0);
+        self.views.reset(n, 0);
+        let children = self.children.as_mut_slice();
+        for &d in self.walk.as_slice() {
+            for s in self.entries[d as usize].srcs {
+                if let Some(c) = children.get_mut(s as usize) {
+                    *c += 1;
+                }
+            }
+        }
+        self.listing.clear();
+        self.listing.extend_from_slice(self.leaf_walk.as_slice());
+        self.listing.extend_from_slice(self.walk.as_slice());
+        let views = self.views.as_mut_slice();
+        for (d, e) in self.entries.iter().enumerate() {
+            if e.role == Role::Extra {
+                self.listing.push(d as u32);
+            }
+            if let Some(v) = views.get_mut(e.root as usize) {
+                *v += 1;
+            }
+        }
+    }
+
+    /// Writes the plan's inputs: the list lengths, the lists eight entries
+    /// to a block, then one block per entry (role, buffer type, flags and
+    /// in-place mask with the view root; the size; the sources).
+    fn write_fingerprint(&self, f: &mut Fingerprint) {
+        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+        let lists = [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk];
+        f.extend([[
+            pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32),
+            pair(self.leaf_walk.len() as u32, self.walk.len() as u32),
+            0,
+            0,
+        ]]);
+        for list in lists {
+            f.extend(list.as_slice().chunks(8).map(|eight| {
+                let at = |i: usize| eight.get(i).copied().unwrap_or(NONE);
+                [pair(at(0), at(1)), pair(at(2), at(3)), pair(at(4), at(5)), pair(at(6), at(7))]
+            }));
+        }
+        let columns =
+            self.entries.iter().zip(self.buft.as_slice()).zip(self.in_place.as_slice()).zip(self.size.as_slice());
+        f.extend(columns.map(|(((e, buft), &in_place), &size)| {
+            let head = u32::from(e.role as u8)
+                | (buft.get() as u32) << 8
+                | u32::from(e.flags) << 16
+                | u32::from(in_place) << 24;
+            [pair(head, e.root), size as u64, pair(e.srcs[0], e.srcs[1]), pair(e.srcs[2], e.srcs[3])]
+        }));
+    }
+}
+
+/// What deciding an in-place candidate reads (borrowed apart from the
+/// columns [`TensorTable::finish`] writes).
+struct TakeOverColumns<'a> {
+    entries: &'a [Entry],
+    bufts: &'a [BufferTypeIndex],
+    layouts: &'a [TensorLayout],
+    walk_pos: &'a [u32],
+}
+
+impl TakeOverColumns<'_> {
     /// Whether node `d` may take over the memory of its source `p`, as far as
     /// static facts go (ggml's `ggml_are_same_layout` and more): `p` has
     /// `d`'s dtype, shape and strides, its memory is planned here in
@@ -561,42 +615,9 @@ impl TensorTable {
         let is_view = ep.flags & flag::VIEW != 0;
         let owner = if is_view { ep.root as usize } else { p };
         self.entries[owner].flags & (flag::EXTERNAL | flag::VIEW) == 0
-            && self.buft[owner] == self.buft[d]
+            && self.bufts[owner] == self.bufts[d]
             && (!is_view || ep.flags & flag::AT_ROOT_START != 0)
-            && self.layout[p] == self.layout[d]
-    }
-
-    /// Writes the plan's inputs: the list lengths, the lists two entries to
-    /// a word, then four words per entry (role, buffer type, flags and
-    /// in-place mask with the view root; the size; the sources).
-    fn write_fingerprint(&self, f: &mut Fingerprint) {
-        let lists = [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk];
-        let list_words: usize = lists.iter().map(|l| l.len().div_ceil(2)).sum();
-        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
-        let words = f.extend(2 + list_words + 4 * self.len());
-        let (head, rest) = words.split_at_mut(2);
-        head[0] = pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32);
-        head[1] = pair(self.leaf_walk.len() as u32, self.walk.len() as u32);
-        let (list_part, entry_part) = rest.split_at_mut(list_words);
-        let mut out = list_part.iter_mut();
-        for list in lists {
-            // The lists' chunks lead the zip, so no word is skipped between lists.
-            for (two, w) in list.as_slice().chunks(2).zip(out.by_ref()) {
-                *w = pair(two[0], two.get(1).copied().unwrap_or(NONE));
-            }
-        }
-        let columns =
-            self.entries.iter().zip(self.buft.as_slice()).zip(self.in_place.as_slice()).zip(self.size.as_slice());
-        for (w, (((e, buft), &in_place), &size)) in entry_part.chunks_exact_mut(4).zip(columns) {
-            let head = u32::from(e.role as u8)
-                | (buft.get() as u32) << 8
-                | u32::from(e.flags) << 16
-                | u32::from(in_place) << 24;
-            w[0] = pair(head, e.root);
-            w[1] = size as u64;
-            w[2] = pair(e.srcs[0], e.srcs[1]);
-            w[3] = pair(e.srcs[2], e.srcs[3]);
-        }
+            && self.layouts[p] == self.layouts[d]
     }
 }
 
