@@ -299,11 +299,11 @@ impl TensorTable {
     }
 
     /// Adds `t` (not in the table) with `role`.
+    #[inline]
     fn add(&mut self, t: TensorId, role: Role, first_reader: u32) -> u32 {
         let s = slot_index(t);
         if s >= self.slot_to_dense.len() {
-            // A tensor created after `clear` sized the map (the scheduler's copies).
-            self.slot_to_dense.resize(s + 1, NONE);
+            self.grow_slots(s + 1);
         }
         // Entries are distinct tensors of one context, whose slot indices are
         // 32-bit and below u32::MAX: a dense index never reaches `NONE`.
@@ -325,13 +325,28 @@ impl TensorTable {
         d
     }
 
+    /// Sizes the slot map for a tensor created after `clear` sized it (the
+    /// scheduler's copies).
+    #[cold]
+    fn grow_slots(&mut self, slots: usize) {
+        self.slot_to_dense.resize(slots, NONE);
+    }
+
     /// The dense index of `t`, adding and describing it when new (a tensor
     /// the graph reads without listing it, first read by `reader`).
     #[inline]
     fn intern_extra(&mut self, ctx: &Context, t: TensorId, reader: usize, own: &[BufferId]) -> Result<u32> {
-        if let Some(d) = self.lookup(t) {
-            return Ok(d);
+        match self.lookup(t) {
+            Some(d) => Ok(d),
+            None => self.add_extra(ctx, t, reader, own),
         }
+    }
+
+    /// Adds and describes `t`, read by `reader` without being listed (rare:
+    /// graphs list what they read), out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn add_extra(&mut self, ctx: &Context, t: TensorId, reader: usize, own: &[BufferId]) -> Result<u32> {
         let d = self.add(t, Role::Extra, reader as u32);
         self.describe_entry(ctx, d as usize, own)?;
         Ok(d)
@@ -339,8 +354,11 @@ impl TensorTable {
 
     /// Records entry `d`'s op kind, flags, view link, sources and whether
     /// its memory is pre-allocated, from one look at its description.
+    /// (Inlined into the gathering loop and into [`TensorTable::add_extra`],
+    /// its only callers besides [`TensorTable::push_added`].)
+    #[inline(always)]
     fn describe_entry(&mut self, ctx: &Context, d: usize, own: &[BufferId]) -> Result<()> {
-        let t = self.entries[d].tensor;
+        let Entry { tensor: t, role, .. } = self.entries[d];
         let desc = ctx.desc(t)?;
         let mut flags = 0;
         if desc.flags.contains(TensorFlags::INPUT) {
@@ -349,15 +367,14 @@ impl TensorTable {
         if desc.flags.contains(TensorFlags::OUTPUT) {
             flags |= flag::OUTPUT;
         }
-        let (op_kind, view_src, view_offset, srcs) = (kind_of(&desc.op), desc.view_src, desc.view_offset, desc.srcs);
         self.layout[d] = desc.layout();
         let (mut root, mut external) = (NONE, NOT_EXTERNAL);
-        match view_src {
+        match desc.view_src {
             Some(r) => {
                 root = self.intern_extra(ctx, r, d, own)?;
                 external = self.entries[root as usize].external;
                 flags |= flag::VIEW;
-                if view_offset == 0 {
+                if desc.view_offset == 0 {
                     flags |= flag::AT_ROOT_START;
                 }
             }
@@ -369,15 +386,15 @@ impl TensorTable {
             }
         }
         let mut dense_srcs = [NONE; MAX_SRC];
-        if self.entries[d].role == Role::Node {
-            for (j, src) in srcs.iter().enumerate() {
-                if let Some(s) = *src {
-                    dense_srcs[j] = self.intern_extra(ctx, s, d, own)?;
+        if role == Role::Node {
+            for (j, dense) in dense_srcs.iter_mut().enumerate() {
+                if let Some(s) = desc.srcs[j] {
+                    *dense = self.intern_extra(ctx, s, d, own)?;
                 }
             }
         }
         let e = &mut self.entries[d];
-        e.kind = op_kind;
+        e.kind = kind_of(&desc.op);
         e.flags = flags;
         e.root = root;
         e.external = external;
@@ -387,22 +404,30 @@ impl TensorTable {
 
     /// The index in `externals` of the live buffer holding `t` (not a view)
     /// when it is not one of `own`.
+    #[inline(always)]
     fn external_buffer(&mut self, ctx: &Context, t: TensorId, own: &[BufferId]) -> Result<Option<u8>> {
         let Some(p) = ctx.own_placement(t) else { return Ok(None) };
+        // Most tensors with memory are the allocator's own from the last run.
         if own.contains(&p.buffer) || ctx.buffer(p.buffer).is_err() {
             return Ok(None);
         }
         if let Some(i) = self.externals.iter().position(|&b| b == p.buffer) {
             return Ok(Some(i as u8));
         }
+        self.add_external(p.buffer).map(Some)
+    }
+
+    /// Lists a pre-allocated buffer met for the first time.
+    #[cold]
+    fn add_external(&mut self, buffer: BufferId) -> Result<u8> {
         if self.externals.len() >= NOT_EXTERNAL as usize {
             return Err(Error::Allocator(format!(
                 "a graph reading tensors from more than {} pre-allocated buffers",
                 NOT_EXTERNAL
             )));
         }
-        self.externals.push(p.buffer);
-        Ok(Some((self.externals.len() - 1) as u8))
+        self.externals.push(buffer);
+        Ok((self.externals.len() - 1) as u8)
     }
 
     /// Step 2, for a graph given with buffer-type arrays: leaf `i` and node

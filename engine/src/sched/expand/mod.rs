@@ -34,11 +34,25 @@ pub fn expand_assignments(g: Gathered<'_>, spread_order: &mut Vec<u32>, out: &mu
     spread_order.clear();
     spread_order.extend(nodes.iter().copied().filter(|&d| !g.is_view_op(d as usize)));
     let order = spread_order.as_slice();
-    // Step 1: GPU spread down and up, then everything down and up.
-    spread(g, order.iter(), out, Some(cpu), Cause::ExpandGpu);
-    spread(g, order.iter().rev(), out, Some(cpu), Cause::ExpandGpu);
-    spread(g, order.iter(), out, None, Cause::Expand);
-    spread(g, order.iter().rev(), out, None, Cause::Expand);
+    // Step 1: GPU spread down and up, then everything down and up. A sweep
+    // only assigns nodes still unassigned: once none is left, the later
+    // sweeps would change nothing.
+    let sweeps: [(bool, Option<BackendIndex>, Cause); 4] = [
+        (false, Some(cpu), Cause::ExpandGpu),
+        (true, Some(cpu), Cause::ExpandGpu),
+        (false, None, Cause::Expand),
+        (true, None, Cause::Expand),
+    ];
+    for (up, skip, cause) in sweeps {
+        let left = if up {
+            spread(g, order.iter().rev(), out, skip, cause)
+        } else {
+            spread(g, order.iter(), out, skip, cause)
+        };
+        if left == 0 {
+            break;
+        }
+    }
 
     // Step 2: upgrades, and nodes still unassigned.
     for &node in order {
@@ -145,28 +159,28 @@ fn no_backend_error(g: Gathered<'_>, node: usize) -> Error {
 
 /// One sweep over nodes that compute: carry the current backend onto
 /// unassigned nodes that it supports. With `skip = Some(cpu)`, a CPU node
-/// stops the carry (only GPUs spread).
+/// stops the carry (only GPUs spread). Returns how many nodes the sweep
+/// left unassigned.
 fn spread<'a>(
     g: Gathered<'_>,
     order: impl Iterator<Item = &'a u32>,
     out: &mut Assignments,
     skip: Option<BackendIndex>,
     cause: Cause,
-) {
+) -> usize {
     let mut cur: Option<BackendIndex> = None;
+    let mut left = 0;
     for &node in order {
         let node = node as usize;
         match out.get(node) {
             Some(b) => cur = if Some(b) == skip { None } else { Some(b) },
-            None => {
-                if let Some(b) = cur
-                    && g.supports(b, node)
-                {
-                    out.set(node, b, cause);
-                }
-            }
+            None => match cur {
+                Some(b) if g.supports(b, node) => out.set(node, b, cause),
+                _ => left += 1,
+            },
         }
     }
+    left
 }
 
 /// Whether backend `b` can read entry `d` where it lives: its own buffer
