@@ -221,6 +221,14 @@ impl TensorTable {
         if e.flags & flag::VIEW != 0 { e.root as usize } else { d }
     }
 
+    /// Each entry's tensor, whether it has memory of its own (neither a
+    /// view nor pre-allocated), and its buffer type, in dense order.
+    #[inline]
+    pub(crate) fn memory_columns(&self) -> impl Iterator<Item = (TensorId, bool, BufferTypeIndex)> + '_ {
+        let entries = self.entries.iter().zip(self.buft.as_slice());
+        entries.map(|(e, &buft)| (e.tensor, e.flags & (flag::VIEW | flag::EXTERNAL) == 0, buft))
+    }
+
     /// Step 1: fills the table from `graph`. Tensors placed in a live buffer
     /// that is not in `own_buffers` are pre-allocated ([`flag::EXTERNAL`]).
     /// The walk is the graph's: leafs first, then nodes in order.

@@ -71,7 +71,7 @@ fn check_pin(ctx: &Context, g: Gathered<'_>, d: usize, b: BackendIndex) -> Resul
 }
 
 /// The highest-priority backend that can use `buffer` and run `op_entry`'s op.
-#[inline]
+#[inline(always)]
 fn backend_for_buffer(g: Gathered<'_>, buffer: &PreallocBuffer, op_entry: usize) -> Option<BackendIndex> {
     let mut readers = buffer.readable;
     while readers != 0 {

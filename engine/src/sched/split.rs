@@ -8,8 +8,8 @@ use std::ops::Range;
 use gantry_arenas::TensorId;
 
 use super::optimize::OptimizedNodes;
-use super::tables::{Assignments, CopyTable, Prealloc};
-use super::{BackendIndex, BackendSet};
+use super::tables::{Assignments, CopyTable, Prealloc, UNASSIGNED};
+use super::{BackendIndex, BackendSet, MAX_BACKENDS};
 use crate::alloc::TensorTable;
 use crate::alloc::tensor_table::{NONE, Role, flag, kind};
 use crate::{BufferUsage, Context, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags};
@@ -370,10 +370,15 @@ pub fn build_alloc_graph(
             .map(|d| d as usize)
             .ok_or_else(|| Error::Scheduler(format!("{t:?} is not in the gathered graph")))
     };
-    let user_entries = table.len();
-    for d in 0..user_entries {
-        let b = assigned.get(d).unwrap_or(set.cpu());
-        table.set_buft(d, set.alloc_buft(b));
+    // Every entry's memory goes to its backend's buffer type (the CPU's when
+    // unassigned), looked up per backend once.
+    let mut buft_of = [set.alloc_buft(set.cpu()); MAX_BACKENDS + 1];
+    for b in set.indices() {
+        buft_of[b.get()] = set.alloc_buft(b);
+    }
+    let backends = assigned.backend_bytes().iter().chain(std::iter::repeat(&UNASSIGNED));
+    for (buft, &b) in table.buft.as_mut_slice().iter_mut().zip(backends) {
+        *buft = buft_of[usize::from(b).min(MAX_BACKENDS)];
     }
     for &MadeCopy { copy, backend } in &out.made {
         let d = table.push_added(ctx, copy, Role::Leaf)? as usize;
@@ -431,10 +436,10 @@ pub fn build_alloc_graph(
             let copy_d = dense(table, copy)?;
             table.walk_node(copy_d);
         }
-        for i in nodes {
-            // The optimize system's order (the graph's when it changed nothing).
-            let d = out.optimized.dense.get(i).copied().unwrap_or(table.node_dense[i]) as usize;
-            table.walk_node(d);
+        // The optimize system's order (the graph's when it changed nothing).
+        match out.optimized.dense.get(nodes.clone()) {
+            Some(run_order) => run_order.iter().for_each(|&d| table.walk_node(d as usize)),
+            None => nodes.for_each(|i| table.walk_node(table.node_dense[i] as usize)),
         }
     }
     Ok(())

@@ -36,7 +36,7 @@ pub struct Assignments {
 }
 
 /// An entry without a backend in [`Assignments`] (no backend index reaches it).
-const UNASSIGNED: u8 = u8::MAX;
+pub(crate) const UNASSIGNED: u8 = u8::MAX;
 
 impl Assignments {
     /// Starts a new run over `n` entries, all unassigned.
@@ -54,6 +54,13 @@ impl Assignments {
             Some(&b) if b != UNASSIGNED => Some(BackendIndex::from_u8(b)),
             _ => None,
         }
+    }
+
+    /// Each entry's backend index as a byte, [`UNASSIGNED`] where none
+    /// (for systems that map every entry at once).
+    #[inline]
+    pub(crate) fn backend_bytes(&self) -> &[u8] {
+        &self.backends
     }
 
     /// Why entry `d` has its backend.
@@ -286,8 +293,16 @@ impl Support {
         if mask & asked != 0 {
             return mask & (asked << 16) != 0;
         }
+        Self::ask(cell, ctx, table, set, b, d)
+    }
+
+    /// Asks backend `b` about entry `d` and remembers the answer (once per
+    /// entry and backend: kept out of the callers' loops).
+    #[inline(never)]
+    fn ask(cell: &Cell<u32>, ctx: &Context, table: &TensorTable, set: &BackendSet, b: BackendIndex, d: usize) -> bool {
+        let asked = u32::from(b.bit());
         let yes = set.backend(b).device().supports_op(ctx, table.tensor(d));
-        cell.set(mask | asked | if yes { asked << 16 } else { 0 });
+        cell.set(cell.get() | asked | if yes { asked << 16 } else { 0 });
         yes
     }
 }
