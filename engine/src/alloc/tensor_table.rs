@@ -33,7 +33,7 @@ use gantry_arenas::{BufferId, Column, TensorId};
 use super::BufferTypeIndex;
 use super::fingerprint::Fingerprint;
 use crate::tensor::MAX_SRC;
-use crate::{BufferType, Context, Error, Graph, Op, Result, TensorFlags, TensorLayout};
+use crate::{BufferType, Context, Error, Graph, Op, Result, TensorFlags};
 
 /// "No tensor" in a dense link.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -93,9 +93,6 @@ pub struct TensorTable {
     /// What gathering found out about each tensor, one look at its
     /// description (one record per entry: gathering writes them together).
     entries: Vec<Entry>,
-    /// Each entry's dtype, shape and strides (what sizes and in-place
-    /// checks read, so that no description is looked up twice).
-    layout: Column<TensorLayout>,
     /// Index of its buffer type (the first of equal buffer types).
     pub(crate) buft: Column<BufferTypeIndex>,
     /// Bytes the tensor takes in its buffer type (tensors with memory of their own).
@@ -229,6 +226,16 @@ impl TensorTable {
         entries.map(|(e, &buft)| (e.tensor, e.flags & (flag::VIEW | flag::EXTERNAL) == 0, buft))
     }
 
+    /// Each entry's memory owner ([`TensorTable::memory_owner`]) and
+    /// [`TensorTable::external`] index, in dense order.
+    #[inline]
+    pub(crate) fn memory_owners(&self) -> impl Iterator<Item = (usize, u8)> + '_ {
+        self.entries.iter().enumerate().map(|(d, e)| {
+            let owner = if e.flags & flag::VIEW != 0 { e.root as usize } else { d };
+            (owner, e.external)
+        })
+    }
+
     /// Step 1: fills the table from `graph`. Tensors placed in a live buffer
     /// that is not in `own_buffers` are pre-allocated ([`flag::EXTERNAL`]).
     /// The walk is the graph's: leafs first, then nodes in order.
@@ -286,7 +293,6 @@ impl TensorTable {
             self.slot_to_dense.resize(slots, NONE);
         }
         self.entries.clear();
-        self.layout.clear();
         self.buft.clear();
         self.queued.clear();
         self.leaf_dense.clear();
@@ -329,7 +335,6 @@ impl TensorTable {
             external: NOT_EXTERNAL,
         });
         // Described next; `buft` and `queued` are sized once gathering ends.
-        self.layout.push(TensorLayout::default());
         d
     }
 
@@ -375,7 +380,6 @@ impl TensorTable {
         if desc.flags.contains(TensorFlags::OUTPUT) {
             flags |= flag::OUTPUT;
         }
-        self.layout[d] = desc.layout();
         let (mut root, mut external) = (NONE, NOT_EXTERNAL);
         match desc.view_src {
             Some(r) => {
@@ -533,9 +537,9 @@ impl TensorTable {
         // Sizes and in-place candidates, written in entry order.
         self.size.clear();
         self.in_place.clear();
-        let (entries, bufts, layouts) = (&self.entries, self.buft.as_slice(), self.layout.as_slice());
+        let (entries, bufts) = (&self.entries, self.buft.as_slice());
         let walk_pos = self.walk_pos.as_slice();
-        for (d, ((e, buft), layout)) in entries.iter().zip(bufts).zip(layouts).enumerate() {
+        for (d, (e, buft)) in entries.iter().zip(bufts).enumerate() {
             if e.flags & (flag::VIEW | flag::EXTERNAL) != 0 {
                 self.size.push(0);
                 self.in_place.push(0);
@@ -549,10 +553,13 @@ impl TensorTable {
                     env.buffer_types.len()
                 )));
             };
-            self.size.push(buffer_type.alloc_size(layout));
+            // Dtype, shape and strides are read where they live: the
+            // description, looked up only for tensors that take memory.
+            let desc = ctx.desc(e.tensor)?;
+            self.size.push(buffer_type.alloc_size(&desc.layout()));
             let mut mask = 0;
             if e.kind & kind::IN_PLACE_OP != 0 && walk_pos[d] != NONE {
-                let columns = TakeOverColumns { entries, bufts, layouts, walk_pos };
+                let columns = TakeOverColumns { ctx, entries, bufts, walk_pos };
                 for (j, &p) in e.srcs.iter().enumerate() {
                     if p != NONE && columns.may_take_over(d, p as usize) {
                         mask |= 1 << j;
@@ -630,7 +637,7 @@ impl TensorTable {
 struct TakeOverColumns<'a> {
     entries: &'a [Entry],
     bufts: &'a [BufferTypeIndex],
-    layouts: &'a [TensorLayout],
+    ctx: &'a Context,
     walk_pos: &'a [u32],
 }
 
@@ -650,7 +657,15 @@ impl TakeOverColumns<'_> {
         self.entries[owner].flags & (flag::EXTERNAL | flag::VIEW) == 0
             && self.bufts[owner] == self.bufts[d]
             && (!is_view || ep.flags & flag::AT_ROOT_START != 0)
-            && self.layouts[p] == self.layouts[d]
+            && same_layout(self.ctx, self.entries[p].tensor, self.entries[d].tensor)
+    }
+}
+
+/// Whether `a` and `b` have the same dtype, shape and strides.
+fn same_layout(ctx: &Context, a: TensorId, b: TensorId) -> bool {
+    match (ctx.get(a), ctx.get(b)) {
+        (Some(a), Some(b)) => a.dtype == b.dtype && a.ne == b.ne && a.nb == b.nb,
+        _ => false,
     }
 }
 

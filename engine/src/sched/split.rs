@@ -166,15 +166,16 @@ pub fn split_graph(
     // view source does).
     let mut readable = std::mem::take(&mut out.readable);
     readable.clear();
-    readable.extend((0..table.len()).map(|d| match prealloc(d) {
+    readable.extend(table.memory_owners().map(|(owner, external)| match pre.buffer(external) {
         Some(buffer) => buffer.readable,
-        None => assigned.get(table.memory_owner(d)).map_or(0, |mem| set.usable_by(mem)),
+        None => assigned.get(owner).map_or(0, |mem| set.usable_by(mem)),
     }));
     let reads = |b: BackendIndex, d: usize| readable[d] & b.bit() != 0;
-    // Whether some source slot of `srcs` holds memory `b` cannot read
-    // (`NONE` is no entry: nothing to read).
+    // Whether every source slot of `srcs` holds memory `b` can read (`NONE`
+    // is no entry: nothing to read).
     let reads_all = |b: BackendIndex, srcs: &[u32; MAX_SRC]| {
-        srcs.iter().all(|&s| readable.get(s as usize).is_none_or(|&m| m & b.bit() != 0))
+        let all = srcs.iter().fold(u16::MAX, |m, &s| m & readable.get(s as usize).copied().unwrap_or(u16::MAX));
+        all & b.bit() != 0
     };
     let node_dense = table.node_dense.as_slice();
     let first_backend = node_dense
@@ -302,7 +303,7 @@ pub fn split_graph(
 /// A node computed in place (or a CPY / SET_ROWS into a cache) writes its
 /// view source's memory: copies of that memory made before now are stale
 /// for later splits.
-#[inline]
+#[inline(always)]
 fn record_write_in_place(table: &TensorTable, nd: usize, op_kind: u8, copies: &mut CopyTable) {
     let root = table.root(nd);
     if root != NONE && op_kind & kind::COMPUTES != 0 {

@@ -242,6 +242,16 @@ impl Prealloc {
         Ok(())
     }
 
+    /// The buffer listed at `external` (a [`TensorTable::external`] index),
+    /// if any.
+    #[inline]
+    pub(crate) fn buffer(&self, external: u8) -> Option<&PreallocBuffer> {
+        match external {
+            NOT_EXTERNAL => None,
+            i => self.buffers.get(i as usize),
+        }
+    }
+
     /// The buffer entry `d`'s memory (its root's, for a view) was
     /// pre-allocated in, if any.
     #[inline]
