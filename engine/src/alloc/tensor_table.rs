@@ -124,26 +124,28 @@ pub struct TensorTable {
     pub(crate) externals: Vec<BufferId>,
 }
 
-/// What gathering records about one tensor.
+/// What gathering records about one tensor: the facts the placement systems
+/// read of every entry, side by side so a pass over the entries reads one
+/// record per entry ([`TensorTable::entries`]).
 #[derive(Debug, Clone, Copy)]
-struct Entry {
+pub(crate) struct Entry {
     /// The tensor.
-    tensor: TensorId,
+    pub(crate) tensor: TensorId,
     /// Dense indices of the sources (`NONE` where unset).
-    srcs: [u32; MAX_SRC],
+    pub(crate) srcs: [u32; MAX_SRC],
     /// For views: the dense index of the tensor owning the memory.
-    root: u32,
+    pub(crate) root: u32,
     /// For extras: the dense index of the tensor that first read it.
-    first_reader: u32,
+    pub(crate) first_reader: u32,
     /// Why it is in the table.
-    role: Role,
+    pub(crate) role: Role,
     /// [`kind`] bits of its op.
-    kind: u8,
+    pub(crate) kind: u8,
     /// [`flag`] bits.
-    flags: u8,
+    pub(crate) flags: u8,
     /// Index into [`TensorTable::externals`] of the buffer holding the
     /// memory (the root's, for a view), or [`NOT_EXTERNAL`].
-    external: u8,
+    pub(crate) external: u8,
 }
 
 /// What filling the table needs to know about the allocator.
@@ -161,6 +163,12 @@ impl TensorTable {
         self.entries.len()
     }
 
+    /// Every entry's facts, by dense index.
+    #[inline]
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
     /// The dense index of `t`, if it is in the table.
     #[inline]
     pub(crate) fn lookup(&self, t: TensorId) -> Option<u32> {
@@ -172,12 +180,6 @@ impl TensorTable {
     #[inline]
     pub(crate) fn tensor(&self, d: usize) -> TensorId {
         self.entries[d].tensor
-    }
-
-    /// Why entry `d` is in the table.
-    #[inline]
-    pub(crate) fn role(&self, d: usize) -> Role {
-        self.entries[d].role
     }
 
     /// The [`kind`] bits of entry `d`'s op.
@@ -507,6 +509,7 @@ impl TensorTable {
     }
 
     /// Queues `d` to get its memory before the walk (once; it becomes a leaf).
+    #[inline]
     pub(crate) fn walk_leaf(&mut self, d: usize) {
         if self.queued[d] & 1 == 0 {
             self.queued[d] |= 1;
@@ -516,6 +519,7 @@ impl TensorTable {
     }
 
     /// Queues `d` as the walk's next node (once; never a leaf queued before).
+    #[inline]
     pub(crate) fn walk_node(&mut self, d: usize) {
         if self.queued[d] == 0 {
             self.queued[d] |= 2;

@@ -32,7 +32,8 @@ pub fn expand_assignments(g: Gathered<'_>, spread_order: &mut Vec<u32>, out: &mu
     // Steps 1 and 2 pass over view ops (they have no backend of their own);
     // the spreading sweeps walk the nodes that compute four times, so list them once.
     spread_order.clear();
-    spread_order.extend(nodes.iter().copied().filter(|&d| !g.is_view_op(d as usize)));
+    spread_order.extend_from_slice(nodes);
+    spread_order.retain(|&d| !g.is_view_op(d as usize));
     let order = spread_order.as_slice();
     // Step 1: GPU spread down and up, then everything down and up. A sweep
     // only assigns nodes still unassigned: once none is left, the later
