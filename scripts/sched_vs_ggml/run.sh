@@ -2,7 +2,9 @@
 # Builds ggml (CPU only, Release) in a ggml checkout given as the first
 # argument, builds driver.c against it, and runs it: ggml's scheduler placing
 # the 934-node SmolLM2 prompt graph from scratch, best and median of several
-# rounds. Compare with, in the same sitting:
+# rounds. Compare with, in the same sitting (interleave the runs: the
+# development machine is shared and its speed drifts):
+#   target/release/examples/sched_from_scratch [rounds] [iterations]
 #   cargo bench -p gantry --bench sched -- reset_split_alloc/gpu_cpu
 #
 #   scripts/sched_vs_ggml/run.sh /path/to/ggml [rounds] [iterations per round]
