@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use gantry::backends::cpu::{self, CpuBackend, CpuDevice};
 use gantry::engine::Error as EngineError;
+use gantry::model::LoadOptions;
 use gantry::model::decoder::{
     DecoderModel, DeviceRoom, LayerCounts, LogitsFor, ModelFootprint, Session, SessionParams, fit_layers,
 };
@@ -199,7 +200,11 @@ fn smollm2_layers_fit_a_test_gpu_budget_with_cpu_only_logits() {
     // CPU only.
     let cpu = cpu_backend();
     let mut ctx = Context::new();
-    let model = DecoderModel::load(&path, &mut ctx, cpu.device(), None).unwrap();
+    // Both sides without repacking: the test GPU runs the CPU's kernels on
+    // plain weights, so the split gives the same logits only against a CPU
+    // that reads plain weights too (repacked products round differently).
+    let plain = || LoadOptions { repack: false, ..LoadOptions::default() };
+    let model = DecoderModel::load_with(&path, &mut ctx, cpu.device(), plain()).unwrap();
     let tokens = model.tokenizer.encode("The capital of France is", true, true).unwrap();
     let mut session =
         Session::new(&mut ctx, model.hp, model.weights.clone(), std::slice::from_ref(&cpu), params).unwrap();
@@ -225,7 +230,7 @@ fn smollm2_layers_fit_a_test_gpu_budget_with_cpu_only_logits() {
     let cpu_dev = CpuDevice::new();
     let mut ctx = Context::new();
     let devices: [&dyn Device; 2] = [&gpu_dev, &cpu_dev];
-    let split = DecoderModel::load_split(&path, &mut ctx, &devices, &counts, None).unwrap();
+    let split = DecoderModel::load_split_with(&path, &mut ctx, &devices, &counts, plain()).unwrap();
     let backends = [gpu.clone(), cpu.clone()];
     let mut session = Session::new(&mut ctx, split.hp, split.weights.clone(), &backends, params).unwrap();
     session.set_budget(&gpu, Some(gpu_budget)).unwrap();

@@ -1,4 +1,4 @@
-//! Quantized MUL_MAT on 2 threads, as a user gets it: one MUL_MAT node
+//! Quantized MUL_MAT on 2 threads (`GANTRY_BENCH_THREADS`), as a user gets it: one MUL_MAT node
 //! computed by the CPU backend (`graph_compute`), against the
 //! dequantize-then-F32-GEMM path (the `gemm` crate) and F16/F32 weights.
 //!
@@ -38,7 +38,10 @@ use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};
 use half::f16;
 use rayon::prelude::*;
 
-const THREADS: usize = 2;
+/// Threads of the backend and the baselines: `GANTRY_BENCH_THREADS`, default 2.
+fn threads() -> usize {
+    std::env::var("GANTRY_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).filter(|&t| t > 0).unwrap_or(2)
+}
 
 /// One case's samples (seconds per iteration), weight bytes, FLOPs, and the
 /// case (full id) it is compared with in the table.
@@ -86,12 +89,19 @@ struct BackendProduct {
 }
 
 impl BackendProduct {
-    fn new(dtype: DType, (k, m, n): (usize, usize, usize), weights: &[u8], x: &[f32]) -> Self {
+    /// The product with its weights in a CPU buffer, or, `repacked`, in a
+    /// `CPU_REPACK` one.
+    fn new(dtype: DType, (k, m, n): (usize, usize, usize), weights: &[u8], x: &[f32], repacked: bool) -> Self {
         let mut ctx = Context::new();
         let w = ctx.tensor(dtype, [k, m]).expect("weights");
         let xt = ctx.tensor(DType::F32, [k, n]).expect("activations");
         let y = ctx.mul_mat(w, xt).expect("mul_mat");
-        ctx.alloc_tensors(&[w, xt, y], &cpu::buffer_type(), BufferUsage::Any).expect("alloc");
+        if repacked {
+            ctx.alloc_tensors(&[w], &cpu::repack_buffer_type(), BufferUsage::Weights).expect("alloc");
+            ctx.alloc_tensors(&[xt, y], &cpu::buffer_type(), BufferUsage::Any).expect("alloc");
+        } else {
+            ctx.alloc_tensors(&[w, xt, y], &cpu::buffer_type(), BufferUsage::Any).expect("alloc");
+        }
         ctx.set_bytes(w, weights).expect("weights");
         ctx.set_f32(xt, x).expect("activations");
         Self { ctx, arena: GraphArena::new(), w, y }
@@ -106,14 +116,20 @@ impl BackendProduct {
     /// words, which vectorize) from the backend's own buffer: the floor under
     /// any product that streams the weights from memory.
     fn read_weights(&self, bytes: usize, pool: &rayon::ThreadPool) -> u64 {
-        let p = self.ctx.host_ptr(self.w).expect("weights on the host");
-        // SAFETY: the weight tensor is placed in a host buffer and spans
-        // `bytes` bytes from `p`; nothing writes it while this runs.
-        let data = unsafe { std::slice::from_raw_parts(p.cast_const(), bytes) };
+        let (entry, placement) = self.ctx.tensor_buffer(self.w).expect("weights placed");
+        let data = match entry.buffer.as_any().downcast_ref::<cpu::RepackBuffer>() {
+            Some(repacked) => repacked.matrix(self.w, placement.offset).expect("repacked weights").data,
+            None => {
+                let p = self.ctx.host_ptr(self.w).expect("weights on the host");
+                // SAFETY: the weight tensor is placed in a host buffer and spans
+                // `bytes` bytes from `p`; nothing writes it while this runs.
+                unsafe { std::slice::from_raw_parts(p.cast_const(), bytes) }
+            }
+        };
         let (head, words, tail) = bytemuck::pod_align_to::<u8, u64>(data);
         let edges = head.iter().chain(tail).map(|&b| u64::from(b)).sum::<u64>();
         // One contiguous part per thread, as the kernels split their rows.
-        let part = words.len().div_ceil(THREADS).max(1);
+        let part = words.len().div_ceil(threads()).max(1);
         pool.install(|| words.par_chunks(part).map(sum_words).reduce(|| 0, u64::wrapping_add)).wrapping_add(edges)
     }
 }
@@ -199,7 +215,7 @@ fn f32_gemm((k, m, n): (usize, usize, usize), w: &[f32], x: &[f32], dst: &mut [f
             false,
             false,
             false,
-            gemm::Parallelism::Rayon(THREADS),
+            gemm::Parallelism::Rayon(threads()),
         )
     }
 }
@@ -268,8 +284,32 @@ fn bench_shape(
         let baseline = format!("{}/{name}", if dtype == DType::F32 { "gemm" } else { "dequant+gemm" });
         let mut product: Option<BackendProduct> = None;
         timed(&mut group, times, prefix, &format!("backend/{name}"), Some(&baseline), (bytes, flops), || {
-            product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x)).compute(backend)
+            product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x, false)).compute(backend)
         });
+        if cpu::repacks_layout(&gantry_engine::TensorDesc::contiguous(dtype, [k, m, 1, 1]).expect("shape").layout()) {
+            // The same product from the weights repacked at load (`CPU_REPACK`),
+            // against the plain layout; for N = 1 also its floor, a read of
+            // the repacked bytes.
+            let mut repacked: Option<BackendProduct> = None;
+            let plain = format!("backend/{name}");
+            timed(&mut group, times, prefix, &format!("repacked/{name}"), Some(&plain), (bytes, flops), || {
+                repacked.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x, true)).compute(backend)
+            });
+            if n == 1 {
+                timed(
+                    &mut group,
+                    times,
+                    prefix,
+                    &format!("read-repacked/{name}"),
+                    Some(&format!("repacked/{name}")),
+                    (bytes, flops),
+                    || {
+                        let p = repacked.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x, true));
+                        std::hint::black_box(p.read_weights(bytes, pool));
+                    },
+                );
+            }
+        }
         if n == 1 {
             // The memory floor, compared with the backend: its "speed-up" is
             // how many times the floor the backend takes.
@@ -281,7 +321,7 @@ fn bench_shape(
                 Some(&format!("backend/{name}")),
                 (bytes, flops),
                 || {
-                    let p = product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x));
+                    let p = product.get_or_insert_with(|| BackendProduct::new(dtype, (k, m, n), &w(), &x, false));
                     std::hint::black_box(p.read_weights(bytes, pool));
                 },
             );
@@ -315,8 +355,8 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
-    let pool = &rayon::ThreadPoolBuilder::new().num_threads(THREADS).build().expect("thread pool");
-    let backend = &CpuBackend::with_threads(THREADS).expect("CPU backend");
+    let pool = &rayon::ThreadPoolBuilder::new().num_threads(threads()).build().expect("thread pool");
+    let backend = &CpuBackend::with_threads(threads()).expect("CPU backend");
     let times: RefCell<Timings> = RefCell::default();
 
     let (k, m) = if std::env::var_os("GANTRY_BENCH_GGML_SHAPE").is_some() { (14336, 4096) } else { (4096, 14336) };
@@ -360,7 +400,7 @@ fn print_table(times: &Timings) {
     };
     println!(
         "\n{:<44} {:>12} {:>12} {:>9} {:>10}  speed-up over baseline (median, best)",
-        format!("{THREADS} threads"),
+        format!("{} threads", threads()),
         "median",
         "best",
         "GB/s",

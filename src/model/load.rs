@@ -1,11 +1,14 @@
 //! Loading a weights file's tensors (GGUF, safetensors) into a
 //! [`Context`]: over the file mapping when the device reads host memory (no
-//! copy), else copied into buffers of the device's buffer type.
+//! copy), else copied into buffers of the device's buffer type; on the CPU,
+//! quantized weight matrices repacked into the layout its kernels read
+//! (`CPU_REPACK`, see [`LoadOptions::repack`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId};
+use gantry_backends::cpu::{repack_buffer_type, repacks_layout};
+use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, DeviceType, TensorId};
 
 use crate::{Error, Result};
 
@@ -36,12 +39,28 @@ pub struct LoadOptions<'a> {
     /// device may be (a 262k-token embedding table on a software GPU, say);
     /// `None` makes such a tensor an out-of-memory error.
     pub oversize: Option<Arc<dyn BufferType>>,
+    /// On a CPU device, keep the weight matrices the CPU has a repacked
+    /// layout for (2-d, Q4_0 / Q4_1 / Q8_0: `cpu::repacks_layout`) in a
+    /// `CPU_REPACK` buffer, repacked once here into the layout the
+    /// quantized kernels read (ggml's CPU_REPACK). Reading them back gives
+    /// the file's bytes; on the CPU only MUL_MAT (as weights) and GET_ROWS
+    /// read them, so a model whose graphs read a quantized matrix otherwise
+    /// turns this off. Default: on, unless the environment has
+    /// `GANTRY_NO_REPACK=1` ([`repack_by_default`]).
+    pub repack: bool,
 }
 
 impl Default for LoadOptions<'_> {
     fn default() -> Self {
-        Self { use_mmap: true, progress: None, oversize: None }
+        Self { use_mmap: true, progress: None, oversize: None, repack: repack_by_default() }
     }
+}
+
+/// Whether weights are repacked for the CPU unless a caller says otherwise:
+/// yes, unless `GANTRY_NO_REPACK` is set to anything but `0` or empty (for
+/// comparing with the plain layout).
+pub fn repack_by_default() -> bool {
+    std::env::var_os("GANTRY_NO_REPACK").is_none_or(|v| v.is_empty() || v == "0")
 }
 
 /// The tensors [`load_tensors`] created, by name, and the buffers holding them.
@@ -125,7 +144,7 @@ pub fn load_tensors(
     device: &dyn Device,
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
-    let LoadOptions { use_mmap, progress, oversize } = options;
+    let LoadOptions { use_mmap, progress, oversize, repack } = options;
     let _span = tracing::info_span!("load", file = %file.source(), device = device.name()).entered();
     let started = std::time::Instant::now();
     let entries = file.tensor_entries()?;
@@ -139,6 +158,19 @@ pub fn load_tensors(
         }
     } else {
         load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report)
+    };
+    let result = match result {
+        Ok(mut w) if repack && device.device_type() == DeviceType::Cpu => {
+            match repack_matrices(file, &entries, ctx, &mut w) {
+                Ok(()) => Ok(w),
+                Err(e) => {
+                    // `made` handed everything over to `w`.
+                    w.unload(ctx);
+                    Err(e)
+                }
+            }
+        }
+        other => other,
     };
     match &result {
         Ok(w) => tracing::info!(
@@ -382,6 +414,36 @@ impl WeightsFile for Gguf {
             })
             .collect()
     }
+}
+
+/// Moves the tensors of `loaded` that have a repacked layout into one
+/// `CPU_REPACK` buffer, repacking the file's bytes into it (the mapping or
+/// the copy they leave stays for the others).
+fn repack_matrices(
+    file: &dyn WeightsFile,
+    entries: &[TensorEntry<'_>],
+    ctx: &mut Context,
+    loaded: &mut LoadedWeights,
+) -> Result<()> {
+    let chosen: Vec<(TensorId, &[u8])> = entries
+        .iter()
+        .filter(|e| repacks_layout(&e.desc.layout()))
+        .filter_map(|e| loaded.find(e.name).map(|t| (t, e.data)))
+        .collect();
+    if chosen.is_empty() {
+        return Ok(());
+    }
+    let _span = tracing::info_span!("repack", file = %file.source(), tensors = chosen.len()).entered();
+    let tensors: Vec<TensorId> = chosen.iter().map(|&(t, _)| t).collect();
+    for &t in &tensors {
+        ctx.unplace(t);
+    }
+    let placed = ctx.alloc_tensors(&tensors, &repack_buffer_type(), BufferUsage::Weights)?;
+    loaded.buffers.extend_from_slice(placed.buffers());
+    for &(t, data) in &chosen {
+        ctx.write_tensor_bytes(t, 0, data)?;
+    }
+    Ok(())
 }
 
 /// Writes a weight's bytes: from where its device already holds them when it

@@ -21,5 +21,5 @@ mod weights_file;
 
 pub use dequantized::DequantizedFile;
 pub use gguf::Gguf;
-pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors};
+pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors, repack_by_default};
 pub use weights_file::{TensorEntry, WeightsFile};

@@ -113,7 +113,9 @@ impl Device for CpuDevice {
     }
 
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
-        buft.is_host()
+        // Host memory, and the CPU's own repacked weights (which are not host
+        // memory to anyone else).
+        buft.is_host() || buft.as_any().is::<super::RepackBufferType>()
     }
 
     fn event_new(&self) -> Result<EventId> {

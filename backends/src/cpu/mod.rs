@@ -11,7 +11,8 @@
 //!   (splitting a kernel's work), `abort`, `profiled` (timing nodes and
 //!   tasks for a profiler), `sysinfo`, `optimize` (the backend's
 //!   `graph_optimize`: products of one activation grouped, RMS_NORM + MUL
-//!   fused) and `fused` (computing a fused group).
+//!   fused), `fused` (computing a fused group) and `repack_buffer`
+//!   (`CPU_REPACK`: weights kept in the layout the quantized kernels read).
 //! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
 //!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`,
 //!   `mul_mat`, `mul_mat_quant`, `flash_attn`; fused groups: `rms_norm_mul`,
@@ -62,6 +63,7 @@ mod plan;
 mod platform;
 mod profiled;
 pub mod quant;
+mod repack_buffer;
 pub(crate) mod simd;
 mod spin_pool;
 mod sysinfo;
@@ -83,6 +85,7 @@ pub use platform::CpuPlatform;
 /// The rayon crate the CPU backend is built with, so a host hands
 /// [`CpuBackend::with_pool`] a pool of the same version.
 pub use rayon;
+pub use repack_buffer::{RepackBuffer, RepackBufferType, repack_buffer_type, repacks_layout};
 pub use spin_pool::{HOT_SPIN, IDLE_SPIN, SpinPool, Team};
 pub use tasks::TaskCounter;
 

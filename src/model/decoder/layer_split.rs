@@ -6,13 +6,13 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry_backends::cpu::CpuDevice;
-use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId};
+use gantry_backends::cpu::{CpuDevice, repack_buffer_type, repacks_layout};
+use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, DeviceType, TensorId};
 
 use super::{DecoderHparams, DecoderModel, DecoderWeights, LayerCounts};
 use crate::model::gguf::Gguf;
 use crate::model::load::{Progress, write_weight};
-use crate::model::{LoadProgress, WeightsFile};
+use crate::model::{LoadOptions, LoadProgress, WeightsFile};
 use crate::{Error, Result};
 
 /// Which device each weight goes to: layer `l` (with its optional norms) to
@@ -74,6 +74,23 @@ impl DecoderModel {
         counts: &LayerCounts,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
+        let options =
+            LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
+        Self::load_split_with(path, ctx, devices, counts, options)
+    }
+
+    /// [`DecoderModel::load_split`] with the loader's options as given: its
+    /// progress callback, and whether a CPU device's share is repacked
+    /// ([`LoadOptions::repack`]); tensors too large for a device's buffers
+    /// go to `options.oversize` when there is one device, to host memory
+    /// when there are several.
+    pub fn load_split_with(
+        path: impl AsRef<Path>,
+        ctx: &mut Context,
+        devices: &[&dyn Device],
+        counts: &LayerCounts,
+        options: LoadOptions<'_>,
+    ) -> Result<Self> {
         if counts.counts().len() != devices.len() {
             return Err(Error::Model(format!(
                 "{} layer counts given for {} devices",
@@ -92,12 +109,15 @@ impl DecoderModel {
         let used: Vec<usize> = (0..devices.len()).filter(|&d| counts.counts()[d] > 0).collect();
         match (devices, used.as_slice()) {
             ([], _) => Err(Error::Model("no device to load the model on".into())),
-            (_, [one]) => Self::load(path, ctx, devices[*one], progress),
+            (_, [one]) => Self::load_with(path, ctx, devices[*one], options),
             _ => {
-                // Mapping costs nothing; the bytes are then moved to their devices.
-                let mut model = Self::load(path, ctx, &CpuDevice::new(), None)?;
+                // Mapping costs nothing; the bytes are then moved to their devices
+                // (and repacked there for a CPU device's share).
+                let LoadOptions { progress, repack, .. } = options;
+                let mapped = LoadOptions { repack: false, ..LoadOptions::default() };
+                let mut model = Self::load_with(path, ctx, &CpuDevice::new(), mapped)?;
                 let mut made = Vec::new();
-                match model.move_layers(ctx, devices, counts, progress, &mut made) {
+                match model.move_layers(ctx, devices, counts, (progress, repack), &mut made) {
                     Ok(()) => Ok(model),
                     Err(e) => {
                         // The tensors first, then every buffer they were in.
@@ -117,7 +137,7 @@ impl DecoderModel {
         ctx: &mut Context,
         devices: &[&dyn Device],
         counts: &LayerCounts,
-        progress: Option<&mut dyn FnMut(LoadProgress)>,
+        (progress, repack): (Option<&mut dyn FnMut(LoadProgress)>, bool),
         made: &mut Vec<BufferId>,
     ) -> Result<()> {
         let _span = tracing::info_span!("move_layers", devices = devices.len(), layers = %counts).entered();
@@ -130,20 +150,32 @@ impl DecoderModel {
         let host: Arc<dyn BufferType> = gantry_backends::cpu::buffer_type();
         for (d, device) in devices.iter().enumerate() {
             let buft = device.buffer_type();
+            // A CPU's weight matrices go repacked (see `LoadOptions::repack`).
+            let repacking = repack && device.device_type() == DeviceType::Cpu;
             let mut mine = Vec::new();
             let mut oversize = Vec::new();
+            let mut repacked = Vec::new();
             for &(t, _) in placement.iter().filter(|(_, at)| *at == d) {
-                let big = buft.alloc_size(&ctx.desc(t)?.layout()) > buft.max_size();
-                if big { &mut oversize } else { &mut mine }.push(t);
+                let layout = ctx.desc(t)?.layout();
+                let big = buft.alloc_size(&layout) > buft.max_size();
+                if repacking && repacks_layout(&layout) {
+                    repacked.push(t);
+                } else if big {
+                    oversize.push(t);
+                } else {
+                    mine.push(t);
+                }
             }
-            for &t in mine.iter().chain(&oversize) {
+            for &t in mine.iter().chain(&oversize).chain(&repacked) {
                 ctx.unplace(t);
             }
             let buffers = ctx.alloc_tensors(&mine, &buft, BufferUsage::Weights)?;
             made.extend_from_slice(buffers.buffers());
             let buffers = ctx.alloc_tensors(&oversize, &host, BufferUsage::Weights)?;
             made.extend_from_slice(buffers.buffers());
-            for &t in mine.iter().chain(&oversize) {
+            let buffers = ctx.alloc_tensors(&repacked, &repack_buffer_type(), BufferUsage::Weights)?;
+            made.extend_from_slice(buffers.buffers());
+            for &t in mine.iter().chain(&oversize).chain(&repacked) {
                 let info = self.gguf.tensor(ctx.name(t))?;
                 let data = self.gguf.tensor_data(info)?;
                 write_weight(ctx, t, data, &mut report)?;

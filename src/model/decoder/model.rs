@@ -60,17 +60,36 @@ impl DecoderModel {
     /// weights into `ctx` for `device` (over the file mapping when the device
     /// can read host memory, else copied into its buffers). `progress` sees
     /// the bytes loaded. On error nothing is left in `ctx`.
+    ///
+    /// On a CPU device the weight matrices are repacked into the layout the
+    /// CPU's quantized kernels read (see [`LoadOptions::repack`]; off with
+    /// `GANTRY_NO_REPACK=1`, or through [`DecoderModel::load_with`]).
     pub fn load(
         path: impl AsRef<Path>,
         ctx: &mut Context,
         device: &dyn Device,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
+        // Tensors too large for one of the device's buffers (a big vocabulary's
+        // embeddings on a GPU that caps buffers) stay in host memory, as
+        // llama.cpp keeps its input layer on the CPU.
+        let options =
+            LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
+        Self::load_with(path, ctx, device, options)
+    }
+
+    /// [`DecoderModel::load`] with the loader's options as given.
+    pub fn load_with(
+        path: impl AsRef<Path>,
+        ctx: &mut Context,
+        device: &dyn Device,
+        options: LoadOptions<'_>,
+    ) -> Result<Self> {
         let gguf = Gguf::open(path.as_ref())?;
         let hp = DecoderHparams::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&gguf, &hp, &tokenizer)?;
-        let loaded = load_weights(&gguf, ctx, device, progress)?;
+        let loaded = load_tensors(&gguf, ctx, device, options)?;
         Self::assemble(hp, tokenizer, loaded, gguf, ctx)
     }
 
@@ -135,6 +154,7 @@ fn load_weights(
     device: &dyn Device,
     progress: Option<&mut dyn FnMut(LoadProgress)>,
 ) -> Result<LoadedWeights> {
-    let options = LoadOptions { use_mmap: true, progress, oversize: Some(gantry_backends::cpu::buffer_type()) };
+    let options =
+        LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
     load_tensors(file, ctx, device, options)
 }

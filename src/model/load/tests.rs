@@ -100,6 +100,11 @@ fn model_file() -> Gguf {
     Gguf::parse(&w.to_bytes()).unwrap()
 }
 
+/// The loader's options without repacking (the tests of mapping and copying).
+fn plain() -> LoadOptions<'static> {
+    LoadOptions { repack: false, ..LoadOptions::default() }
+}
+
 fn check_contents(gguf: &Gguf, ctx: &Context, weights: &LoadedWeights) {
     assert_eq!(weights.len(), gguf.tensors().len());
     for info in gguf.tensors() {
@@ -119,7 +124,7 @@ fn host_device_gets_tensors_over_the_file_bytes() {
     let gguf = model_file();
     let device = cpu_like();
     let mut ctx = Context::new();
-    let weights = load_tensors(&gguf, &mut ctx, &device, LoadOptions::default()).unwrap();
+    let weights = load_tensors(&gguf, &mut ctx, &device, plain()).unwrap();
     assert!(weights.is_mapped());
     assert_eq!(weights.buffers().len(), 1);
     assert_eq!(device.buft.buffers_allocated(), 0, "nothing allocated");
@@ -134,6 +139,46 @@ fn host_device_gets_tensors_over_the_file_bytes() {
     }
     let t = weights.get("pos").unwrap();
     assert!(ctx.write_tensor_bytes(t, 0, &[0; 4]).is_err(), "the mapping is read-only");
+}
+
+#[test]
+fn a_cpu_device_gets_its_2d_matrices_repacked() {
+    let gguf = model_file();
+    for use_mmap in [true, false] {
+        let device = cpu_like();
+        let mut ctx = Context::new();
+        let options = LoadOptions { use_mmap, repack: true, ..LoadOptions::default() };
+        let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
+        // Reading a repacked tensor back gives the file's bytes.
+        check_contents(&gguf, &ctx, &weights);
+        for info in gguf.tensors() {
+            let t = weights.get(&info.name).unwrap();
+            let (entry, _) = ctx.tensor_buffer(t).unwrap();
+            // Only the 2-d Q8_0 matrix has a repacked layout (the Q4_0 one is 3-d).
+            let want = if info.name == "token_embd.weight" {
+                "CPU_REPACK"
+            } else if use_mmap {
+                "TEST_MAPPED"
+            } else {
+                "TEST_HOST"
+            };
+            assert_eq!(entry.buffer_type.name(), want, "{}", info.name);
+        }
+        let t = weights.get("token_embd.weight").unwrap();
+        assert!(ctx.host_ptr(t).is_err(), "repacked bytes are not host memory to others");
+        // Unloading frees the repack buffer with the rest.
+        weights.unload(&mut ctx);
+        assert_eq!(ctx.buffers().count(), 0);
+        assert_eq!(ctx.tensor_count(), 0);
+    }
+    // A device that is not a CPU keeps its own buffers whatever the option says.
+    let gpu =
+        TestDevice { buft: test_buft("GPU", 256, false, usize::MAX), mapped_buft: None, lends_host_memory: false };
+    let mut ctx = Context::new();
+    let weights = load_tensors(&gguf, &mut ctx, &gpu, LoadOptions { repack: true, ..LoadOptions::default() }).unwrap();
+    for (_, t) in weights.iter() {
+        assert_eq!(ctx.tensor_buffer(t).unwrap().0.buffer_type.name(), "GPU");
+    }
 }
 
 #[test]
@@ -160,7 +205,7 @@ fn devices_that_cannot_map_get_copies() {
     ];
     for (device, use_mmap) in cases {
         let mut ctx = Context::new();
-        let options = LoadOptions { use_mmap, ..LoadOptions::default() };
+        let options = LoadOptions { use_mmap, ..plain() };
         let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
         assert!(!weights.is_mapped(), "{}", device.buft.name());
         assert_eq!(device.buft.buffers_allocated(), 1);
@@ -226,7 +271,7 @@ fn loads_smollm2_mapped_and_copied() {
     };
     let gguf = Gguf::open(path).unwrap();
     let mut ctx = Context::new();
-    let mapped = load_tensors(&gguf, &mut ctx, &cpu_like(), LoadOptions::default()).unwrap();
+    let mapped = load_tensors(&gguf, &mut ctx, &cpu_like(), plain()).unwrap();
     assert!(mapped.is_mapped());
     assert_eq!(mapped.len(), 272);
     let embd = mapped.get("token_embd.weight").unwrap();
@@ -235,6 +280,20 @@ fn loads_smollm2_mapped_and_copied() {
     let info = gguf.tensor("token_embd.weight").unwrap();
     let in_file = gguf.bytes().as_ptr().wrapping_add(gguf.tensor_file_offset(info));
     assert_eq!(ctx.host_ptr(embd).unwrap() as *const u8, in_file);
+
+    // Repacked for the CPU: every 2-d Q4_1 / Q8_0 matrix (7 per layer, and
+    // the embeddings), read back as the file's bytes.
+    let mut ctx = Context::new();
+    let options = LoadOptions { repack: true, ..LoadOptions::default() };
+    let repacked = load_tensors(&gguf, &mut ctx, &cpu_like(), options).unwrap();
+    let in_repack = |t| ctx.tensor_buffer(t).unwrap().0.buffer_type.name() == "CPU_REPACK";
+    assert_eq!(repacked.iter().filter(|&(_, t)| in_repack(t)).count(), 30 * 7 + 1);
+    for name in ["token_embd.weight", "blk.7.attn_k.weight", "blk.29.ffn_down.weight"] {
+        let t = repacked.get(name).unwrap();
+        assert!(in_repack(t), "{name}");
+        assert_eq!(ctx.get_bytes(t).unwrap(), gguf.tensor_data(gguf.tensor(name).unwrap()).unwrap(), "{name}");
+    }
+    assert!(!in_repack(repacked.get("output_norm.weight").unwrap()));
 
     // A device with 64 MiB buffers: the 30 MB embedding and the rest split over buffers.
     let gpu =

@@ -13,6 +13,7 @@ mod mul_mat_quant;
 pub(crate) mod mul_mat_shared;
 mod norm;
 mod reduce;
+pub(crate) mod repacked;
 pub(crate) mod rms_norm_mul;
 pub(crate) mod rope;
 pub(crate) mod rope_set_rows;
@@ -27,6 +28,10 @@ use super::parallel::Par;
 /// Whether the CPU kernels can compute `tensor` (its op, dtypes and layouts).
 pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
     let Some(d) = ctx.get(tensor) else { return false };
+    // Repacked weights: only the reads that know their layout.
+    if let Some(ok) = repacked::supports(ctx, tensor, d) {
+        return ok;
+    }
     match d.op {
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => true,
         Op::Cpy | Op::Cont | Op::Dup => copy::supports(ctx, d),

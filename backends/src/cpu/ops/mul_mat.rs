@@ -25,7 +25,7 @@ use gemm::Parallelism;
 use half::{bf16, f16};
 
 use super::bound::Bound;
-use super::{mul_mat_quant, shape_err, src, src_desc};
+use super::{mul_mat_quant, repacked, shape_err, src, src_desc};
 use crate::cpu::float_matvec::Rows;
 use crate::cpu::parallel::{Par, SendPtr};
 use crate::cpu::simd;
@@ -185,9 +185,14 @@ impl Dims {
 }
 
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
-    let a = Bound::src(ctx, src(ctx, t, d, 0)?)?;
+    let src0 = src(ctx, t, d, 0)?;
+    let repacked = repacked::matrix(ctx, src0)?;
     let b = Bound::src(ctx, src(ctx, t, d, 1)?)?;
     let dst = Bound::dst(ctx, t)?;
+    if let Some(w) = repacked {
+        return mul_mat_quant::compute_repacked(ctx, t, d, w, (&b, &dst), par, shared);
+    }
+    let a = Bound::src(ctx, src0)?;
     let ok = a.ne[0] == b.ne[0]
         && a.ne[2] > 0
         && a.ne[3] > 0
@@ -209,7 +214,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     };
     let kernels = match src0_path(a.dtype) {
         Some(Src0Path::Plain(kernels)) => kernels,
-        Some(Src0Path::Quantized) => return mul_mat_quant::compute(ctx, t, d, (&a, &b, &dst), dims, par, shared),
+        Some(Src0Path::Quantized) => {
+            return mul_mat_quant::compute_plain(ctx, t, d, (&a, &b, &dst), dims, par, shared);
+        }
         None => return Err(shape_err(ctx, t, d, format!("src0 dtype {}", a.dtype))),
     };
     if dims.n == 1 && dims.batches() == 1 && mat_vec(&a, &b, &dst, dims, par)? {
@@ -233,7 +240,8 @@ pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize)
     let (k, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
     Ok(match src0_path(a.dtype) {
         Some(Src0Path::Quantized) if k > 0 => {
-            mul_mat_quant::work_floats(a.dtype, k, n * b.ne[2] * b.ne[3], n_threads.max(1))?
+            let repacked = d.srcs[0].is_some_and(|s| repacked::is_repacked(ctx, s));
+            mul_mat_quant::work_floats(a.dtype, k, n * b.ne[2] * b.ne[3], n_threads.max(1), repacked)?
         }
         Some(Src0Path::Plain(kernels)) if n > DOT_MAX_COLS && !kernels.in_place => CONVERT_BLOCK_ROWS.min(m) * k,
         _ => 0,

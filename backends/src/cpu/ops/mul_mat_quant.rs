@@ -12,6 +12,10 @@
 //! dense, or whose batches do not continue one another, is first copied into
 //! a packed F32 block of the backend's retained scratch, which also holds the
 //! driver's scratch: a steady-state compute allocates nothing.
+//!
+//! Weights in a `CPU_REPACK` buffer take the same route to the repacked
+//! driver ([`repacked_mul_mat`]), whose kernels read their layout: one 2-d
+//! matrix, broadcast over every batch of src1.
 
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 
@@ -19,6 +23,7 @@ use super::bound::Bound;
 use super::mul_mat::Dims;
 use super::shape_err;
 use crate::cpu::parallel::{Par, SendPtr};
+use crate::cpu::quant::repack::{RepackedMatrix, repacked_mul_mat, repacked_scratch_size};
 use crate::cpu::quant::{self, QuantMatrix, dot_partner, quant_mul_mat, quant_mul_mat_scratch_size};
 
 /// Whether the driver multiplies weights of this dtype.
@@ -50,18 +55,93 @@ fn batches_continue(t: &Bound) -> bool {
     (t.ne[2] <= 1 || t.nb[2] == t.ne[1] * t.nb[1]) && (t.ne[3] <= 1 || t.nb[3] == t.ne[2] * t.nb[2])
 }
 
+/// The weights of a product: plain rows in host memory, or a repacked matrix.
+#[derive(Clone, Copy)]
+pub enum Weights<'a> {
+    /// Rows of `row_bytes` bytes, `a.nb[1]` apart, batched as `a` says.
+    Plain { a: &'a Bound, row_bytes: usize },
+    /// One repacked matrix (2-d: every batch reads it).
+    Repacked(RepackedMatrix<'a>),
+}
+
+impl Weights<'_> {
+    fn dtype(&self) -> DType {
+        match self {
+            Weights::Plain { a, .. } => a.dtype,
+            Weights::Repacked(w) => w.dtype,
+        }
+    }
+
+    /// The weights' batches along dims 2 and 3.
+    fn batches(&self) -> [usize; 2] {
+        match self {
+            Weights::Plain { a, .. } => [a.ne[2], a.ne[3]],
+            Weights::Repacked(_) => [1, 1],
+        }
+    }
+}
+
+/// Bytes of the driver's scratch for `total_cols` columns.
+fn driver_scratch(dtype: DType, k: usize, total_cols: usize, threads: usize, repacked: bool) -> Result<usize> {
+    if repacked {
+        repacked_scratch_size(dtype, k, total_cols)
+    } else {
+        quant_mul_mat_scratch_size(dtype, k, total_cols, threads)
+    }
+}
+
 /// Floats of shared scratch a product of `total_cols` columns of `k`
-/// values needs at most (packed columns and the driver's scratch).
-pub fn work_floats(dtype: DType, k: usize, total_cols: usize, threads: usize) -> Result<usize> {
-    let scratch_bytes = quant_mul_mat_scratch_size(dtype, k, total_cols, threads)?;
+/// values needs at most (packed columns and the driver's scratch), for
+/// plain or repacked weights.
+pub fn work_floats(dtype: DType, k: usize, total_cols: usize, threads: usize, repacked: bool) -> Result<usize> {
+    let scratch_bytes = driver_scratch(dtype, k, total_cols, threads, repacked)?;
     Ok(total_cols * k + scratch_bytes.div_ceil(size_of::<f32>()))
 }
 
-pub fn compute(
+/// MUL_MAT node `t` with the repacked weights `w` (2-d) times `b`.
+pub fn compute_repacked(
+    ctx: &Context,
+    t: TensorId,
+    d: &TensorDesc,
+    w: RepackedMatrix<'_>,
+    (b, dst): (&Bound, &Bound),
+    par: &Par<'_>,
+    shared: &mut Vec<f32>,
+) -> Result<()> {
+    if w.k != b.ne[0] || dst.ne != [w.m, b.ne[1], b.ne[2], b.ne[3]] || !dst.rows_are_dense() {
+        return Err(shape_err(ctx, t, d, format!("[{}, {}] x {:?} does not give {:?}", w.k, w.m, b.ne, dst.ne)));
+    }
+    let dims = Dims { k: w.k, m: w.m, n: b.ne[1], ne2: b.ne[2], ne3: b.ne[3], r2: b.ne[2], r3: b.ne[3] };
+    compute(ctx, t, d, Weights::Repacked(w), (b, dst), dims, par, shared)
+}
+
+/// MUL_MAT node `t` with the plain quantized weights `a` times `b`.
+pub fn compute_plain(
     ctx: &Context,
     t: TensorId,
     d: &TensorDesc,
     (a, b, dst): (&Bound, &Bound, &Bound),
+    dims: Dims,
+    par: &Par<'_>,
+    shared: &mut Vec<f32>,
+) -> Result<()> {
+    let row_bytes = a.dtype.row_size(dims.k).filter(|_| dims.k.is_multiple_of(a.dtype.block_size()));
+    let Some(row_bytes) = row_bytes.filter(|_| a.rows_are_dense()) else {
+        return Err(shape_err(ctx, t, d, format!("{} weights need dense rows of whole blocks", a.dtype)));
+    };
+    compute(ctx, t, d, Weights::Plain { a, row_bytes }, (b, dst), dims, par, shared)
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one node: its id and description for messages, the weights, the bound columns and result, dims, pool and scratch"
+)]
+fn compute(
+    ctx: &Context,
+    t: TensorId,
+    d: &TensorDesc,
+    w: Weights<'_>,
+    (b, dst): (&Bound, &Bound),
     dims: Dims,
     par: &Par<'_>,
     shared: &mut Vec<f32>,
@@ -80,10 +160,7 @@ pub fn compute(
         }
         return Ok(());
     }
-    let row_bytes = a.dtype.row_size(k).filter(|_| k.is_multiple_of(a.dtype.block_size()));
-    let Some(row_bytes) = row_bytes.filter(|_| a.rows_are_dense()) else {
-        return Err(shape_err(ctx, t, d, format!("{} weights need dense rows of whole blocks", a.dtype)));
-    };
+    let _ = (ctx, t, d);
     // Activations already in the dot partner are unpacked to F32 columns
     // (the driver quantizes them again, to the same blocks).
     let columns = if b.dtype == DType::F32 && b.rows_are_dense() && batches_continue(b) {
@@ -95,7 +172,7 @@ pub fn compute(
     let total_cols = n * dims.batches();
     let packed_len = if matches!(columns, Columns::Packed) { total_cols * k } else { 0 };
     let threads = par.n_threads();
-    let scratch_bytes = quant_mul_mat_scratch_size(a.dtype, k, total_cols, threads)?;
+    let scratch_bytes = driver_scratch(w.dtype(), k, total_cols, threads, matches!(w, Weights::Repacked(_)))?;
     // The packed columns first (f32), then the driver's scratch (bytes).
     let need = packed_len + scratch_bytes.div_ceil(f);
     super::grow_scratch(shared, need)?;
@@ -123,8 +200,9 @@ pub fn compute(
     };
 
     let mut run: Option<Run> = None;
-    for a3 in 0..a.ne[3] {
-        for a2 in 0..a.ne[2] {
+    let [a_ne2, a_ne3] = w.batches();
+    for a3 in 0..a_ne3 {
+        for a2 in 0..a_ne2 {
             for i3 in a3 * dims.r3..(a3 + 1) * dims.r3 {
                 for i2 in a2 * dims.r2..(a2 + 1) * dims.r2 {
                     let bi = [i2, i3];
@@ -138,8 +216,7 @@ pub fn compute(
                             continue;
                         }
                         multiply(
-                            a,
-                            row_bytes,
+                            w,
                             *r,
                             dims,
                             (src1_col0(r.first), src1_stride),
@@ -154,28 +231,14 @@ pub fn compute(
         }
     }
     if let Some(r) = run {
-        multiply(
-            a,
-            row_bytes,
-            r,
-            dims,
-            (src1_col0(r.first), src1_stride),
-            (dst_col0(r.first), dst_stride),
-            driver_scratch,
-            par,
-        )?;
+        multiply(w, r, dims, (src1_col0(r.first), src1_stride), (dst_col0(r.first), dst_stride), driver_scratch, par)?;
     }
     Ok(())
 }
 
 /// One driver call: src0 batch `run.a_batch` times `run.cols` columns.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one driver call: the weights, the run and its dims, the strided activations and results, scratch and the pool"
-)]
 fn multiply(
-    a: &Bound,
-    row_bytes: usize,
+    w: Weights<'_>,
     run: Run,
     dims: Dims,
     (src1, src1_stride): (*const f32, usize),
@@ -185,26 +248,30 @@ fn multiply(
 ) -> Result<()> {
     let Dims { k, m, .. } = dims;
     let span = |rows: usize, stride: usize, row: usize| (rows - 1) * stride + row;
-    // SAFETY: the weights of one src0 batch, m rows of `row_bytes` bytes
-    // `nb[1]` apart, lie inside src0's memory (checked at binding); the run's
-    // columns lie inside src1 (or the packed scratch) and dst, `stride` floats
-    // apart, because they continue one another batch after batch (checked by
-    // the caller); dst is a different tensor than the sources.
-    let (weights, src1, dst) = unsafe {
+    // SAFETY: the run's columns lie inside src1 (or the packed scratch) and
+    // dst, `stride` floats apart, because they continue one another batch
+    // after batch (checked by the caller); dst is a different tensor than
+    // the sources.
+    let (src1, dst) = unsafe {
         (
-            std::slice::from_raw_parts(a.row(0, run.a_batch[0], run.a_batch[1]), span(m, a.nb[1], row_bytes)),
             std::slice::from_raw_parts(src1, span(run.cols, src1_stride, k)),
             std::slice::from_raw_parts_mut(dst, span(run.cols, dst_stride, m)),
         )
     };
-    let w = QuantMatrix { dtype: a.dtype, data: weights, row_stride: a.nb[1], k, m };
-    quant_mul_mat(
-        &w,
-        quant::Columns { data: src1, stride: src1_stride, n: run.cols },
-        quant::ColumnsMut { data: dst, stride: dst_stride },
-        scratch,
-        par.jobs(),
-    )
+    let columns = quant::Columns { data: src1, stride: src1_stride, n: run.cols };
+    let result = quant::ColumnsMut { data: dst, stride: dst_stride };
+    match w {
+        Weights::Plain { a, row_bytes } => {
+            // SAFETY: the weights of one src0 batch, m rows of `row_bytes`
+            // bytes `nb[1]` apart, lie inside src0's memory (checked at binding).
+            let weights = unsafe {
+                std::slice::from_raw_parts(a.row(0, run.a_batch[0], run.a_batch[1]), span(m, a.nb[1], row_bytes))
+            };
+            let w = QuantMatrix { dtype: a.dtype, data: weights, row_stride: a.nb[1], k, m };
+            quant_mul_mat(&w, columns, result, scratch, par.jobs())
+        }
+        Weights::Repacked(w) => repacked_mul_mat(&[w], columns, &mut [result], scratch, par.jobs()),
+    }
 }
 
 /// Copies src1 into `out` as packed F32 columns, batch after batch.

@@ -4,16 +4,17 @@
 //! naming the index tensor.
 //!
 //! Quantized rows: GET_ROWS dequantizes rows of every quantized type
-//! (exactly ggml's values); SET_ROWS quantizes into Q4_0, Q4_1, Q5_0, Q5_1
+//! (exactly ggml's values), from repacked weights too; SET_ROWS quantizes into Q4_0, Q4_1, Q5_0, Q5_1
 //! and Q8_0 with ggml's reference quantizer (exactly ggml's bytes).
 
 use gantry_engine::quant::{dequantize_row, quantize_row};
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
-use super::{shape_err, src, src_desc};
+use super::{repacked, shape_err, src, src_desc};
 use crate::cpu::FirstError;
 use crate::cpu::parallel::Par;
+use crate::cpu::quant::repack::{GROUP_ROWS, RepackedMatrix, dequantize_repacked_row, repacked_size};
 
 /// Quantized dtypes SET_ROWS and CPY write from F32 (the op builders' list).
 pub const QUANT_TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
@@ -79,10 +80,15 @@ pub fn check_failures(ctx: &Context, t: TensorId, d: &TensorDesc, failed: &First
 }
 
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Result<()> {
-    let rows = Bound::src(ctx, src(ctx, t, d, 0)?)?;
+    let src0 = src(ctx, t, d, 0)?;
+    let repacked = repacked::matrix(ctx, src0)?;
     let idx_id = src(ctx, t, d, 1)?;
     let idx = Bound::src(ctx, idx_id)?;
     let dst = Bound::dst(ctx, t)?;
+    if let (Some(w), Op::GetRows) = (repacked, d.op) {
+        return get_rows_repacked(ctx, t, d, w, (&idx, idx_id), &dst, par);
+    }
+    let rows = Bound::src(ctx, src0)?;
     match d.op {
         Op::GetRows => get_rows(ctx, t, d, &rows, &idx, idx_id, &dst, par),
         _ => set_rows(ctx, t, d, &rows, &idx, idx_id, &dst, par),
@@ -180,6 +186,45 @@ fn get_rows(
         }
     });
     Ok(())
+}
+
+/// GET_ROWS from repacked weights (a 2-d matrix: the token embeddings
+/// that are also the output matrix): each row dequantized out of its group.
+fn get_rows_repacked(
+    ctx: &Context,
+    t: TensorId,
+    d: &TensorDesc,
+    w: RepackedMatrix<'_>,
+    (idx, idx_id): (&Bound, TensorId),
+    dst: &Bound,
+    par: &Par<'_>,
+) -> Result<()> {
+    let expect = [w.k, idx.ne[0], idx.ne[1], idx.ne[2]];
+    if dst.ne != expect || idx.ne[1] != 1 || idx.ne[2] != 1 || idx.ne[3] != 1 {
+        return Err(shape_err(ctx, t, d, format!("rows [{}, {}] by indices {:?} into {:?}", w.k, w.m, idx.ne, dst.ne)));
+    }
+    check_indices(ctx, idx, idx_id, w.m)?;
+    let (n0, group_bytes) = (w.k, repacked_size(w.dtype, w.k, 1).unwrap_or(0));
+    let failed = FirstError::default();
+    par.for_each(dst.nrows(), n0, n0, |range, tmp| {
+        for r in range {
+            let [i10, i11, i12] = dst.row_index(r);
+            // SAFETY: the index was checked above; rows are in range; this
+            // thread owns row r of dst, which does not alias the weights.
+            unsafe {
+                let i01 = index(idx, i10, i11, i12) as usize;
+                let group = &w.data[i01 / GROUP_ROWS * group_bytes..][..group_bytes];
+                if dst.rows_are_dense() {
+                    let out = std::slice::from_raw_parts_mut(dst.row(i10, i11, i12) as *mut f32, n0);
+                    failed.note(dequantize_repacked_row(w.dtype, w.k, group, i01 % GROUP_ROWS, out));
+                } else {
+                    failed.note(dequantize_repacked_row(w.dtype, w.k, group, i01 % GROUP_ROWS, tmp));
+                    dst.store_row(i10, i11, i12, tmp);
+                }
+            }
+        }
+    });
+    check_failures(ctx, t, d, &failed, "dequantizing repacked rows")
 }
 
 #[expect(

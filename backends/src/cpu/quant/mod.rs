@@ -53,6 +53,7 @@ mod dot_scalar;
 mod mul_mat;
 mod mul_mat_shared;
 mod quantize_activation;
+pub mod repack;
 mod rows;
 #[cfg(target_arch = "x86_64")]
 mod rows_avx2;
