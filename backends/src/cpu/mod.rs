@@ -62,6 +62,7 @@ mod plan;
 mod platform;
 mod profiled;
 pub mod quant;
+pub(crate) mod sgemm;
 pub(crate) mod simd;
 mod spin_pool;
 mod sysinfo;

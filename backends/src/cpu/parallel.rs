@@ -122,8 +122,9 @@ impl<'a> Par<'a> {
         });
     }
 
-    /// Runs `f` on the calling thread with scratch of `tmp_len` floats (for
-    /// kernels that stay on one thread).
+    /// Runs `f` on the calling thread with scratch of `tmp_len` floats held
+    /// by it alone: for kernels that stay on one thread, and for the tasks
+    /// of drivers that split their own work with [`Par::run`].
     pub fn inline<R>(&self, tmp_len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
         self.scratch.with_slot(tmp_len, f)
     }
