@@ -31,7 +31,11 @@ use crate::cpu::parallel::Par;
 use crate::cpu::sgemm::{self, Kernels, Lhs, LhsType, Out, Rhs, Shape};
 use crate::cpu::simd;
 
-/// Up to this many columns, dot products beat packing for the GEMM.
+/// Up to this many columns, dot products instead of the GEMM. From 2 to 16
+/// columns the two took the same time within noise on Zen 4 (2 threads;
+/// 4096 x n x 4096 in F32 and F16, where both stream the weights from
+/// memory, and 576 x n x 576, where they fit in cache), so the boundary is
+/// the GEMM's own panel width: below it the GEMM computes padding.
 const DOT_MAX_COLS: usize = 8;
 /// Below this many multiply-adds per batch, a batch is not worth splitting
 /// over the threads (two jobs of a microsecond or two each), so batches are
@@ -193,30 +197,22 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     if dims.n <= DOT_MAX_COLS {
         mul_mat_dots(&a, kernels, &b, &dst, dims, par);
     } else {
-        mul_mat_sgemm(&a, kernels.lhs, &b, &dst, dims, par, shared)?;
+        mul_mat_sgemm(&a, kernels.lhs, &b, &dst, dims, par);
     }
     Ok(())
 }
 
 /// Floats of the shared scratch node `t` needs on `n_threads` threads: the
-/// quantized path's packed columns and driver scratch, or the GEMM's packed
-/// activations when a batch is split over the threads.
+/// quantized path's packed columns and driver scratch (the GEMM packs into
+/// per-thread scratch).
 pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize) -> Result<usize> {
     let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else {
         return Err(shape_err(ctx, t, d, "missing a source"));
     };
-    let (k, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    let (k, n) = (a.ne[0], b.ne[1]);
     Ok(match src0_path(a.dtype) {
         Some(Src0Path::Quantized) if k > 0 => {
             mul_mat_quant::work_floats(a.dtype, k, n * b.ne[2] * b.ne[3], n_threads.max(1))?
-        }
-        Some(Src0Path::Plain(_)) if n > DOT_MAX_COLS => {
-            let batches = b.ne[2] * b.ne[3];
-            if spreads_batches(batches, m * n * k, n_threads.max(1)) {
-                0
-            } else {
-                sgemm::sgemm_shared_floats(&Kernels::of(Isa::best()), Shape { m, n, k })
-            }
         }
         _ => 0,
     })
@@ -370,15 +366,9 @@ unsafe fn out_of(dst: &Bound, bi: [usize; 2]) -> Out {
     Out { ptr: unsafe { dst.row(0, bi[0], bi[1]) } as *mut f32, col_stride: dst.nb[1] / size_of::<f32>() }
 }
 
-fn mul_mat_sgemm(
-    a: &Bound,
-    lhs: LhsType,
-    b: &Bound,
-    dst: &Bound,
-    dims: Dims,
-    par: &Par<'_>,
-    shared: &mut Vec<f32>,
-) -> Result<()> {
+/// The GEMM path: every result batch through `cpu::sgemm`, spread over the
+/// threads one batch per task, or one after the other each over all threads.
+fn mul_mat_sgemm(a: &Bound, lhs: LhsType, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
     let Dims { k, m, n, .. } = dims;
     let kernels = Kernels::of(Isa::best());
     let shape = Shape { m, n, k };
@@ -396,12 +386,11 @@ fn mul_mat_sgemm(
                 };
             }
         });
-        return Ok(());
+        return;
     }
     for g in 0..dims.batches() {
         let (bi, ab) = dims.batch(g);
         // SAFETY: as above; the batch is split over the threads by the GEMM.
-        unsafe { sgemm::sgemm(&kernels, shape, &lhs_of(a, lhs, ab), &rhs_of(b, bi), &out_of(dst, bi), par, shared)? };
+        unsafe { sgemm::sgemm(&kernels, shape, &lhs_of(a, lhs, ab), &rhs_of(b, bi), &out_of(dst, bi), par) };
     }
-    Ok(())
 }

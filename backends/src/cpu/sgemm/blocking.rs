@@ -1,11 +1,13 @@
 //! How big the GEMM's blocks are, from the CPU's caches: `kc` (steps of `k`
 //! per block) so that a packed B panel (`kc x nr`) fills half of L1, `mc`
 //! (rows per packed A block) so that the block (`mc x kc`) fills half of L2,
-//! and `nc` (columns of B packed at once) from a memory budget.
+//! and `nc` (columns per packed B block) so that the block (`kc x nc`) fills
+//! a quarter of L3.
 //!
 //! Half, because the other half holds what streams past: packed A's rows
 //! through L1 on their way to the registers, B's panels and C's tiles
-//! through L2.
+//! through L2. A quarter of L3, because every thread packs a B block of its
+//! own and the L3 is shared.
 
 use std::sync::OnceLock;
 
@@ -15,11 +17,9 @@ use crate::cpu::sysinfo::{CacheSizes, cache_sizes};
 /// Bounds on `kc`: below 128 the tile's loads and stores of C cost more
 /// than a percent; above 1024 nothing is gained.
 const KC_RANGE: (usize, usize) = (128, 1024);
-/// Packed B of one product is at most this many floats (16 MiB): `nc` is
-/// cut down for products whose B is larger (`k · n` above it). Packed B is
-/// read once per block of rows, so it need not fit a cache: 4096 columns of
-/// 1024 or 2048 x 2048 are packed once.
-const PACKED_B_FLOATS: usize = 4 << 20;
+/// Bounds on `nc`, in panels: at least a few panels of B per block of A;
+/// at most 8 MiB of packed B per thread (at kc = 512) whatever L3 says.
+const NC_PANELS: (usize, usize) = (4, 512);
 
 /// The block sizes of one product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub(super) struct Blocking {
     pub kc: usize,
     /// Rows per packed A block, a multiple of `mr` (the last one may be shorter).
     pub mc: usize,
-    /// Columns of B packed at once, a multiple of `nr` unless it is all of `n`.
+    /// Columns per packed B block, a multiple of `nr`.
     pub nc: usize,
 }
 
@@ -54,15 +54,14 @@ impl Blocking {
         let kc = k.div_ceil(k.div_ceil(kc_max));
         // mc: half of L2 for a packed A block of kc steps, whole panels.
         let mc = (caches.l2 / 2 / (kc * f) / mr).max(1) * mr;
-        // nc: all of n when packed B fits the budget, else as many panels as do.
-        let nc_max = (PACKED_B_FLOATS / k / nr).max(1) * nr;
-        let nc = if shape.n <= nc_max { shape.n } else { nc_max };
+        // nc: a quarter of L3 for a packed B block of kc steps, whole panels.
+        let nc = (caches.l3 / 4 / (kc * f) / nr).clamp(NC_PANELS.0, NC_PANELS.1) * nr;
         Blocking { kc, mc, nc }
     }
 
-    /// Floats of packed B for `nc` columns of `k` steps (whole panels).
-    pub fn packed_b_floats(&self, kernels: &Kernels, k: usize) -> usize {
-        self.nc.div_ceil(kernels.nr) * kernels.nr * k
+    /// Floats of one packed B block of `n` columns at most (whole panels).
+    pub fn packed_b_floats(&self, kernels: &Kernels, n: usize) -> usize {
+        self.nc.min(n).div_ceil(kernels.nr) * kernels.nr * self.kc
     }
 
     /// Floats of one packed A block (whole panels).
@@ -89,16 +88,15 @@ mod tests {
         // Half of L2 for mc x kc, whole panels.
         assert!(b.mc * b.kc * 4 <= zen4.l2 / 2 && b.mc.is_multiple_of(mr));
         assert!((b.mc + mr) * b.kc * 4 > zen4.l2 / 2);
-        assert_eq!(b.nc, 2048);
+        // A quarter of L3 for kc x nc, whole panels.
+        assert!(b.kc * b.nc * 4 <= zen4.l3 / 4 && (b.nc + nr) * b.kc * 4 > zen4.l3 / 4);
+        assert!(b.nc.is_multiple_of(nr));
+        assert_eq!(b.packed_b_floats(&kernels, 10), 12 * b.kc);
         // k just above a block is cut in two even halves.
         let odd = Blocking::with_caches(&kernels, Shape { k: b.kc + 2, ..square }, zen4);
         assert_eq!(odd.kc, (b.kc + 2).div_ceil(2));
-        // A huge B is packed some columns at a time.
-        let wide = Blocking::with_caches(&kernels, Shape { m: 64, n: 100_000, k: 4096 }, zen4);
-        assert!(wide.nc < 100_000 && wide.nc.is_multiple_of(nr));
-        assert!(wide.packed_b_floats(&kernels, 4096) <= PACKED_B_FLOATS);
         // Tiny caches still give a usable block.
         let tiny = Blocking::with_caches(&kernels, Shape { m: 5, n: 3, k: 1 }, CacheSizes { l1d: 0, l2: 0, l3: 0 });
-        assert!(tiny.kc >= 1 && tiny.mc >= mr && tiny.nc == 3);
+        assert!(tiny.kc >= 1 && tiny.mc >= mr && tiny.nc >= nr);
     }
 }

@@ -3,13 +3,13 @@
 //!
 //! It is built the way BLIS and OpenBLAS build theirs (Goto's algorithm):
 //!
-//! - **Packing.** B (the activations, `k x n`) is copied once per product
-//!   into panels of `nr` columns, `nr` values per step of `k`, shared by
-//!   every thread; A (the weights, `m x k`) is copied per thread, one block
-//!   of `mc` rows by `kc` steps at a time, into panels of `mr` rows, `mr`
-//!   values per step. F16 and BF16 weights are widened to F32 while packing
-//!   (exactly), so the arithmetic is F32 throughout. Both operands come in
-//!   with `k` contiguous (ggml's layout), so packing transposes: by 16 x 16
+//! - **Packing.** B (the activations, `k x n`) is copied one block of `kc`
+//!   steps by `nc` columns at a time into panels of `nr` columns, `nr`
+//!   values per step; A (the weights, `m x k`) one block of `mc` rows by
+//!   `kc` steps at a time into panels of `mr` rows, `mr` values per step.
+//!   F16 and BF16 weights are widened to F32 while packing (exactly), so
+//!   the arithmetic is F32 throughout. Both operands come in with `k`
+//!   contiguous (ggml's layout), so packing transposes: by 16 x 16
 //!   (AVX-512) or 8 x 8 (AVX2) register transposes.
 //! - **Micro-kernel.** An `mr x nr` tile of C lives in registers while `kc`
 //!   steps stream through it: per step, `mr / w` vector loads of packed A,
@@ -18,10 +18,11 @@
 //!   AVX2: 16 x 6 (12 of the 16 ymm registers); portable: 8 x 4.
 //! - **Blocking** (see [`blocking`]): a packed B panel (`kc x nr`) stays in
 //!   L1 while the micro-kernel sweeps a packed A block (`mc x kc`) held in
-//!   L2; B is packed whole for up to `nc` columns.
-//! - **Threads:** the job system's tasks first pack B (panels split over
-//!   the tasks), then compute C in row bands (columns too when the rows are
-//!   few), each task packing its own A blocks into its per-thread scratch.
+//!   L2; the packed B block (`kc x nc`) waits in L3.
+//! - **Threads** (see [`driver`]): C is cut into one block per task of the
+//!   job system, bands of rows or of columns or both, whichever packs the
+//!   least, and each task packs the parts of A and B it reads into its
+//!   per-thread scratch: nothing packed crosses between cores' caches.
 //!
 //! The layouts are ggml's: A is `m` rows of `k` values, B is `n` columns of
 //! `k` values, C is `n` columns of `m` values; each with its own strides
@@ -42,7 +43,7 @@ mod tests;
 
 use std::ops::Range;
 
-pub(crate) use driver::{sgemm, sgemm_one_thread, sgemm_one_thread_floats, sgemm_shared_floats};
+pub(crate) use driver::{sgemm, sgemm_one_thread, sgemm_one_thread_floats};
 
 use crate::cpu::Isa;
 
