@@ -1,6 +1,8 @@
 //! The portable path (no SIMD intrinsics; LLVM vectorizes the tile for the
-//! baseline target), and the element-by-element packers every path uses
-//! for strided operands (permuted views).
+//! baseline target: SSE2 on x86-64, where it ran at ~34 GFLOP/s on one Zen 4
+//! core, a third of the AVX paths; NEON with FMA on AArch64), and the
+//! element-by-element packers every path uses for strided operands
+//! (permuted views).
 
 use std::ops::Range;
 
@@ -69,14 +71,7 @@ unsafe fn block(blk: &Block) {
             let n_rows = (rows - ir).min(MR);
             // SAFETY: panel ir / MR of packed A is in the block.
             let ap = unsafe { std::slice::from_raw_parts(a.add(ir * kc), kc * MR) };
-            let mut acc = [[0f32; MR]; NR];
-            for (av, bv) in ap.chunks_exact(MR).zip(bp.chunks_exact(NR)) {
-                for (col, &bj) in acc.iter_mut().zip(bv) {
-                    for (s, &ai) in col.iter_mut().zip(av) {
-                        *s += ai * bj;
-                    }
-                }
-            }
+            let acc = tile(ap, bp);
             for (j, col) in acc.iter().enumerate().take(n_cols) {
                 // SAFETY: C's column jr + j holds rows ir..ir + n_rows of the block.
                 let out = unsafe { std::slice::from_raw_parts_mut(c.add((jr + j) * ldc + ir), n_rows) };
@@ -86,4 +81,29 @@ unsafe fn block(blk: &Block) {
             }
         }
     }
+}
+
+/// One `MR x NR` tile of packed A (`kc` steps of `MR`) times packed B (`kc`
+/// steps of `NR`), in fixed-size arrays so that LLVM keeps the
+/// accumulators in vector registers.
+#[inline(always)]
+fn tile(a: &[f32], b: &[f32]) -> [[f32; MR]; NR] {
+    let mut acc = [[0f32; MR]; NR];
+    for (av, bv) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        let av: &[f32; MR] = av.try_into().expect("chunks of MR");
+        let bv: &[f32; NR] = bv.try_into().expect("chunks of NR");
+        for j in 0..NR {
+            for i in 0..MR {
+                acc[j][i] = multiply_add(av[i], bv[j], acc[j][i]);
+            }
+        }
+    }
+    acc
+}
+
+/// `a · b + c`: fused where every CPU of the target has an FMA (AArch64),
+/// else a product and a sum (`f32::mul_add` would call `fmaf` in software).
+#[inline(always)]
+fn multiply_add(a: f32, b: f32, c: f32) -> f32 {
+    if cfg!(any(target_arch = "aarch64", target_feature = "fma")) { a.mul_add(b, c) } else { a * b + c }
 }
