@@ -43,6 +43,9 @@ fn bench_prints_depth_rows_the_floor_a_profile_and_a_trace() {
     assert!(mul_mat.starts_with("| MUL_MAT | 61 |"), "{mul_mat}");
     assert!(stdout.lines().any(|l| l.starts_with("| MUL_MAT×shared-src1 | 60 |")), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("| RMS_NORM+MUL | 61 |")), "{stdout}");
+    // Each layer's keys go into the cache as one group; the queries' ROPE stays alone.
+    assert!(stdout.lines().any(|l| l.starts_with("| ROPE+SET_ROWS | 30 |")), "{stdout}");
+    assert!(stdout.lines().any(|l| l.starts_with("| ROPE | 30 |")), "{stdout}");
     assert!(stdout.contains("profile: 2 decode tokens"), "{stdout}");
 
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();

@@ -236,3 +236,67 @@ fn a_product_is_not_moved_past_what_it_reads() {
     assert!(kinds.is_empty(), "{text}");
     assert_eq!(fused, unfused);
 }
+
+/// Keys rotated into a KV cache: `k = rope(reshape(x))` over 4 heads of 32,
+/// reshaped into rows and stored by SET_ROWS into an F16, F32 or Q8_0
+/// cache at the given slots (one given twice: the later token wins), then
+/// read through the stored cache by a product. Fused, the three nodes are
+/// one `ROPE+SET_ROWS` group, and the cache holds the same bytes as unfused.
+#[test]
+fn keys_rotated_into_a_cache_fuse_and_store_the_same_bytes() {
+    const HEAD: usize = 32;
+    for (cache_type, tokens) in [(DType::F16, 1), (DType::F16, 5), (DType::F32, 3), (DType::Q8_0, 5)] {
+        let compute = |fusion: bool| {
+            let mut ctx = Context::new();
+            let x = ctx.tensor(DType::F32, [K, tokens]).unwrap();
+            let pos = ctx.tensor(DType::I32, [tokens]).unwrap();
+            let slots = ctx.tensor(DType::I32, [tokens]).unwrap();
+            let cache = ctx.tensor(cache_type, [K, 8]).unwrap();
+            let w = ctx.tensor(DType::F32, [K, 4]).unwrap();
+            for t in [x, pos, slots] {
+                ctx.set_input(t).unwrap();
+            }
+            ctx.alloc_tensors(&[cache, w], &cpu::buffer_type(), BufferUsage::Weights).unwrap();
+            ctx.set_f32(w, &SplitMix64::new(5).values(K * 4, -1.0, 1.0)).unwrap();
+            let heads = ctx.reshape(x, [HEAD, K / HEAD, tokens]).unwrap();
+            let params = gantry_engine::RopeParams::new(HEAD, gantry_engine::RopeMode::Neox, 10000.0);
+            let k = ctx.rope(heads, pos, None, params).unwrap();
+            let rows = ctx.reshape(k, [K, tokens]).unwrap();
+            let stored = ctx.set_rows(cache, rows, slots).unwrap();
+            let read = ctx.mul_mat(stored, w).unwrap();
+            ctx.set_output(read).unwrap();
+            let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
+            let params = SchedulerParams { graph_optimize: fusion, ..SchedulerParams::default() };
+            let mut sched = Scheduler::new(&[cpu], params).unwrap();
+            let arena = GraphArena::new();
+            let graph = ctx.build_graph(&arena, &[read]).unwrap();
+            let mut bytes = Vec::new();
+            for round in 0..3 {
+                sched.alloc_graph(&mut ctx, graph).unwrap();
+                ctx.set_f32(x, &SplitMix64::new(40 + round).values(K * tokens, -2.0, 2.0)).unwrap();
+                let positions: Vec<i32> = (0..tokens as i32).map(|p| 3 + p + 7 * round as i32).collect();
+                ctx.set_i32(pos, &positions).unwrap();
+                // Slot 6 twice when there are several tokens.
+                let mut at: Vec<i32> = (0..tokens as i32).map(|t| (2 * t + round as i32) % 8).collect();
+                if tokens > 1 {
+                    at[tokens - 1] = at[0];
+                }
+                ctx.set_i32(slots, &at).unwrap();
+                sched.graph_compute(&mut ctx, graph).unwrap();
+                let mut cached = vec![0u8; ctx.desc(cache).unwrap().nbytes()];
+                ctx.read_tensor_bytes(cache, 0, &mut cached).unwrap();
+                bytes.push((cached, ctx.read_f32(read).unwrap()));
+            }
+            let kinds: Vec<FusionKind> =
+                (0..sched.n_splits()).flat_map(|s| sched.split_fused(s).iter().map(|g| g.kind)).collect();
+            (bytes, kinds, sched.describe(&ctx, graph, 2))
+        };
+        let (fused, kinds, text) = compute(true);
+        let (unfused, none, _) = compute(false);
+        assert_eq!(kinds, [FusionKind::RopeSetRows], "{cache_type} × {tokens}: {text}");
+        assert!(none.is_empty());
+        assert!(text.contains("## FUSED ROPE+SET_ROWS"), "{text}");
+        assert_eq!(fused, unfused, "{cache_type} × {tokens}: the same cache bytes and products");
+        assert!(fused[2].0.iter().any(|&b| b != 0), "the cache was written");
+    }
+}

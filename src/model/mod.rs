@@ -8,6 +8,7 @@ pub mod bert;
 pub mod blocks;
 pub mod chat_template;
 pub mod decoder;
+mod dequantized;
 pub mod fetch;
 pub mod gemma3;
 pub mod gguf;
@@ -18,6 +19,7 @@ pub mod sampler;
 pub mod tokenizer;
 mod weights_file;
 
+pub use dequantized::DequantizedFile;
 pub use gguf::Gguf;
 pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors};
 pub use weights_file::{TensorEntry, WeightsFile};

@@ -6,7 +6,7 @@
 use gantry_engine::sched::FusionKind;
 use gantry_engine::{Context, Result, TensorId};
 
-use super::ops::{self, mul_mat_shared, rms_norm_mul};
+use super::ops::{self, mul_mat_shared, rms_norm_mul, rope_set_rows};
 use super::parallel::Par;
 
 /// Computes the nodes `members` of a fused group of `kind`.
@@ -20,6 +20,7 @@ pub fn compute_group(
     let fused = match (kind, members) {
         (FusionKind::RmsNormMul, &[norm, mul]) => rms_norm_mul::compute(ctx, norm, mul, par)?,
         (FusionKind::SharedActivation, _) => mul_mat_shared::compute(ctx, members, par, shared)?,
+        (FusionKind::RopeSetRows, &[rope, rows, store]) => rope_set_rows::compute(ctx, rope, rows, store, par)?,
         _ => false,
     };
     if !fused {

@@ -8,16 +8,22 @@
 //!    once and the products run in one dispatch;
 //! 2. marks each RMS_NORM directly followed by the MUL that is its sole
 //!    reader as a [`FusionKind::RmsNormMul`] group: one pass, the norm's
-//!    result not written.
+//!    result not written;
+//! 3. marks each ROPE followed by the reshape of its result into rows and
+//!    the SET_ROWS that stores them (a decoder's keys going into its KV
+//!    cache), each the sole reader of the one before, as a
+//!    [`FusionKind::RopeSetRows`] group: the keys rotated straight into the
+//!    cache rows.
 //!
 //! Each group keeps everything its nodes read alive until its last node
 //! (allocation-order edges), since the group computes its nodes at once; a
-//! group whose edges cannot be added is not made.
+//! group whose edges cannot be added is not made. (The third kind needs
+//! none: see `fuse_rope_stores`.)
 
 use gantry_engine::sched::{FusionKind, SplitRewrite};
 use gantry_engine::{Context, Op, Result};
 
-use super::ops::{mul_mat_shared, rms_norm_mul};
+use super::ops::{mul_mat_shared, rms_norm_mul, rope_set_rows};
 use super::quant::MAX_SHARED;
 
 /// How many nodes past a product the next one reading its activation is
@@ -27,7 +33,8 @@ const LOOKAHEAD: usize = 16;
 /// Rewrites one CPU split (see the module docs).
 pub fn optimize_split(ctx: &Context, split: &mut SplitRewrite<'_>) -> Result<()> {
     group_shared_products(ctx, split)?;
-    fuse_norms(ctx, split)
+    fuse_norms(ctx, split)?;
+    fuse_rope_stores(ctx, split)
 }
 
 /// Step 1: products of one activation, moved next to each other and grouped.
@@ -77,6 +84,27 @@ fn fuse_norms(ctx: &Context, split: &mut SplitRewrite<'_>) -> Result<()> {
         {
             split.fuse(i, 2, FusionKind::RmsNormMul)?;
             i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Step 3: ROPE + reshape + SET_ROWS runs. No allocation-order edges: the
+/// reshape and the SET_ROWS are views (of the ROPE's result and of the
+/// cache), so the ROPE's result is the only memory the group's nodes take,
+/// and it is taken before anything they read can be released.
+fn fuse_rope_stores(ctx: &Context, split: &mut SplitRewrite<'_>) -> Result<()> {
+    let mut i = 0;
+    while i + 2 < split.nodes().len() {
+        let (rope, rows, store) = (split.nodes()[i], split.nodes()[i + 1], split.nodes()[i + 2]);
+        if rope_set_rows::fusable(ctx, rope, rows, store)
+            && split.sole_reader(rope) == Some(rows)
+            && split.sole_reader(rows) == Some(store)
+        {
+            split.fuse(i, 3, FusionKind::RopeSetRows)?;
+            i += 3;
         } else {
             i += 1;
         }

@@ -107,7 +107,10 @@ impl CpuPlan {
             let group = groups.peek().filter(|g| g.start as usize == i).map(|g| g.range());
             if let Some(range) = group.clone()
                 && let Some(members) = self.nodes.nodes().get(range.clone())
-                && members.iter().all(|&m| ctx.get(m).is_some_and(ops::computes_anything))
+                // Views may sit inside a group (a reshape between fused nodes);
+                // an empty member leaves the group to run node by node.
+                && members.iter().all(|&m| ctx.get(m).is_some_and(|md| md.nelements() > 0))
+                && ops::computes_anything(d)
                 && let Some(g) = groups.next()
             {
                 // Every member is checked below as the node it is; the group

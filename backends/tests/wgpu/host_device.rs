@@ -395,14 +395,26 @@ fn host_work_before_and_after_gantrys_interleaves() {
     let host_done = Arc::new(AtomicBool::new(false));
     let flag = host_done.clone();
     host.queue.on_submitted_work_done(move || flag.store(true, Ordering::SeqCst));
+    // Some lavapipe builds run a submission inside `submit` when the queue
+    // is idle (on the 2-core AMD EPYC development machine `submit` of the
+    // busy job returned after the job's 0.46 s): then the host's later work
+    // is over before Gantry is asked anything, and there is nothing to
+    // observe here (the results below are still checked).
+    let finished_in_submit = host.device.poll(wgpu::PollType::Poll).unwrap().is_queue_empty();
     let started = Instant::now();
     sched.synchronize().unwrap();
     let waited = started.elapsed();
     let status = host.device.poll(wgpu::PollType::Poll).unwrap();
-    assert!(
-        !status.is_queue_empty() && !host_done.load(Ordering::SeqCst),
-        "synchronize ({waited:?}) waited for the host's later work"
-    );
+    if finished_in_submit {
+        eprintln!(
+            "NOTE: this driver ran the host's busy job inside queue.submit; synchronize's not waiting for it is not observable here"
+        );
+    } else {
+        assert!(
+            !status.is_queue_empty() && !host_done.load(Ordering::SeqCst),
+            "synchronize ({waited:?}) waited for the host's later work"
+        );
+    }
 
     // Gantry's result used the host's b; the host's later passes ran after
     // Gantry's compute and saw its y.

@@ -1,21 +1,26 @@
 //! A record of everything a plan was computed from, compared word by word.
 
+/// Four words of a [`Fingerprint`] (one tensor's plan inputs, or eight
+/// dense indices of a list).
+pub(crate) type Block = [u64; 4];
+
 /// The inputs of the last plan as a flat list of words (per tensor: role,
 /// buffer type, flags, in-place candidates, size, source and view links).
 ///
 /// A new record is written beside the previous one and the two are compared
-/// at the end in one pass (a vectorized memory compare), so writing a word
-/// costs a store (words are appended in blocks, [`Fingerprint::extend`]);
-/// once both vectors have grown to the graph's size, no allocation. Unlike a hash, equal records mean equal plan inputs, never a
-/// collision.
+/// at the end in one pass (a vectorized memory compare). Records are
+/// appended in blocks from iterators of known length, so writing costs a
+/// store per word (no zero fill first, no capacity check per word); once
+/// both vectors have grown to the graph's size, no allocation. Unlike a
+/// hash, equal records mean equal plan inputs, never a collision.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Fingerprint {
-    words: Vec<u64>,
-    previous: Vec<u64>,
+    blocks: Vec<Block>,
+    previous: Vec<Block>,
     /// Whether `previous` is a complete record (false after a write that
     /// was abandoned by an error, or an invalidation).
     previous_complete: bool,
-    /// Whether `words` is being written.
+    /// Whether `blocks` is being written.
     writing: bool,
 }
 
@@ -23,30 +28,28 @@ impl Fingerprint {
     /// Starts writing a new record; the last complete one is kept to compare with.
     pub(crate) fn begin(&mut self) {
         if !self.writing {
-            std::mem::swap(&mut self.words, &mut self.previous);
+            std::mem::swap(&mut self.blocks, &mut self.previous);
         } else {
             // The last write was abandoned: it is no record to compare with.
             self.previous_complete = false;
         }
-        self.words.clear();
+        self.blocks.clear();
         self.writing = true;
     }
 
-    /// Appends `n` words (zero) and returns them to be written.
+    /// Appends `blocks` to the record.
     #[inline]
-    pub(crate) fn extend(&mut self, n: usize) -> &mut [u64] {
-        let start = self.words.len();
-        self.words.resize(start + n, 0);
-        &mut self.words[start..]
+    pub(crate) fn extend(&mut self, blocks: impl IntoIterator<Item = Block>) {
+        self.blocks.extend(blocks);
     }
 
     /// Ends the record; returns whether it equals the previous complete one.
     pub(crate) fn finish(&mut self) -> bool {
-        let same = self.previous_complete && self.words == self.previous;
+        let same = self.previous_complete && self.blocks == self.previous;
         // The next record is written into `previous`: grow it now, while this
         // call allocates anyway, so the same graph again allocates nothing.
-        if self.previous.capacity() < self.words.len() {
-            self.previous.reserve(self.words.len() - self.previous.len());
+        if self.previous.capacity() < self.blocks.len() {
+            self.previous.reserve(self.blocks.len() - self.previous.len());
         }
         self.writing = false;
         self.previous_complete = true;
@@ -57,11 +60,11 @@ impl Fingerprint {
     pub(crate) fn invalidate(&mut self) {
         if self.writing {
             self.writing = false;
-            self.words.clear();
+            self.blocks.clear();
         }
         self.previous_complete = false;
         // The record just finished is what the next begin compares against.
-        self.words.clear();
+        self.blocks.clear();
         self.previous.clear();
     }
 }
@@ -72,9 +75,7 @@ mod tests {
 
     fn record(f: &mut Fingerprint, words: &[u64]) -> bool {
         f.begin();
-        for &w in words {
-            f.extend(1)[0] = w;
-        }
+        f.extend(words.iter().map(|&w| [w, 0, 0, 0]));
         f.finish()
     }
 
@@ -95,7 +96,7 @@ mod tests {
         assert!(!record(&mut f, &[]), "an empty first record is still new");
         assert!(record(&mut f, &[]));
         f.begin();
-        f.extend(1)[0] = 9; // abandoned: no finish
+        f.extend([[9; 4]]); // abandoned: no finish
         assert!(!record(&mut f, &[]), "after an abandoned record nothing compares equal");
         f.invalidate();
         assert!(!record(&mut f, &[]));

@@ -501,6 +501,7 @@ impl GraphAllocator {
     }
 
     fn walk(&mut self) {
+        self.table.count_readers();
         self.plan.walk(&self.table, &mut self.pools);
         self.plan_valid = true;
         self.plans += 1;
@@ -563,26 +564,36 @@ impl GraphAllocator {
     /// Places every tensor the plan gives memory at its planned offset
     /// (`all`: also those already there, after their buffers were reset).
     fn bind(&self, ctx: &mut Context, all: bool) -> Result<()> {
-        for d in 0..self.table.len() {
-            if self.table.flags(d) & (flag::VIEW | flag::EXTERNAL) != 0 {
+        // Consecutive tensors mostly share a chunk: its buffer is looked up once.
+        let mut last_chunk: Option<(usize, u32, BufferId)> = None;
+        let planned = self.plan.first_step.as_slice().iter().zip(self.plan.addr.as_slice());
+        for ((t, has_memory, buft), (&first_step, &addr)) in self.table.memory_columns().zip(planned) {
+            if !has_memory {
                 continue;
             }
-            if self.plan.first_step[d] == STEP_NEVER {
+            if first_step == STEP_NEVER {
                 // The walk never reached it (a source the scheduler replaced
                 // by its copy): it keeps whatever memory it had.
                 continue;
             }
-            let t = self.table.tensor(d);
-            let ChunkAddress { chunk, offset } = self.plan.addr[d];
-            let b = self.table.buft[d].get();
-            let buffer = *self.buffers[b].get(chunk as usize).ok_or_else(|| {
-                Error::Allocator(format!(
-                    "tensor {} is planned in chunk {chunk} of {}, which has no buffer",
-                    ctx.describe(t),
-                    self.buffer_types[b].name()
-                ))
-            })?;
-            if !all && ctx.placement(t) == Some(Placement { buffer, offset }) {
+            let ChunkAddress { chunk, offset } = addr;
+            let b = buft.get();
+            let buffer = match last_chunk {
+                Some((lb, lc, buffer)) if (lb, lc) == (b, chunk) => buffer,
+                _ => {
+                    let buffer = *self.buffers[b].get(chunk as usize).ok_or_else(|| {
+                        Error::Allocator(format!(
+                            "tensor {} is planned in chunk {chunk} of {}, which has no buffer",
+                            ctx.describe(t),
+                            self.buffer_types[b].name()
+                        ))
+                    })?;
+                    last_chunk = Some((b, chunk, buffer));
+                    buffer
+                }
+            };
+            // (No view has memory of its own: its placement is its own.)
+            if !all && ctx.own_placement(t) == Some(Placement { buffer, offset }) {
                 // Bound by the last call (a graph computed again): nothing moves.
                 continue;
             }

@@ -13,8 +13,9 @@
 //!    copies, dependency markers: [`TensorTable::push_added`]) and sets the
 //!    order the planner walks in.
 //! 3. [`TensorTable::finish`] adds what depends on the buffer types — sizes,
-//!    readers, in-place candidates — and records the plan's inputs in a
-//!    [`Fingerprint`].
+//!    in-place candidates — and records the plan's inputs in a
+//!    [`Fingerprint`]; what only the planner reads (readers and views per
+//!    tensor) is counted when a plan is made ([`TensorTable::count_readers`]).
 //!
 //! Dense indices are given in a fixed order — leafs by position, then nodes
 //! by position, then tensors the graph reads without listing them
@@ -32,7 +33,7 @@ use gantry_arenas::{BufferId, Column, TensorId};
 use super::BufferTypeIndex;
 use super::fingerprint::Fingerprint;
 use crate::tensor::MAX_SRC;
-use crate::{BufferType, Context, Error, Graph, Op, Result, TensorFlags, TensorLayout};
+use crate::{BufferType, Context, Error, Graph, Op, Result, TensorFlags};
 
 /// "No tensor" in a dense link.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -92,9 +93,6 @@ pub struct TensorTable {
     /// What gathering found out about each tensor, one look at its
     /// description (one record per entry: gathering writes them together).
     entries: Vec<Entry>,
-    /// Each entry's dtype, shape and strides (what sizes and in-place
-    /// checks read, so that no description is looked up twice).
-    layout: Column<TensorLayout>,
     /// Index of its buffer type (the first of equal buffer types).
     pub(crate) buft: Column<BufferTypeIndex>,
     /// Bytes the tensor takes in its buffer type (tensors with memory of their own).
@@ -126,26 +124,28 @@ pub struct TensorTable {
     pub(crate) externals: Vec<BufferId>,
 }
 
-/// What gathering records about one tensor.
+/// What gathering records about one tensor: the facts the placement systems
+/// read of every entry, side by side so a pass over the entries reads one
+/// record per entry ([`TensorTable::entries`]).
 #[derive(Debug, Clone, Copy)]
-struct Entry {
+pub(crate) struct Entry {
     /// The tensor.
-    tensor: TensorId,
+    pub(crate) tensor: TensorId,
     /// Dense indices of the sources (`NONE` where unset).
-    srcs: [u32; MAX_SRC],
+    pub(crate) srcs: [u32; MAX_SRC],
     /// For views: the dense index of the tensor owning the memory.
-    root: u32,
+    pub(crate) root: u32,
     /// For extras: the dense index of the tensor that first read it.
-    first_reader: u32,
+    pub(crate) first_reader: u32,
     /// Why it is in the table.
-    role: Role,
+    pub(crate) role: Role,
     /// [`kind`] bits of its op.
-    kind: u8,
+    pub(crate) kind: u8,
     /// [`flag`] bits.
-    flags: u8,
+    pub(crate) flags: u8,
     /// Index into [`TensorTable::externals`] of the buffer holding the
     /// memory (the root's, for a view), or [`NOT_EXTERNAL`].
-    external: u8,
+    pub(crate) external: u8,
 }
 
 /// What filling the table needs to know about the allocator.
@@ -163,6 +163,12 @@ impl TensorTable {
         self.entries.len()
     }
 
+    /// Every entry's facts, by dense index.
+    #[inline]
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
     /// The dense index of `t`, if it is in the table.
     #[inline]
     pub(crate) fn lookup(&self, t: TensorId) -> Option<u32> {
@@ -174,12 +180,6 @@ impl TensorTable {
     #[inline]
     pub(crate) fn tensor(&self, d: usize) -> TensorId {
         self.entries[d].tensor
-    }
-
-    /// Why entry `d` is in the table.
-    #[inline]
-    pub(crate) fn role(&self, d: usize) -> Role {
-        self.entries[d].role
     }
 
     /// The [`kind`] bits of entry `d`'s op.
@@ -218,6 +218,24 @@ impl TensorTable {
     pub(crate) fn memory_owner(&self, d: usize) -> usize {
         let e = &self.entries[d];
         if e.flags & flag::VIEW != 0 { e.root as usize } else { d }
+    }
+
+    /// Each entry's tensor, whether it has memory of its own (neither a
+    /// view nor pre-allocated), and its buffer type, in dense order.
+    #[inline]
+    pub(crate) fn memory_columns(&self) -> impl Iterator<Item = (TensorId, bool, BufferTypeIndex)> + '_ {
+        let entries = self.entries.iter().zip(self.buft.as_slice());
+        entries.map(|(e, &buft)| (e.tensor, e.flags & (flag::VIEW | flag::EXTERNAL) == 0, buft))
+    }
+
+    /// Each entry's memory owner ([`TensorTable::memory_owner`]) and
+    /// [`TensorTable::external`] index, in dense order.
+    #[inline]
+    pub(crate) fn memory_owners(&self) -> impl Iterator<Item = (usize, u8)> + '_ {
+        self.entries.iter().enumerate().map(|(d, e)| {
+            let owner = if e.flags & flag::VIEW != 0 { e.root as usize } else { d };
+            (owner, e.external)
+        })
     }
 
     /// Step 1: fills the table from `graph`. Tensors placed in a live buffer
@@ -277,7 +295,6 @@ impl TensorTable {
             self.slot_to_dense.resize(slots, NONE);
         }
         self.entries.clear();
-        self.layout.clear();
         self.buft.clear();
         self.queued.clear();
         self.leaf_dense.clear();
@@ -298,11 +315,11 @@ impl TensorTable {
     }
 
     /// Adds `t` (not in the table) with `role`.
+    #[inline]
     fn add(&mut self, t: TensorId, role: Role, first_reader: u32) -> u32 {
         let s = slot_index(t);
         if s >= self.slot_to_dense.len() {
-            // A tensor created after `clear` sized the map (the scheduler's copies).
-            self.slot_to_dense.resize(s + 1, NONE);
+            self.grow_slots(s + 1);
         }
         // Entries are distinct tensors of one context, whose slot indices are
         // 32-bit and below u32::MAX: a dense index never reaches `NONE`.
@@ -320,17 +337,31 @@ impl TensorTable {
             external: NOT_EXTERNAL,
         });
         // Described next; `buft` and `queued` are sized once gathering ends.
-        self.layout.push(TensorLayout::default());
         d
+    }
+
+    /// Sizes the slot map for a tensor created after `clear` sized it (the
+    /// scheduler's copies).
+    #[cold]
+    fn grow_slots(&mut self, slots: usize) {
+        self.slot_to_dense.resize(slots, NONE);
     }
 
     /// The dense index of `t`, adding and describing it when new (a tensor
     /// the graph reads without listing it, first read by `reader`).
     #[inline]
     fn intern_extra(&mut self, ctx: &Context, t: TensorId, reader: usize, own: &[BufferId]) -> Result<u32> {
-        if let Some(d) = self.lookup(t) {
-            return Ok(d);
+        match self.lookup(t) {
+            Some(d) => Ok(d),
+            None => self.add_extra(ctx, t, reader, own),
         }
+    }
+
+    /// Adds and describes `t`, read by `reader` without being listed (rare:
+    /// graphs list what they read), out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn add_extra(&mut self, ctx: &Context, t: TensorId, reader: usize, own: &[BufferId]) -> Result<u32> {
         let d = self.add(t, Role::Extra, reader as u32);
         self.describe_entry(ctx, d as usize, own)?;
         Ok(d)
@@ -338,8 +369,11 @@ impl TensorTable {
 
     /// Records entry `d`'s op kind, flags, view link, sources and whether
     /// its memory is pre-allocated, from one look at its description.
+    /// (Inlined into the gathering loop and into [`TensorTable::add_extra`],
+    /// its only callers besides [`TensorTable::push_added`].)
+    #[inline(always)]
     fn describe_entry(&mut self, ctx: &Context, d: usize, own: &[BufferId]) -> Result<()> {
-        let t = self.entries[d].tensor;
+        let Entry { tensor: t, role, .. } = self.entries[d];
         let desc = ctx.desc(t)?;
         let mut flags = 0;
         if desc.flags.contains(TensorFlags::INPUT) {
@@ -348,15 +382,13 @@ impl TensorTable {
         if desc.flags.contains(TensorFlags::OUTPUT) {
             flags |= flag::OUTPUT;
         }
-        let (op_kind, view_src, view_offset, srcs) = (kind_of(&desc.op), desc.view_src, desc.view_offset, desc.srcs);
-        self.layout[d] = desc.layout();
         let (mut root, mut external) = (NONE, NOT_EXTERNAL);
-        match view_src {
+        match desc.view_src {
             Some(r) => {
                 root = self.intern_extra(ctx, r, d, own)?;
                 external = self.entries[root as usize].external;
                 flags |= flag::VIEW;
-                if view_offset == 0 {
+                if desc.view_offset == 0 {
                     flags |= flag::AT_ROOT_START;
                 }
             }
@@ -368,15 +400,15 @@ impl TensorTable {
             }
         }
         let mut dense_srcs = [NONE; MAX_SRC];
-        if self.entries[d].role == Role::Node {
-            for (j, src) in srcs.iter().enumerate() {
-                if let Some(s) = *src {
-                    dense_srcs[j] = self.intern_extra(ctx, s, d, own)?;
+        if role == Role::Node {
+            for (j, dense) in dense_srcs.iter_mut().enumerate() {
+                if let Some(s) = desc.srcs[j] {
+                    *dense = self.intern_extra(ctx, s, d, own)?;
                 }
             }
         }
         let e = &mut self.entries[d];
-        e.kind = op_kind;
+        e.kind = kind_of(&desc.op);
         e.flags = flags;
         e.root = root;
         e.external = external;
@@ -386,22 +418,30 @@ impl TensorTable {
 
     /// The index in `externals` of the live buffer holding `t` (not a view)
     /// when it is not one of `own`.
+    #[inline(always)]
     fn external_buffer(&mut self, ctx: &Context, t: TensorId, own: &[BufferId]) -> Result<Option<u8>> {
         let Some(p) = ctx.own_placement(t) else { return Ok(None) };
+        // Most tensors with memory are the allocator's own from the last run.
         if own.contains(&p.buffer) || ctx.buffer(p.buffer).is_err() {
             return Ok(None);
         }
         if let Some(i) = self.externals.iter().position(|&b| b == p.buffer) {
             return Ok(Some(i as u8));
         }
+        self.add_external(p.buffer).map(Some)
+    }
+
+    /// Lists a pre-allocated buffer met for the first time.
+    #[cold]
+    fn add_external(&mut self, buffer: BufferId) -> Result<u8> {
         if self.externals.len() >= NOT_EXTERNAL as usize {
             return Err(Error::Allocator(format!(
                 "a graph reading tensors from more than {} pre-allocated buffers",
                 NOT_EXTERNAL
             )));
         }
-        self.externals.push(p.buffer);
-        Ok(Some((self.externals.len() - 1) as u8))
+        self.externals.push(buffer);
+        Ok((self.externals.len() - 1) as u8)
     }
 
     /// Step 2, for a graph given with buffer-type arrays: leaf `i` and node
@@ -469,6 +509,7 @@ impl TensorTable {
     }
 
     /// Queues `d` to get its memory before the walk (once; it becomes a leaf).
+    #[inline]
     pub(crate) fn walk_leaf(&mut self, d: usize) {
         if self.queued[d] & 1 == 0 {
             self.queued[d] |= 1;
@@ -478,6 +519,7 @@ impl TensorTable {
     }
 
     /// Queues `d` as the walk's next node (once; never a leaf queued before).
+    #[inline]
     pub(crate) fn walk_node(&mut self, d: usize) {
         if self.queued[d] == 0 {
             self.queued[d] |= 2;
@@ -486,43 +528,25 @@ impl TensorTable {
         }
     }
 
-    /// Step 3: sizes (in each entry's buffer type), readers, views and
-    /// in-place candidates; then writes the plan's inputs into
+    /// Step 3: sizes (in each entry's buffer type) and in-place
+    /// candidates; then writes the plan's inputs into
     /// `fingerprint` and returns whether they equal the previous ones.
     pub(crate) fn finish(&mut self, ctx: &Context, env: &FinishEnv<'_>, fingerprint: &mut Fingerprint) -> Result<bool> {
         fingerprint.begin();
         let n = self.len();
         self.walk_pos.reset(n, NONE);
-        self.children.reset(n, 0);
-        self.views.reset(n, 0);
-        self.in_place.reset(n, 0);
-        self.size.reset(n, 0);
-        let (walk_pos, children) = (self.walk_pos.as_mut_slice(), self.children.as_mut_slice());
         for (i, &d) in self.walk.as_slice().iter().enumerate() {
-            walk_pos[d as usize] = i as u32;
-            for s in self.entries[d as usize].srcs {
-                if let Some(c) = children.get_mut(s as usize) {
-                    *c += 1;
-                }
-            }
+            self.walk_pos[d as usize] = i as u32;
         }
-        self.listing.clear();
-        self.listing.extend_from_slice(self.leaf_walk.as_slice());
-        self.listing.extend_from_slice(self.walk.as_slice());
-        for (d, e) in self.entries.iter().enumerate() {
-            if e.role == Role::Extra {
-                self.listing.push(d as u32);
-            }
-        }
-        let views = self.views.as_mut_slice();
-        for e in &self.entries {
-            if let Some(v) = views.get_mut(e.root as usize) {
-                *v += 1;
-            }
-        }
-        let columns = self.entries.iter().zip(self.buft.as_slice()).zip(self.layout.as_slice());
-        for (d, ((e, buft), layout)) in columns.enumerate() {
+        // Sizes and in-place candidates, written in entry order.
+        self.size.clear();
+        self.in_place.clear();
+        let (entries, bufts) = (&self.entries, self.buft.as_slice());
+        let walk_pos = self.walk_pos.as_slice();
+        for (d, (e, buft)) in entries.iter().zip(bufts).enumerate() {
             if e.flags & (flag::VIEW | flag::EXTERNAL) != 0 {
+                self.size.push(0);
+                self.in_place.push(0);
                 continue;
             }
             let Some(buffer_type) = env.buffer_types.get(buft.get()) else {
@@ -533,21 +557,95 @@ impl TensorTable {
                     env.buffer_types.len()
                 )));
             };
-            self.size[d] = buffer_type.alloc_size(layout);
-            if e.kind & kind::IN_PLACE_OP != 0 && self.walk_pos[d] != NONE {
-                let mut mask = 0;
+            // Dtype, shape and strides are read where they live: the
+            // description, looked up only for tensors that take memory.
+            let desc = ctx.desc(e.tensor)?;
+            self.size.push(buffer_type.alloc_size(&desc.layout()));
+            let mut mask = 0;
+            if e.kind & kind::IN_PLACE_OP != 0 && walk_pos[d] != NONE {
+                let columns = TakeOverColumns { ctx, entries, bufts, walk_pos };
                 for (j, &p) in e.srcs.iter().enumerate() {
-                    if p != NONE && self.may_take_over(d, p as usize) {
+                    if p != NONE && columns.may_take_over(d, p as usize) {
                         mask |= 1 << j;
                     }
                 }
-                self.in_place[d] = mask;
             }
+            self.in_place.push(mask);
         }
         self.write_fingerprint(fingerprint);
         Ok(fingerprint.finish())
     }
 
+    /// What the planner reads besides the plan's inputs: readers and views
+    /// per entry, and every entry in listing order. They follow from the
+    /// columns the fingerprint records, so they are counted only when a plan
+    /// is made (a graph placed again with the same plan skips them).
+    pub(crate) fn count_readers(&mut self) {
+        let n = self.len();
+        self.children.reset(n, 0);
+        self.views.reset(n, 0);
+        let children = self.children.as_mut_slice();
+        for &d in self.walk.as_slice() {
+            for s in self.entries[d as usize].srcs {
+                if let Some(c) = children.get_mut(s as usize) {
+                    *c += 1;
+                }
+            }
+        }
+        self.listing.clear();
+        self.listing.extend_from_slice(self.leaf_walk.as_slice());
+        self.listing.extend_from_slice(self.walk.as_slice());
+        let views = self.views.as_mut_slice();
+        for (d, e) in self.entries.iter().enumerate() {
+            if e.role == Role::Extra {
+                self.listing.push(d as u32);
+            }
+            if let Some(v) = views.get_mut(e.root as usize) {
+                *v += 1;
+            }
+        }
+    }
+
+    /// Writes the plan's inputs: the list lengths, the lists eight entries
+    /// to a block, then one block per entry (role, buffer type, flags and
+    /// in-place mask with the view root; the size; the sources).
+    fn write_fingerprint(&self, f: &mut Fingerprint) {
+        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+        let lists = [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk];
+        f.extend([[
+            pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32),
+            pair(self.leaf_walk.len() as u32, self.walk.len() as u32),
+            0,
+            0,
+        ]]);
+        for list in lists {
+            f.extend(list.as_slice().chunks(8).map(|eight| {
+                let at = |i: usize| eight.get(i).copied().unwrap_or(NONE);
+                [pair(at(0), at(1)), pair(at(2), at(3)), pair(at(4), at(5)), pair(at(6), at(7))]
+            }));
+        }
+        let columns =
+            self.entries.iter().zip(self.buft.as_slice()).zip(self.in_place.as_slice()).zip(self.size.as_slice());
+        f.extend(columns.map(|(((e, buft), &in_place), &size)| {
+            let head = u32::from(e.role as u8)
+                | (buft.get() as u32) << 8
+                | u32::from(e.flags) << 16
+                | u32::from(in_place) << 24;
+            [pair(head, e.root), size as u64, pair(e.srcs[0], e.srcs[1]), pair(e.srcs[2], e.srcs[3])]
+        }));
+    }
+}
+
+/// What deciding an in-place candidate reads (borrowed apart from the
+/// columns [`TensorTable::finish`] writes).
+struct TakeOverColumns<'a> {
+    entries: &'a [Entry],
+    bufts: &'a [BufferTypeIndex],
+    ctx: &'a Context,
+    walk_pos: &'a [u32],
+}
+
+impl TakeOverColumns<'_> {
     /// Whether node `d` may take over the memory of its source `p`, as far as
     /// static facts go (ggml's `ggml_are_same_layout` and more): `p` has
     /// `d`'s dtype, shape and strides, its memory is planned here in
@@ -561,42 +659,17 @@ impl TensorTable {
         let is_view = ep.flags & flag::VIEW != 0;
         let owner = if is_view { ep.root as usize } else { p };
         self.entries[owner].flags & (flag::EXTERNAL | flag::VIEW) == 0
-            && self.buft[owner] == self.buft[d]
+            && self.bufts[owner] == self.bufts[d]
             && (!is_view || ep.flags & flag::AT_ROOT_START != 0)
-            && self.layout[p] == self.layout[d]
+            && same_layout(self.ctx, self.entries[p].tensor, self.entries[d].tensor)
     }
+}
 
-    /// Writes the plan's inputs: the list lengths, the lists two entries to
-    /// a word, then four words per entry (role, buffer type, flags and
-    /// in-place mask with the view root; the size; the sources).
-    fn write_fingerprint(&self, f: &mut Fingerprint) {
-        let lists = [&self.leaf_dense, &self.node_dense, &self.leaf_walk, &self.walk];
-        let list_words: usize = lists.iter().map(|l| l.len().div_ceil(2)).sum();
-        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
-        let words = f.extend(2 + list_words + 4 * self.len());
-        let (head, rest) = words.split_at_mut(2);
-        head[0] = pair(self.leaf_dense.len() as u32, self.node_dense.len() as u32);
-        head[1] = pair(self.leaf_walk.len() as u32, self.walk.len() as u32);
-        let (list_part, entry_part) = rest.split_at_mut(list_words);
-        let mut out = list_part.iter_mut();
-        for list in lists {
-            // The lists' chunks lead the zip, so no word is skipped between lists.
-            for (two, w) in list.as_slice().chunks(2).zip(out.by_ref()) {
-                *w = pair(two[0], two.get(1).copied().unwrap_or(NONE));
-            }
-        }
-        let columns =
-            self.entries.iter().zip(self.buft.as_slice()).zip(self.in_place.as_slice()).zip(self.size.as_slice());
-        for (w, (((e, buft), &in_place), &size)) in entry_part.chunks_exact_mut(4).zip(columns) {
-            let head = u32::from(e.role as u8)
-                | (buft.get() as u32) << 8
-                | u32::from(e.flags) << 16
-                | u32::from(in_place) << 24;
-            w[0] = pair(head, e.root);
-            w[1] = size as u64;
-            w[2] = pair(e.srcs[0], e.srcs[1]);
-            w[3] = pair(e.srcs[2], e.srcs[3]);
-        }
+/// Whether `a` and `b` have the same dtype, shape and strides.
+fn same_layout(ctx: &Context, a: TensorId, b: TensorId) -> bool {
+    match (ctx.get(a), ctx.get(b)) {
+        (Some(a), Some(b)) => a.dtype == b.dtype && a.ne == b.ne && a.nb == b.nb,
+        _ => false,
     }
 }
 

@@ -2,10 +2,12 @@
 //! is — user pins, pre-allocated tensors, graph inputs, and nodes that read
 //! weights.
 
+use gantry_arenas::TensorId;
+
 use super::gathered::Gathered;
-use super::tables::{Assignments, Pins};
+use super::tables::{Assignments, Pins, PreallocBuffer};
 use super::{BackendIndex, Cause};
-use crate::alloc::tensor_table::{Role, flag, kind};
+use crate::alloc::tensor_table::{Entry, NONE, Role, flag, kind};
 use crate::{BufferUsage, Context, Error, Result};
 
 /// Assigns every leaf and node whose backend follows from memory:
@@ -17,23 +19,19 @@ use crate::{BufferUsage, Context, Error, Result};
 /// supports and wants the op.
 pub fn assign_backends(g: Gathered<'_>, pins: &Pins, op_offload: bool, out: &mut Assignments) -> Result<()> {
     let (ctx, table) = (g.ctx, g.table);
-    for d in 0..table.len() {
-        if table.role(d) == Role::Extra {
-            continue;
-        }
-        let t = table.tensor(d);
-        if out.get(d).is_some() {
+    for (d, e) in table.entries().iter().enumerate() {
+        if e.role == Role::Extra {
             continue;
         }
         // Most graphs have no pins: no lookup per tensor then.
         if !pins.is_empty()
-            && let Some(&b) = pins.get(t)
+            && let Some(&b) = pins.get(e.tensor)
         {
             check_pin(ctx, g, d, b)?;
             out.set(d, b, Cause::User);
             continue;
         }
-        if let Some((b, cause)) = backend_from_current(ctx, g, d, op_offload)? {
+        if let Some((b, cause)) = backend_from_current(ctx, g, d, e, op_offload)? {
             out.set(d, b, cause);
         }
     }
@@ -74,57 +72,64 @@ fn check_pin(ctx: &Context, g: Gathered<'_>, d: usize, b: BackendIndex) -> Resul
     Ok(())
 }
 
-/// The highest-priority backend that can use the buffer holding `m`'s
-/// memory and run `op_entry`'s op.
-fn backend_from_buffer(g: Gathered<'_>, m: usize, op_entry: usize) -> Option<BackendIndex> {
-    let buffer = g.prealloc(m)?;
-    g.set.indices().find(|&b| buffer.readable_by(b) && g.supports(b, op_entry))
+/// The highest-priority backend that can use `buffer` and run `op_entry`'s op.
+#[inline(always)]
+fn backend_for_buffer(g: Gathered<'_>, buffer: &PreallocBuffer, op_entry: usize) -> Option<BackendIndex> {
+    let mut readers = buffer.readable;
+    while readers != 0 {
+        let b = BackendIndex::new(readers.trailing_zeros() as usize);
+        if g.supports(b, op_entry) {
+            return Some(b);
+        }
+        readers &= readers - 1;
+    }
+    None
 }
 
 fn backend_from_current(
     ctx: &Context,
     g: Gathered<'_>,
     d: usize,
+    e: &Entry,
     op_offload: bool,
 ) -> Result<Option<(BackendIndex, Cause)>> {
-    let table = g.table;
-    // A view's memory is its root's, so this finds the root's buffer too.
-    if let Some(b) = backend_from_buffer(g, d, d) {
-        return Ok(Some((b, Cause::Buffer)));
+    // A view's memory is its root's, so this finds the root's buffer too
+    // (when the root was gathered before the view).
+    if let Some(buffer) = g.pre.buffer(e.external) {
+        if let Some(b) = backend_for_buffer(g, buffer, d) {
+            return Ok(Some((b, Cause::Buffer)));
+        }
+        // A view's root holds the same buffer: it cannot do better.
+        return Err(no_backend_for_buffer(ctx, buffer, e.tensor));
     }
-    if let Some(v) = g.view_src(d)
-        && let Some(b) = backend_from_buffer(g, v, d)
+    if e.root != NONE
+        && let Some(buffer) = g.prealloc(e.root as usize)
+        && let Some(b) = backend_for_buffer(g, buffer, d)
     {
         return Ok(Some((b, Cause::ViewBuffer)));
     }
-    if let Some(buffer) = g.prealloc(d) {
-        let t = table.tensor(d);
-        let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
-        return Err(Error::Scheduler(format!(
-            "pre-allocated tensor {} in a {buft} buffer cannot run op {} on any backend",
-            ctx.describe(t),
-            ctx.get(t).map_or("?", |desc| desc.op.name())
-        )));
-    }
-    if table.flags(d) & flag::INPUT != 0 {
+    if e.flags & flag::INPUT != 0 {
         return Ok(Some((g.set.cpu(), Cause::Input)));
     }
     // Rope's frequency factors and attention's small side tensors are too
     // small to decide where the op runs.
-    if table.kind(d) & kind::SIDE_INPUTS != 0 {
+    if e.kind & kind::SIDE_INPUTS != 0 {
         return Ok(None);
     }
-    for src in g.sources(d) {
-        let Some(buffer) = g.prealloc(src) else { continue };
+    for src in e.srcs {
+        if src == NONE {
+            continue;
+        }
+        let Some(buffer) = g.prealloc(src as usize) else { continue };
         if buffer.usage != BufferUsage::Weights {
             continue;
         }
-        let Some(src_backend) = backend_from_buffer(g, src, d) else {
+        let Some(src_backend) = backend_for_buffer(g, buffer, d) else {
             return Ok(None);
         };
         if op_offload && src_backend == g.set.cpu() && buffer.is_host {
             for b in src_backend.higher() {
-                if g.supports(b, d) && g.set.offload_op(b, ctx, table.tensor(d)) {
+                if g.supports(b, d) && g.set.offload_op(b, ctx, e.tensor) {
                     return Ok(Some((b, Cause::Offload)));
                 }
             }
@@ -132,4 +137,15 @@ fn backend_from_current(
         return Ok(Some((src_backend, Cause::Weights)));
     }
     Ok(None)
+}
+
+/// The error for a pre-allocated tensor no backend that can use its buffer runs.
+#[cold]
+fn no_backend_for_buffer(ctx: &Context, buffer: &PreallocBuffer, t: TensorId) -> Error {
+    let buft = ctx.buffer(buffer.buffer).map_or("(freed)", |e| e.buffer_type.name());
+    Error::Scheduler(format!(
+        "pre-allocated tensor {} in a {buft} buffer cannot run op {} on any backend",
+        ctx.describe(t),
+        ctx.get(t).map_or("?", |desc| desc.op.name())
+    ))
 }

@@ -20,6 +20,13 @@ impl BackendIndex {
         Self((i % MAX_BACKENDS) as u8)
     }
 
+    /// The backend at position `i`, as stored in a byte column (`i` came
+    /// from [`BackendIndex::get`]).
+    #[inline]
+    pub(crate) const fn from_u8(i: u8) -> Self {
+        Self(i)
+    }
+
     /// The position, for indexing per-backend lists.
     #[inline]
     pub const fn get(self) -> usize {

@@ -36,6 +36,10 @@ pub enum FusionKind {
     /// once for the group and the products run in one dispatch. Every
     /// product writes its result.
     SharedActivation,
+    /// ROPE, the reshape of its result into rows, and the SET_ROWS that
+    /// stores them (a decoder's keys into its KV cache): rotated straight
+    /// into the destination rows; the rotated tensor is not written.
+    RopeSetRows,
 }
 
 impl FusionKind {
@@ -44,6 +48,7 @@ impl FusionKind {
         match self {
             FusionKind::RmsNormMul => "RMS_NORM+MUL",
             FusionKind::SharedActivation => "MUL_MAT×shared-src1",
+            FusionKind::RopeSetRows => "ROPE+SET_ROWS",
         }
     }
 }
@@ -93,6 +98,18 @@ pub struct OptimizedNodes {
     pub groups: Vec<FusedGroup>,
     /// Per split: its groups' positions in `groups`.
     pub split_groups: Vec<Range<usize>>,
+    /// Who reads each gathered entry, counted once a backend asks.
+    readers: ReaderCounts,
+}
+
+/// Who reads each entry of the gathered graph, as it was placed (before any
+/// backend added allocation-order edges). Counted when a backend first asks
+/// ([`SplitRewrite::sole_reader`]) or first adds an edge
+/// ([`SplitRewrite::keep_alive`]): backends that rewrite nothing cost nothing.
+#[derive(Debug, Default)]
+struct ReaderCounts {
+    /// Whether the columns hold this placement's counts.
+    counted: bool,
     /// Per gathered entry: how many nodes read it (as a source or view).
     readers: Vec<u32>,
     /// Per gathered entry: the last node reading it.
@@ -136,8 +153,7 @@ pub struct SplitRewrite<'a> {
     table: &'a mut TensorTable,
     nodes: &'a mut [TensorId],
     dense: &'a mut [u32],
-    readers: &'a [u32],
-    last_reader: &'a [u32],
+    readers: &'a mut ReaderCounts,
     groups: &'a mut Vec<FusedGroup>,
     first_group: usize,
 }
@@ -151,15 +167,26 @@ impl SplitRewrite<'_> {
     /// The node reading `t` when exactly one node of the whole graph reads
     /// it (as a source or a view), that node is in this split, and `t` is
     /// no graph input or output: then a fused group containing both may
-    /// leave `t` unwritten.
-    pub fn sole_reader(&self, t: TensorId) -> Option<TensorId> {
+    /// leave `t` unwritten. `t` may be a view (a reshape between fused
+    /// nodes): then its source's memory goes unwritten, so the source must
+    /// have this view as its sole reader too.
+    pub fn sole_reader(&mut self, t: TensorId) -> Option<TensorId> {
+        self.count_readers();
         let d = self.table.lookup(t)? as usize;
-        if self.table.flags(d) & (flag::PROTECTED | flag::VIEW | flag::EXTERNAL) != 0 || self.readers.get(d) != Some(&1)
-        {
+        let counts = &*self.readers;
+        if self.table.flags(d) & (flag::PROTECTED | flag::EXTERNAL) != 0 || counts.readers.get(d) != Some(&1) {
             return None;
         }
-        let reader = *self.last_reader.get(d)?;
+        let reader = *counts.last_reader.get(d)?;
         self.dense.iter().position(|&e| e == reader).map(|i| self.nodes[i])
+    }
+
+    /// Counts the readers of every entry, once per placement, before any
+    /// allocation-order edge is added.
+    fn count_readers(&mut self) {
+        if !self.readers.counted {
+            count_readers(self.table, self.readers);
+        }
     }
 
     fn dense_at(&self, i: usize) -> usize {
@@ -216,13 +243,16 @@ impl SplitRewrite<'_> {
     /// not plan: weights, caches, user buffers); `false` when `reader` has
     /// no free source slot for the edge (then the backend must not rely on it).
     pub fn keep_alive(&mut self, t: TensorId, reader: TensorId) -> bool {
+        self.count_readers();
         let (Some(td), Some(rd)) = (self.table.lookup(t), self.table.lookup(reader)) else { return false };
         let (td, rd) = (td as usize, rd as usize);
         if self.table.flags(self.table.memory_owner(td)) & flag::EXTERNAL != 0 {
             return true;
         }
         let srcs = self.table.srcs(rd);
-        if srcs.contains(&(td as u32)) {
+        // Kept already when `reader` reads `t` or any view of the same memory.
+        let owner = self.table.memory_owner(td);
+        if srcs.iter().any(|&s| s != NONE && self.table.memory_owner(s as usize) == owner) {
             return true;
         }
         match srcs.iter().position(|&s| s == NONE) {
@@ -275,9 +305,7 @@ pub fn optimize_splits(
     out.clear();
     out.dense.extend_from_slice(table.node_dense.as_slice());
     out.nodes.extend(out.dense.iter().map(|&d| table.tensor(d as usize)));
-    if enabled {
-        count_readers(table, &mut out);
-    }
+    out.readers.counted = false;
     for (s, split) in tables.splits.iter().enumerate() {
         let first_group = out.groups.len();
         if enabled {
@@ -285,8 +313,7 @@ pub fn optimize_splits(
                 table: &mut *table,
                 nodes: &mut out.nodes[split.nodes.clone()],
                 dense: &mut out.dense[split.nodes.clone()],
-                readers: &out.readers,
-                last_reader: &out.last_reader,
+                readers: &mut out.readers,
                 groups: &mut out.groups,
                 first_group,
             };
@@ -309,7 +336,7 @@ pub fn optimize_splits(
 
 /// Counts each entry's readers among the gathered graph's nodes (sources
 /// and views), and its last reader.
-fn count_readers(table: &TensorTable, out: &mut OptimizedNodes) {
+fn count_readers(table: &TensorTable, out: &mut ReaderCounts) {
     let n = table.len();
     out.readers.clear();
     out.readers.resize(n, 0);
@@ -330,6 +357,7 @@ fn count_readers(table: &TensorTable, out: &mut OptimizedNodes) {
             out.last_reader[root as usize] = d as u32;
         }
     }
+    out.counted = true;
 }
 
 #[cfg(test)]

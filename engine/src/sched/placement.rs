@@ -28,6 +28,8 @@ pub struct RunTables {
     pub prealloc: Prealloc,
     /// Which backends run each op.
     pub support: Support,
+    /// The expand system's list of nodes that compute, in walk order.
+    pub spread_order: Vec<u32>,
 }
 
 /// What placement reads besides the context and the graph: the scheduler's
@@ -67,7 +69,7 @@ pub fn place_graph(
     run.support.begin(table, set);
     let g = Gathered { ctx, set, table, pre: &run.prealloc, support: &run.support };
     assign_backends(g, pins, op_offload, &mut run.assigned)?;
-    expand_assignments(g, &mut run.assigned)?;
+    expand_assignments(g, &mut run.spread_order, &mut run.assigned)?;
     let split_inputs = SplitInputs { set, table, pre: &run.prealloc, assigned: &run.assigned, params: split };
     split_graph(ctx, split_inputs, &mut run.copies, &mut run.split)?;
     optimize_splits(ctx, set, table, &mut run.split, graph_optimize)?;

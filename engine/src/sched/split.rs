@@ -8,11 +8,11 @@ use std::ops::Range;
 use gantry_arenas::TensorId;
 
 use super::optimize::OptimizedNodes;
-use super::tables::{Assignments, CopyTable, Prealloc};
-use super::{BackendIndex, BackendSet};
+use super::tables::{Assignments, CopyTable, Prealloc, UNASSIGNED};
+use super::{BackendIndex, BackendSet, MAX_BACKENDS};
 use crate::alloc::TensorTable;
 use crate::alloc::tensor_table::{NONE, Role, flag, kind};
-use crate::{BufferUsage, Context, Error, Name, Op, Result, TensorDesc, TensorFlags};
+use crate::{BufferUsage, Context, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// A run of consecutive nodes computed by one backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,36 +160,52 @@ pub fn split_graph(
 ) -> Result<()> {
     let SplitInputs { set, table, pre, assigned, params } = inputs;
     let prealloc = |d: usize| pre.get(table, d);
-    let is_view_op = |d: usize| table.kind(d) & kind::VIEW_OP != 0;
-    let view_src = |d: usize| Some(table.root(d)).filter(|&r| r != NONE).map(|r| r as usize);
     let backend_of = |d: usize| assigned.get(d).unwrap_or(set.cpu());
     // `expand::buffer_supported` for every backend at once: memory decides,
     // not assignment (a view, even one computed in place, lives where its
     // view source does).
     let mut readable = std::mem::take(&mut out.readable);
     readable.clear();
-    readable.extend((0..table.len()).map(|d| match prealloc(d) {
+    readable.extend(table.memory_owners().map(|(owner, external)| match pre.buffer(external) {
         Some(buffer) => buffer.readable,
-        None => assigned.get(view_src(d).unwrap_or(d)).map_or(0, |mem| set.usable_by(mem)),
+        None => assigned.get(owner).map_or(0, |mem| set.usable_by(mem)),
     }));
     let reads = |b: BackendIndex, d: usize| readable[d] & b.bit() != 0;
+    // Whether every source slot of `srcs` holds memory `b` can read (`NONE`
+    // is no entry: nothing to read).
+    let reads_all = |b: BackendIndex, srcs: &[u32; MAX_SRC]| {
+        let all = srcs.iter().fold(u16::MAX, |m, &s| m & readable.get(s as usize).copied().unwrap_or(u16::MAX));
+        all & b.bit() != 0
+    };
     let node_dense = table.node_dense.as_slice();
-    let first_backend = node_dense.iter().map(|&d| d as usize).find(|&d| !is_view_op(d)).map_or(set.cpu(), backend_of);
+    let first_backend = node_dense
+        .iter()
+        .map(|&d| d as usize)
+        .find(|&d| table.kind(d) & kind::VIEW_OP == 0)
+        .map_or(set.cpu(), backend_of);
     let mut split = Split { backend: first_backend, nodes: 0..0, inputs: 0..0 };
+    let graph_input_copies = params.n_copies > 1;
     for (i, &nd) in node_dense.iter().enumerate() {
         let nd = nd as usize;
-        if is_view_op(nd) {
+        let op_kind = table.kind(nd);
+        if op_kind & kind::VIEW_OP != 0 {
+            continue;
+        }
+        let srcs = table.srcs(nd);
+        let node_backend = backend_of(nd);
+        let reads_all_here = reads_all(split.backend, &srcs);
+        // Most nodes: same backend, every source readable where it is, no
+        // pipeline copies to make — nothing to cut, copy or rewrite.
+        if node_backend == split.backend && reads_all_here && !graph_input_copies {
+            record_write_in_place(table, nd, op_kind, copies);
             continue;
         }
         let node = table.tensor(nd);
-        let srcs = table.srcs(nd);
-        let node_backend = backend_of(nd);
         let n_inputs = out.inputs.len() - split.inputs.start;
         let mut new_split = node_backend != split.backend;
         // A source the split's backend reads where it is needs no copy and
         // cannot be weights it cannot read: only other sources are looked at.
-        let reads_all = srcs.iter().all(|&s| s == NONE || reads(split.backend, s as usize));
-        if !new_split && n_inputs > 0 && !reads_all {
+        if !new_split && n_inputs > 0 && !reads_all_here {
             let mut needed = 0;
             for (j, &src) in srcs.iter().enumerate() {
                 if src == NONE {
@@ -230,7 +246,7 @@ pub fn split_graph(
             }
             let src = src as usize;
             let src_t = table.tensor(src);
-            if params.n_copies > 1
+            if graph_input_copies
                 && table.flags(src) & (flag::INPUT | flag::VIEW) == flag::INPUT
                 && copies.get(src_t, backend_of(src), 0).is_none()
             {
@@ -273,11 +289,7 @@ pub fn split_graph(
                 out.applied = true;
             }
         }
-        if let Some(root) = view_src(nd).filter(|_| table.kind(nd) & kind::COMPUTES != 0) {
-            // Computed in place (or CPY / SET_ROWS into a cache): copies of
-            // this memory made before now are stale for later splits.
-            copies.record_write(table.tensor(root));
-        }
+        record_write_in_place(table, nd, op_kind, copies);
     }
     split.nodes.end = node_dense.len();
     split.inputs.end = out.inputs.len();
@@ -286,6 +298,17 @@ pub fn split_graph(
     }
     out.readable = readable;
     Ok(())
+}
+
+/// A node computed in place (or a CPY / SET_ROWS into a cache) writes its
+/// view source's memory: copies of that memory made before now are stale
+/// for later splits.
+#[inline(always)]
+fn record_write_in_place(table: &TensorTable, nd: usize, op_kind: u8, copies: &mut CopyTable) {
+    let root = table.root(nd);
+    if root != NONE && op_kind & kind::COMPUTES != 0 {
+        copies.record_write(table.tensor(root as usize));
+    }
 }
 
 /// The pipeline copy numbers as names spell them (`CPU#x#0` ... `CPU#x#7`).
@@ -304,7 +327,7 @@ fn make_copy(
     let flags = if pinned { TensorFlags::INPUT.with(TensorFlags::OUTPUT) } else { TensorFlags::NONE };
     let desc = TensorDesc {
         op: Op::None,
-        srcs: [None; crate::MAX_SRC],
+        srcs: [None; MAX_SRC],
         view_src: None,
         view_offset: 0,
         flags,
@@ -348,10 +371,15 @@ pub fn build_alloc_graph(
             .map(|d| d as usize)
             .ok_or_else(|| Error::Scheduler(format!("{t:?} is not in the gathered graph")))
     };
-    let user_entries = table.len();
-    for d in 0..user_entries {
-        let b = assigned.get(d).unwrap_or(set.cpu());
-        table.set_buft(d, set.alloc_buft(b));
+    // Every entry's memory goes to its backend's buffer type (the CPU's when
+    // unassigned), looked up per backend once.
+    let mut buft_of = [set.alloc_buft(set.cpu()); MAX_BACKENDS + 1];
+    for b in set.indices() {
+        buft_of[b.get()] = set.alloc_buft(b);
+    }
+    let backends = assigned.backend_bytes().iter().chain(std::iter::repeat(&UNASSIGNED));
+    for (buft, &b) in table.buft.as_mut_slice().iter_mut().zip(backends) {
+        *buft = buft_of[usize::from(b).min(MAX_BACKENDS)];
     }
     for &MadeCopy { copy, backend } in &out.made {
         let d = table.push_added(ctx, copy, Role::Leaf)? as usize;
@@ -409,10 +437,10 @@ pub fn build_alloc_graph(
             let copy_d = dense(table, copy)?;
             table.walk_node(copy_d);
         }
-        for i in nodes {
-            // The optimize system's order (the graph's when it changed nothing).
-            let d = out.optimized.dense.get(i).copied().unwrap_or(table.node_dense[i]) as usize;
-            table.walk_node(d);
+        // The optimize system's order (the graph's when it changed nothing).
+        match out.optimized.dense.get(nodes.clone()) {
+            Some(run_order) => run_order.iter().for_each(|&d| table.walk_node(d as usize)),
+            None => nodes.for_each(|i| table.walk_node(table.node_dense[i] as usize)),
         }
     }
     Ok(())

@@ -24,40 +24,66 @@ pub type Pins = slotmap::SecondaryMap<TensorId, BackendIndex>;
 /// Backend per entry of the gathered graph for the current run, and why
 /// (indexed like the allocator's `TensorTable`; a new run starts with every
 /// entry unassigned).
+///
+/// Two columns: the spreading steps read the backend of every node several
+/// times and the cause only of a few, so the backend is one byte per entry.
 #[derive(Debug, Default)]
 pub struct Assignments {
-    slots: Vec<(BackendIndex, Cause)>,
+    /// Each entry's backend, or [`UNASSIGNED`].
+    backends: Vec<u8>,
+    /// Why each entry has its backend ([`Cause::None`] when unassigned).
+    causes: Vec<Cause>,
 }
+
+/// An entry without a backend in [`Assignments`] (no backend index reaches it).
+pub(crate) const UNASSIGNED: u8 = u8::MAX;
 
 impl Assignments {
     /// Starts a new run over `n` entries, all unassigned.
     pub fn begin(&mut self, n: usize) {
-        self.slots.clear();
-        self.slots.resize(n, (BackendIndex::default(), Cause::None));
+        self.backends.clear();
+        self.backends.resize(n, UNASSIGNED);
+        self.causes.clear();
+        self.causes.resize(n, Cause::None);
     }
 
     /// The backend of entry `d` in this run.
     #[inline]
     pub fn get(&self, d: usize) -> Option<BackendIndex> {
-        match self.slots.get(d) {
-            Some(&(b, c)) if c != Cause::None => Some(b),
+        match self.backends.get(d) {
+            Some(&b) if b != UNASSIGNED => Some(BackendIndex::from_u8(b)),
             _ => None,
         }
+    }
+
+    /// Each entry's backend index as a byte, [`UNASSIGNED`] where none
+    /// (for systems that map every entry at once).
+    #[inline]
+    pub(crate) fn backend_bytes(&self) -> &[u8] {
+        &self.backends
     }
 
     /// Why entry `d` has its backend.
     #[inline]
     pub fn cause(&self, d: usize) -> Cause {
-        self.slots.get(d).map_or(Cause::None, |&(_, c)| c)
+        self.causes.get(d).copied().unwrap_or(Cause::None)
     }
 
     /// Assigns entry `d` to `backend` (`cause` is never [`Cause::None`]).
     #[inline]
     pub fn set(&mut self, d: usize, backend: BackendIndex, cause: Cause) {
-        if d >= self.slots.len() {
-            self.slots.resize(d + 1, (BackendIndex::default(), Cause::None));
+        if d >= self.backends.len() || d >= self.causes.len() {
+            self.grow(d + 1);
         }
-        self.slots[d] = (backend, cause);
+        self.backends[d] = backend.get() as u8;
+        self.causes[d] = cause;
+    }
+
+    /// Makes room for `n` entries (an entry added after the run began).
+    #[cold]
+    fn grow(&mut self, n: usize) {
+        self.backends.resize(n, UNASSIGNED);
+        self.causes.resize(n, Cause::None);
     }
 
     /// The backend of tensor `t` (looked up in `table`) in this run.
@@ -216,6 +242,16 @@ impl Prealloc {
         Ok(())
     }
 
+    /// The buffer listed at `external` (a [`TensorTable::external`] index),
+    /// if any.
+    #[inline]
+    pub(crate) fn buffer(&self, external: u8) -> Option<&PreallocBuffer> {
+        match external {
+            NOT_EXTERNAL => None,
+            i => self.buffers.get(i as usize),
+        }
+    }
+
     /// The buffer entry `d`'s memory (its root's, for a view) was
     /// pre-allocated in, if any.
     #[inline]
@@ -267,8 +303,16 @@ impl Support {
         if mask & asked != 0 {
             return mask & (asked << 16) != 0;
         }
+        Self::ask(cell, ctx, table, set, b, d)
+    }
+
+    /// Asks backend `b` about entry `d` and remembers the answer (once per
+    /// entry and backend: kept out of the callers' loops).
+    #[inline(never)]
+    fn ask(cell: &Cell<u32>, ctx: &Context, table: &TensorTable, set: &BackendSet, b: BackendIndex, d: usize) -> bool {
+        let asked = u32::from(b.bit());
         let yes = set.backend(b).device().supports_op(ctx, table.tensor(d));
-        cell.set(mask | asked | if yes { asked << 16 } else { 0 });
+        cell.set(cell.get() | asked | if yes { asked << 16 } else { 0 });
         yes
     }
 }

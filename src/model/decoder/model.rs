@@ -9,7 +9,9 @@ use gantry_engine::{Context, Device};
 use super::{DecoderHparams, DecoderWeights};
 use crate::model::gguf::Gguf;
 use crate::model::tokenizer::Tokenizer;
-use crate::model::{LoadOptions, LoadProgress, LoadedWeights, gemma3, llama, load_tensors};
+use crate::model::{
+    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, WeightsFile, gemma3, llama, load_tensors,
+};
 use crate::{Error, Result};
 
 /// The decoder families Gantry reads from GGUF files, by `general.architecture`.
@@ -67,21 +69,37 @@ impl DecoderModel {
         let gguf = Gguf::open(path.as_ref())?;
         let hp = DecoderHparams::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        if tokenizer.n_vocab() != hp.n_vocab {
-            return Err(Error::InvalidModel {
-                file: gguf.source().to_owned(),
-                reason: format!(
-                    "tokenizer.ggml.tokens has {} tokens but token_embd.weight {} rows",
-                    tokenizer.n_vocab(),
-                    hp.n_vocab
-                ),
-            });
-        }
-        // Tensors too large for one of the device's buffers (a big vocabulary's
-        // embeddings on a GPU that caps buffers) stay in host memory, as
-        // llama.cpp keeps its input layer on the CPU.
-        let options = LoadOptions { use_mmap: true, progress, oversize: Some(gantry_backends::cpu::buffer_type()) };
-        let loaded = load_tensors(&gguf, ctx, device, options)?;
+        check_vocab(&gguf, &hp, &tokenizer)?;
+        let loaded = load_weights(&gguf, ctx, device, progress)?;
+        Self::assemble(hp, tokenizer, loaded, gguf, ctx)
+    }
+
+    /// [`DecoderModel::load`] with every weight dequantized to F32 first
+    /// ([`DequantizedFile`]): the float forward over exactly the quantized
+    /// file's weights, without the activations a quantized product rounds
+    /// to 8 bits. Takes four times the memory of a 4-bit file or more.
+    pub fn load_dequantized(
+        path: impl AsRef<Path>,
+        ctx: &mut Context,
+        device: &dyn Device,
+        progress: Option<&mut dyn FnMut(LoadProgress)>,
+    ) -> Result<Self> {
+        let gguf = Gguf::open(path.as_ref())?;
+        let hp = DecoderHparams::from_gguf(&gguf)?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        check_vocab(&gguf, &hp, &tokenizer)?;
+        let loaded = load_weights(&DequantizedFile::new(&gguf)?, ctx, device, progress)?;
+        Self::assemble(hp, tokenizer, loaded, gguf, ctx)
+    }
+
+    /// The weights by role from the loaded tensors; on error the tensors are unloaded.
+    fn assemble(
+        hp: DecoderHparams,
+        tokenizer: Tokenizer,
+        loaded: LoadedWeights,
+        gguf: Gguf,
+        ctx: &mut Context,
+    ) -> Result<Self> {
         let names = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
         match DecoderWeights::from_names(ctx, gguf.source(), &names, &hp) {
             Ok(weights) => Ok(Self { hp, weights, tokenizer, loaded, gguf }),
@@ -91,4 +109,32 @@ impl DecoderModel {
             }
         }
     }
+}
+
+/// An error naming the file unless the tokenizer has a token per embedding row.
+fn check_vocab(gguf: &Gguf, hp: &DecoderHparams, tokenizer: &Tokenizer) -> Result<()> {
+    if tokenizer.n_vocab() != hp.n_vocab {
+        return Err(Error::InvalidModel {
+            file: gguf.source().to_owned(),
+            reason: format!(
+                "tokenizer.ggml.tokens has {} tokens but token_embd.weight {} rows",
+                tokenizer.n_vocab(),
+                hp.n_vocab
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Loads `file`'s tensors for `device`. Tensors too large for one of the
+/// device's buffers (a big vocabulary's embeddings on a GPU that caps
+/// buffers) stay in host memory, as llama.cpp keeps its input layer on the CPU.
+fn load_weights(
+    file: &dyn WeightsFile,
+    ctx: &mut Context,
+    device: &dyn Device,
+    progress: Option<&mut dyn FnMut(LoadProgress)>,
+) -> Result<LoadedWeights> {
+    let options = LoadOptions { use_mmap: true, progress, oversize: Some(gantry_backends::cpu::buffer_type()) };
+    load_tensors(file, ctx, device, options)
 }

@@ -1,5 +1,5 @@
 //! Cases for FLASH_ATTN_EXT: head sizes, odd key counts, one and several
-//! queries, grouped-query broadcast, masks (F16, F32, broadcast), ALiBi,
+//! queries (prompt batches of several query tiles), grouped-query broadcast, masks (F16, F32, broadcast), ALiBi,
 //! soft-capping, F32, F16 and Q8_0 K / V.
 
 use gantry_engine::DType;
@@ -89,6 +89,10 @@ pub fn cases() -> Vec<Case> {
             Fa { max_bias: 8.0, n_head: 6, n_head_kv: 3, ..b },
             Fa { softcap: 10.0, ..b },
             Fa { softcap: 10.0, max_bias: 8.0, mask: Some((DType::F32, false)), ..b },
+            // Prompt batches: several query tiles (a short last one) of a
+            // grouped-query group, and a head size larger than a tile's block.
+            Fa { n_q: 45, n_kv: 150, n_head: 9, n_head_kv: 3, ..b },
+            Fa { dk: 256, dv: 256, n_q: 12, n_head: 4, n_head_kv: 1, ..b },
         ];
         cases.extend(variants.into_iter().map(fa_case));
     }

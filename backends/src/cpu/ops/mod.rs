@@ -15,6 +15,7 @@ mod norm;
 mod reduce;
 pub(crate) mod rms_norm_mul;
 pub(crate) mod rope;
+pub(crate) mod rope_set_rows;
 mod rows;
 mod softmax;
 mod unary;

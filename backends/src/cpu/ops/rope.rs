@@ -31,76 +31,133 @@ pub fn yarn_corr_dims(n_dims: usize, n_ctx_orig: usize, freq_base: f32, beta_fas
     [start.max(0.0), end.min(n_dims as f32 - 1.0)]
 }
 
-/// Cosine and sine (times the magnitude scale) of pair `i0 / 2` at `position`.
-fn angle(p: &RopeParams, corr: [f32; 2], position: f64, i0: usize, freq_factor: f32) -> (f32, f32) {
-    let theta_scale = (p.freq_base as f64).powf(-2.0 / p.n_dims as f64);
-    let theta_extrap = position * theta_scale.powi((i0 / 2) as i32) / freq_factor as f64;
-    let theta_interp = p.freq_scale as f64 * theta_extrap;
-    let mut theta = theta_interp;
-    let mut mscale = p.attn_factor as f64;
-    if p.ext_factor != 0.0 {
-        let y = ((i0 / 2) as f32 - corr[0]) / (corr[1] - corr[0]).max(0.001);
-        let ramp_mix = ((1.0 - y.clamp(0.0, 1.0)) * p.ext_factor) as f64;
-        theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
-        mscale *= 1.0 + 0.1 * (1.0 / p.freq_scale as f64).ln();
+/// What the angles of every pair share for one call: `θ_i = position ·
+/// theta_scale^i / factor_i`, the YaRN ramp and the magnitude scale.
+struct Angles<'a> {
+    p: &'a RopeParams,
+    corr: [f32; 2],
+    theta_scale: f64,
+}
+
+impl<'a> Angles<'a> {
+    fn new(p: &'a RopeParams, corr: [f32; 2]) -> Self {
+        // Once per call: a `powf` per pair was most of a decode step's ROPE time.
+        Angles { p, corr, theta_scale: (p.freq_base as f64).powf(-2.0 / p.n_dims as f64) }
     }
-    ((theta.cos() * mscale) as f32, (theta.sin() * mscale) as f32)
+
+    /// Cosine and sine (times the magnitude scale) of every pair at
+    /// `position`, into `cache` (`[cos, sin]` per pair), each pair's
+    /// frequency divided by `factor(pair)`.
+    fn fill(&self, position: f64, cache: &mut [f32], factor: impl Fn(usize) -> f32) {
+        let p = self.p;
+        // θ_extrap of pair i is position · theta_scale^i: one multiplication
+        // per pair, in f64 so large positions keep their precision.
+        let mut theta_base = position;
+        for (i, cs) in cache.chunks_exact_mut(2).enumerate() {
+            let theta_extrap = theta_base / factor(i) as f64;
+            theta_base *= self.theta_scale;
+            let theta_interp = p.freq_scale as f64 * theta_extrap;
+            let mut theta = theta_interp;
+            let mut mscale = p.attn_factor as f64;
+            if p.ext_factor != 0.0 {
+                let y = (i as f32 - self.corr[0]) / (self.corr[1] - self.corr[0]).max(0.001);
+                let ramp_mix = ((1.0 - y.clamp(0.0, 1.0)) * p.ext_factor) as f64;
+                theta = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
+                mscale *= 1.0 + 0.1 * (1.0 / p.freq_scale as f64).ln();
+            }
+            let (sin, cos) = theta.sin_cos();
+            cs[0] = (cos * mscale) as f32;
+            cs[1] = (sin * mscale) as f32;
+        }
+    }
+}
+
+/// A ROPE node's sources, checked, and what its rows share: the positions,
+/// the frequency factors and the angle constants. The ROPE kernel and the
+/// fused ROPE + SET_ROWS both rotate rows through it.
+pub(super) struct RopeRows<'a> {
+    /// The rows to rotate.
+    pub(super) x: Bound,
+    pos: Bound,
+    ff: Option<Bound>,
+    p: &'a RopeParams,
+    angles: Angles<'a>,
+}
+
+impl<'a> RopeRows<'a> {
+    /// Binds ROPE node `t` (description `d`, parameters `p`) and checks its shapes.
+    pub(super) fn bind(ctx: &Context, t: TensorId, d: &TensorDesc, p: &'a RopeParams) -> Result<Self> {
+        let x = Bound::src(ctx, src(ctx, t, d, 0)?)?;
+        let pos = Bound::src(ctx, src(ctx, t, d, 1)?)?;
+        let ff = d.srcs[2].map(|f| Bound::src(ctx, f)).transpose()?;
+        let (n0, n_dims) = (x.ne[0], p.n_dims);
+        if x.ne != d.ne || pos.ne[0] != x.ne[2] || n_dims == 0 || n_dims % 2 != 0 || n_dims > n0 {
+            return Err(shape_err(
+                ctx,
+                t,
+                d,
+                format!("{:?} with {} positions and n_dims {n_dims} do not fit", x.ne, pos.nelements()),
+            ));
+        }
+        if let Some(f) = &ff
+            && f.ne[0] < n_dims / 2
+        {
+            return Err(shape_err(ctx, t, d, format!("{} frequency factors for n_dims {n_dims}", f.ne[0])));
+        }
+        if p.freq_base.is_nan() || p.freq_base <= 0.0 {
+            return Err(shape_err(ctx, t, d, format!("freq_base {}", p.freq_base)));
+        }
+        let corr = yarn_corr_dims(n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow);
+        Ok(RopeRows { x, pos, ff, p, angles: Angles::new(p, corr) })
+    }
+
+    /// Floats of the angle cache [`RopeRows::token_angles`] fills.
+    pub(super) fn cache_len(&self) -> usize {
+        self.p.n_dims
+    }
+
+    /// The angles of token `i2` (every head of a token shares them) into `cache`.
+    pub(super) fn token_angles(&self, i2: usize, cache: &mut [f32]) {
+        // SAFETY: the caller's `i2 < ne[2]` = the number of positions (checked at bind), read as I32.
+        let position = unsafe { *(self.pos.at(i2, 0, 0, 0) as *const i32) } as f64;
+        // SAFETY: k < n_dims / 2 <= the number of factors (checked at bind).
+        let factor = |k: usize| self.ff.as_ref().map_or(1.0, |f| unsafe { f.get(k, 0, 0, 0) });
+        self.angles.fill(position, &mut cache[..self.p.n_dims], factor);
+    }
+
+    /// Rotates the first `n_dims` values of `row` by the angles in `cache`.
+    pub(super) fn rotate(&self, row: &mut [f32], cache: &[f32]) {
+        let half = self.p.n_dims / 2;
+        for k in 0..half {
+            let (c, s) = (cache[2 * k], cache[2 * k + 1]);
+            let (a, b) = match self.p.mode {
+                RopeMode::Normal => (2 * k, 2 * k + 1),
+                RopeMode::Neox => (k, k + half),
+            };
+            let (x0, x1) = (row[a], row[b]);
+            row[a] = x0 * c - x1 * s;
+            row[b] = x0 * s + x1 * c;
+        }
+    }
 }
 
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: &RopeParams, par: &Par<'_>) -> Result<()> {
-    let x = Bound::src(ctx, src(ctx, t, d, 0)?)?;
-    let pos = Bound::src(ctx, src(ctx, t, d, 1)?)?;
-    let ff = d.srcs[2].map(|f| Bound::src(ctx, f)).transpose()?;
+    let rope = RopeRows::bind(ctx, t, d, p)?;
     let dst = Bound::dst(ctx, t)?;
-    let (n0, n_dims) = (x.ne[0], p.n_dims);
-    if x.ne != dst.ne || pos.ne[0] != x.ne[2] || n_dims == 0 || n_dims % 2 != 0 || n_dims > n0 {
-        return Err(shape_err(
-            ctx,
-            t,
-            d,
-            format!("{:?} with {} positions and n_dims {n_dims} do not fit", x.ne, pos.nelements()),
-        ));
-    }
-    if let Some(f) = &ff
-        && f.ne[0] < n_dims / 2
-    {
-        return Err(shape_err(ctx, t, d, format!("{} frequency factors for n_dims {n_dims}", f.ne[0])));
-    }
-    if p.freq_base.is_nan() || p.freq_base <= 0.0 {
-        return Err(shape_err(ctx, t, d, format!("freq_base {}", p.freq_base)));
-    }
-    let corr = yarn_corr_dims(n_dims, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow);
-    let half = n_dims / 2;
-    par.for_each(x.nrows(), 4 * n0, n0 + n_dims, |rows, tmp| {
+    let (x, n0) = (&rope.x, rope.x.ne[0]);
+    par.for_each(x.nrows(), 4 * n0, n0 + rope.cache_len(), |rows, tmp| {
         let (row, cache) = tmp.split_at_mut(n0);
         let mut cached_token = usize::MAX;
         for r in rows {
             let [i1, i2, i3] = x.row_index(r);
             if i2 != cached_token {
-                // SAFETY: `i2 < ne[2]` = the number of positions, read as I32.
-                let position = unsafe { *(pos.at(i2, 0, 0, 0) as *const i32) } as f64;
-                for k in 0..half {
-                    // SAFETY: k < n_dims / 2 <= the number of factors.
-                    let factor = ff.as_ref().map_or(1.0, |f| unsafe { f.get(k, 0, 0, 0) });
-                    let (c, s) = angle(p, corr, position, 2 * k, factor);
-                    cache[2 * k] = c;
-                    cache[2 * k + 1] = s;
-                }
+                rope.token_angles(i2, cache);
                 cached_token = i2;
             }
             // SAFETY: indices in range; this thread owns row r of dst, read
             // completely before it is written.
             unsafe { x.load_row(i1, i2, i3, row) };
-            for k in 0..half {
-                let (c, s) = (cache[2 * k], cache[2 * k + 1]);
-                let (a, b) = match p.mode {
-                    RopeMode::Normal => (2 * k, 2 * k + 1),
-                    RopeMode::Neox => (k, k + half),
-                };
-                let (x0, x1) = (row[a], row[b]);
-                row[a] = x0 * c - x1 * s;
-                row[b] = x0 * s + x1 * c;
-            }
+            rope.rotate(row, cache);
             // SAFETY: as above.
             unsafe { dst.store_row(i1, i2, i3, row) };
         }

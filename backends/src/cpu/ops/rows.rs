@@ -55,7 +55,7 @@ unsafe fn quant_row<'a>(t: &Bound, [i1, i2, i3]: [usize; 3], bytes: usize) -> &'
 ///
 /// # Safety
 /// As [`quant_row`], and no other access to the row while the slice lives.
-unsafe fn quant_row_mut<'a>(t: &Bound, [i1, i2, i3]: [usize; 3], bytes: usize) -> &'a mut [u8] {
+pub(super) unsafe fn quant_row_mut<'a>(t: &Bound, [i1, i2, i3]: [usize; 3], bytes: usize) -> &'a mut [u8] {
     // SAFETY: the caller's guarantee.
     unsafe { std::slice::from_raw_parts_mut(t.row(i1, i2, i3), bytes) }
 }

@@ -22,7 +22,7 @@ mod convert;
 mod detect;
 mod dot;
 mod exp;
-mod multiversion;
+pub(crate) mod multiversion;
 mod reduce;
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod in_place;
 use super::gathered::Gathered;
 use super::tables::Assignments;
 use super::{BackendIndex, Cause};
+use crate::alloc::tensor_table::NONE;
 use crate::{Error, Result};
 use in_place::can_use;
 
@@ -24,22 +25,39 @@ use in_place::can_use;
 ///
 /// Every node and source ends assigned, or this returns an `Err` naming the
 /// node no backend can run.
-pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> {
-    let (ctx, table) = (g.ctx, g.table);
+pub fn expand_assignments(g: Gathered<'_>, spread_order: &mut Vec<u32>, out: &mut Assignments) -> Result<()> {
+    let table = g.table;
     let nodes = table.walk.as_slice();
     let cpu = g.set.cpu();
-    // Step 1: GPU spread down and up, then everything down and up.
-    spread(g, nodes.iter().map(|&d| d as usize), out, Some(cpu), Cause::ExpandGpu);
-    spread(g, nodes.iter().rev().map(|&d| d as usize), out, Some(cpu), Cause::ExpandGpu);
-    spread(g, nodes.iter().map(|&d| d as usize), out, None, Cause::Expand);
-    spread(g, nodes.iter().rev().map(|&d| d as usize), out, None, Cause::Expand);
+    // Steps 1 and 2 pass over view ops (they have no backend of their own);
+    // the spreading sweeps walk the nodes that compute four times, so list them once.
+    spread_order.clear();
+    spread_order.extend_from_slice(nodes);
+    spread_order.retain(|&d| !g.is_view_op(d as usize));
+    let order = spread_order.as_slice();
+    // Step 1: GPU spread down and up, then everything down and up. A sweep
+    // only assigns nodes still unassigned: once none is left, the later
+    // sweeps would change nothing.
+    let sweeps: [(bool, Option<BackendIndex>, Cause); 4] = [
+        (false, Some(cpu), Cause::ExpandGpu),
+        (true, Some(cpu), Cause::ExpandGpu),
+        (false, None, Cause::Expand),
+        (true, None, Cause::Expand),
+    ];
+    for (up, skip, cause) in sweeps {
+        let left = if up {
+            spread(g, order.iter().rev(), out, skip, cause)
+        } else {
+            spread(g, order.iter(), out, skip, cause)
+        };
+        if left == 0 {
+            break;
+        }
+    }
 
     // Step 2: upgrades, and nodes still unassigned.
-    for &node in nodes {
+    for &node in order {
         let node = node as usize;
-        if g.is_view_op(node) {
-            continue;
-        }
         match out.get(node) {
             None => {
                 let mut best: Option<(usize, BackendIndex)> = None;
@@ -62,6 +80,8 @@ pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> 
                     out.set(node, b, Cause::MostSources);
                 }
             }
+            // The highest-priority backend has nowhere to move up to.
+            Some(cur) if cur.get() == 0 => {}
             // Pins are never overwritten.
             Some(_) if out.cause(node) == Cause::User => {}
             Some(cur) => {
@@ -81,33 +101,32 @@ pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> 
     // Step 3: views follow their source, sources their consumer.
     for &node in nodes {
         let node = node as usize;
-        if out.get(node).is_none()
-            && let Some(v) = g.view_src(node)
-            && let Some(b) = out.get(v)
-        {
-            out.set(node, b, Cause::ViewSource);
-        }
-        if out.get(node).is_none() {
-            if let Some(b) = g.set.indices().find(|&b| g.supports(b, node)) {
-                out.set(node, b, Cause::Fallback);
-            } else {
-                let t = table.tensor(node);
-                return Err(Error::Scheduler(format!(
-                    "no backend supports op {} for tensor {} (backends: {})",
-                    ctx.get(t).map_or("?", |d| d.op.name()),
-                    ctx.describe(t),
-                    g.set.backends().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
-                )));
+        let view_src = g.view_src(node);
+        let cur = match out.get(node) {
+            Some(b) => b,
+            None => {
+                let b = match view_src.and_then(|v| out.get(v)) {
+                    Some(b) => (b, Cause::ViewSource),
+                    None => match g.set.indices().find(|&b| g.supports(b, node)) {
+                        Some(b) => (b, Cause::Fallback),
+                        None => return Err(no_backend_error(g, node)),
+                    },
+                };
+                out.set(node, b.0, b.1);
+                b.0
             }
-        }
-        let cur = out.get(node).unwrap_or(cpu);
+        };
         // The destination of a CPY / SET_ROWS is a view source but not a source.
-        if let Some(v) = g.view_src(node)
+        if let Some(v) = view_src
             && out.get(v).is_none()
         {
             out.set(v, cur, Cause::Consumer);
         }
-        for src in g.sources(node) {
+        for src in table.srcs(node) {
+            if src == NONE {
+                continue;
+            }
+            let src = src as usize;
             if out.get(src).is_some() {
                 continue;
             }
@@ -127,31 +146,42 @@ pub fn expand_assignments(g: Gathered<'_>, out: &mut Assignments) -> Result<()> 
     in_place::place_in_place_nodes(g, out)
 }
 
-/// One sweep: carry the current backend onto unassigned nodes that it supports.
-/// With `skip = Some(cpu)`, a CPU node stops the carry (only GPUs spread).
-fn spread(
+/// The error for a node no backend runs.
+#[cold]
+fn no_backend_error(g: Gathered<'_>, node: usize) -> Error {
+    let (ctx, t) = (g.ctx, g.table.tensor(node));
+    Error::Scheduler(format!(
+        "no backend supports op {} for tensor {} (backends: {})",
+        ctx.get(t).map_or("?", |d| d.op.name()),
+        ctx.describe(t),
+        g.set.backends().iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
+    ))
+}
+
+/// One sweep over nodes that compute: carry the current backend onto
+/// unassigned nodes that it supports. With `skip = Some(cpu)`, a CPU node
+/// stops the carry (only GPUs spread). Returns how many nodes the sweep
+/// left unassigned.
+fn spread<'a>(
     g: Gathered<'_>,
-    order: impl Iterator<Item = usize>,
+    order: impl Iterator<Item = &'a u32>,
     out: &mut Assignments,
     skip: Option<BackendIndex>,
     cause: Cause,
-) {
+) -> usize {
     let mut cur: Option<BackendIndex> = None;
-    for node in order {
-        if g.is_view_op(node) {
-            continue;
-        }
+    let mut left = 0;
+    for &node in order {
+        let node = node as usize;
         match out.get(node) {
             Some(b) => cur = if Some(b) == skip { None } else { Some(b) },
-            None => {
-                if let Some(b) = cur
-                    && g.supports(b, node)
-                {
-                    out.set(node, b, cause);
-                }
-            }
+            None => match cur {
+                Some(b) if g.supports(b, node) => out.set(node, b, cause),
+                _ => left += 1,
+            },
         }
     }
+    left
 }
 
 /// Whether backend `b` can read entry `d` where it lives: its own buffer

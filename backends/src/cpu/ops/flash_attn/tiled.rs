@@ -1,0 +1,215 @@
+//! Flash attention over tiles of queries: a tile is up to [`QUERY_TILE_ROWS`]
+//! (query, head) rows that read the same K/V head — a run of queries times
+//! every Q head of one grouped-query group — so each block of
+//! [`KV_BLOCK`] keys and values is converted to f32 once per tile (not once
+//! per query and head), and the block's scores and weighted values are
+//! computed from L1.
+//!
+//! The arithmetic is the rows path's, operation for operation (the same dot
+//! product per score, the same online softmax, values accumulated key by
+//! key with the same fused multiply-adds), so both paths give the same bits:
+//! a model's logits do not depend on which one ran. (That matters more than
+//! it sounds: with 8-bit activations between layers, a last-bit change in
+//! attention moves a 135M model's worst-position KL from the exact forward
+//! by ±20 %.)
+//!
+//! Where every row of a tile is masked out of a block (causal prompts: the
+//! keys after the tile's last query; other sequences; beyond a window), the
+//! block is skipped before its keys are converted.
+
+use super::super::softmax::alibi_slope;
+use super::{Attention, KV_BLOCK, load_kv_row, load_mask};
+use crate::cpu::parallel::Par;
+use crate::cpu::simd;
+use crate::cpu::simd::multiversion;
+use crate::cpu::simd::multiversion::madd;
+
+/// Rows (query × head) a tile aims for: enough to pay for converting a key
+/// block, few enough that the tile's scores, queries and sums stay in L1/L2.
+const QUERY_TILE_ROWS: usize = 32;
+
+/// The most rows a tile may have: one grouped-query group of up to this
+/// many heads still fits one tile (wider groups take the rows path).
+pub(super) const MAX_ROWS: usize = 64;
+
+/// Columns of the values' accumulators kept in registers at once.
+const V_CHUNK: usize = 32;
+
+/// `scores[r][j] = q[r] · kb[j]` for every row `r` of `q` and key `j` of
+/// the block (`kb`: its keys as f32 rows of `dk` values), each through
+/// [`simd::dot_f32`] — the rows path's own dot product, so both paths score
+/// alike to the bit (a transposed block scored by broadcast multiply-adds
+/// was faster, but summed in another order).
+fn block_scores(q: &[f32], kb: &[f32], scores: &mut [f32], dk: usize, block: usize) {
+    for (qr, out) in q.chunks_exact(dk).zip(scores.chunks_exact_mut(KV_BLOCK)) {
+        for (s, key) in out[..block].iter_mut().zip(kb.chunks_exact(dk)) {
+            *s = simd::dot_f32(key, qr);
+        }
+    }
+}
+
+multiversion! {
+    /// `acc += Σ_j p[j] · vb[j]`, `vb` holding the block's value rows of
+    /// `acc.len()` values each.
+    fn accumulate_values(acc: &mut [f32], p: &[f32], vb: &[f32]) {
+        let dv = acc.len();
+        let mut c = 0;
+        while let Some(o) = acc[c..].first_chunk_mut::<V_CHUNK>() {
+            let mut sums = *o;
+            for (j, &w) in p.iter().enumerate() {
+                if let Some(row) = vb[j * dv + c..].first_chunk::<V_CHUNK>() {
+                    for i in 0..V_CHUNK {
+                        sums[i] = madd::<FMA>(w, row[i], sums[i]);
+                    }
+                }
+            }
+            *o = sums;
+            c += V_CHUNK;
+        }
+        for i in c..dv {
+            let mut s = acc[i];
+            for (j, &w) in p.iter().enumerate() {
+                s = madd::<FMA>(w, vb[j * dv + i], s);
+            }
+            acc[i] = s;
+        }
+    }
+}
+
+/// The scratch one task works in, carved from its floats.
+struct Tile<'a> {
+    /// The rows' queries, `dk` each.
+    q: &'a mut [f32],
+    /// The rows' unnormalised outputs, `dv` each.
+    acc: &'a mut [f32],
+    /// The rows' scores of one block, then their weights, [`KV_BLOCK`] each.
+    scores: &'a mut [f32],
+    /// The rows' mask values of one block, [`KV_BLOCK`] each.
+    mask: &'a mut [f32],
+    /// The block's keys: [`KV_BLOCK`] rows of `dk`.
+    kb: &'a mut [f32],
+    /// The block's values: [`KV_BLOCK`] rows of `dv`.
+    vb: &'a mut [f32],
+}
+
+impl<'a> Tile<'a> {
+    fn floats(rows: usize, dk: usize, dv: usize) -> usize {
+        rows * (dk + dv + 2 * KV_BLOCK) + KV_BLOCK * (dk + dv)
+    }
+
+    fn carve(tmp: &'a mut [f32], rows: usize, dk: usize, dv: usize) -> Self {
+        let (q, rest) = tmp.split_at_mut(rows * dk);
+        let (acc, rest) = rest.split_at_mut(rows * dv);
+        let (scores, rest) = rest.split_at_mut(rows * KV_BLOCK);
+        let (mask, rest) = rest.split_at_mut(rows * KV_BLOCK);
+        let (kb, rest) = rest.split_at_mut(dk * KV_BLOCK);
+        let vb = &mut rest[..KV_BLOCK * dv];
+        Tile { q, acc, scores, mask, kb, vb }
+    }
+}
+
+pub(super) fn compute(a: &Attention, par: &Par<'_>) {
+    let Attention { dk, dv, n_q, n_head, n_batch, n_kv, rk, .. } = *a;
+    // A tile: `group` heads (those sharing a K/V head) times `queries` queries.
+    let group = rk[0];
+    let queries = (QUERY_TILE_ROWS / group).clamp(1, n_q);
+    let q_tiles = n_q.div_ceil(queries);
+    let kv_heads = n_head / group;
+    let max_rows = group * queries;
+    let n_tiles = n_batch * kv_heads * q_tiles;
+    let tmp_len = Tile::floats(max_rows, dk, dv);
+    par.for_each(n_tiles, max_rows * n_kv * (dk + dv) * 2, tmp_len, |tiles, tmp| {
+        let mut t = Tile::carve(tmp, max_rows, dk, dv);
+        for i in tiles {
+            // Tiles in order: query tile fastest, then K/V head, then batch.
+            let (qt, hk, iq3) = (i % q_tiles, (i / q_tiles) % kv_heads, i / (q_tiles * kv_heads));
+            let q0 = qt * queries;
+            let nq = queries.min(n_q - q0);
+            // SAFETY: every index is within its tensor's shape (checked by
+            // the caller); this task alone writes the tile's result rows.
+            unsafe { tile(a, &mut t, [q0, nq], [hk * group, group], iq3) };
+        }
+    });
+}
+
+/// Rows of the tile: query `q0 + r % nq`, head `h0 + r / nq`.
+///
+/// # Safety
+/// Queries `q0..q0 + nq`, heads `h0..h0 + group` (sharing one K/V head) and
+/// batch `iq3` are within the shapes; no other task writes their results.
+unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group]: [usize; 2], iq3: usize) {
+    let (dk, dv) = (a.dk, a.dv);
+    let rows = nq * group;
+    let kv = [h0 / a.rk[0], iq3 / a.rk[1]];
+    let row_of = |r: usize| (q0 + r % nq, h0 + r / nq);
+    let Tile { q, acc, scores, mask, kb, vb } = t;
+    let mut running_max = [f32::NEG_INFINITY; MAX_ROWS];
+    let mut sum = [0f64; MAX_ROWS];
+    for r in 0..rows {
+        let (iq1, iq2) = row_of(r);
+        // SAFETY: in range (the caller's contract).
+        unsafe { a.q.load_row(iq1, iq2, iq3, &mut q[r * dk..(r + 1) * dk]) };
+    }
+    acc[..rows * dv].fill(0.0);
+    for c0 in (0..a.n_kv).step_by(KV_BLOCK) {
+        let block = KV_BLOCK.min(a.n_kv - c0);
+        // The rows' masks, and whether any row sees any key of the block.
+        if let Some(m) = &a.mask {
+            let mut seen = f32::NEG_INFINITY;
+            for r in 0..rows {
+                let (iq1, iq2) = row_of(r);
+                let mr = &mut mask[r * KV_BLOCK..r * KV_BLOCK + block];
+                // SAFETY: in range (the caller's contract; the mask's rows cover the queries).
+                unsafe { load_mask(m, c0, [iq1, iq2 % m.ne[2], iq3 % m.ne[3]], mr) };
+                seen = seen.max(simd::max(mr));
+            }
+            if seen == f32::NEG_INFINITY {
+                continue;
+            }
+        }
+        // The block's keys and values, as f32.
+        for j in 0..block {
+            // SAFETY: key c0 + j of K/V head `kv` is in range.
+            unsafe {
+                load_kv_row(&a.k, [c0 + j, kv[0], kv[1]], &mut kb[j * dk..(j + 1) * dk]);
+                load_kv_row(&a.v, [c0 + j, kv[0], kv[1]], &mut vb[j * dv..(j + 1) * dv]);
+            }
+        }
+        block_scores(&q[..rows * dk], &kb[..block * dk], &mut scores[..rows * KV_BLOCK], dk, block);
+        for r in 0..rows {
+            let s = &mut scores[r * KV_BLOCK..r * KV_BLOCK + block];
+            let (_, iq2) = row_of(r);
+            let slope = alibi_slope(a.params.max_bias, iq2, a.n_head);
+            for (j, x) in s.iter_mut().enumerate() {
+                let mv = if a.mask.is_some() { slope * mask[r * KV_BLOCK + j] } else { 0.0 };
+                *x = if mv == f32::NEG_INFINITY { f32::NEG_INFINITY } else { a.finish_score(*x) + mv };
+            }
+            let block_max = simd::max(s);
+            if block_max == f32::NEG_INFINITY {
+                continue;
+            }
+            let out = &mut acc[r * dv..(r + 1) * dv];
+            // A new maximum rescales what was accumulated (online softmax).
+            if block_max > running_max[r] {
+                let rescale = (running_max[r] - block_max).exp();
+                simd::scale(out, rescale);
+                sum[r] *= rescale as f64;
+                running_max[r] = block_max;
+            }
+            // The weights replace the scores (`exp_shifted` reads another slice).
+            let mut row_scores = [0f32; KV_BLOCK];
+            row_scores[..block].copy_from_slice(s);
+            sum[r] += simd::exp_shifted(s, &row_scores[..block], running_max[r]);
+            accumulate_values(out, s, &vb[..block * dv]);
+        }
+    }
+    for r in 0..rows {
+        let (iq1, iq2) = row_of(r);
+        // A row that sees no key gets zeros, as in ggml.
+        let inv = if sum[r] == 0.0 { 0.0 } else { (1.0 / sum[r]) as f32 };
+        let out = &mut acc[r * dv..(r + 1) * dv];
+        simd::scale(out, inv);
+        // SAFETY: result row (iq2, iq1, iq3) is in range and this task's.
+        unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), a.dst.row(iq2, iq1, iq3) as *mut f32, dv) };
+    }
+}
