@@ -9,8 +9,10 @@ use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, RopeMode, 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
-/// A small transformer-ish graph touching most kernel families.
-fn build(ctx: &mut Context) -> gantry_engine::Result<(Vec<TensorId>, TensorId)> {
+/// A small transformer-ish graph touching most kernel families, and a
+/// product of 48 columns (the GEMM, split over the threads, its packed
+/// operands in the backend's scratch): the argmax and the product.
+fn build(ctx: &mut Context) -> gantry_engine::Result<(Vec<TensorId>, [TensorId; 2])> {
     let x = ctx.tensor(DType::F32, [64, 4])?;
     let w = ctx.tensor(DType::F16, [64, 64])?;
     let pos = ctx.tensor(DType::I32, [4])?;
@@ -38,15 +40,18 @@ fn build(ctx: &mut Context) -> gantry_engine::Result<(Vec<TensorId>, TensorId)> 
     let y = ctx.mul(y, kq)?;
     let y = ctx.concat(y, y, 0)?;
     let y = ctx.argmax(y)?;
-    Ok((vec![x, w, pos, mask, cache, slots], y))
+    let wide = ctx.tensor(DType::F32, [128, 48])?;
+    let w2 = ctx.tensor(DType::F16, [128, 96])?;
+    let product = ctx.mul_mat(w2, wide)?;
+    Ok((vec![x, w, pos, mask, cache, slots, wide, w2], [y, product]))
 }
 
 fn computing_a_graph_again_allocates_nothing() {
     let backend = CpuBackend::with_threads(2).unwrap();
     let mut ctx = Context::new();
-    let (inputs, out) = build(&mut ctx).unwrap();
+    let (inputs, [out, product]) = build(&mut ctx).unwrap();
     let arena = GraphArena::new();
-    let graph = ctx.build_graph(&arena, &[out]).unwrap();
+    let graph = ctx.build_graph(&arena, &[out, product]).unwrap();
     ctx.alloc_tensors(graph.leafs(), &cpu::buffer_type(), BufferUsage::Weights).unwrap();
     ctx.alloc_tensors(graph.nodes(), &cpu::buffer_type(), BufferUsage::Compute).unwrap();
     for (i, &t) in inputs.iter().enumerate() {
@@ -55,14 +60,14 @@ fn computing_a_graph_again_allocates_nothing() {
         ctx.set_f32(t, &values).unwrap();
     }
     assert!(backend.graph_compute(&ctx, graph).is_success(), "first compute");
-    let first = ctx.read_i32(out).unwrap();
+    let first = (ctx.read_i32(out).unwrap(), ctx.read_f32(product).unwrap());
 
     for _ in 0..3 {
         let (status, allocations) = CountingAllocator::count_every_thread(|| backend.graph_compute(&ctx, graph));
         assert!(status.is_success());
         assert_eq!(allocations, 0, "heap allocations in a steady-state compute");
     }
-    assert_eq!(ctx.read_i32(out).unwrap(), first);
+    assert_eq!((ctx.read_i32(out).unwrap(), ctx.read_f32(product).unwrap()), first);
 }
 
 /// A decoder-like block through the scheduler with fusion on (RMS_NORM+MUL

@@ -32,7 +32,7 @@
 
 /// An instruction-set path of the CPU's hand-written SIMD kernels (the
 /// quantized kernels of [`crate::cpu::quant`], the float mat-vec of
-/// [`crate::cpu::float_matvec`]).
+/// [`crate::cpu::float_matvec`], the F32 GEMM of `crate::cpu::sgemm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Isa {
     /// Portable Rust, no SIMD intrinsics.

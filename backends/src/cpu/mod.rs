@@ -20,10 +20,13 @@
 //! - `simd/`: the vector primitives the op kernels are built from (`dot`,
 //!   `axpy`, `reduce`, `exp`, `convert`), multiversioned by CPU feature.
 //! - [`float_matvec`]: the streaming F16/F32 mat-vec of one-token products.
+//! - `sgemm`: the F32 GEMM of F32/F16/BF16 products with more columns
+//!   (packed operands, AVX-512 / AVX2 / portable micro-kernels, blocks from
+//!   the caches, C split over the job system's tasks).
 //! - [`quant`]: the quantized kernels (activation quantizers, integer dots,
 //!   the quantized mat-mul driver, row conversions).
-//! - `isa`: [`Isa`], the instruction-set paths of `float_matvec` and `quant`
-//!   chosen at run time, and one macro per path that compiles a function
+//! - `isa`: [`Isa`], the instruction-set paths of `float_matvec`, `quant`
+//!   and `sgemm` chosen at run time, and one macro per path that compiles a function
 //!   with its target features (each feature set spelled once).
 //!
 //! ```
@@ -64,6 +67,7 @@ mod platform;
 mod profiled;
 pub mod quant;
 mod repack_buffer;
+pub(crate) mod sgemm;
 pub(crate) mod simd;
 mod spin_pool;
 mod sysinfo;

@@ -51,6 +51,24 @@ impl PerThreadScratch {
         self.slots.len()
     }
 
+    /// Grows every slot that no task holds to at least `len` floats, from
+    /// the thread that is about to hand tasks out. Tasks take whichever
+    /// slot is free, so a slot that no task happened to take in a first
+    /// compute (a worker that joined late) would otherwise grow in a later,
+    /// steady-state one.
+    fn reserve(&self, len: usize) {
+        for slot in &self.slots {
+            if slot.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                let _taken = Taken(slot);
+                // SAFETY: taken above, as in `with_slot`.
+                let v = unsafe { &mut *slot.floats.get() };
+                if v.len() < len {
+                    v.resize(len, 0.0);
+                }
+            }
+        }
+    }
+
     /// Calls `f` with a free slot's scratch of at least `len` floats (grown
     /// once, then reused). A job system that runs more tasks at once than
     /// it said ([`JobSystem::concurrency`]) gets a fresh vector for the extra
@@ -116,16 +134,25 @@ impl<'a> Par<'a> {
         let n_chunks = (threads * 4).min(n);
         let chunk = n.div_ceil(n_chunks);
         let n_chunks = n.div_ceil(chunk);
+        self.scratch.reserve(tmp_len);
         self.run(n_chunks, &|c| {
             let range = c * chunk..((c + 1) * chunk).min(n);
             self.scratch.with_slot(tmp_len, |tmp| f(range, tmp));
         });
     }
 
-    /// Runs `f` on the calling thread with scratch of `tmp_len` floats (for
-    /// kernels that stay on one thread).
+    /// Runs `f` on the calling thread with scratch of `tmp_len` floats held
+    /// by it alone: for kernels that stay on one thread, and for the tasks
+    /// of drivers that split their own work with [`Par::run`].
     pub fn inline<R>(&self, tmp_len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
         self.scratch.with_slot(tmp_len, f)
+    }
+
+    /// Makes the scratch of every task that can run at once at least
+    /// `tmp_len` floats, before a driver hands out tasks that take it with
+    /// [`Par::inline`]: grown in the first compute, whichever threads join.
+    pub fn reserve_scratch(&self, tmp_len: usize) {
+        self.scratch.reserve(tmp_len);
     }
 
     /// Runs `task(i)` for `i` in `0..n_tasks` through the job system (see
@@ -191,5 +218,20 @@ mod tests {
             });
             assert!(seen.into_inner().unwrap().iter().all(|&c| c == 1), "n = {n}");
         }
+    }
+
+    #[test]
+    fn reserving_grows_every_free_slot_and_skips_taken_ones() {
+        let scratch = PerThreadScratch::new(3);
+        // SAFETY: only slots that no task holds are read.
+        let len = |i: usize| unsafe { (*scratch.slots[i].floats.get()).len() };
+        scratch.with_slot(8, |_| {
+            // Slot 0 is taken here: reserving leaves it alone.
+            scratch.reserve(100);
+            assert_eq!((len(1), len(2)), (100, 100));
+        });
+        assert_eq!(len(0), 8);
+        scratch.reserve(50);
+        assert_eq!([len(0), len(1), len(2)], [50, 100, 100]);
     }
 }

@@ -1,9 +1,10 @@
-//! What the OS says about the CPU: its model name and the memory. Linux:
-//! `/proc`; macOS: `sysctl machdep.cpu.brand_string` (Apple silicon has no
-//! brand string: `hw.model` then); Windows: the registry's
-//! `ProcessorNameString` (through `reg query`, so no FFI). Memory is read
-//! on Linux only; elsewhere it is unknown (zero). Anything missing gives a
-//! generic name, never an error.
+//! What the OS says about the CPU: its model name, its data caches and the
+//! memory. Linux: `/proc` and `/sys`; macOS: `sysctl machdep.cpu.brand_string`
+//! (Apple silicon has no brand string: `hw.model` then); Windows: the
+//! registry's `ProcessorNameString` (through `reg query`, so no FFI). Memory
+//! and caches are read on Linux only; elsewhere memory is unknown (zero) and
+//! the caches are typical ones. Anything missing gives a generic name or
+//! size, never an error.
 
 use gantry_engine::MemoryInfo;
 
@@ -55,6 +56,62 @@ fn parse_reg_query(out: &str) -> Option<String> {
         let value = rest.trim().strip_prefix("REG_SZ")?.trim();
         (!value.is_empty()).then(|| value.to_owned())
     })
+}
+
+/// The data caches one core sees, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Level 1 data cache.
+    pub l1d: usize,
+    /// Level 2 cache.
+    pub l2: usize,
+    /// Level 3 cache (shared by several cores), 0 when there is none.
+    pub l3: usize,
+}
+
+impl CacheSizes {
+    /// What most x86-64 and ARM cores of the last years have at least: the
+    /// sizes used where the OS does not say.
+    pub const TYPICAL: CacheSizes = CacheSizes { l1d: 32 << 10, l2: 1 << 20, l3: 8 << 20 };
+}
+
+/// The data caches of the first CPU from `/sys/devices/system/cpu/cpu0/cache`
+/// (Linux), [`CacheSizes::TYPICAL`] for what it does not say.
+pub fn cache_sizes() -> CacheSizes {
+    let mut sizes = CacheSizes::TYPICAL;
+    #[cfg(target_os = "linux")]
+    for index in 0..8 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
+        let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).ok();
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size")) else { break };
+        if let Some(bytes) = parse_cache_size(&size) {
+            match (level.trim(), kind.trim()) {
+                ("1", "Data" | "Unified") => sizes.l1d = bytes,
+                ("2", "Data" | "Unified") => sizes.l2 = bytes,
+                ("3", "Data" | "Unified") => sizes.l3 = bytes,
+                _ => {}
+            }
+        }
+    }
+    sizes
+}
+
+/// A size as sysfs writes it: `32K`, `1024K`, `32M`.
+#[cfg_attr(not(any(test, target_os = "linux")), expect(dead_code, reason = "read on Linux; tested everywhere"))]
+fn parse_cache_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let scale = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(scale).filter(|&b| b > 0)
 }
 
 /// Free (available) and total memory from `/proc/meminfo`; zeros when unknown.
@@ -110,6 +167,18 @@ mod tests {
                    ProcessorNameString    REG_SZ    Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz\r\n\r\n";
         assert_eq!(parse_reg_query(reg).as_deref(), Some("Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"));
         assert_eq!(parse_reg_query("ERROR: The system was unable to find the specified registry key"), None);
+    }
+
+    #[test]
+    fn parses_cache_sizes() {
+        assert_eq!(parse_cache_size("32K\n"), Some(32 << 10));
+        assert_eq!(parse_cache_size("1024K"), Some(1 << 20));
+        assert_eq!(parse_cache_size("32M"), Some(32 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("0K"), None);
+        assert_eq!(parse_cache_size("lots"), None);
+        let c = cache_sizes();
+        assert!(c.l1d > 0 && c.l2 >= c.l1d);
     }
 
     #[test]

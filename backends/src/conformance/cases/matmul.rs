@@ -86,9 +86,12 @@ pub fn cases() -> Vec<Case> {
                 cases.push(mul_mat_case(type_a, m, n, k, [2, 3], [1, 1], la, lb));
             }
         }
-        // Large enough for gemm's own threading and for F16 conversion in blocks.
+        // Large enough for the CPU GEMM's threads (bands of rows; of columns
+        // when the rows are few) and, past k = 1024, for several k blocks.
         cases.push(mul_mat_case(type_a, 256, 64, 256, [1, 1], [1, 1], c, c));
         cases.push(mul_mat_case(type_a, 600, 24, 64, [1, 1], [1, 1], c, c));
+        cases.push(mul_mat_case(type_a, 40, 300, 96, [1, 1], [1, 1], c, c));
+        cases.push(mul_mat_case(type_a, 72, 20, 1100, [1, 1], [1, 1], c, c));
     }
     for type_a in [DType::F32, DType::F16, DType::BF16] {
         cases.push(mul_mat_case(type_a, 14336, 1, 4096, [1, 1], [1, 1], c, c).perf_only());

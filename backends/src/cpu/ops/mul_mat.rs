@@ -10,33 +10,37 @@
 //!   of token generation): each src0 row is read once and dotted with every
 //!   column while it is in L1; F16 and BF16 rows are converted in registers.
 //!   Rows are spread over the pool.
-//! - **gemm** otherwise, through the `gemm` crate: F32 src0 is used in place
-//!   with its strides; F16 / BF16 src0 is converted to F32 in scratch, in
-//!   blocks of rows. Many small batches run one gemm per thread; few large
-//!   ones run one after the other with gemm's own threading on this pool.
+//! - **sgemm** otherwise: Gantry's own GEMM (`cpu::sgemm`), reading src0
+//!   with its strides and widening F16 / BF16 while it packs. Many small
+//!   batches run one product per task on one thread each; few large ones
+//!   run one after the other, each over all threads.
 //!
 //! Every src0 dtype goes through one dispatch point, [`src0_path`]: the
 //! quantized driver, or a plain dtype's dot product against F32 columns
-//! (dots path) and row conversion to F32 (gemm path); `supports` follows
-//! from it.
+//! (dots path) and its element type for the GEMM; `supports` follows from
+//! it.
 
 use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
-use gemm::Parallelism;
 use half::{bf16, f16};
 
 use super::bound::Bound;
 use super::{mul_mat_quant, repacked, shape_err, src, src_desc};
+use crate::cpu::Isa;
 use crate::cpu::float_matvec::Rows;
-use crate::cpu::parallel::{Par, SendPtr};
+use crate::cpu::parallel::Par;
+use crate::cpu::sgemm::{self, Kernels, Lhs, LhsType, Out, Rhs, Shape};
 use crate::cpu::simd;
 
-/// Up to this many columns, dot products beat packing for gemm.
+/// Up to this many columns, dot products instead of the GEMM. From 2 to 16
+/// columns the two took the same time within noise on Zen 4 (2 threads;
+/// 4096 x n x 4096 in F32 and F16, where both stream the weights from
+/// memory, and 576 x n x 576, where they fit in cache), so the boundary is
+/// the GEMM's own panel width: below it the GEMM computes padding.
 const DOT_MAX_COLS: usize = 8;
-/// Rows of F16 / BF16 src0 converted to F32 at a time on the gemm path.
-const CONVERT_BLOCK_ROWS: usize = 512;
-/// Below this many multiply-adds per batch, gemm does not thread anyway
-/// (its own threshold), so batches are better spread over the pool.
-const GEMM_THREADING_WORK: usize = 48 * 48 * 256;
+/// Below this many multiply-adds per batch, a batch is not worth splitting
+/// over the threads (two jobs of a microsecond or two each), so batches are
+/// spread over them instead.
+const SPLIT_BATCH_WORK: usize = 48 * 48 * 256;
 
 pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else { return false };
@@ -59,7 +63,7 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
 /// How a src0 dtype is multiplied.
 #[derive(Clone, Copy)]
 enum Src0Path {
-    /// Row by row against the F32 columns, or converted for gemm.
+    /// Row by row against the F32 columns, or through the GEMM.
     Plain(Src0Kernels),
     /// Through the quantized driver (activations quantized to the dot partner).
     Quantized,
@@ -83,10 +87,8 @@ struct Src0Kernels {
     /// The dot products of one densely stored src0 row with four columns,
     /// reading the row once.
     dot4: unsafe fn(row: *const u8, cols: [&[f32]; 4]) -> [f32; 4],
-    /// Converts one densely stored src0 row (`out.len()` elements) to F32.
-    to_f32: unsafe fn(row: *const u8, out: &mut [f32]),
-    /// Whether gemm reads the rows as they lie (F32) instead of converted.
-    in_place: bool,
+    /// The element type as the GEMM reads it (widened to F32 as it packs).
+    lhs: LhsType,
 }
 
 /// `n` elements of `T` at `p`.
@@ -98,9 +100,9 @@ unsafe fn elems<'a, T>(p: *const u8, n: usize) -> &'a [T] {
     unsafe { std::slice::from_raw_parts(p as *const T, n) }
 }
 
-/// Defines a row dot product and a row conversion for a plain dtype.
+/// Defines the row dot products of a plain dtype.
 macro_rules! plain_row_kernels {
-    ($elem:ty, $dot:ident, $dot4:ident, $to_f32:ident, $simd_dot:path, $simd_dot4:path, $convert:expr) => {
+    ($elem:ty, $dot:ident, $dot4:ident, $simd_dot:path, $simd_dot4:path) => {
         /// # Safety
         /// `p` holds `col.len()` elements.
         unsafe fn $dot(p: *const u8, col: &[f32]) -> f32 {
@@ -114,42 +116,19 @@ macro_rules! plain_row_kernels {
             // SAFETY: the caller's guarantee.
             $simd_dot4(unsafe { elems::<$elem>(p, n) }, cols)
         }
-        /// # Safety
-        /// `p` holds `out.len()` elements.
-        unsafe fn $to_f32(p: *const u8, out: &mut [f32]) {
-            // SAFETY: the caller's guarantee.
-            let row = unsafe { elems::<$elem>(p, out.len()) };
-            $convert(row, out)
-        }
     };
 }
 
-plain_row_kernels!(
-    f32,
-    dot_f32_row,
-    dot4_f32_row,
-    f32_row_to_f32,
-    simd::dot_f32,
-    simd::dot4_f32,
-    |r: &[f32], o: &mut [f32]| o.copy_from_slice(r)
-);
-plain_row_kernels!(f16, dot_f16_row, dot4_f16_row, f16_row_to_f32, simd::dot_f16, simd::dot4_f16, simd::f16_to_f32);
-plain_row_kernels!(
-    bf16,
-    dot_bf16_row,
-    dot4_bf16_row,
-    bf16_row_to_f32,
-    simd::dot_bf16,
-    simd::dot4_bf16,
-    simd::bf16_to_f32_slice
-);
+plain_row_kernels!(f32, dot_f32_row, dot4_f32_row, simd::dot_f32, simd::dot4_f32);
+plain_row_kernels!(f16, dot_f16_row, dot4_f16_row, simd::dot_f16, simd::dot4_f16);
+plain_row_kernels!(bf16, dot_bf16_row, dot4_bf16_row, simd::dot_bf16, simd::dot4_bf16);
 
 /// The kernels of a plain src0 dtype, or `None` when it has none.
 fn src0_kernels(dtype: DType) -> Option<Src0Kernels> {
     Some(match dtype {
-        DType::F32 => Src0Kernels { dot: dot_f32_row, dot4: dot4_f32_row, to_f32: f32_row_to_f32, in_place: true },
-        DType::F16 => Src0Kernels { dot: dot_f16_row, dot4: dot4_f16_row, to_f32: f16_row_to_f32, in_place: false },
-        DType::BF16 => Src0Kernels { dot: dot_bf16_row, dot4: dot4_bf16_row, to_f32: bf16_row_to_f32, in_place: false },
+        DType::F32 => Src0Kernels { dot: dot_f32_row, dot4: dot4_f32_row, lhs: LhsType::F32 },
+        DType::F16 => Src0Kernels { dot: dot_f16_row, dot4: dot4_f16_row, lhs: LhsType::F16 },
+        DType::BF16 => Src0Kernels { dot: dot_bf16_row, dot4: dot4_bf16_row, lhs: LhsType::BF16 },
         _ => return None,
     })
 }
@@ -225,25 +204,24 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     if dims.n <= DOT_MAX_COLS {
         mul_mat_dots(&a, kernels, &b, &dst, dims, par);
     } else {
-        mul_mat_gemm(&a, kernels, &b, &dst, dims, par, shared)?;
+        mul_mat_sgemm(&a, kernels.lhs, &b, &dst, dims, par);
     }
     Ok(())
 }
 
 /// Floats of the shared scratch node `t` needs on `n_threads` threads: the
-/// quantized path's packed columns and driver scratch, or the gemm path's
-/// converted weight rows (an upper bound: sizing it once is the point).
+/// quantized path's packed columns and driver scratch (the GEMM packs into
+/// per-thread scratch).
 pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize) -> Result<usize> {
     let (Some(a), Some(b)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1)) else {
         return Err(shape_err(ctx, t, d, "missing a source"));
     };
-    let (k, m, n) = (a.ne[0], a.ne[1], b.ne[1]);
+    let (k, n) = (a.ne[0], b.ne[1]);
     Ok(match src0_path(a.dtype) {
         Some(Src0Path::Quantized) if k > 0 => {
             let repacked = d.srcs[0].is_some_and(|s| repacked::is_repacked(ctx, s));
             mul_mat_quant::work_floats(a.dtype, k, n * b.ne[2] * b.ne[3], n_threads.max(1), repacked)?
         }
-        Some(Src0Path::Plain(kernels)) if n > DOT_MAX_COLS && !kernels.in_place => CONVERT_BLOCK_ROWS.min(m) * k,
         _ => 0,
     })
 }
@@ -351,209 +329,76 @@ fn mul_mat_dots(a: &Bound, kernels: Src0Kernels, b: &Bound, dst: &Bound, dims: D
     });
 }
 
-/// Converts rows `rows` of src0's batch `ab` to F32, packed `k` apart.
+/// Whether a product of `batches` batches of `per_batch` multiply-adds
+/// runs one batch per task (on one thread each) rather than each batch
+/// over all threads: when there are batches enough to go round, or each is
+/// too small to split.
+fn spreads_batches(batches: usize, per_batch: usize, n_threads: usize) -> bool {
+    batches > 1 && (batches >= 2 * n_threads || per_batch < SPLIT_BATCH_WORK)
+}
+
+/// Src0's batch `ab` as the GEMM's left operand.
 ///
 /// # Safety
-/// Indices in range; `out.len() >= rows.len() * k`.
-unsafe fn src0_rows_to_f32(
-    a: &Bound,
-    kernels: Src0Kernels,
-    ab: [usize; 2],
-    rows: std::ops::Range<usize>,
-    out: &mut [f32],
-) {
-    let k = a.ne[0];
-    for (o, i) in rows.enumerate() {
-        let out = &mut out[o * k..(o + 1) * k];
+/// `ab` is in range.
+unsafe fn lhs_of(a: &Bound, lhs: LhsType, ab: [usize; 2]) -> Lhs {
+    Lhs {
         // SAFETY: the caller's guarantee.
-        unsafe {
-            if a.rows_are_dense() {
-                (kernels.to_f32)(a.row(i, ab[0], ab[1]), out);
-            } else {
-                a.load_row(i, ab[0], ab[1], out);
-            }
-        }
+        ptr: unsafe { a.row(0, ab[0], ab[1]) },
+        dtype: lhs,
+        row_stride: a.nb[1],
+        // One element per row has no stride to speak of (ggml leaves any there).
+        elem_stride: if a.ne[0] <= 1 { lhs.size() } else { a.nb[0] },
     }
 }
 
-/// One gemm: `dst[rows, all columns]` of result batch `(i2, i3)` from an
-/// `m x k` left matrix at `lhs` (strides in floats).
+/// Src1's batch `bi` as the GEMM's right operand.
 ///
 /// # Safety
-/// Every pointer and stride addresses memory valid for the sizes given; the
-/// destination does not overlap the inputs.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one unsafe call into gemm: the left operand's pointer and strides, the right and result views, and the batch index"
-)]
-unsafe fn gemm_block(
-    m: usize,
-    dims: Dims,
-    lhs: *const f32,
-    lhs_rs: isize,
-    lhs_cs: isize,
-    b: &Bound,
-    dst_block: *mut f32,
-    dst: &Bound,
-    bi: [usize; 2],
-    parallelism: Parallelism,
-) {
-    let f = size_of::<f32>();
-    // gemm computes the transposed product, dst^T (n x m) = b^T (n x k) *
-    // lhs^T (k x m), over the same memory: with ggml's layouts (rows of k
-    // contiguous on both sides) that makes gemm's left matrix row-major and
-    // its result row-major, which its kernels run about 1.4x faster than the
-    // direct form (measured at 1024^3 on one AVX2 core: 73 vs 53 GFLOP/s).
-    // SAFETY: the caller's guarantee; gemm reads b^T (n x k), lhs^T (k x m)
-    // and writes dst^T (n x m), each through the strides given.
-    unsafe {
-        gemm::gemm(
-            dims.n,
-            m,
-            dims.k,
-            dst_block,
-            (dst.nb[0] / f) as isize,
-            (dst.nb[1] / f) as isize,
-            false,
-            b.row(0, bi[0], bi[1]) as *const f32,
-            (b.nb[0] / f) as isize,
-            (b.nb[1] / f) as isize,
-            lhs,
-            lhs_rs,
-            lhs_cs,
-            0.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+/// `bi` is in range.
+unsafe fn rhs_of(b: &Bound, bi: [usize; 2]) -> Rhs {
+    Rhs {
+        // SAFETY: the caller's guarantee.
+        ptr: unsafe { b.row(0, bi[0], bi[1]) },
+        col_stride: b.nb[1],
+        elem_stride: if b.ne[0] <= 1 { size_of::<f32>() } else { b.nb[0] },
     }
 }
 
-/// [`gemm_block`] over all of this backend's threads: gemm's own threading
-/// on a rayon pool, else blocks of rows as the job system's tasks, each
-/// through gemm on one thread.
+/// The result's batch `bi` as the GEMM's output.
 ///
 /// # Safety
-/// As for [`gemm_block`], with `lhs` = (pointer, row stride, column stride).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one unsafe gemm call split over threads: gemm_block's operands plus the parallel context"
-)]
-unsafe fn gemm_split(
-    par: &Par<'_>,
-    m: usize,
-    dims: Dims,
-    lhs: (*const f32, isize, isize),
-    b: &Bound,
-    out: *mut f32,
-    dst: &Bound,
-    bi: [usize; 2],
-) {
-    let (lhs, rs, cs) = lhs;
-    if let Some(pool) = par.jobs().rayon_pool() {
-        let threads = Parallelism::Rayon(par.n_threads());
-        let (lhs, out) = (SendPtr(lhs as *mut f32), SendPtr(out));
-        // SAFETY: the caller's guarantee; gemm threads over this pool.
-        pool.install(|| unsafe { gemm_block(m, dims, lhs.get(), rs, cs, b, out.get(), dst, bi, threads) });
-        return;
-    }
-    // Row blocks of at least 32 rows (gemm's kernels are a few rows tall), about 4 per task.
-    let rows = m.div_ceil(par.n_threads() * 4).max(32);
-    let (lhs, out) = (SendPtr(lhs as *mut f32), SendPtr(out));
-    let out_step = (dst.nb[0] / size_of::<f32>()) as isize;
-    par.run(m.div_ceil(rows), &|t| {
-        let r0 = t * rows;
-        let n_rows = rows.min(m - r0);
-        // SAFETY: rows r0..r0 + n_rows of the left matrix and the matching
-        // result columns are inside the block (the caller's guarantee); this
-        // task alone writes them.
-        unsafe {
-            let lhs = lhs.get().offset(r0 as isize * rs);
-            let out = out.get().offset(r0 as isize * out_step);
-            gemm_block(n_rows, dims, lhs, rs, cs, b, out, dst, bi, Parallelism::None);
-        }
-    });
+/// `bi` is in range.
+unsafe fn out_of(dst: &Bound, bi: [usize; 2]) -> Out {
+    // SAFETY: the caller's guarantee.
+    Out { ptr: unsafe { dst.row(0, bi[0], bi[1]) } as *mut f32, col_stride: dst.nb[1] / size_of::<f32>() }
 }
 
-fn mul_mat_gemm(
-    a: &Bound,
-    kernels: Src0Kernels,
-    b: &Bound,
-    dst: &Bound,
-    dims: Dims,
-    par: &Par<'_>,
-    shared: &mut Vec<f32>,
-) -> Result<()> {
+/// The GEMM path: every result batch through `cpu::sgemm`, spread over the
+/// threads one batch per task, or one after the other each over all threads.
+fn mul_mat_sgemm(a: &Bound, lhs: LhsType, b: &Bound, dst: &Bound, dims: Dims, par: &Par<'_>) {
     let Dims { k, m, n, .. } = dims;
+    let kernels = Kernels::of(Isa::best());
+    let shape = Shape { m, n, k };
     let per_batch = m * n * k;
-    let f = size_of::<f32>();
-    // F32 src0 goes to gemm as it lies (any strides); other dtypes are converted first.
-    let direct = kernels.in_place;
-    let spread_batches = dims.batches() >= 2 * par.n_threads() || per_batch < GEMM_THREADING_WORK;
-    if par.n_threads() == 1 || (dims.batches() > 1 && spread_batches) {
-        let tmp_len = if direct { 0 } else { m * k };
-        par.for_each(dims.batches(), per_batch, tmp_len, |range, tmp| {
+    if spreads_batches(dims.batches(), per_batch, par.n_threads()) {
+        let scratch = sgemm::sgemm_one_thread_floats(&kernels, shape);
+        par.for_each(dims.batches(), per_batch, scratch, |range, tmp| {
             for g in range {
                 let (bi, ab) = dims.batch(g);
-                // SAFETY: all indices are in range (checked shapes); this thread
-                // owns result batch g; gemm runs single-threaded here.
+                // SAFETY: all indices are in range (checked shapes); the
+                // operands lie in their tensors at their strides; this task
+                // alone writes result batch g; `tmp` is the GEMM's scratch.
                 unsafe {
-                    let (lhs, rs, cs) = if direct {
-                        (a.row(0, ab[0], ab[1]) as *const f32, (a.nb[1] / f) as isize, (a.nb[0] / f) as isize)
-                    } else {
-                        src0_rows_to_f32(a, kernels, ab, 0..m, tmp);
-                        (tmp.as_ptr(), k as isize, 1)
-                    };
-                    let out = dst.row(0, bi[0], bi[1]) as *mut f32;
-                    gemm_block(m, dims, lhs, rs, cs, b, out, dst, bi, Parallelism::None);
-                }
+                    sgemm::sgemm_one_thread(&kernels, shape, &lhs_of(a, lhs, ab), &rhs_of(b, bi), &out_of(dst, bi), tmp)
+                };
             }
         });
-        return Ok(());
+        return;
     }
-    let a_batches = a.ne[2] * a.ne[3];
-    for ag in 0..a_batches {
-        let ab = [ag % a.ne[2], ag / a.ne[2]];
-        // The result batches reading this src0 batch.
-        let users = (0..dims.batches()).filter(|&g| dims.batch(g).1 == ab);
-        if direct {
-            for g in users {
-                let bi = dims.batch(g).0;
-                let (rs, cs) = ((a.nb[1] / f) as isize, (a.nb[0] / f) as isize);
-                // SAFETY: as above; the block is split over this backend's threads.
-                unsafe {
-                    let lhs = a.row(0, ab[0], ab[1]) as *const f32;
-                    gemm_split(par, m, dims, (lhs, rs, cs), b, dst.row(0, bi[0], bi[1]) as *mut f32, dst, bi);
-                }
-            }
-            continue;
-        }
-        let block = CONVERT_BLOCK_ROWS.min(m);
-        super::grow_scratch(shared, block * k)?;
-        for r0 in (0..m).step_by(block) {
-            let rows = block.min(m - r0);
-            let out = SendPtr(shared.as_mut_ptr());
-            par.for_each(rows, k, 0, |range, _| {
-                // SAFETY: disjoint row ranges of the shared scratch per call;
-                // rows r0 + range are in range of src0.
-                unsafe {
-                    let part = std::slice::from_raw_parts_mut(out.get().add(range.start * k), range.len() * k);
-                    src0_rows_to_f32(a, kernels, ab, r0 + range.start..r0 + range.end, part);
-                }
-            });
-            for g in users.clone() {
-                let bi = dims.batch(g).0;
-                let lhs = SendPtr(shared.as_mut_ptr());
-                // SAFETY: the converted block is `rows x k` floats; the result
-                // rows r0.. of batch bi are in range.
-                unsafe {
-                    let out = dst.at(r0, 0, bi[0], bi[1]) as *mut f32;
-                    gemm_split(par, rows, dims, (lhs.get() as *const f32, k as isize, 1), b, out, dst, bi);
-                }
-            }
-        }
+    for g in 0..dims.batches() {
+        let (bi, ab) = dims.batch(g);
+        // SAFETY: as above; the batch is split over the threads by the GEMM.
+        unsafe { sgemm::sgemm(&kernels, shape, &lhs_of(a, lhs, ab), &rhs_of(b, bi), &out_of(dst, bi), par) };
     }
-    Ok(())
 }
