@@ -171,8 +171,10 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
         .ok_or_else(|| Error::Model(format!("--kv-type {:?}: f16, f32 or q8_0", args.kv_type)))?;
     let longest = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0).max(args.profile_tokens + 1);
     let deepest = args.n_depth.iter().copied().max().unwrap_or(0);
-    let parallel_cells =
-        args.parallel.iter().map(|&s| s * (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))).max();
+    // Each sequence in pages of its own (`KV_PAGE` cells), as the cache hands them out.
+    let per_sequence = (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))
+        .next_multiple_of(gantry::model::decoder::KV_PAGE);
+    let parallel_cells = args.parallel.iter().map(|&s| s * per_sequence).max();
     let n_ctx = (deepest + longest).max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
     let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::default() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;

@@ -12,6 +12,13 @@ use crate::{Error, Result};
 /// A sequence's id: tokens of one sequence attend to each other only.
 pub type SeqId = u32;
 
+/// Cells are handed out so that each run of this many (aligned) holds one
+/// sequence's tokens while there is room: the CPU's flash attention takes
+/// keys in blocks of 64 and skips a block a query sees nothing of, so a
+/// query of one of 16 sequences decoding together reads its own blocks,
+/// not 16 times as many keys with 15 in 16 masked.
+pub const PAGE: usize = 64;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Cell {
     seq: SeqId,
@@ -28,6 +35,8 @@ pub struct KvCells {
     first_free: usize,
     /// Cells in use.
     used: usize,
+    /// The cell each sequence's last token went to (a hint: checked before use).
+    tail: HashMap<SeqId, usize>,
 }
 
 /// Where a batch's tokens went: a cell and a position each.
@@ -42,7 +51,7 @@ pub struct BatchPlacement {
 impl KvCells {
     /// `n_ctx` free cells.
     pub fn new(n_ctx: usize) -> Self {
-        Self { cells: vec![None; n_ctx], next_pos: HashMap::new(), first_free: 0, used: 0 }
+        Self { cells: vec![None; n_ctx], next_pos: HashMap::new(), first_free: 0, used: 0, tail: HashMap::new() }
     }
 
     /// Cells in all.
@@ -65,9 +74,10 @@ impl KvCells {
         self.cells.iter().rposition(Option::is_some).map_or(0, |i| i + 1)
     }
 
-    /// Gives each token of sequence `seqs[i]` the lowest free cell and its
-    /// sequence's next position. When the cache cannot hold them all,
-    /// nothing changes and the error says how full it is.
+    /// Gives each token of sequence `seqs[i]` a free cell (see
+    /// [`KvCells::cell_for`]) and its sequence's next position. When the
+    /// cache cannot hold them all, nothing changes and the error says how
+    /// full it is.
     pub fn place(&mut self, seqs: &[SeqId], out: &mut BatchPlacement) -> Result<()> {
         if self.used + seqs.len() > self.cells.len() {
             return Err(Error::Model(format!(
@@ -79,24 +89,47 @@ impl KvCells {
         }
         out.cells.clear();
         out.positions.clear();
-        let mut at = self.first_free;
         for &seq in seqs {
-            while self.cells[at].is_some() {
-                at += 1;
-            }
+            let at = self.cell_for(seq);
             let pos = self.next_pos.entry(seq).or_insert(0);
             self.cells[at] = Some(Cell { seq, pos: *pos });
             out.cells.push(at as i32);
             out.positions.push(*pos as i32);
             *pos += 1;
-            at += 1;
+            self.tail.insert(seq, at);
+            while self.first_free < self.cells.len() && self.cells[self.first_free].is_some() {
+                self.first_free += 1;
+            }
         }
         self.used += seqs.len();
-        self.first_free = at.min(self.cells.len());
-        while self.first_free < self.cells.len() && self.cells[self.first_free].is_some() {
-            self.first_free += 1;
-        }
         Ok(())
+    }
+
+    /// The free cell the next token of `seq` goes to: the one after the
+    /// sequence's last token while that is free and in the same [`PAGE`];
+    /// else the lowest free cell of a page that holds no other sequence's
+    /// tokens; else (a crowded cache) the lowest free cell. One sequence
+    /// alone fills the cells in order. There must be a free cell.
+    fn cell_for(&self, seq: SeqId) -> usize {
+        let n = self.cells.len();
+        if let Some(&last) = self.tail.get(&seq) {
+            let next = last + 1;
+            let ours = self.cells[last].is_some_and(|c| c.seq == seq);
+            if ours && next < n && !next.is_multiple_of(PAGE) && self.cells[next].is_none() {
+                return next;
+            }
+        }
+        let mut start = self.first_free / PAGE * PAGE;
+        while start < n {
+            let page = &self.cells[start..(start + PAGE).min(n)];
+            if page.iter().all(|c| c.is_none_or(|c| c.seq == seq))
+                && let Some(free) = page.iter().position(Option::is_none)
+            {
+                return start + free;
+            }
+            start += PAGE;
+        }
+        self.first_free
     }
 
     /// Writes the F16 mask `[n_kv, n_tokens]` of a batch: token `i` (of
@@ -140,6 +173,7 @@ impl KvCells {
             }
         }
         self.next_pos.remove(&seq);
+        self.tail.remove(&seq);
     }
 
     /// Keeps the first `n_keep` positions of `seq` and frees the rest; its
@@ -163,6 +197,7 @@ impl KvCells {
     pub fn clear(&mut self) {
         self.cells.fill(None);
         self.next_pos.clear();
+        self.tail.clear();
         self.first_free = 0;
         self.used = 0;
     }
@@ -205,5 +240,49 @@ mod tests {
         assert_eq!(p.cells, [0, 1, 4, 5], "freed cells are reused lowest first");
         assert!(cells.place(&[3, 3, 3], &mut p).is_err(), "two cells left");
         assert_eq!(cells.used(), 6, "a failed placement changes nothing");
+    }
+
+    #[test]
+    fn sequences_decoding_together_get_pages_of_their_own() {
+        let mut cells = KvCells::new(32 * PAGE);
+        let mut p = BatchPlacement::default();
+        // One sequence alone fills the cells in order, across pages.
+        cells.place(&[7; PAGE + 3], &mut p).unwrap();
+        assert_eq!(p.cells, (0..PAGE as i32 + 3).collect::<Vec<_>>());
+        cells.clear();
+        // 12 sequences, a prompt token each, then 70 decode steps of one token each.
+        let seqs: Vec<SeqId> = (0..12).collect();
+        let mut where_: HashMap<SeqId, Vec<i32>> = HashMap::new();
+        for _ in 0..71 {
+            cells.place(&seqs, &mut p).unwrap();
+            for (&s, &c) in seqs.iter().zip(&p.cells) {
+                where_.entry(s).or_default().push(c);
+            }
+        }
+        for (s, at) in &where_ {
+            // Each sequence's cells run on in its first page, then a second one.
+            let pages: Vec<usize> = at.iter().map(|&c| c as usize / PAGE).collect();
+            assert!(pages.windows(2).all(|w| w[0] <= w[1]), "sequence {s}: {pages:?}");
+            assert_eq!(pages.iter().collect::<std::collections::HashSet<_>>().len(), 2, "sequence {s}: {pages:?}");
+            assert!(at.windows(2).all(|w| w[1] == w[0] + 1 || (w[1] as usize).is_multiple_of(PAGE)), "sequence {s}");
+        }
+        // No page holds two sequences.
+        for page in 0..32 {
+            let owners: std::collections::HashSet<SeqId> =
+                cells.cells[page * PAGE..(page + 1) * PAGE].iter().flatten().map(|c| c.seq).collect();
+            assert!(owners.len() <= 1, "page {page}: {owners:?}");
+        }
+        // 8 more sequences take the 8 pages left.
+        let more: Vec<SeqId> = (100..108).collect();
+        for _ in 0..21 {
+            cells.place(&more, &mut p).unwrap();
+            assert!(p.cells.iter().all(|&c| c as usize >= 24 * PAGE), "{:?}", p.cells);
+        }
+        // A crowded cache still uses every free cell: no page is free, and a
+        // new sequence fills the gaps the others left.
+        let left = cells.capacity() - cells.used();
+        cells.place(&vec![200; left], &mut p).unwrap();
+        assert_eq!(cells.used(), cells.capacity());
+        assert!(cells.place(&[1], &mut p).is_err());
     }
 }

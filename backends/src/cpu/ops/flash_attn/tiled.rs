@@ -39,11 +39,21 @@ const V_CHUNK: usize = 32;
 /// the block (`kb`: its keys as f32 rows of `dk` values), each through
 /// [`simd::dot_f32`] — the rows path's own dot product, so both paths score
 /// alike to the bit (a transposed block scored by broadcast multiply-adds
-/// was faster, but summed in another order).
-fn block_scores(q: &[f32], kb: &[f32], scores: &mut [f32], dk: usize, block: usize) {
-    for (qr, out) in q.chunks_exact(dk).zip(scores.chunks_exact_mut(KV_BLOCK)) {
-        for (s, key) in out[..block].iter_mut().zip(kb.chunks_exact(dk)) {
-            *s = simd::dot_f32(key, qr);
+/// was faster, but summed in another order). With a mask (`rows` ×
+/// [`KV_BLOCK`] values), a row that sees none of the block is left alone and
+/// a key it does not see scores −inf without a dot product, as on the rows
+/// path: decoding many sequences, each query sees a few of a block's keys.
+fn block_scores(q: &[f32], kb: &[f32], scores: &mut [f32], mask: Option<&[f32]>, dk: usize, block: usize) {
+    for (r, (qr, out)) in q.chunks_exact(dk).zip(scores.chunks_exact_mut(KV_BLOCK)).enumerate() {
+        let row_mask = mask.map(|m| &m[r * KV_BLOCK..r * KV_BLOCK + block]);
+        if row_mask.is_some_and(|m| simd::max(m) == f32::NEG_INFINITY) {
+            continue;
+        }
+        for (j, (s, key)) in out[..block].iter_mut().zip(kb.chunks_exact(dk)).enumerate() {
+            *s = match row_mask {
+                Some(m) if m[j] == f32::NEG_INFINITY => f32::NEG_INFINITY,
+                _ => simd::dot_f32(key, qr),
+            };
         }
     }
 }
@@ -57,6 +67,11 @@ multiversion! {
         while let Some(o) = acc[c..].first_chunk_mut::<V_CHUNK>() {
             let mut sums = *o;
             for (j, &w) in p.iter().enumerate() {
+                // A key the row does not see (weight 0) adds nothing; the
+                // rows path skips it too.
+                if w == 0.0 {
+                    continue;
+                }
                 if let Some(row) = vb[j * dv + c..].first_chunk::<V_CHUNK>() {
                     for i in 0..V_CHUNK {
                         sums[i] = madd::<FMA>(w, row[i], sums[i]);
@@ -69,7 +84,9 @@ multiversion! {
         for i in c..dv {
             let mut s = acc[i];
             for (j, &w) in p.iter().enumerate() {
-                s = madd::<FMA>(w, vb[j * dv + i], s);
+                if w != 0.0 {
+                    s = madd::<FMA>(w, vb[j * dv + i], s);
+                }
             }
             acc[i] = s;
         }
@@ -175,8 +192,13 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
                 load_kv_row(&a.v, [c0 + j, kv[0], kv[1]], &mut vb[j * dv..(j + 1) * dv]);
             }
         }
-        block_scores(&q[..rows * dk], &kb[..block * dk], &mut scores[..rows * KV_BLOCK], dk, block);
+        let row_masks = a.mask.as_ref().map(|_| &mask[..rows * KV_BLOCK]);
+        block_scores(&q[..rows * dk], &kb[..block * dk], &mut scores[..rows * KV_BLOCK], row_masks, dk, block);
         for r in 0..rows {
+            if row_masks.is_some_and(|m| simd::max(&m[r * KV_BLOCK..r * KV_BLOCK + block]) == f32::NEG_INFINITY) {
+                // Nothing of the block for this row (its scores were left alone).
+                continue;
+            }
             let s = &mut scores[r * KV_BLOCK..r * KV_BLOCK + block];
             let (_, iq2) = row_of(r);
             let slope = alibi_slope(a.params.max_bias, iq2, a.n_head);
