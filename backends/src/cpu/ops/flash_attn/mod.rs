@@ -189,12 +189,13 @@ mod tests {
     /// The tiled path and the rows path give the same bits (a far tighter
     /// check than the conformance suite's NMSE): a causal prompt of 70 queries over 20 cached keys, 9 heads
     /// sharing 3 K/V heads, an F16 cache, several query tiles and key blocks.
-    #[test]
-    fn tiles_and_rows_give_the_same_bits() {
+    /// Runs both paths on `n_q` queries over `n_kv` keys, query `i` seeing
+    /// key `j` where `sees(i, j)`, and checks they give the same bits.
+    fn check_same_bits(n_q: usize, n_kv: usize, sees: impl Fn(usize, usize) -> bool) {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let scratch = PerThreadScratch::new(2);
         let par = Par::new(&pool, 2, &scratch);
-        let (d, n_q, n_kv, heads, kv_heads) = (64, 70, 90, 9, 3);
+        let (d, heads, kv_heads) = (64, 9, 3);
         let mut ctx = Context::new();
         let q = ctx.tensor(DType::F32, [d, n_q, heads, 1]).unwrap();
         let k = ctx.tensor(DType::F16, [d, n_kv, kv_heads, 1]).unwrap();
@@ -212,9 +213,9 @@ mod tests {
                 .collect();
             ctx.write_tensor_bytes(t, 0, bytemuck::cast_slice(&values)).unwrap();
         }
-        // Query i sees the 20 cached keys and itself and the queries before it.
         let mask: Vec<half::f16> = (0..n_q)
-            .flat_map(|i| (0..n_kv).map(move |j| if j <= 20 + i { 0.0 } else { f32::NEG_INFINITY }))
+            .flat_map(|i| (0..n_kv).map(move |j| (i, j)))
+            .map(|(i, j)| if sees(i, j) { 0.0 } else { f32::NEG_INFINITY })
             .map(half::f16::from_f32)
             .collect();
         ctx.write_tensor_bytes(m, 0, bytemuck::cast_slice(&mask)).unwrap();
@@ -226,5 +227,19 @@ mod tests {
         let (tiles, rows) = (ctx.read_f32(outs[0]).unwrap(), ctx.read_f32(outs[1]).unwrap());
         assert!(rows.iter().all(|v| v.is_finite()) && rows.iter().any(|&v| v != 0.0));
         assert_eq!(tiles, rows);
+    }
+
+    #[test]
+    fn tiles_and_rows_give_the_same_bits() {
+        // A prompt batch: query i sees the 20 cached keys and itself and the
+        // queries before it (blocks shared by a tile's rows: converted once).
+        check_same_bits(70, 90, |i, j| j <= 20 + i);
+        // 16 sequences decoding a token each, sequence s in the cache's
+        // block s (a tile's block seen by one query's heads: read in place),
+        // then a last block holding all of them interleaved (converted).
+        check_same_bits(16, 16 * KV_BLOCK + 40, |i, j| match j / KV_BLOCK {
+            16 => j % 16 == i,
+            b => b == i && j % KV_BLOCK <= 10 + 3 * i,
+        });
     }
 }

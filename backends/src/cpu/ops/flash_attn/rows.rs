@@ -15,7 +15,7 @@ use crate::cpu::simd;
 /// # Safety
 /// Row indices in range; `q.len()` is K's row length.
 #[inline]
-unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
+pub(super) unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
     let n = q.len();
     // SAFETY: the row holds n elements from its first one.
     unsafe {
@@ -41,7 +41,7 @@ unsafe fn k_dot(k: &Bound, row: [usize; 3], q: &[f32], tmp: &mut [f32]) -> f32 {
 /// # Safety
 /// Row indices in range; `acc.len()` is V's row length.
 #[inline]
-unsafe fn v_axpy(v: &Bound, row: [usize; 3], w: f32, acc: &mut [f32], tmp: &mut [f32]) {
+pub(super) unsafe fn v_axpy(v: &Bound, row: [usize; 3], w: f32, acc: &mut [f32], tmp: &mut [f32]) {
     let dv = acc.len();
     // SAFETY: the row holds dv elements from its first one.
     unsafe {

@@ -18,6 +18,7 @@
 //! block is skipped before its keys are converted.
 
 use super::super::softmax::alibi_slope;
+use super::rows::{k_dot, v_axpy};
 use super::{Attention, KV_BLOCK, load_kv_row, load_mask};
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
@@ -32,6 +33,14 @@ const QUERY_TILE_ROWS: usize = 32;
 /// many heads still fits one tile (wider groups take the rows path).
 pub(super) const MAX_ROWS: usize = 64;
 
+/// Most rows of a tile that see a key block for the block to be read in
+/// place — each row's scores and value updates reading the K/V rows as the
+/// rows path does — rather than converted to f32 once for the tile. A block
+/// only one query's heads see (decoding many sequences: each query sees its
+/// own sequence's blocks) costs less read in place; a block a prompt's
+/// queries share, converted once. Both give the same bits.
+const IN_PLACE_MAX_ROWS: usize = 4;
+
 /// Columns of the values' accumulators kept in registers at once.
 const V_CHUNK: usize = 32;
 
@@ -40,15 +49,23 @@ const V_CHUNK: usize = 32;
 /// [`simd::dot_f32`] — the rows path's own dot product, so both paths score
 /// alike to the bit (a transposed block scored by broadcast multiply-adds
 /// was faster, but summed in another order). With a mask (`rows` ×
-/// [`KV_BLOCK`] values), a row that sees none of the block is left alone and
+/// [`KV_BLOCK`] values), a row that sees none of the block (`!sees[r]`) is left alone and
 /// a key it does not see scores −inf without a dot product, as on the rows
 /// path: decoding many sequences, each query sees a few of a block's keys.
-fn block_scores(q: &[f32], kb: &[f32], scores: &mut [f32], mask: Option<&[f32]>, dk: usize, block: usize) {
+fn block_scores(
+    q: &[f32],
+    kb: &[f32],
+    scores: &mut [f32],
+    mask: Option<&[f32]>,
+    sees: &[bool],
+    dk: usize,
+    block: usize,
+) {
     for (r, (qr, out)) in q.chunks_exact(dk).zip(scores.chunks_exact_mut(KV_BLOCK)).enumerate() {
-        let row_mask = mask.map(|m| &m[r * KV_BLOCK..r * KV_BLOCK + block]);
-        if row_mask.is_some_and(|m| simd::max(m) == f32::NEG_INFINITY) {
+        if !sees[r] {
             continue;
         }
+        let row_mask = mask.map(|m| &m[r * KV_BLOCK..r * KV_BLOCK + block]);
         for (j, (s, key)) in out[..block].iter_mut().zip(kb.chunks_exact(dk)).enumerate() {
             *s = match row_mask {
                 Some(m) if m[j] == f32::NEG_INFINITY => f32::NEG_INFINITY,
@@ -129,8 +146,10 @@ pub(super) fn compute(a: &Attention, par: &Par<'_>) {
     let Attention { dk, dv, n_q, n_head, n_batch, n_kv, rk, .. } = *a;
     // A tile: `group` heads (those sharing a K/V head) times `queries` queries.
     let group = rk[0];
-    let queries = (QUERY_TILE_ROWS / group).clamp(1, n_q);
-    let q_tiles = n_q.div_ceil(queries);
+    // As many query tiles as the target size asks for, sized evenly (16
+    // queries in 8 + 8, not 10 + 6: the threads finish together).
+    let q_tiles = n_q.div_ceil((QUERY_TILE_ROWS / group).clamp(1, n_q));
+    let queries = n_q.div_ceil(q_tiles);
     let kv_heads = n_head / group;
     let max_rows = group * queries;
     let n_tiles = n_batch * kv_heads * q_tiles;
@@ -170,41 +189,57 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
     acc[..rows * dv].fill(0.0);
     for c0 in (0..a.n_kv).step_by(KV_BLOCK) {
         let block = KV_BLOCK.min(a.n_kv - c0);
-        // The rows' masks, and whether any row sees any key of the block.
+        // The rows' masks, and which rows see any key of the block.
+        let mut sees = [true; MAX_ROWS];
         if let Some(m) = &a.mask {
-            let mut seen = f32::NEG_INFINITY;
-            for r in 0..rows {
+            for (r, seen) in sees[..rows].iter_mut().enumerate() {
                 let (iq1, iq2) = row_of(r);
                 let mr = &mut mask[r * KV_BLOCK..r * KV_BLOCK + block];
                 // SAFETY: in range (the caller's contract; the mask's rows cover the queries).
                 unsafe { load_mask(m, c0, [iq1, iq2 % m.ne[2], iq3 % m.ne[3]], mr) };
-                seen = seen.max(simd::max(mr));
-            }
-            if seen == f32::NEG_INFINITY {
-                continue;
+                *seen = simd::max(mr) != f32::NEG_INFINITY;
             }
         }
-        // The block's keys and values, as f32.
-        for j in 0..block {
-            // SAFETY: key c0 + j of K/V head `kv` is in range.
-            unsafe {
-                load_kv_row(&a.k, [c0 + j, kv[0], kv[1]], &mut kb[j * dk..(j + 1) * dk]);
-                load_kv_row(&a.v, [c0 + j, kv[0], kv[1]], &mut vb[j * dv..(j + 1) * dv]);
-            }
+        let seeing = sees[..rows].iter().filter(|&&s| s).count();
+        if seeing == 0 {
+            continue;
         }
-        let row_masks = a.mask.as_ref().map(|_| &mask[..rows * KV_BLOCK]);
-        block_scores(&q[..rows * dk], &kb[..block * dk], &mut scores[..rows * KV_BLOCK], row_masks, dk, block);
-        for r in 0..rows {
-            if row_masks.is_some_and(|m| simd::max(&m[r * KV_BLOCK..r * KV_BLOCK + block]) == f32::NEG_INFINITY) {
-                // Nothing of the block for this row (its scores were left alone).
-                continue;
+        let in_place = seeing <= IN_PLACE_MAX_ROWS;
+        if !in_place {
+            // The block's keys and values, as f32.
+            for j in 0..block {
+                // SAFETY: key c0 + j of K/V head `kv` is in range.
+                unsafe {
+                    load_kv_row(&a.k, [c0 + j, kv[0], kv[1]], &mut kb[j * dk..(j + 1) * dk]);
+                    load_kv_row(&a.v, [c0 + j, kv[0], kv[1]], &mut vb[j * dv..(j + 1) * dv]);
+                }
             }
-            let s = &mut scores[r * KV_BLOCK..r * KV_BLOCK + block];
+            let row_masks = a.mask.as_ref().map(|_| &mask[..rows * KV_BLOCK]);
+            block_scores(
+                &q[..rows * dk],
+                &kb[..block * dk],
+                &mut scores[..rows * KV_BLOCK],
+                row_masks,
+                &sees,
+                dk,
+                block,
+            );
+        }
+        for r in (0..rows).filter(|&r| sees[r]) {
             let (_, iq2) = row_of(r);
             let slope = alibi_slope(a.params.max_bias, iq2, a.n_head);
+            let s = &mut scores[r * KV_BLOCK..r * KV_BLOCK + block];
             for (j, x) in s.iter_mut().enumerate() {
                 let mv = if a.mask.is_some() { slope * mask[r * KV_BLOCK + j] } else { 0.0 };
-                *x = if mv == f32::NEG_INFINITY { f32::NEG_INFINITY } else { a.finish_score(*x) + mv };
+                *x = if mv == f32::NEG_INFINITY {
+                    f32::NEG_INFINITY
+                } else if in_place {
+                    // SAFETY: key c0 + j of K/V head `kv` is in range; `kb` holds a row of scratch.
+                    let dot = unsafe { k_dot(&a.k, [c0 + j, kv[0], kv[1]], &q[r * dk..(r + 1) * dk], kb) };
+                    a.finish_score(dot) + mv
+                } else {
+                    a.finish_score(*x) + mv
+                };
             }
             let block_max = simd::max(s);
             if block_max == f32::NEG_INFINITY {
@@ -222,7 +257,16 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             let mut row_scores = [0f32; KV_BLOCK];
             row_scores[..block].copy_from_slice(s);
             sum[r] += simd::exp_shifted(s, &row_scores[..block], running_max[r]);
-            accumulate_values(out, s, &vb[..block * dv]);
+            if in_place {
+                for (j, &w) in s.iter().enumerate() {
+                    if w != 0.0 {
+                        // SAFETY: value c0 + j of K/V head `kv` is in range; `kb` holds a row of scratch.
+                        unsafe { v_axpy(&a.v, [c0 + j, kv[0], kv[1]], w, out, kb) };
+                    }
+                }
+            } else {
+                accumulate_values(out, s, &vb[..block * dv]);
+            }
         }
     }
     for r in 0..rows {
