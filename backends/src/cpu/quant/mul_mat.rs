@@ -172,6 +172,26 @@ pub(super) struct Args<'a, 'b> {
     pub(super) jobs: &'a dyn JobSystem,
 }
 
+/// The dtype and row length a group of products shares, after checking
+/// the group: 1 to [`super::MAX_SHARED`] matrices (`(dtype, k)` each), one
+/// dtype and one `k` among them, and as many results. `None` for no
+/// matrices. `what` names the product in messages ("a shared product").
+pub(super) fn shared_weights(
+    what: &str,
+    matrices: impl ExactSizeIterator<Item = (DType, usize)> + Clone,
+    results: usize,
+) -> Result<Option<(DType, usize)>> {
+    let max = super::MAX_SHARED;
+    let Some(first) = matrices.clone().next() else { return Ok(None) };
+    if matrices.len() > max || matrices.len() != results {
+        return Err(err(format!("{what} takes 1 to {max} matrices and as many results")));
+    }
+    if let Some((dtype, k)) = matrices.into_iter().find(|&w| w != first) {
+        return Err(err(format!("{what}'s weights differ: {dtype} of {k} values beside {} of {}", first.0, first.1)));
+    }
+    Ok(Some(first))
+}
+
 pub(super) fn err(reason: String) -> Error {
     Error::InvalidOp { op: "MUL_MAT", reason }
 }

@@ -12,7 +12,7 @@ use gantry_engine::{DType, Error, Result};
 use super::Isa;
 use super::mul_mat::{
     ALIGN, Args, Columns, ColumnsMut, DstPtr, Layout, QuantMatrix, TILE_MIN_N, check, dot_rows_per_task, dot_task, err,
-    on_jobs, worth_threads,
+    on_jobs, shared_weights, worth_threads,
 };
 use super::weight::{ActBlock, WeightType, with_weight_type};
 use crate::cpu::TaskCounter;
@@ -51,21 +51,13 @@ pub fn quant_mul_mat_shared_on(
     scratch: &mut [u8],
     jobs: &dyn JobSystem,
 ) -> Result<()> {
-    let Some(first) = ws.first() else { return Ok(()) };
-    if ws.len() > MAX_SHARED || ws.len() != dsts.len() {
-        return Err(err(format!("a shared product takes 1 to {MAX_SHARED} matrices and as many results")));
-    }
-    if let Some(w) = ws.iter().find(|w| w.dtype != first.dtype || w.k != first.k) {
-        return Err(err(format!(
-            "a shared product's weights differ: {} of {} values beside {} of {}",
-            w.dtype, w.k, first.dtype, first.k
-        )));
-    }
+    let weights = ws.iter().map(|w| (w.dtype, w.k));
+    let Some((dtype, _)) = shared_weights("a shared product", weights, dsts.len())? else { return Ok(()) };
     if !shared_takes(src1.n) {
         return Err(err(format!("a shared product takes 1 to {} columns, not {}", TILE_MIN_N - 1, src1.n)));
     }
-    with_weight_type!(first.dtype, run_shared(isa, ws, src1, dsts, scratch, jobs))
-        .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype: first.dtype })?
+    with_weight_type!(dtype, run_shared(isa, ws, src1, dsts, scratch, jobs))
+        .ok_or_else(|| Error::UnsupportedDType { what: "quantized MUL_MAT weights".into(), dtype })?
 }
 
 fn run_shared<W: WeightType>(

@@ -20,7 +20,9 @@ use crate::cpu::jobs::{JobSystem, run_tasks};
 use crate::cpu::parallel::SendPtr;
 use crate::cpu::quant::Isa;
 use crate::cpu::quant::MAX_SHARED;
-use crate::cpu::quant::mul_mat::{ALIGN, Columns, ColumnsMut, MIN_PARALLEL_QUANT, err, on_jobs, span, worth_threads};
+use crate::cpu::quant::mul_mat::{
+    ALIGN, Columns, ColumnsMut, MIN_PARALLEL_QUANT, err, on_jobs, shared_weights, span, worth_threads,
+};
 use crate::cpu::quant::weight::ActBlock;
 
 /// A repacked weight matrix: `m` rows of `k` values of `dtype` in the
@@ -134,18 +136,10 @@ pub fn repacked_mul_mat_on(
     scratch: &mut [u8],
     jobs: &dyn JobSystem,
 ) -> Result<()> {
-    let Some(first) = ws.first() else { return Ok(()) };
-    if ws.len() > MAX_SHARED || ws.len() != dsts.len() {
-        return Err(err(format!("a repacked product takes 1 to {MAX_SHARED} matrices and as many results")));
-    }
-    if let Some(w) = ws.iter().find(|w| w.dtype != first.dtype || w.k != first.k) {
-        return Err(err(format!(
-            "a shared repacked product's weights differ: {} of {} values beside {} of {}",
-            w.dtype, w.k, first.dtype, first.k
-        )));
-    }
-    with_repack_type!(first.dtype, run(isa, ws, src1, dsts, scratch, jobs))
-        .ok_or_else(|| Error::UnsupportedDType { what: "repacked MUL_MAT weights".into(), dtype: first.dtype })?
+    let weights = ws.iter().map(|w| (w.dtype, w.k));
+    let Some((dtype, _)) = shared_weights("a repacked product", weights, dsts.len())? else { return Ok(()) };
+    with_repack_type!(dtype, run(isa, ws, src1, dsts, scratch, jobs))
+        .ok_or_else(|| Error::UnsupportedDType { what: "repacked MUL_MAT weights".into(), dtype })?
 }
 
 /// Checks every operand of a product against what it must hold.
