@@ -33,6 +33,22 @@ unsafe impl Sync for PerThreadScratch {}
 /// Gives a slot back when its task is done (also when it panics).
 struct Taken<'a>(&'a Slot);
 
+impl Slot {
+    /// Takes the slot if no task holds it, its vector grown to at least
+    /// `len` floats; the slot is free again when the guard drops.
+    #[expect(clippy::mut_from_ref, reason = "the guard makes this caller the vector's only user until it drops")]
+    fn take_grown(&self, len: usize) -> Option<(Taken<'_>, &mut Vec<f32>)> {
+        self.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).ok()?;
+        let taken = Taken(self);
+        // SAFETY: taken above; no one else reaches the vector until `taken` drops.
+        let v = unsafe { &mut *self.floats.get() };
+        if v.len() < len {
+            v.resize(len, 0.0);
+        }
+        Some((taken, v))
+    }
+}
+
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
         self.0.taken.store(false, Ordering::Release);
@@ -58,14 +74,7 @@ impl PerThreadScratch {
     /// steady-state one.
     fn reserve(&self, len: usize) {
         for slot in &self.slots {
-            if slot.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                let _taken = Taken(slot);
-                // SAFETY: taken above, as in `with_slot`.
-                let v = unsafe { &mut *slot.floats.get() };
-                if v.len() < len {
-                    v.resize(len, 0.0);
-                }
-            }
+            drop(slot.take_grown(len));
         }
     }
 
@@ -75,13 +84,7 @@ impl PerThreadScratch {
     /// ones: correct, but not allocation-free.
     fn with_slot<R>(&self, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
         for slot in &self.slots {
-            if slot.taken.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                let _taken = Taken(slot);
-                // SAFETY: this task took the slot above; no one else reaches its vector until `_taken` drops.
-                let v = unsafe { &mut *slot.floats.get() };
-                if v.len() < len {
-                    v.resize(len, 0.0);
-                }
+            if let Some((_taken, v)) = slot.take_grown(len) {
                 return f(&mut v[..len]);
             }
         }

@@ -186,15 +186,6 @@ fn check(
     Ok(())
 }
 
-/// A result pointer shared by the tasks, each writing its own elements.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: the tasks write disjoint elements (their groups' rows of their
-// columns), and the driver returns only after every task has.
-unsafe impl Send for Out {}
-// SAFETY: as above.
-unsafe impl Sync for Out {}
-
 fn run<R: RepackType>(
     isa: Isa,
     ws: &[RepackedMatrix<'_>],
@@ -234,9 +225,10 @@ fn run<R: RepackType>(
         first_task[i + 1] = first_task[i] + groups(w.m).div_ceil(per_task) * col_tasks;
     }
     let n_tasks = first_task[ws.len()];
-    let mut outs = [(Out(std::ptr::null_mut()), 0usize); MAX_SHARED];
+    // The results, written by the tasks in disjoint parts (their groups' rows of their columns).
+    let mut outs = [(SendPtr(std::ptr::null_mut::<f32>()), 0usize); MAX_SHARED];
     for (o, dst) in outs.iter_mut().zip(dsts.iter_mut()) {
-        *o = (Out(dst.data.as_mut_ptr()), dst.stride);
+        *o = (SendPtr(dst.data.as_mut_ptr()), dst.stride);
     }
 
     on_jobs(jobs, threads, || {
@@ -286,7 +278,7 @@ fn run<R: RepackType>(
                     columns: columns.get().cast_const(),
                     col_layout: sizes.col,
                     cols: ct * cols_per_task..((ct + 1) * cols_per_task).min(n),
-                    dst: outs[i].0.0,
+                    dst: outs[i].0.get(),
                     dst_stride: outs[i].1,
                 };
                 // SAFETY: the job's contract holds: the matrix and the results
