@@ -29,16 +29,28 @@ use crate::cpu::quant::dot_avx512::dot_bytes;
 /// Most activation columns one pass over a block of weights serves.
 pub(crate) const MAX_COLS: usize = 8;
 /// How far ahead of the quants being multiplied the first pass over a
-/// group prefetches (a task's groups lie one after the other, so this runs
-/// on into the next group's scales and quants). Measured on a 4096 × 16384
-/// matrix, one thread, Zen 4: a one-column product streamed at about half
-/// the rate of a plain read of the same bytes without it, 0.6 to 0.65 with
-/// it (1 KiB to 8 KiB ahead all help, 4 KiB about the most).
-pub(crate) const PREFETCH: usize = 4096;
+/// group prefetches, into L2 (`_MM_HINT_T1`); a task's groups lie one
+/// after the other, so this runs on into its next group's scales and
+/// quants, and stops at the task's last byte. Measured on a 4096 × 16384
+/// Q4_1 matrix, one column, one thread, Zen 4, as a share of a plain read
+/// of the same bytes: no prefetch 0.65, 4 KiB into L1 (`T0`) 0.65–0.75,
+/// 16 KiB into L2 0.85–0.95 (8 KiB 0.85, 32 KiB no better). The L2
+/// holds the lines long enough for a stride this far ahead; L1 does not.
+pub(crate) const PREFETCH: usize = 16384;
+
+/// Whether the high nibbles stay in place (`q & 0xF0`, 16 times the
+/// value) rather than being shifted down: with VNNI, whose `vpdpbusd` takes
+/// 240 · 127 · 4 per lane without saturating, their sum is 16 times the
+/// true one, exactly, and one arithmetic shift of the block's sum undoes
+/// it: four shifts a block fewer, the same integer.
+const fn high_in_place<R: RepackType, const VNNI: bool>() -> bool {
+    R::NIBBLES && VNNI
+}
 
 avx512_fn! {
     /// The eight weight registers of one block (register `g`: the 16 rows'
-    /// values `4g .. 4g + 4`), from its quant area at `q`.
+    /// values `4g .. 4g + 4`, times 16 for `g ≥ 4` when
+    /// [`high_in_place`]), from its quant area at `q`.
     ///
     /// # Safety
     /// AVX-512 F/BW/VL/DQ; `q` points to one block's quant area.
@@ -51,7 +63,11 @@ avx512_fn! {
                 // SAFETY: chunk c of the block's 256 quant bytes.
                 let v = unsafe { _mm512_loadu_si512(q.add(64 * c).cast()) };
                 w[c] = _mm512_and_si512(v, low);
-                w[c + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+                w[c + 4] = if high_in_place::<R, VNNI>() {
+                    _mm512_andnot_si512(low, v)
+                } else {
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(v), low)
+                };
             }
         } else {
             for (c, wc) in w.iter_mut().enumerate() {
@@ -68,7 +84,8 @@ avx512_fn! {
 avx512_fn! {
     /// `start + Σ_g w[g]·a[g]` per lane, `a[g]` the activation word `g` at `a`
     /// broadcast; in two chains when `SPLIT` (few columns: the chain's latency
-    /// would otherwise bound the loop).
+    /// would otherwise bound the loop) or when the high nibbles are in place
+    /// (their chain is shifted down before the two are added).
     ///
     /// # Safety
     /// AVX-512 F/BW/VL/DQ, and AVX512_VNNI when `VNNI`; `a` points to 32 bytes.
@@ -82,9 +99,17 @@ avx512_fn! {
         for (g, &wg) in w.iter().enumerate() {
             // SAFETY: word g of the block's 32 activation bytes.
             let ag = _mm512_set1_epi32(unsafe { a.add(4 * g).cast::<i32>().read_unaligned() });
-            let s = &mut sums[if SPLIT { g % 2 } else { 0 }];
+            let chain = if high_in_place::<R, VNNI>() {
+                g / 4
+            } else if SPLIT {
+                g % 2
+            } else {
+                0
+            };
+            let s = &mut sums[chain];
             if R::NIBBLES || VNNI {
-                // SAFETY: the caller's contract; pairs of 4-bit quants sum to at most 2·15·128.
+                // SAFETY: the caller's contract; pairs of 4-bit quants sum to at most 2·15·128
+                // (in place, 4·240·128 a lane, only with VNNI: no i16 pair sums).
                 *s = unsafe { dot_bytes::<VNNI>(*s, wg, ag) };
             } else {
                 // Signed × signed as |w| × (a with w's sign): pairs sum to at most 2·128·127.
@@ -94,7 +119,14 @@ avx512_fn! {
                 *s = unsafe { dot_bytes::<false>(*s, _mm512_abs_epi8(wg), signed) };
             }
         }
-        if SPLIT { _mm512_add_epi32(sums[0], sums[1]) } else { sums[0] }
+        if high_in_place::<R, VNNI>() {
+            // The high chain is 16 times its sum, exactly: the shift is exact.
+            _mm512_add_epi32(sums[0], _mm512_srai_epi32::<4>(sums[1]))
+        } else if SPLIT {
+            _mm512_add_epi32(sums[0], sums[1])
+        } else {
+            sums[0]
+        }
     }
 }
 
@@ -124,6 +156,8 @@ avx512_fn! {
         let layout: &GroupLayout = &job.layout;
         let cl: &ColumnLayout = &job.col_layout;
         let group = job.data.wrapping_add(g * layout.bytes);
+        // The task's last byte: prefetching past it reads lines another task (or none) wants.
+        let end = job.data.wrapping_add(job.groups.end * layout.bytes);
         let cols: [*const u8; C] = std::array::from_fn(|j| job.col(c0 + j));
         let uses_start = R::OFFSET != 0 && (R::NIBBLES || VNNI);
         let mut acc = [_mm512_setzero_ps(); C];
@@ -139,8 +173,11 @@ avx512_fn! {
                 let q = group.add(layout.quants_at + b * layout.quant_stride);
                 if prefetch {
                     for line in (0..GROUP_ROWS * R::QS).step_by(64) {
-                        // A prefetch never faults, whatever the address.
-                        _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(PREFETCH + line).cast());
+                        let ahead = q.wrapping_add(PREFETCH + line);
+                        if ahead < end {
+                            // A prefetch never faults, whatever the address.
+                            _mm_prefetch::<_MM_HINT_T1>(ahead.cast());
+                        }
                     }
                 }
                 let w = weights::<R, VNNI>(q);
