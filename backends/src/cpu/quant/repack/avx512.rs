@@ -22,16 +22,16 @@
 use std::arch::x86_64::*;
 
 use super::Job;
-use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, RepackType};
+use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, RepackType, groups};
 use crate::cpu::isa::{avx512_fn, avx512_vnni_fn};
 use crate::cpu::quant::dot_avx512::dot_bytes;
 
 /// Most activation columns one pass over a block of weights serves.
 pub(crate) const MAX_COLS: usize = 8;
 /// How far ahead of the quants being multiplied the first pass over a
-/// group prefetches, into L2 (`_MM_HINT_T1`); a task's groups lie one
-/// after the other, so this runs on into its next group's scales and
-/// quants, and stops at the task's last byte. Measured on a 4096 × 16384
+/// group prefetches, into L2 (`_MM_HINT_T1`); a matrix's groups lie one
+/// after the other, so this runs on into the next groups' scales and
+/// quants, and stops at the matrix's last byte. Measured on a 4096 × 16384
 /// Q4_1 matrix, one column, one thread, Zen 4, as a share of a plain read
 /// of the same bytes: no prefetch 0.65, 4 KiB into L1 (`T0`) 0.65–0.75,
 /// 16 KiB into L2 0.85–0.95 (8 KiB 0.85, 32 KiB no better). The L2
@@ -156,8 +156,10 @@ avx512_fn! {
         let layout: &GroupLayout = &job.layout;
         let cl: &ColumnLayout = &job.col_layout;
         let group = job.data.wrapping_add(g * layout.bytes);
-        // The task's last byte: prefetching past it reads lines another task (or none) wants.
-        let end = job.data.wrapping_add(job.groups.end * layout.bytes);
+        // The matrix's last byte: past it lie lines nobody here wants. (Within
+        // the matrix, lines of a task another thread runs are fetched from
+        // this core's cache, not from memory again.)
+        let end = job.data.wrapping_add(groups(job.m) * layout.bytes);
         let cols: [*const u8; C] = std::array::from_fn(|j| job.col(c0 + j));
         let uses_start = R::OFFSET != 0 && (R::NIBBLES || VNNI);
         let mut acc = [_mm512_setzero_ps(); C];
