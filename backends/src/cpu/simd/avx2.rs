@@ -153,3 +153,96 @@ avx2_fn! {
         total
     }
 }
+
+avx2_fn! {
+    /// [`dot`] of `a` with each of `bs`, `a` loaded (and widened) once per
+    /// 8 elements for all of them; each result is, operation for operation,
+    /// the one [`dot`] gives (the same four accumulators, the same order).
+    ///
+    /// # Safety
+    /// AVX2, FMA (and F16C when `load` needs it) available; every `b` holds
+    /// at least `a.len()` elements.
+    pub unsafe fn dot_each<T: Copy + Into<f32>, const R: usize>(
+        a: &[T],
+        bs: [&[f32]; R],
+        load: impl Fn(*const T, usize) -> __m256,
+    ) -> [f32; R] {
+        let n = bs.iter().fold(a.len(), |n, b| n.min(b.len()));
+        let pa = a.as_ptr();
+        let pb = bs.map(|b| b.as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 4]; R];
+        let mut i = 0;
+        // SAFETY: each load reads 8 elements at `i + 8k` with `i + 32 <= n`
+        // (or `i + 8 <= n` in the second loop), inside every slice.
+        unsafe {
+            while i + 32 <= n {
+                for k in 0..4 {
+                    let x = load(pa, i + 8 * k);
+                    for r in 0..R {
+                        acc[r][k] = _mm256_fmadd_ps(x, _mm256_loadu_ps(pb[r].add(i + 8 * k)), acc[r][k]);
+                    }
+                }
+                i += 32;
+            }
+            while i + 8 <= n {
+                let x = load(pa, i);
+                for r in 0..R {
+                    acc[r][0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(pb[r].add(i)), acc[r][0]);
+                }
+                i += 8;
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            let s = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3]));
+            out[r] = hsum(s);
+        }
+        while i < n {
+            let x: f32 = a[i].into();
+            for r in 0..R {
+                out[r] += x * bs[r][i];
+            }
+            i += 1;
+        }
+        out
+    }
+}
+
+avx2_fn! {
+    /// [`axpy`] into each of `ys` with its own `alpha`, `x` loaded (and
+    /// widened) once per 8 elements for all of them; each `y` ends as
+    /// [`axpy`] leaves it.
+    ///
+    /// # Safety
+    /// AVX2, FMA (and F16C when `load` needs it) available; every `y` holds
+    /// `x.len()` elements.
+    pub unsafe fn axpy_each<T: Copy + Into<f32>, const R: usize>(
+        ys: [&mut [f32]; R],
+        alphas: [f32; R],
+        x: &[T],
+        load: impl Fn(*const T, usize) -> __m256,
+    ) {
+        let n = ys.iter().fold(x.len(), |n, y| n.min(y.len()));
+        let px = x.as_ptr();
+        let py = ys.map(|y| y.as_mut_ptr());
+        let a = alphas.map(|alpha| _mm256_set1_ps(alpha));
+        let mut i = 0;
+        // SAFETY: each access covers 8 elements at `i` with `i + 8 <= n`.
+        unsafe {
+            while i + 8 <= n {
+                let v = load(px, i);
+                for r in 0..R {
+                    _mm256_storeu_ps(py[r].add(i), _mm256_fmadd_ps(a[r], v, _mm256_loadu_ps(py[r].add(i))));
+                }
+                i += 8;
+            }
+            while i < n {
+                let v: f32 = x[i].into();
+                for r in 0..R {
+                    *py[r].add(i) += alphas[r] * v;
+                }
+                i += 1;
+            }
+        }
+    }
+}

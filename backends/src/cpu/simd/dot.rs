@@ -36,6 +36,19 @@ fn dot_portable<T: Copy>(a: &[T], b: &[f32], widen: impl Fn(T) -> f32) -> f32 {
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
+/// [`dot_f16`] of `a` with each of `bs`, reading `a` once: each result has
+/// the bits of its own [`dot_f16`] call (the attention of several heads
+/// that share one K row scores it once, as the one-head path would).
+pub fn dot_f16_each<const R: usize>(a: &[f16], bs: [&[f32]; R]) -> [f32; R] {
+    let n = bs.iter().fold(a.len(), |n, b| n.min(b.len()));
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; every slice holds at least `n` elements.
+        return unsafe { avx2::dot_each(&a[..n], bs, |p, i| avx2::load_f16(p, i)) };
+    }
+    bs.map(|b| dot_portable(&a[..n], &b[..n], f16::to_f32))
+}
+
 /// Dot products of one row with four columns, reading the row once.
 pub fn dot4_f32(a: &[f32], cols: [&[f32]; 4]) -> [f32; 4] {
     let n = cols.iter().fold(a.len(), |n, c| n.min(c.len()));

@@ -1,8 +1,9 @@
 //! Vector primitives the kernels are built from, one file per kind:
 //!
 //! - `dot`: dot products of a row (F32, F16 or BF16) with one or four F32
-//!   columns;
-//! - `axpy`: `y += alpha x` (x in F32 or F16) and `y *= s`;
+//!   columns, and of an F16 row with several, each as alone;
+//! - `axpy`: `y += alpha x` (x in F32 or F16; F16 into several `y` at
+//!   once) and `y *= s`;
 //! - `reduce`: sums accumulated in f64, and the maximum;
 //! - `exp`: a vectorizable `exp` and what is built on it (softmax's shifted
 //!   exponentials, SiLU, GELU, sigmoid);
@@ -28,10 +29,10 @@ mod reduce;
 #[cfg(test)]
 mod tests;
 
-pub use axpy::{axpy, axpy_f16, scale};
+pub use axpy::{axpy, axpy_f16, axpy_f16_each, scale};
 pub use convert::{bf16_to_f32_slice, f16_to_f32, f32_to_bf16_slice, f32_to_f16};
 pub use detect::has_avx2_fma;
-pub use dot::{dot_bf16, dot_f16, dot_f32, dot4_bf16, dot4_f16, dot4_f32};
+pub use dot::{dot_bf16, dot_f16, dot_f16_each, dot_f32, dot4_bf16, dot4_f16, dot4_f32};
 pub use exp::{exp_in_place, exp_shifted, gelu_in_place, sigmoid_in_place, silu_in_place};
 pub(crate) use multiversion::multiversion;
 pub use reduce::{max, sum_f64, sum_sq_f64};

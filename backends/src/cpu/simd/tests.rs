@@ -41,6 +41,38 @@ fn four_column_dots_match_single_dots() {
     }
 }
 
+/// The shared-row dots and axpys give each row's bits exactly, whatever
+/// the length (main loop, 8-wide loop, scalar tail) and row count.
+#[test]
+fn each_row_of_a_shared_dot_or_axpy_has_its_own_bits() {
+    fn check<const R: usize>(n: usize) {
+        let a: Vec<f16> = data(n, 5).iter().map(|&v| f16::from_f32(v)).collect();
+        let bs: Vec<Vec<f32>> = (0..R).map(|r| data(n, 40 + r as u32)).collect();
+        let refs: [&[f32]; R] = std::array::from_fn(|r| &bs[r][..]);
+        let each = dot_f16_each(&a, refs);
+        for r in 0..R {
+            assert_eq!(each[r].to_bits(), dot_f16(&a, refs[r]).to_bits(), "dot n={n} R={R} row {r}");
+        }
+        let alphas: [f32; R] = std::array::from_fn(|r| 0.3 - 0.7 * r as f32);
+        let mut ys = bs.clone();
+        let mut alone = bs.clone();
+        let mut it = ys.iter_mut();
+        let slices: [&mut [f32]; R] = std::array::from_fn(|_| it.next().map(|y| &mut y[..]).unwrap_or_default());
+        axpy_f16_each(slices, alphas, &a);
+        for (y, alpha) in alone.iter_mut().zip(alphas) {
+            axpy_f16(y, alpha, &a);
+        }
+        assert_eq!(ys, alone, "axpy n={n} R={R}");
+        assert!(ys.iter().zip(&bs).all(|(y, b)| n == 0 || y != b), "axpy n={n} R={R} changed nothing");
+    }
+    for n in [0, 5, 8, 37, 64, 100] {
+        check::<1>(n);
+        check::<2>(n);
+        check::<3>(n);
+        check::<4>(n);
+    }
+}
+
 #[test]
 fn exp_fast_is_accurate_and_handles_the_edges() {
     let mut worst = 0f64;

@@ -149,6 +149,39 @@ unsafe fn load_mask(m: &Bound, c0: usize, [i1, i2, i3]: [usize; 3], out: &mut [f
     }
 }
 
+/// Asks for the K and V rows of keys `c0 .. c0 + block` (K head `kv[0]`,
+/// V head `kv[1]`, each `[head, batch]`) to be brought into L2 before
+/// their block is read in place. Decoding, the cache is out of every
+/// cache by the next token (the weights streamed through in between), and
+/// one row asked for at a time leaves each dot waiting on memory; into L1
+/// (`T0`) the requests of a whole block found no room and measured no
+/// better. Measured on 16 sequences decoding on 2 threads (Zen 4): the
+/// in-place dots and value updates fell from 20 % to 11 % of the samples.
+///
+/// # Safety
+/// The keys and heads are within K's and V's shapes.
+#[inline]
+unsafe fn prefetch_block(a: &Attention, c0: usize, block: usize, [kh, vh]: [[usize; 2]; 2]) {
+    // Dense rows only (the cache's layout); a strided row is left to the hardware.
+    let bytes = |t: &Bound| if t.rows_are_dense() { t.dtype.row_size(t.ne[0]).unwrap_or(0) } else { 0 };
+    let (k_bytes, v_bytes) = (bytes(&a.k), bytes(&a.v));
+    #[cfg(target_arch = "x86_64")]
+    for j in c0..c0 + block {
+        // SAFETY: in range (the caller's contract).
+        let rows = unsafe { [(a.k.row(j, kh[0], kh[1]), k_bytes), (a.v.row(j, vh[0], vh[1]), v_bytes)] };
+        for (p, bytes) in rows {
+            for line in (0..bytes).step_by(64) {
+                // SAFETY: a prefetch never faults, whatever the address.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.wrapping_add(line).cast())
+                };
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (c0, block, kh, vh, k_bytes, v_bytes);
+}
+
 /// Row `[i1, i2, i3]` of K or V (F32, F16, BF16 or Q8_0, any strides) as
 /// f32, into `out` (its whole row length).
 ///

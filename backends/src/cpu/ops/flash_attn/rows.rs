@@ -6,7 +6,7 @@ use half::{bf16, f16};
 
 use super::super::bound::Bound;
 use super::super::softmax::alibi_slope;
-use super::{Attention, KV_BLOCK, dequantize_q8_0_row, load_mask};
+use super::{Attention, KV_BLOCK, dequantize_q8_0_row, load_mask, prefetch_block};
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
 
@@ -95,6 +95,8 @@ pub(super) fn compute(a: &Attention, par: &Par<'_>) {
                         }
                         None => mvals.fill(0.0),
                     }
+                    // The block's K and V rows on their way while the first are scored.
+                    prefetch_block(a, c0, block, [kh, vh]);
                     // Scores of the block; masked-out keys get -inf (weight 0).
                     for (j, score) in scores[..block].iter_mut().enumerate() {
                         let mv = if a.mask.is_some() { slope * mvals[j] } else { 0.0 };

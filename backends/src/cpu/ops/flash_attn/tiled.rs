@@ -17,9 +17,13 @@
 //! keys after the tile's last query; other sequences; beyond a window), the
 //! block is skipped before its keys are converted.
 
+use half::f16;
+
+use gantry_engine::DType;
+
 use super::super::softmax::alibi_slope;
 use super::rows::{k_dot, v_axpy};
-use super::{Attention, KV_BLOCK, load_kv_row, load_mask};
+use super::{Attention, KV_BLOCK, load_kv_row, load_mask, prefetch_block};
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
 use crate::cpu::simd::multiversion;
@@ -40,6 +44,80 @@ pub(super) const MAX_ROWS: usize = 64;
 /// own sequence's blocks) costs less read in place; a block a prompt's
 /// queries share, converted once. Both give the same bits.
 const IN_PLACE_MAX_ROWS: usize = 4;
+
+/// Rows that read a block in place together: with an F16 cache, the heads
+/// of one query that see a block score each K row, and add each V row,
+/// in one pass over it for all of them ([`simd::dot_f16_each`],
+/// [`simd::axpy_f16_each`]: each row's bits as if alone). Decoding many
+/// sequences, a key is then converted once for its 3 heads, not 3 times.
+struct SharedRows {
+    rows: [usize; IN_PLACE_MAX_ROWS],
+    len: usize,
+}
+
+impl SharedRows {
+    /// The rows of `sees` that see the block (at most [`IN_PLACE_MAX_ROWS`]).
+    fn seeing(sees: &[bool]) -> Self {
+        let mut shared = SharedRows { rows: [0; IN_PLACE_MAX_ROWS], len: 0 };
+        for r in (0..sees.len()).filter(|&r| sees[r]).take(IN_PLACE_MAX_ROWS) {
+            shared.rows[shared.len] = r;
+            shared.len += 1;
+        }
+        shared
+    }
+
+    /// Raw scores `q[r] · key` of key `j` into each row's `scores`.
+    fn score(&self, key: &[f16], q: &[f32], dk: usize, scores: &mut [f32], j: usize) {
+        fn each<const R: usize>(rows: [usize; R], key: &[f16], q: &[f32], dk: usize, scores: &mut [f32], j: usize) {
+            let dots = simd::dot_f16_each(key, rows.map(|r| &q[r * dk..(r + 1) * dk]));
+            for (r, d) in rows.into_iter().zip(dots) {
+                scores[r * KV_BLOCK + j] = d;
+            }
+        }
+        let r = &self.rows;
+        match self.len {
+            1 => each([r[0]], key, q, dk, scores, j),
+            2 => each([r[0], r[1]], key, q, dk, scores, j),
+            3 => each([r[0], r[1], r[2]], key, q, dk, scores, j),
+            _ => each([r[0], r[1], r[2], r[3]], key, q, dk, scores, j),
+        }
+    }
+
+    /// `acc[r] += w[r][j] · value` for each row with a non-zero weight of
+    /// key `j` (`weights`: [`KV_BLOCK`] a row), as [`simd::axpy_f16`] would.
+    fn add_value(&self, value: &[f16], weights: &[f32], j: usize, acc: &mut [f32], dv: usize) {
+        fn each<const R: usize>(
+            rows: [usize; R],
+            value: &[f16],
+            weights: &[f32],
+            j: usize,
+            acc: &mut [f32],
+            dv: usize,
+        ) {
+            let alphas = rows.map(|r| weights[r * KV_BLOCK + j]);
+            // The rows are distinct, so their outputs are disjoint.
+            if let Ok(ys) = acc.get_disjoint_mut(rows.map(|r| r * dv..(r + 1) * dv)) {
+                simd::axpy_f16_each(ys, alphas, value);
+            }
+        }
+        let mut live = [0; IN_PLACE_MAX_ROWS];
+        let mut n = 0;
+        for &r in &self.rows[..self.len] {
+            // A key the row does not see (weight 0) adds nothing, as alone.
+            if weights[r * KV_BLOCK + j] != 0.0 {
+                live[n] = r;
+                n += 1;
+            }
+        }
+        match n {
+            0 => {}
+            1 => each([live[0]], value, weights, j, acc, dv),
+            2 => each([live[0], live[1]], value, weights, j, acc, dv),
+            3 => each([live[0], live[1], live[2]], value, weights, j, acc, dv),
+            _ => each([live[0], live[1], live[2], live[3]], value, weights, j, acc, dv),
+        }
+    }
+}
 
 /// Columns of the values' accumulators kept in registers at once.
 const V_CHUNK: usize = 32;
@@ -187,6 +265,7 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
         unsafe { a.q.load_row(iq1, iq2, iq3, &mut q[r * dk..(r + 1) * dk]) };
     }
     acc[..rows * dv].fill(0.0);
+    let kv_f16 = [&a.k, &a.v].iter().all(|t| t.dtype == DType::F16 && t.rows_are_dense());
     for c0 in (0..a.n_kv).step_by(KV_BLOCK) {
         let block = KV_BLOCK.min(a.n_kv - c0);
         // The rows' masks, and which rows see any key of the block.
@@ -205,6 +284,17 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             continue;
         }
         let in_place = seeing <= IN_PLACE_MAX_ROWS;
+        // An F16 cache read in place: the seeing rows share each K and V row.
+        let shared = (in_place && kv_f16).then(|| SharedRows::seeing(&sees[..rows]));
+        if let Some(shared) = &shared {
+            // SAFETY: keys c0 .. c0 + block of K/V head `kv` are in range.
+            unsafe { prefetch_block(a, c0, block, [kv, kv]) };
+            for j in 0..block {
+                // SAFETY: key c0 + j of K/V head `kv` is in range; its dense row holds dk halves.
+                let key = unsafe { std::slice::from_raw_parts(a.k.row(c0 + j, kv[0], kv[1]) as *const f16, dk) };
+                shared.score(key, q, dk, scores, j);
+            }
+        }
         if !in_place {
             // The block's keys and values, as f32.
             for j in 0..block {
@@ -233,7 +323,7 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
                 let mv = if a.mask.is_some() { slope * mask[r * KV_BLOCK + j] } else { 0.0 };
                 *x = if mv == f32::NEG_INFINITY {
                     f32::NEG_INFINITY
-                } else if in_place {
+                } else if in_place && shared.is_none() {
                     // SAFETY: key c0 + j of K/V head `kv` is in range; `kb` holds a row of scratch.
                     let dot = unsafe { k_dot(&a.k, [c0 + j, kv[0], kv[1]], &q[r * dk..(r + 1) * dk], kb) };
                     a.finish_score(dot) + mv
@@ -243,6 +333,8 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             }
             let block_max = simd::max(s);
             if block_max == f32::NEG_INFINITY {
+                // Weights of 0: the shared pass below adds nothing for the row.
+                s.fill(0.0);
                 continue;
             }
             let out = &mut acc[r * dv..(r + 1) * dv];
@@ -257,7 +349,9 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             let mut row_scores = [0f32; KV_BLOCK];
             row_scores[..block].copy_from_slice(s);
             sum[r] += simd::exp_shifted(s, &row_scores[..block], running_max[r]);
-            if in_place {
+            if shared.is_some() {
+                // Added below, key by key for every row.
+            } else if in_place {
                 for (j, &w) in s.iter().enumerate() {
                     if w != 0.0 {
                         // SAFETY: value c0 + j of K/V head `kv` is in range; `kb` holds a row of scratch.
@@ -266,6 +360,13 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
                 }
             } else {
                 accumulate_values(out, s, &vb[..block * dv]);
+            }
+        }
+        if let Some(shared) = &shared {
+            for j in 0..block {
+                // SAFETY: value c0 + j of K/V head `kv` is in range; its dense row holds dv halves.
+                let value = unsafe { std::slice::from_raw_parts(a.v.row(c0 + j, kv[0], kv[1]) as *const f16, dv) };
+                shared.add_value(value, scores, j, acc, dv);
             }
         }
     }
