@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use super::Job;
 use super::avx512::PREFETCH;
-use super::layout::{GROUP_ROWS, RepackType};
+use super::layout::{GROUP_ROWS, RepackType, groups};
 use crate::cpu::isa::avx2_fn;
 
 /// Most activation columns one pass over a block of weights serves.
@@ -66,6 +66,8 @@ avx2_fn! {
         let layout = &job.layout;
         let cl = &job.col_layout;
         let group = job.data.wrapping_add(g * layout.bytes);
+        // As on AVX-512: into L2, 16 KiB ahead, up to the matrix's end.
+        let end = job.data.wrapping_add(groups(job.m) * layout.bytes);
         let cols: [*const u8; C] = std::array::from_fn(|j| job.col(c0 + j));
         let uses_start = R::OFFSET != 0 && R::NIBBLES;
         let ones = _mm256_set1_epi16(1);
@@ -76,8 +78,11 @@ avx2_fn! {
             let q = group.wrapping_add(layout.quants_at + b * layout.quant_stride + 4 * HALF * half);
             if prefetch {
                 for line in (0..GROUP_ROWS * R::QS).step_by(64) {
-                    // A prefetch never faults, whatever the address.
-                    _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(PREFETCH + line).cast());
+                    let ahead = q.wrapping_add(PREFETCH + line);
+                    if ahead < end {
+                        // A prefetch never faults, whatever the address.
+                        _mm_prefetch::<_MM_HINT_T1>(ahead.cast());
+                    }
                 }
             }
             // SAFETY: block b's scales and quants lie inside the
