@@ -126,15 +126,15 @@ const V_CHUNK: usize = 32;
 /// the block (`kb`: its keys as f32 rows of `dk` values), each through
 /// [`simd::dot_f32`] — the rows path's own dot product, so both paths score
 /// alike to the bit (a transposed block scored by broadcast multiply-adds
-/// was faster, but summed in another order). With a mask (`rows` ×
-/// [`KV_BLOCK`] values), a row that sees none of the block (`!sees[r]`) is left alone and
+/// was faster, but summed in another order). With a mask (`period` rows of
+/// [`KV_BLOCK`] values, row `r`'s at `r % period`), a row that sees none of the block (`!sees[r]`) is left alone and
 /// a key it does not see scores −inf without a dot product, as on the rows
 /// path: decoding many sequences, each query sees a few of a block's keys.
 fn block_scores(
     q: &[f32],
     kb: &[f32],
     scores: &mut [f32],
-    mask: Option<&[f32]>,
+    mask: Option<(&[f32], usize)>,
     sees: &[bool],
     dk: usize,
     block: usize,
@@ -143,7 +143,7 @@ fn block_scores(
         if !sees[r] {
             continue;
         }
-        let row_mask = mask.map(|m| &m[r * KV_BLOCK..r * KV_BLOCK + block]);
+        let row_mask = mask.map(|(m, period)| &m[r % period * KV_BLOCK..r % period * KV_BLOCK + block]);
         for (j, (s, key)) in out[..block].iter_mut().zip(kb.chunks_exact(dk)).enumerate() {
             *s = match row_mask {
                 Some(m) if m[j] == f32::NEG_INFINITY => f32::NEG_INFINITY,
@@ -266,17 +266,24 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
     }
     acc[..rows * dv].fill(0.0);
     let kv_f16 = [&a.k, &a.v].iter().all(|t| t.dtype == DType::F16 && t.rows_are_dense());
+    // A mask with one head (the usual) is the same for a query's heads:
+    // loaded and checked once per query (rows `r` and `r + nq` share it).
+    let mask_period = if a.mask.as_ref().is_some_and(|m| m.ne[2] == 1) { nq } else { rows };
     for c0 in (0..a.n_kv).step_by(KV_BLOCK) {
         let block = KV_BLOCK.min(a.n_kv - c0);
-        // The rows' masks, and which rows see any key of the block.
+        // The rows' masks (one per query when its heads share it), and
+        // which rows see any key of the block.
         let mut sees = [true; MAX_ROWS];
         if let Some(m) = &a.mask {
-            for (r, seen) in sees[..rows].iter_mut().enumerate() {
+            for r in 0..mask_period {
                 let (iq1, iq2) = row_of(r);
                 let mr = &mut mask[r * KV_BLOCK..r * KV_BLOCK + block];
                 // SAFETY: in range (the caller's contract; the mask's rows cover the queries).
                 unsafe { load_mask(m, c0, [iq1, iq2 % m.ne[2], iq3 % m.ne[3]], mr) };
-                *seen = simd::max(mr) != f32::NEG_INFINITY;
+                sees[r] = simd::max(mr) != f32::NEG_INFINITY;
+            }
+            for r in mask_period..rows {
+                sees[r] = sees[r % mask_period];
             }
         }
         let seeing = sees[..rows].iter().filter(|&&s| s).count();
@@ -304,7 +311,7 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
                     load_kv_row(&a.v, [c0 + j, kv[0], kv[1]], &mut vb[j * dv..(j + 1) * dv]);
                 }
             }
-            let row_masks = a.mask.as_ref().map(|_| &mask[..rows * KV_BLOCK]);
+            let row_masks = a.mask.as_ref().map(|_| (&mask[..mask_period * KV_BLOCK], mask_period));
             block_scores(
                 &q[..rows * dk],
                 &kb[..block * dk],
@@ -320,7 +327,7 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             let slope = alibi_slope(a.params.max_bias, iq2, a.n_head);
             let s = &mut scores[r * KV_BLOCK..r * KV_BLOCK + block];
             for (j, x) in s.iter_mut().enumerate() {
-                let mv = if a.mask.is_some() { slope * mask[r * KV_BLOCK + j] } else { 0.0 };
+                let mv = if a.mask.is_some() { slope * mask[r % mask_period * KV_BLOCK + j] } else { 0.0 };
                 *x = if mv == f32::NEG_INFINITY {
                     f32::NEG_INFINITY
                 } else if in_place && shared.is_none() {

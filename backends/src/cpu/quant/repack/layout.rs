@@ -88,6 +88,7 @@ pub(crate) trait ActQuants {
 }
 
 impl ActQuants for BlockQ8_0 {
+    #[inline]
     fn scale(&self) -> f32 {
         self.d.to_f32()
     }
@@ -97,6 +98,7 @@ impl ActQuants for BlockQ8_0 {
 }
 
 impl ActQuants for BlockQ8_1 {
+    #[inline]
     fn scale(&self) -> f32 {
         self.d.to_f32()
     }
@@ -106,6 +108,7 @@ impl ActQuants for BlockQ8_1 {
 }
 
 /// `−offset · Σq` of an activation block: where a block's integer sum starts.
+#[inline]
 fn start(offset: i32, a: &impl ActQuants) -> [u8; 4] {
     let sum: i32 = a.qs().iter().map(|&q| i32::from(q)).sum();
     (-offset * sum).to_le_bytes()
@@ -137,6 +140,7 @@ impl RepackType for RQ4_0 {
         qs.copy_from_slice(q);
         BlockQ4_0 { d: h[0], qs }
     }
+    #[inline]
     fn aux(_isa: Isa, a: &BlockQ8_0) -> [u8; 4] {
         start(Self::OFFSET, a)
     }
@@ -161,6 +165,7 @@ impl RepackType for RQ4_1 {
         qs.copy_from_slice(q);
         BlockQ4_1 { d: h[0], m: h[1], qs }
     }
+    #[inline]
     fn aux(_isa: Isa, a: &BlockQ8_1) -> [u8; 4] {
         a.s.to_f32().to_le_bytes()
     }
@@ -185,6 +190,7 @@ impl RepackType for RQ8_0 {
         qs.copy_from_slice(bytemuck::cast_slice(q));
         BlockQ8_0 { d: h[0], qs }
     }
+    #[inline]
     fn aux(isa: Isa, a: &BlockQ8_0) -> [u8; 4] {
         // Only `vpdpbusd` multiplies the unsigned form: the other paths'
         // `vpmaddubsw` could saturate on 255·127 pairs, so they multiply the
