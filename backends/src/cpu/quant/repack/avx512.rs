@@ -28,6 +28,10 @@ use crate::cpu::quant::dot_avx512::dot_bytes;
 
 /// Most activation columns one pass over a block of weights serves.
 pub(crate) const MAX_COLS: usize = 8;
+/// Most columns whose mins' terms (Q4_1) are accumulated in the blocks'
+/// loop itself; more take a second loop (see [`group_product`]).
+const MINS_INLINE_MAX_COLS: usize = 4;
+
 /// How far ahead of the quants being multiplied the first pass over a
 /// group prefetches, into L2 (`_MM_HINT_T1`); a matrix's groups lie one
 /// after the other, so this runs on into the next groups' scales and
@@ -164,6 +168,11 @@ avx512_fn! {
         let uses_start = R::OFFSET != 0 && (R::NIBBLES || VNNI);
         let mut acc = [_mm512_setzero_ps(); C];
         let mut acc_m = [_mm512_setzero_ps(); C];
+        // Many columns: their mins' terms wait for a second loop over the
+        // blocks, so that the first keeps the weights and the columns'
+        // sums in registers (8 columns with both sums spilled to the stack
+        // every block).
+        let mins_inline = R::HAS_MIN && C <= MINS_INLINE_MAX_COLS;
         for b in 0..layout.nb {
             let sc = group.wrapping_add(b * layout.scale_stride);
             // SAFETY: block b's scales and quants lie inside the
@@ -171,7 +180,7 @@ avx512_fn! {
             // column (the job's contract).
             unsafe {
                 let dw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
-                let mw = if R::HAS_MIN { _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(32).cast())) } else { dw };
+                let mw = if mins_inline { _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(32).cast())) } else { dw };
                 let q = group.add(layout.quants_at + b * layout.quant_stride);
                 if prefetch {
                     for line in (0..GROUP_ROWS * R::QS).step_by(64) {
@@ -195,7 +204,23 @@ avx512_fn! {
                     };
                     let da = _mm512_set1_ps(f32::from_le_bytes(word(col.add(cl.d_at + 4 * b))));
                     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, da), acc[j]);
-                    if R::HAS_MIN {
+                    if mins_inline {
+                        acc_m[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(f32::from_le_bytes(aux)), acc_m[j]);
+                    }
+                }
+            }
+        }
+        if R::HAS_MIN && !mins_inline {
+            // The mins' terms, block by block as in the loop above (the same
+            // multiply-adds in the same order: the same bits), from the
+            // scale area the loop just read.
+            for b in 0..layout.nb {
+                let sc = group.wrapping_add(b * layout.scale_stride);
+                // SAFETY: block b's mins lie inside the group, its aux word inside each column.
+                unsafe {
+                    let mw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(32).cast()));
+                    for j in 0..C {
+                        let aux = word(cols[j].add(cl.aux_at + 4 * b));
                         acc_m[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(f32::from_le_bytes(aux)), acc_m[j]);
                     }
                 }
