@@ -16,6 +16,10 @@ use crate::cpu::isa::avx2_fn;
 
 /// Most activation columns one pass over a block of weights serves.
 pub(crate) const MAX_COLS: usize = 4;
+/// Most columns whose mins' terms (Q4_1) are accumulated in the blocks'
+/// loop itself; with more, a second loop adds them, so that the first
+/// keeps its sums in the sixteen registers.
+const MINS_INLINE_MAX_COLS: usize = 2;
 /// Rows per half group: the i32 lanes of one register.
 const HALF: usize = GROUP_ROWS / 2;
 
@@ -73,6 +77,7 @@ avx2_fn! {
         let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); C];
         let mut acc_m = [_mm256_setzero_ps(); C];
+        let mins_inline = R::HAS_MIN && C <= MINS_INLINE_MAX_COLS;
         for b in 0..layout.nb {
             let sc = group.wrapping_add(b * layout.scale_stride + 2 * HALF * half);
             let q = group.wrapping_add(layout.quants_at + b * layout.quant_stride + 4 * HALF * half);
@@ -106,11 +111,26 @@ avx2_fn! {
                         isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
                     }
                 }
-                let mw = if R::HAS_MIN { _mm256_cvtph_ps(_mm_loadu_si128(sc.add(2 * GROUP_ROWS).cast())) } else { dw };
+                let mw = if mins_inline { _mm256_cvtph_ps(_mm_loadu_si128(sc.add(2 * GROUP_ROWS).cast())) } else { dw };
                 for j in 0..C {
                     let da = _mm256_set1_ps(f32::from_le_bytes(word(cols[j].add(cl.d_at + 4 * b))));
                     acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, da), acc[j]);
-                    if R::HAS_MIN {
+                    if mins_inline {
+                        let s = _mm256_set1_ps(f32::from_le_bytes(word(cols[j].add(cl.aux_at + 4 * b))));
+                        acc_m[j] = _mm256_fmadd_ps(mw, s, acc_m[j]);
+                    }
+                }
+            }
+        }
+        if R::HAS_MIN && !mins_inline {
+            // The mins' terms, block by block as in the loop above (the same
+            // multiply-adds in the same order: the same bits).
+            for b in 0..layout.nb {
+                let sc = group.wrapping_add(b * layout.scale_stride + 2 * HALF * half);
+                // SAFETY: block b's mins lie inside the group, its aux word inside each column.
+                unsafe {
+                    let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(2 * GROUP_ROWS).cast()));
+                    for j in 0..C {
                         let s = _mm256_set1_ps(f32::from_le_bytes(word(cols[j].add(cl.aux_at + 4 * b))));
                         acc_m[j] = _mm256_fmadd_ps(mw, s, acc_m[j]);
                     }
