@@ -14,7 +14,10 @@
 //!   read from L1 by small register-blocked products.
 //! - `rows`: one query and head at a time, K and V read in place; for
 //!   decoding (a query or a few), and for layouts the tiles do not take
-//!   (K and V grouped differently over heads).
+//!   (K and V grouped differently over heads). A query or a few take the
+//!   tiles instead when several heads share an F16 K/V head and there are
+//!   tiles enough for the threads: a tile's heads then read each K and V
+//!   row once, in place.
 
 mod rows;
 mod tiled;

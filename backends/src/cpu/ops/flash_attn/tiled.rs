@@ -127,9 +127,10 @@ const V_CHUNK: usize = 32;
 /// [`simd::dot_f32`] — the rows path's own dot product, so both paths score
 /// alike to the bit (a transposed block scored by broadcast multiply-adds
 /// was faster, but summed in another order). With a mask (`period` rows of
-/// [`KV_BLOCK`] values, row `r`'s at `r % period`), a row that sees none of the block (`!sees[r]`) is left alone and
-/// a key it does not see scores −inf without a dot product, as on the rows
-/// path: decoding many sequences, each query sees a few of a block's keys.
+/// [`KV_BLOCK`] values, row `r`'s at `r % period`), a row that sees none of
+/// the block (`!sees[r]`) is left alone and a key it does not see scores
+/// −inf without a dot product, as on the rows path: decoding many
+/// sequences, each query sees a few of a block's keys.
 fn block_scores(
     q: &[f32],
     kb: &[f32],
