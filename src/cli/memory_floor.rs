@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use gantry::{Context, Op, TensorId};
+use gantry_backends::cpu::AlignedBytes;
 
 /// Bytes the streaming read covers (32× a 32 MiB L3).
 const READ_BYTES: usize = 1 << 30;
@@ -48,8 +49,9 @@ pub fn product_weight_bytes(ctx: &Context, root: TensorId, weights: &HashSet<Ten
 /// threads each summing its share of a 1 GiB buffer (the best of five
 /// passes); `None` when the buffer cannot be allocated.
 pub fn parallel_read_bandwidth(threads: usize) -> Option<f64> {
-    let mut buffer = HugePageWords::new(READ_BYTES / 8)?;
-    let data = buffer.words();
+    // The CPU backend's own allocation: huge pages, as its weights get.
+    let mut buffer = AlignedBytes::zeroed(READ_BYTES, "the memory floor's read").ok()?;
+    let data: &mut [u64] = bytemuck::try_cast_slice_mut(buffer.bytes_mut()).ok()?;
     // Written, so every page is really there before the timed reads.
     for (i, w) in data.iter_mut().enumerate() {
         *w = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -68,32 +70,6 @@ pub fn parallel_read_bandwidth(threads: usize) -> Option<f64> {
         best = best.min(t0.elapsed().as_secs_f64());
     }
     Some(READ_BYTES as f64 / best)
-}
-
-/// Words in an anonymous mapping that starts on a 2 MiB boundary and is
-/// advised to use transparent huge pages (a refused advice leaves ordinary
-/// pages: the measurement still runs, only slower).
-struct HugePageWords {
-    map: memmap2::MmapMut,
-    offset: usize,
-    len: usize,
-}
-
-impl HugePageWords {
-    const HUGE_PAGE: usize = 2 << 20;
-
-    fn new(len: usize) -> Option<Self> {
-        let bytes = len.checked_mul(8)?;
-        let map = memmap2::MmapOptions::new().len(bytes.checked_add(Self::HUGE_PAGE)?).map_anon().ok()?;
-        let offset = map.as_ptr().align_offset(Self::HUGE_PAGE).min(Self::HUGE_PAGE);
-        #[cfg(target_os = "linux")]
-        let _ = map.advise_range(memmap2::Advice::HugePage, offset, bytes);
-        Some(Self { map, offset, len })
-    }
-
-    fn words(&mut self) -> &mut [u64] {
-        bytemuck::cast_slice_mut(&mut self.map[self.offset..self.offset + 8 * self.len])
-    }
 }
 
 /// A sum the compiler vectorizes: eight independent lanes, so the loop is

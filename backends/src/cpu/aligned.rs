@@ -94,6 +94,19 @@ impl AlignedBytes {
     pub fn len(&self) -> usize {
         self.len
     }
+
+    /// Whether the block is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes, for their one owner to read and write.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` zeroed (so initialized) bytes from `ptr`, owned by
+        // `self`, which `&mut self` borrows whole.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
 }
 
 impl Drop for AlignedBytes {

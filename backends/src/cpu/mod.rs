@@ -18,7 +18,8 @@
 //!   `mul_mat`, `mul_mat_quant`, `flash_attn`; fused groups: `rms_norm_mul`,
 //!   `mul_mat_shared`), and the dispatch from an op to its kernel.
 //! - `simd/`: the vector primitives the op kernels are built from (`dot`,
-//!   `axpy`, `reduce`, `exp`, `convert`), multiversioned by CPU feature.
+//!   `axpy`, `reduce`, `exp`, `convert`), multiversioned by CPU feature;
+//!   `prefetch`: software prefetch into L2 for the streaming kernels.
 //! - [`float_matvec`]: the streaming F16/F32 mat-vec of one-token products.
 //! - `sgemm`: the F32 GEMM of F32/F16/BF16 products with more columns
 //!   (packed operands, AVX-512 / AVX2 / portable micro-kernels, blocks from
@@ -64,6 +65,7 @@ mod optimize;
 pub(crate) mod parallel;
 mod plan;
 mod platform;
+mod prefetch;
 mod profiled;
 pub mod quant;
 mod repack_buffer;
@@ -76,7 +78,7 @@ mod tasks;
 use gantry_engine::{Context, TensorId};
 
 pub use abort::{AbortSlot, run_nodes};
-pub use aligned::CPU_ALIGNMENT;
+pub use aligned::{AlignedBytes, CPU_ALIGNMENT};
 pub use backend::CpuBackend;
 pub use buffer::{CpuBuffer, CpuBufferType, HostMemoryBuffer, MAPPED_ALIGNMENT, buffer_type, mapped_buffer_type};
 pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};

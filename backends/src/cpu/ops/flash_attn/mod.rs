@@ -27,6 +27,7 @@ use gantry_engine::{Context, DType, Result, TensorDesc, TensorId};
 use super::bound::Bound;
 use super::{shape_err, src, src_desc};
 use crate::cpu::parallel::Par;
+use crate::cpu::prefetch::prefetch_l2;
 use crate::cpu::simd;
 
 /// Keys scored together before their values are accumulated.
@@ -181,21 +182,12 @@ unsafe fn prefetch_block(a: &Attention, c0: usize, block: usize, [kh, vh]: [[usi
     // Dense rows only (the cache's layout); a strided row is left to the hardware.
     let bytes = |t: &Bound| if t.rows_are_dense() { t.dtype.row_size(t.ne[0]).unwrap_or(0) } else { 0 };
     let (k_bytes, v_bytes) = (bytes(&a.k), bytes(&a.v));
-    #[cfg(target_arch = "x86_64")]
     for j in c0..c0 + block {
         // SAFETY: in range (the caller's contract).
-        let rows = unsafe { [(a.k.row(j, kh[0], kh[1]), k_bytes), (a.v.row(j, vh[0], vh[1]), v_bytes)] };
-        for (p, bytes) in rows {
-            for line in (0..bytes).step_by(64) {
-                // SAFETY: a prefetch never faults, whatever the address.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.wrapping_add(line).cast())
-                };
-            }
-        }
+        let (k_row, v_row) = unsafe { (a.k.row(j, kh[0], kh[1]), a.v.row(j, vh[0], vh[1])) };
+        prefetch_l2(k_row, k_bytes, k_row.wrapping_add(k_bytes));
+        prefetch_l2(v_row, v_bytes, v_row.wrapping_add(v_bytes));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (c0, block, kh, vh, k_bytes, v_bytes);
 }
 
 /// Row `[i1, i2, i3]` of K or V (F32, F16, BF16 or Q8_0, any strides) as

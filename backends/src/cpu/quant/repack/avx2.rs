@@ -13,6 +13,7 @@ use super::Job;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, RepackType, groups};
 use crate::cpu::isa::avx2_fn;
+use crate::cpu::prefetch::prefetch_l2;
 
 /// Most activation columns one pass over a block of weights serves.
 pub(crate) const MAX_COLS: usize = 4;
@@ -82,13 +83,7 @@ avx2_fn! {
             let sc = group.wrapping_add(b * layout.scale_stride + 2 * HALF * half);
             let q = group.wrapping_add(layout.quants_at + b * layout.quant_stride + 4 * HALF * half);
             if prefetch {
-                for line in (0..GROUP_ROWS * R::QS).step_by(64) {
-                    let ahead = q.wrapping_add(PREFETCH + line);
-                    if ahead < end {
-                        // A prefetch never faults, whatever the address.
-                        _mm_prefetch::<_MM_HINT_T1>(ahead.cast());
-                    }
-                }
+                prefetch_l2(q.wrapping_add(PREFETCH), GROUP_ROWS * R::QS, end);
             }
             // SAFETY: block b's scales and quants lie inside the
             // group, its activation words, scale and aux word inside each

@@ -24,6 +24,7 @@ use std::arch::x86_64::*;
 use super::Job;
 use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, RepackType, groups};
 use crate::cpu::isa::{avx512_fn, avx512_vnni_fn};
+use crate::cpu::prefetch::prefetch_l2;
 use crate::cpu::quant::dot_avx512::dot_bytes;
 
 /// Most activation columns one pass over a block of weights serves.
@@ -183,13 +184,7 @@ avx512_fn! {
                 let mw = if mins_inline { _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(32).cast())) } else { dw };
                 let q = group.add(layout.quants_at + b * layout.quant_stride);
                 if prefetch {
-                    for line in (0..GROUP_ROWS * R::QS).step_by(64) {
-                        let ahead = q.wrapping_add(PREFETCH + line);
-                        if ahead < end {
-                            // A prefetch never faults, whatever the address.
-                            _mm_prefetch::<_MM_HINT_T1>(ahead.cast());
-                        }
-                    }
+                    prefetch_l2(q.wrapping_add(PREFETCH), GROUP_ROWS * R::QS, end);
                 }
                 let w = weights::<R, VNNI>(q);
                 for j in 0..C {
