@@ -10,7 +10,8 @@
 //! On the CPU alone it adds the memory floor ([`super::memory_floor`]): the
 //! weight bytes a decode token reads over the measured read bandwidth, and
 //! each `tg` row as a share of it. `--profile` and `--trace` time a few
-//! more decode tokens with a [`gantry::profile::Profiler`] installed.
+//! more decode tokens (and, with `--parallel`, decode steps of its most
+//! sequences) with a [`gantry::profile::Profiler`] installed.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -75,10 +76,12 @@ pub struct BenchArgs {
     #[arg(short = 'o', long, value_enum, default_value = "md")]
     pub output: Output,
     /// After the table, time each op of `--profile-tokens` decode tokens: time
-    /// per token, share, GB/s and GFLOP/s per op kind (to stderr with `-o json`).
+    /// per token, share, GB/s and GFLOP/s per op kind (to stderr with `-o json`);
+    /// with `--parallel`, then as many steps of the most sequences it names.
     #[arg(long)]
     pub profile: bool,
-    /// Write a Chrome trace (Perfetto, chrome://tracing) of the profiled decode tokens to this file.
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of the profiled decode
+    /// tokens to this file (with `--parallel`, of the profiled parallel steps).
     #[arg(long, value_name = "FILE.json")]
     pub trace: Option<PathBuf>,
     /// Decode tokens `--profile` and `--trace` time (after the first depth's context).
@@ -265,6 +268,18 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
         let depth = random_tokens(args.n_depth.first().copied().unwrap_or(0));
         let tokens = random_tokens(args.profile_tokens.max(1));
         profile_decode(&mut ctx, &mut session, &depth, &tokens, args)?;
+        if let Some(n_seq) = parallel_profiled(args) {
+            let steps = args.profile_tokens.max(1);
+            profile_parallel(
+                &mut ctx,
+                &mut session,
+                n_seq,
+                args.parallel_prompt.max(1),
+                steps,
+                args,
+                &mut random_tokens,
+            )?;
+        }
     }
     Ok(())
 }
@@ -311,14 +326,77 @@ fn profile_decode(
     fill_context(ctx, session, depth)?;
     // One token unprofiled, so that the decode graph is built and planned.
     session.eval(ctx, &tokens[..1], LogitsFor::Last)?;
+    let mut timed = tokens[1..].iter();
+    let steps = timed.len();
+    // With `--parallel`, the trace is of the parallel steps instead.
+    let trace = args.trace.as_deref().filter(|_| parallel_profiled(args).is_none());
+    profile_steps(ctx, session, steps, "decode tokens", args, trace, |ctx, session| {
+        let t = *timed.next().expect("one token per step");
+        session.eval(ctx, &[t], LogitsFor::Last).map(drop)
+    })
+}
+
+/// Decodes `steps` batches of one token for each of `n_seq` sequences (after
+/// `n_prompt` tokens of context each) with a profiler installed: where the
+/// time of a `tg<N> x<S>` step goes.
+fn profile_parallel(
+    ctx: &mut Context,
+    session: &mut Session,
+    n_seq: usize,
+    n_prompt: usize,
+    steps: usize,
+    args: &BenchArgs,
+    random_tokens: &mut dyn FnMut(usize) -> Vec<u32>,
+) -> Result<(), Error> {
+    session.clear(ctx)?;
+    let mut batch = Batch::new();
+    for seq in 0..n_seq {
+        batch.push_prompt(&random_tokens(n_prompt), seq as u32);
+    }
+    session.decode(ctx, &batch)?;
+    // One step unprofiled, so that the step's graph is built and planned.
+    let mut step_batches: Vec<Batch> = (0..=steps)
+        .map(|_| {
+            let mut b = Batch::new();
+            for (seq, t) in random_tokens(n_seq).into_iter().enumerate() {
+                b.push(t, seq as u32, true);
+            }
+            b
+        })
+        .collect();
+    session.decode(ctx, &step_batches.remove(0))?;
+    let mut timed = step_batches.iter();
+    let unit = format!("steps of {n_seq} sequences");
+    profile_steps(ctx, session, steps, &unit, args, args.trace.as_deref(), |ctx, session| {
+        session.decode(ctx, timed.next().expect("one batch per step")).map(drop)
+    })
+}
+
+/// The sequences of the profiled parallel steps: the most `--parallel` asks
+/// for, when more than one.
+fn parallel_profiled(args: &BenchArgs) -> Option<usize> {
+    args.parallel.iter().copied().max().filter(|&s| s > 1)
+}
+
+/// Runs `step` `steps` times with a profiler installed, then prints the time
+/// per op kind (per step, each step a `unit`) with `--profile`, and writes
+/// the trace to `trace`.
+fn profile_steps(
+    ctx: &mut Context,
+    session: &mut Session,
+    steps: usize,
+    unit: &str,
+    args: &BenchArgs,
+    trace: Option<&Path>,
+    mut step: impl FnMut(&mut Context, &mut Session) -> Result<(), Error>,
+) -> Result<(), Error> {
     let profiler = Profiler::new(PROFILE_SLICES_PER_TOKEN);
     session.set_profiler(Some(profiler.clone()));
     let mut slices = Vec::new();
     let mut wall_ns = 0u64;
-    let timed = &tokens[1..];
-    let result = timed.iter().try_for_each(|&t| {
+    let result = (0..steps).try_for_each(|_| {
         let t0 = Instant::now();
-        session.eval(ctx, &[t], LogitsFor::Last)?;
+        step(ctx, session)?;
         wall_ns += t0.elapsed().as_nanos() as u64;
         profiler.drain(&mut slices);
         Ok::<(), Error>(())
@@ -333,9 +411,9 @@ fn profile_decode(
             if args.output == Output::Json { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
         let io = |source| Error::Io { context: "printing the profile".into(), source };
         writeln!(out).map_err(io)?;
-        print_profile(&mut *out, &slices, &profiler.processes(), timed.len(), wall_ns).map_err(io)?;
+        print_profile(&mut *out, &slices, &profiler.processes(), steps, unit, wall_ns).map_err(io)?;
     }
-    if let Some(path) = &args.trace {
+    if let Some(path) = trace {
         gantry::write_chrome_trace(path, &slices, &profiler)?;
         eprintln!("gantry bench: wrote {} trace events to {}", slices.len(), path.display());
     }

@@ -1,21 +1,23 @@
-//! `gantry bench --profile`: where a decode token's time goes, per op kind.
+//! `gantry bench --profile`: where a decode step's time goes, per op kind
+//! (a step: one decode token, or one token for each of `--parallel` sequences).
 
 use gantry::profile::{OpSummary, Slice, summarize_ops};
 
-/// Prints, per op kind, calls and time per token, the share of the
-/// token's wall time, and the achieved GB/s and GFLOP/s (of
+/// Prints, per op kind, calls and time per step (`n_steps` of them, each
+/// one `unit`), the share of the steps' wall time, and the achieved GB/s and GFLOP/s (of
 /// [`gantry::profile::node_cost`]'s model), then what the nodes leave out.
 pub fn print_profile(
     out: &mut dyn std::io::Write,
     slices: &[Slice],
     processes: &[String],
-    n_tokens: usize,
+    n_steps: usize,
+    unit: &str,
     wall_ns: u64,
 ) -> std::io::Result<()> {
     let rows: Vec<OpSummary> = summarize_ops(slices, processes);
-    let n = n_tokens.max(1) as f64;
+    let n = n_steps.max(1) as f64;
     let wall = wall_ns.max(1) as f64;
-    writeln!(out, "| op | calls/token | µs/token | share | GB/s | GFLOP/s |")?;
+    writeln!(out, "| op | calls/step | µs/step | share | GB/s | GFLOP/s |")?;
     writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
     let mut timed = 0;
     for r in &rows {
@@ -38,5 +40,5 @@ pub fn print_profile(
         other as f64 / n / 1e3,
         100.0 * other as f64 / wall
     )?;
-    writeln!(out, "profile: {n_tokens} decode tokens, {:.1} µs per token", wall / n / 1e3)
+    writeln!(out, "profile: {n_steps} {unit}, {:.1} µs each", wall / n / 1e3)
 }
