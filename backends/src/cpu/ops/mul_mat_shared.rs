@@ -21,10 +21,14 @@ use crate::cpu::quant::{
 
 /// Whether MUL_MAT `t` can join a shared group reading `src1`: one 2-d
 /// matrix of quantized weights with dense rows times `src1`, dense F32
-/// rows, few columns, one batch.
+/// rows, one batch, and few columns — any number when the weights are
+/// repacked: the repacked driver takes every batch size, so a batch of
+/// decoding sequences (or a prompt) quantizes its activation once for
+/// Q/K/V and once for gate/up too.
 pub fn joins(ctx: &Context, t: TensorId, src1: TensorId) -> bool {
     let Some(d) = ctx.get(t) else { return false };
     let (Some(a), Some(b)) = (d.srcs[0].and_then(|s| ctx.get(s)), ctx.get(src1)) else { return false };
+    let columns_taken = shared_takes(b.ne[1]) || d.srcs[0].is_some_and(|w| is_repacked(ctx, w));
     d.op == Op::MulMat
         && d.srcs[1] == Some(src1)
         && supports_weights(a.dtype)
@@ -34,7 +38,7 @@ pub fn joins(ctx: &Context, t: TensorId, src1: TensorId) -> bool {
         && b.ne[2..] == [1, 1]
         && b.dtype == DType::F32
         && a.ne[0] == b.ne[0]
-        && shared_takes(b.ne[1])
+        && columns_taken
         && d.dtype == DType::F32
         && d.ne == [a.ne[1], b.ne[1], 1, 1]
         && supports_op(ctx, t)
