@@ -125,8 +125,8 @@ impl CpuBackend {
         let profiler = self.profiler.current();
         let profiler = profiler.as_ref();
         self.state.with(|state| {
-            let (pool, n_threads, per_thread, shared) = state.parts();
-            let par = Par::new(&**pool, n_threads, per_thread);
+            let (pool, n_threads, per_thread, shared, rope) = state.parts();
+            let par = Par::new(&**pool, n_threads, per_thread).with_rope_memo(rope);
             // A graph of several nodes runs on a pool thread, which then takes
             // part in every parallel kernel: a kernel splitting its work starts
             // at once and only wakes the other threads, instead of handing its
@@ -153,7 +153,7 @@ impl CpuBackend {
         let profiler = profiler.as_ref();
         let outcome = self.plans.with(self.name(), plan, |plan| {
             self.state.with(|state| {
-                let (pool, n_threads, per_thread, shared) = state.parts();
+                let (pool, n_threads, per_thread, shared, rope) = state.parts();
                 if let Err(e) = plan.refresh(ctx, n_threads) {
                     return ComputeStatus::Failed(e);
                 }
@@ -162,7 +162,7 @@ impl CpuBackend {
                 }
                 let run = |shared: &mut Vec<f32>| {
                     run_nodes(plan.steps(), abort.as_ref(), |step| {
-                        let par = Par::new(&**pool, step.threads, per_thread);
+                        let par = Par::new(&**pool, step.threads, per_thread).with_rope_memo(rope);
                         match step.group {
                             Some((kind, ..)) => {
                                 let members = plan.members(&step);

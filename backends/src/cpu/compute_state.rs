@@ -8,12 +8,15 @@
 //! loom).
 
 use std::sync::Arc;
+// Not `sync::Mutex`: kernels lock it through `Par`, outside loom's models.
+use std::sync::Mutex as StdMutex;
 
 use gantry_engine::sync::{Mutex, lock};
 use gantry_engine::{Error, Result};
 use rayon::ThreadPool;
 
 use super::jobs::JobSystem;
+use super::ops::rope_angles::RopeAngleMemo;
 use super::parallel::PerThreadScratch;
 use super::spin_pool::SpinPool;
 
@@ -67,6 +70,8 @@ pub struct ComputeState<P> {
     n_threads: usize,
     per_thread: PerThreadScratch,
     shared: Vec<f32>,
+    /// ROPE's angle tables, reused by nodes and computes with the same positions.
+    rope: StdMutex<RopeAngleMemo>,
 }
 
 impl<P: WorkerPool> ComputeState<P> {
@@ -83,7 +88,7 @@ impl<P: WorkerPool> ComputeState<P> {
         // One slot more than the tasks at once: a host's job system may run
         // tasks on the calling thread beside its workers.
         let per_thread = PerThreadScratch::new(n_threads + usize::from(host_pool));
-        Self { pool, host_pool, n_threads, per_thread, shared: Vec::new() }
+        Self { pool, host_pool, n_threads, per_thread, shared: Vec::new(), rope: Default::default() }
     }
 
     /// Whether the pool is the host's (see [`SharedComputeState::with_pool`]).
@@ -107,8 +112,8 @@ impl<P: WorkerPool> ComputeState<P> {
     }
 
     /// Everything a compute uses, borrowed at once.
-    pub(crate) fn parts(&mut self) -> (&P, usize, &PerThreadScratch, &mut Vec<f32>) {
-        (&self.pool, self.n_threads, &self.per_thread, &mut self.shared)
+    pub(crate) fn parts(&mut self) -> (&P, usize, &PerThreadScratch, &mut Vec<f32>, &StdMutex<RopeAngleMemo>) {
+        (&self.pool, self.n_threads, &self.per_thread, &mut self.shared, &self.rope)
     }
 }
 

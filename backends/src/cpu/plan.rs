@@ -134,7 +134,10 @@ impl CpuPlan {
                 }
             }
             let threads = match d.op {
-                Op::MulMat | Op::FlashAttnExt { .. } => n_threads,
+                // Their kernels weigh their own work (a GLU's exponentials
+                // cost several times an element's load and store: 16 decoding
+                // sequences' 24 K values took 28 µs on one thread).
+                Op::MulMat | Op::FlashAttnExt { .. } | Op::Glu { .. } => n_threads,
                 _ => (d.nelements() / MIN_WORK_PER_THREAD + 1).min(n_threads),
             };
             self.work_floats = self.work_floats.max(ops::work_floats(ctx, node, d, n_threads)?);

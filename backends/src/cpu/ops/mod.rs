@@ -16,6 +16,7 @@ mod reduce;
 pub(crate) mod repacked;
 pub(crate) mod rms_norm_mul;
 pub(crate) mod rope;
+pub(crate) mod rope_angles;
 pub(crate) mod rope_set_rows;
 mod rows;
 mod softmax;

@@ -3,7 +3,9 @@
 //! (ggml's `rope_yarn` and `ggml_rope_yarn_corr_dims`).
 //!
 //! The angles of one token are computed once (in f64, so large positions
-//! keep their precision) and shared by all heads of that token.
+//! keep their precision) and shared by all heads of that token — and, with
+//! the backend's [`super::rope_angles::RopeAngleMemo`], by every later node that rotates by the
+//! same positions.
 
 use gantry_engine::{Context, DType, Result, RopeMode, RopeParams, TensorDesc, TensorId};
 
@@ -111,6 +113,48 @@ impl<'a> RopeRows<'a> {
         Ok(RopeRows { x, pos, ff, p, angles: Angles::new(p, corr) })
     }
 
+    /// The node's parameters.
+    pub(super) fn params(&self) -> &RopeParams {
+        self.p
+    }
+
+    /// The number of tokens (= positions).
+    pub(super) fn tokens(&self) -> usize {
+        self.x.ne[2]
+    }
+
+    /// The position of token `i2`.
+    pub(super) fn position(&self, i2: usize) -> i32 {
+        debug_assert!(i2 < self.tokens());
+        // SAFETY: i2 < ne[2] = the number of positions (checked at bind), read as I32.
+        unsafe { *(self.pos.at(i2.min(self.tokens() - 1), 0, 0, 0) as *const i32) }
+    }
+
+    /// The frequency factor of pair `k` (1 without factors).
+    fn factor(&self, k: usize) -> f32 {
+        // SAFETY: k < n_dims / 2 <= the number of factors (checked at bind).
+        self.ff.as_ref().map_or(1.0, |f| unsafe { f.get(k.min(self.p.n_dims / 2 - 1), 0, 0, 0) })
+    }
+
+    /// Whether `factors` are this node's frequency factors (empty: none).
+    pub(super) fn factors_equal(&self, factors: &[f32]) -> bool {
+        match &self.ff {
+            None => factors.is_empty(),
+            Some(_) => {
+                factors.len() == self.p.n_dims / 2
+                    && factors.iter().enumerate().all(|(k, &f)| f.to_bits() == self.factor(k).to_bits())
+            }
+        }
+    }
+
+    /// This node's frequency factors into `out` (empty: none).
+    pub(super) fn copy_factors(&self, out: &mut Vec<f32>) {
+        out.clear();
+        if self.ff.is_some() {
+            out.extend((0..self.p.n_dims / 2).map(|k| self.factor(k)));
+        }
+    }
+
     /// Floats of the angle cache [`RopeRows::token_angles`] fills.
     pub(super) fn cache_len(&self) -> usize {
         self.p.n_dims
@@ -118,11 +162,21 @@ impl<'a> RopeRows<'a> {
 
     /// The angles of token `i2` (every head of a token shares them) into `cache`.
     pub(super) fn token_angles(&self, i2: usize, cache: &mut [f32]) {
-        // SAFETY: the caller's `i2 < ne[2]` = the number of positions (checked at bind), read as I32.
-        let position = unsafe { *(self.pos.at(i2, 0, 0, 0) as *const i32) } as f64;
-        // SAFETY: k < n_dims / 2 <= the number of factors (checked at bind).
-        let factor = |k: usize| self.ff.as_ref().map_or(1.0, |f| unsafe { f.get(k, 0, 0, 0) });
-        self.angles.fill(position, &mut cache[..self.p.n_dims], factor);
+        self.angles.fill(self.position(i2) as f64, &mut cache[..self.p.n_dims], |k| self.factor(k));
+    }
+
+    /// The angles of every token, `n_dims` floats each: from `par`'s memo
+    /// ([`super::rope_angles::RopeAngleMemo`]) when it has one, which computes them once for
+    /// every node that rotates by the same positions; `None` without a memo
+    /// (the caller then computes each token's as it goes).
+    pub(super) fn with_table<R>(&self, par: &Par<'_>, f: impl FnOnce(Option<&[f32]>) -> R) -> R {
+        match par.rope_memo() {
+            Some(memo) => {
+                let mut memo = memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                f(Some(memo.table(self, par)))
+            }
+            None => f(None),
+        }
     }
 
     /// Rotates the first `n_dims` values of `row` by the angles in `cache`.
@@ -145,22 +199,31 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: &RopeParams, par: 
     let rope = RopeRows::bind(ctx, t, d, p)?;
     let dst = Bound::dst(ctx, t)?;
     let (x, n0) = (&rope.x, rope.x.ne[0]);
-    par.for_each(x.nrows(), 4 * n0, n0 + rope.cache_len(), |rows, tmp| {
-        let (row, cache) = tmp.split_at_mut(n0);
-        let mut cached_token = usize::MAX;
-        for r in rows {
-            let [i1, i2, i3] = x.row_index(r);
-            if i2 != cached_token {
-                rope.token_angles(i2, cache);
-                cached_token = i2;
+    let nd = rope.cache_len();
+    rope.with_table(par, |table| {
+        par.for_each(x.nrows(), 4 * n0, n0 + nd, |rows, tmp| {
+            let (row, cache) = tmp.split_at_mut(n0);
+            let mut cached_token = usize::MAX;
+            for r in rows {
+                let [i1, i2, i3] = x.row_index(r);
+                let angles = match table {
+                    Some(t) => &t[i2 * nd..(i2 + 1) * nd],
+                    None => {
+                        if i2 != cached_token {
+                            rope.token_angles(i2, cache);
+                            cached_token = i2;
+                        }
+                        &cache[..nd]
+                    }
+                };
+                // SAFETY: indices in range; this thread owns row r of dst, read
+                // completely before it is written.
+                unsafe { x.load_row(i1, i2, i3, row) };
+                rope.rotate(row, angles);
+                // SAFETY: as above.
+                unsafe { dst.store_row(i1, i2, i3, row) };
             }
-            // SAFETY: indices in range; this thread owns row r of dst, read
-            // completely before it is written.
-            unsafe { x.load_row(i1, i2, i3, row) };
-            rope.rotate(row, cache);
-            // SAFETY: as above.
-            unsafe { dst.store_row(i1, i2, i3, row) };
-        }
+        })
     });
     Ok(())
 }

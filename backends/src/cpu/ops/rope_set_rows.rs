@@ -75,24 +75,35 @@ pub fn compute(ctx: &Context, rope: TensorId, rows: TensorId, store: TensorId, p
     let failed = FirstError::default();
     // One thread, tokens in order, as SET_ROWS runs: a slot given twice
     // ends up with the later token's keys.
-    par.inline(head * heads + keys.cache_len(), |tmp| {
-        let (row, cache) = tmp.split_at_mut(head * heads);
-        for i in 0..tokens {
-            keys.token_angles(i, cache);
-            for (h, key) in row.chunks_exact_mut(head).enumerate() {
-                // SAFETY: head h of token i is inside the ROPE's source (checked at bind).
-                unsafe { keys.x.load_row(h, i, 0, key) };
-                keys.rotate(key, cache);
-            }
-            // SAFETY: the index was checked above; the cache row holds `head · heads` values.
-            unsafe {
-                let slot = *(idx.at(i, 0, 0, 0) as *const i32) as usize;
-                match quant_bytes {
-                    Some(bytes) => failed.note(quantize_row(dst.dtype, row, quant_row_mut(&dst, [slot, 0, 0], bytes))),
-                    None => dst.store_row(slot, 0, 0, row),
+    let nd = keys.cache_len();
+    keys.with_table(par, |table| {
+        par.inline(head * heads + nd, |tmp| {
+            let (row, cache) = tmp.split_at_mut(head * heads);
+            for i in 0..tokens {
+                let angles = match table {
+                    Some(t) => &t[i * nd..(i + 1) * nd],
+                    None => {
+                        keys.token_angles(i, cache);
+                        &cache[..nd]
+                    }
+                };
+                for (h, key) in row.chunks_exact_mut(head).enumerate() {
+                    // SAFETY: head h of token i is inside the ROPE's source (checked at bind).
+                    unsafe { keys.x.load_row(h, i, 0, key) };
+                    keys.rotate(key, angles);
+                }
+                // SAFETY: the index was checked above; the cache row holds `head · heads` values.
+                unsafe {
+                    let slot = *(idx.at(i, 0, 0, 0) as *const i32) as usize;
+                    match quant_bytes {
+                        Some(bytes) => {
+                            failed.note(quantize_row(dst.dtype, row, quant_row_mut(&dst, [slot, 0, 0], bytes)))
+                        }
+                        None => dst.store_row(slot, 0, 0, row),
+                    }
                 }
             }
-        }
+        })
     });
     check_failures(ctx, store, &sd, &failed, "quantizing rows")?;
     Ok(true)
