@@ -23,7 +23,10 @@ use gantry_engine::DType;
 
 use super::super::softmax::alibi_slope;
 use super::rows::{k_dot, v_axpy};
+#[cfg(target_arch = "x86_64")]
+use super::values_avx512;
 use super::{Attention, KV_BLOCK, load_kv_row, load_mask, prefetch_block};
+use crate::cpu::isa::Isa;
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
 use crate::cpu::simd::multiversion;
@@ -64,6 +67,51 @@ impl SharedRows {
             shared.len += 1;
         }
         shared
+    }
+
+    /// The rows.
+    fn rows(&self) -> &[usize] {
+        &self.rows[..self.len]
+    }
+
+    /// [`SharedRows::add_value`] for every key of `live` (bits from key
+    /// `first[0]` of K/V head `first[1..]`), by the AVX-512 kernel.
+    ///
+    /// # Safety
+    /// AVX-512 with F16C; `a.v` dense F16 rows of [`values_avx512::DV`]
+    /// values, holding the keys of `live`; `acc` the rows' sums, `weights`
+    /// their [`KV_BLOCK`] weights each.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn add_values_wide(&self, a: &Attention, first: [usize; 3], live: u64, weights: &[f32], acc: &mut [f32]) {
+        fn each<const R: usize>(
+            rows: [usize; R],
+            a: &Attention,
+            first: [usize; 3],
+            live: u64,
+            w: &[f32],
+            acc: &mut [f32],
+        ) {
+            let dv = values_avx512::DV;
+            let sums = acc.as_mut_ptr();
+            // SAFETY: the caller's contract: rows r < rows of the tile, whose
+            // sums and weights the slices hold; the keys' value rows in range.
+            unsafe {
+                values_avx512::add_values(
+                    rows.map(|r| sums.add(r * dv)),
+                    rows.map(|r| w.as_ptr().add(r * KV_BLOCK)),
+                    a.v.row(first[0], first[1], first[2]).cast_const(),
+                    a.v.nb[1],
+                    live,
+                )
+            }
+        }
+        let r = &self.rows;
+        match self.len {
+            1 => each([r[0]], a, first, live, weights, acc),
+            2 => each([r[0], r[1]], a, first, live, weights, acc),
+            3 => each([r[0], r[1], r[2]], a, first, live, weights, acc),
+            _ => each([r[0], r[1], r[2], r[3]], a, first, live, weights, acc),
+        }
     }
 
     /// Raw scores `q[r] · key` of key `j` into each row's `scores`.
@@ -116,6 +164,33 @@ impl SharedRows {
             3 => each([live[0], live[1], live[2]], value, weights, j, acc, dv),
             _ => each([live[0], live[1], live[2], live[3]], value, weights, j, acc, dv),
         }
+    }
+}
+
+// A block's keys are the bits of a `u64` (see `visible_keys`).
+const _: () = assert!(KV_BLOCK <= 64);
+
+/// Bits `0 .. n` set.
+fn first_bits(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1 << n) - 1 }
+}
+
+/// The keys of a block that one row's mask values `m` let through (not
+/// −inf), as bits.
+fn visible_keys(m: &[f32]) -> u64 {
+    m.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != f32::NEG_INFINITY) << j)
+}
+
+/// The keys of a block with a weight that is not 0, as bits.
+fn nonzero_keys(w: &[f32]) -> u64 {
+    w.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != 0.0) << j)
+}
+
+/// Calls `f(j)` for every set bit `j` of `bits`, lowest first.
+fn for_each_bit(mut bits: u64, mut f: impl FnMut(usize)) {
+    while bits != 0 {
+        f(bits.trailing_zeros() as usize);
+        bits &= bits - 1;
     }
 }
 
@@ -221,8 +296,96 @@ impl<'a> Tile<'a> {
     }
 }
 
+/// Most bits of a [`BlockMap`] (1 KiB on the stack): 512 queries over 16
+/// blocks of keys, or 16 over 512.
+const BLOCK_MAP_BITS: usize = 8192;
+
+/// Which blocks of [`KV_BLOCK`] keys each query sees (any mask value not
+/// −inf), read from the mask once per node: the tiles of every K/V head and
+/// of every query run then skip the blocks their queries do not see without
+/// loading their mask values. Decoding 16 sequences over a cache of 2560
+/// cells, each query sees 1 to 3 of 40 blocks, and converting and scanning
+/// the other blocks' mask values per tile was most of the attention's time.
+struct BlockMap {
+    /// Bit `b · n_q + q`: whether query `q` sees block `b`.
+    bits: [u64; BLOCK_MAP_BITS / 64],
+    n_q: usize,
+}
+
+impl BlockMap {
+    /// The map of `a`'s mask, when there is one with one head and one batch
+    /// (the decoders' own), dense F16 or F32 rows, and the map fits.
+    fn of(a: &Attention) -> Option<Self> {
+        let m = a.mask.as_ref()?;
+        let blocks = a.n_kv.div_ceil(KV_BLOCK);
+        let dense = m.rows_are_dense() && matches!(m.dtype, DType::F16 | DType::F32);
+        if m.ne[2] != 1 || m.ne[3] != 1 || !dense || a.n_q * blocks > BLOCK_MAP_BITS {
+            return None;
+        }
+        let mut map = BlockMap { bits: [0; BLOCK_MAP_BITS / 64], n_q: a.n_q };
+        for q in 0..a.n_q {
+            for b in 0..blocks {
+                let (c0, len) = (b * KV_BLOCK, KV_BLOCK.min(a.n_kv - b * KV_BLOCK));
+                // SAFETY: mask row q holds n_kv dense values of its dtype (checked at binding).
+                let sees = unsafe {
+                    match m.dtype {
+                        DType::F16 => {
+                            let row = std::slice::from_raw_parts((m.row(q, 0, 0) as *const u16).add(c0), len);
+                            sees_any(row, f16::NEG_INFINITY.to_bits())
+                        }
+                        _ => {
+                            let row = std::slice::from_raw_parts((m.row(q, 0, 0) as *const u32).add(c0), len);
+                            sees_any(row, f32::NEG_INFINITY.to_bits())
+                        }
+                    }
+                };
+                let bit = b * a.n_q + q;
+                map.bits[bit / 64] |= u64::from(sees) << (bit % 64);
+            }
+        }
+        Some(map)
+    }
+
+    /// Which of queries `q0 .. q0 + nq` (`nq` ≤ 64) see any key of block
+    /// `b`: bit `i` for query `q0 + i`.
+    fn queries_seeing(&self, b: usize, q0: usize, nq: usize) -> u64 {
+        let bit = b * self.n_q + q0;
+        let (word, shift) = (bit / 64, bit % 64);
+        let low = self.bits[word] >> shift;
+        // The bits past the word's end, from the next word (when there is one).
+        let high = match (shift, self.bits.get(word + 1)) {
+            (1.., Some(&next)) => next << (64 - shift),
+            _ => 0,
+        };
+        (low | high) & first_bits(nq)
+    }
+}
+
+/// Whether any of `values` (a mask's bits) is not `neg_inf`: an OR of
+/// differences, which vectorizes, rather than a search that stops early.
+fn sees_any<T>(values: &[T], neg_inf: T) -> bool
+where
+    T: Copy + std::ops::BitXor<Output = T> + std::ops::BitOr<Output = T> + Default + PartialEq,
+{
+    values.iter().fold(T::default(), |acc, &v| acc | (v ^ neg_inf)) != T::default()
+}
+
 pub(super) fn compute(a: &Attention, par: &Par<'_>) {
+    compute_on(a, par, Isa::best());
+}
+
+/// [`compute`] with the kernels of path `isa` (one this CPU has): AVX-512
+/// adds a block's values with the rows' sums in registers.
+pub(super) fn compute_on(a: &Attention, par: &Par<'_>, isa: Isa) {
     let Attention { dk, dv, n_q, n_head, n_batch, n_kv, rk, .. } = *a;
+    let map = BlockMap::of(a);
+    #[cfg(target_arch = "x86_64")]
+    let wide = matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && dv == values_avx512::DV;
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = {
+        let _ = isa;
+        false
+    };
     // A tile: `group` heads (those sharing a K/V head) times `queries` queries.
     let group = rk[0];
     // As many query tiles as the target size asks for, sized evenly (16
@@ -242,17 +405,29 @@ pub(super) fn compute(a: &Attention, par: &Par<'_>) {
             let nq = queries.min(n_q - q0);
             // SAFETY: every index is within its tensor's shape (checked by
             // the caller); this task alone writes the tile's result rows.
-            unsafe { tile(a, &mut t, [q0, nq], [hk * group, group], iq3) };
+            unsafe { tile(a, &mut t, map.as_ref(), wide, [q0, nq], [hk * group, group], iq3) };
         }
     });
 }
 
-/// Rows of the tile: query `q0 + r % nq`, head `h0 + r / nq`.
+/// Rows of the tile: query `q0 + r % nq`, head `h0 + r / nq`. With `map`
+/// (the mask's [`BlockMap`]), a block's mask values are loaded only for
+/// the queries that see it. With `wide`, a block read in place has its
+/// values added by the AVX-512 kernel.
 ///
 /// # Safety
 /// Queries `q0..q0 + nq`, heads `h0..h0 + group` (sharing one K/V head) and
-/// batch `iq3` are within the shapes; no other task writes their results.
-unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group]: [usize; 2], iq3: usize) {
+/// batch `iq3` are within the shapes; no other task writes their results;
+/// `wide` only where the CPU has AVX-512 and `dv` is [`values_avx512::DV`].
+unsafe fn tile(
+    a: &Attention,
+    t: &mut Tile<'_>,
+    map: Option<&BlockMap>,
+    wide: bool,
+    [q0, nq]: [usize; 2],
+    [h0, group]: [usize; 2],
+    iq3: usize,
+) {
     let (dk, dv) = (a.dk, a.dv);
     let rows = nq * group;
     let kv = [h0 / a.rk[0], iq3 / a.rk[1]];
@@ -276,15 +451,29 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
         // which rows see any key of the block.
         let mut sees = [true; MAX_ROWS];
         if let Some(m) = &a.mask {
+            // With a map, `mask_period` is `nq` (one mask head): row r is query q0 + r.
+            if let Some(map) = map {
+                let seeing = map.queries_seeing(c0 / KV_BLOCK, q0, nq);
+                if seeing == 0 {
+                    continue;
+                }
+                for (r, s) in sees[..mask_period].iter_mut().enumerate() {
+                    *s = seeing >> r & 1 == 1;
+                }
+            }
             for r in 0..mask_period {
+                if !sees[r] {
+                    continue;
+                }
                 let (iq1, iq2) = row_of(r);
                 let mr = &mut mask[r * KV_BLOCK..r * KV_BLOCK + block];
                 // SAFETY: in range (the caller's contract; the mask's rows cover the queries).
                 unsafe { load_mask(m, c0, [iq1, iq2 % m.ne[2], iq3 % m.ne[3]], mr) };
                 sees[r] = simd::max(mr) != f32::NEG_INFINITY;
             }
+            // Row r shares row r % mask_period's mask (set already, by induction).
             for r in mask_period..rows {
-                sees[r] = sees[r % mask_period];
+                sees[r] = sees[r - mask_period];
             }
         }
         let seeing = sees[..rows].iter().filter(|&&s| s).count();
@@ -297,12 +486,21 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
         if let Some(shared) = &shared {
             // SAFETY: keys c0 .. c0 + block of K/V head `kv` are in range.
             unsafe { prefetch_block(a, c0, block, [kv, kv]) };
-            for j in 0..block {
+            // Only the keys some seeing row sees: the others' scores become −inf below.
+            let visible = match &a.mask {
+                Some(_) => {
+                    shared.rows().iter().fold(0, |v, &r| v | visible_keys(&mask[r % mask_period * KV_BLOCK..][..block]))
+                }
+                None => first_bits(block),
+            };
+            for_each_bit(visible, |j| {
                 // SAFETY: key c0 + j of K/V head `kv` is in range; its dense row holds dk halves.
                 let key = unsafe { std::slice::from_raw_parts(a.k.row(c0 + j, kv[0], kv[1]) as *const f16, dk) };
                 shared.score(key, q, dk, scores, j);
-            }
+            });
         }
+        // Per row, the keys whose weight is not 0 (the shared pass adds only those).
+        let mut weighted = [0u64; MAX_ROWS];
         if !in_place {
             // The block's keys and values, as f32.
             for j in 0..block {
@@ -327,17 +525,37 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             let (_, iq2) = row_of(r);
             let slope = alibi_slope(a.params.max_bias, iq2, a.n_head);
             let s = &mut scores[r * KV_BLOCK..r * KV_BLOCK + block];
-            for (j, x) in s.iter_mut().enumerate() {
-                let mv = if a.mask.is_some() { slope * mask[r % mask_period * KV_BLOCK + j] } else { 0.0 };
-                *x = if mv == f32::NEG_INFINITY {
-                    f32::NEG_INFINITY
-                } else if in_place && shared.is_none() {
-                    // SAFETY: key c0 + j of K/V head `kv` is in range; `kb` holds a row of scratch.
-                    let dot = unsafe { k_dot(&a.k, [c0 + j, kv[0], kv[1]], &q[r * dk..(r + 1) * dk], kb) };
-                    a.finish_score(dot) + mv
-                } else {
-                    a.finish_score(*x) + mv
-                };
+            let row_mask = a.mask.as_ref().map(|_| &mask[r % mask_period * KV_BLOCK..][..block]);
+            // Three loops rather than one with every case in it: the per-key
+            // branches were a fifth of decoding's attention time.
+            match row_mask {
+                _ if in_place && shared.is_none() => {
+                    for (j, x) in s.iter_mut().enumerate() {
+                        let mv = row_mask.map_or(0.0, |m| slope * m[j]);
+                        *x = if mv == f32::NEG_INFINITY {
+                            f32::NEG_INFINITY
+                        } else {
+                            // SAFETY: key c0 + j of K/V head `kv` is in range; `kb` holds a row of scratch.
+                            let dot = unsafe { k_dot(&a.k, [c0 + j, kv[0], kv[1]], &q[r * dk..(r + 1) * dk], kb) };
+                            a.finish_score(dot) + mv
+                        };
+                    }
+                }
+                // No soft-capping (the usual): `finish_score` is one multiplication.
+                Some(m) if a.params.softcap == 0.0 => {
+                    let scale = a.scale;
+                    for (x, &mj) in s.iter_mut().zip(m) {
+                        let mv = slope * mj;
+                        *x = if mv == f32::NEG_INFINITY { f32::NEG_INFINITY } else { *x * scale + mv };
+                    }
+                }
+                Some(m) => {
+                    for (x, &mj) in s.iter_mut().zip(m) {
+                        let mv = slope * mj;
+                        *x = if mv == f32::NEG_INFINITY { f32::NEG_INFINITY } else { a.finish_score(*x) + mv };
+                    }
+                }
+                None => s.iter_mut().for_each(|x| *x = a.finish_score(*x) + 0.0),
             }
             let block_max = simd::max(s);
             if block_max == f32::NEG_INFINITY {
@@ -359,6 +577,7 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             sum[r] += simd::exp_shifted(s, &row_scores[..block], running_max[r]);
             if shared.is_some() {
                 // Added below, key by key for every row.
+                weighted[r] = nonzero_keys(s);
             } else if in_place {
                 for (j, &w) in s.iter().enumerate() {
                     if w != 0.0 {
@@ -371,11 +590,19 @@ unsafe fn tile(a: &Attention, t: &mut Tile<'_>, [q0, nq]: [usize; 2], [h0, group
             }
         }
         if let Some(shared) = &shared {
-            for j in 0..block {
+            let live = shared.rows().iter().fold(0, |v, &r| v | weighted[r]);
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: the CPU has AVX-512 and dv is its DV (the caller's
+                // contract); the rows are distinct, the cache's rows dense F16.
+                unsafe { shared.add_values_wide(a, [c0, kv[0], kv[1]], live, scores, acc) };
+                continue;
+            }
+            for_each_bit(live, |j| {
                 // SAFETY: value c0 + j of K/V head `kv` is in range; its dense row holds dv halves.
                 let value = unsafe { std::slice::from_raw_parts(a.v.row(c0 + j, kv[0], kv[1]) as *const f16, dv) };
                 shared.add_value(value, scores, j, acc, dv);
-            }
+            });
         }
     }
     for r in 0..rows {
