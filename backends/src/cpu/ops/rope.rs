@@ -127,7 +127,7 @@ impl<'a> RopeRows<'a> {
     pub(super) fn position(&self, i2: usize) -> i32 {
         debug_assert!(i2 < self.tokens());
         // SAFETY: i2 < ne[2] = the number of positions (checked at bind), read as I32.
-        unsafe { *(self.pos.at(i2.min(self.tokens() - 1), 0, 0, 0) as *const i32) }
+        unsafe { *(self.pos.at(i2.min(self.tokens().saturating_sub(1)), 0, 0, 0) as *const i32) }
     }
 
     /// The frequency factor of pair `k` (1 without factors).
@@ -179,6 +179,29 @@ impl<'a> RopeRows<'a> {
         }
     }
 
+    /// The angles of token `i2`: its row of `table` when there is one (see
+    /// [`RopeRows::with_table`]), else computed into `cache` unless
+    /// `cached_token` says they are there already.
+    pub(super) fn angles_of<'c>(
+        &self,
+        table: Option<&'c [f32]>,
+        i2: usize,
+        cache: &'c mut [f32],
+        cached_token: &mut usize,
+    ) -> &'c [f32] {
+        let nd = self.cache_len();
+        match table {
+            Some(t) => &t[i2 * nd..(i2 + 1) * nd],
+            None => {
+                if *cached_token != i2 {
+                    self.token_angles(i2, cache);
+                    *cached_token = i2;
+                }
+                &cache[..nd]
+            }
+        }
+    }
+
     /// Rotates the first `n_dims` values of `row` by the angles in `cache`.
     pub(super) fn rotate(&self, row: &mut [f32], cache: &[f32]) {
         let half = self.p.n_dims / 2;
@@ -206,16 +229,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: &RopeParams, par: 
             let mut cached_token = usize::MAX;
             for r in rows {
                 let [i1, i2, i3] = x.row_index(r);
-                let angles = match table {
-                    Some(t) => &t[i2 * nd..(i2 + 1) * nd],
-                    None => {
-                        if i2 != cached_token {
-                            rope.token_angles(i2, cache);
-                            cached_token = i2;
-                        }
-                        &cache[..nd]
-                    }
-                };
+                let angles = rope.angles_of(table, i2, cache, &mut cached_token);
                 // SAFETY: indices in range; this thread owns row r of dst, read
                 // completely before it is written.
                 unsafe { x.load_row(i1, i2, i3, row) };

@@ -79,14 +79,9 @@ pub fn compute(ctx: &Context, rope: TensorId, rows: TensorId, store: TensorId, p
     keys.with_table(par, |table| {
         par.inline(head * heads + nd, |tmp| {
             let (row, cache) = tmp.split_at_mut(head * heads);
+            let mut cached_token = usize::MAX;
             for i in 0..tokens {
-                let angles = match table {
-                    Some(t) => &t[i * nd..(i + 1) * nd],
-                    None => {
-                        keys.token_angles(i, cache);
-                        &cache[..nd]
-                    }
-                };
+                let angles = keys.angles_of(table, i, cache, &mut cached_token);
                 for (h, key) in row.chunks_exact_mut(head).enumerate() {
                     // SAFETY: head h of token i is inside the ROPE's source (checked at bind).
                     unsafe { keys.x.load_row(h, i, 0, key) };

@@ -167,7 +167,7 @@ impl SharedRows {
     }
 }
 
-// A block's keys are the bits of a `u64` (see `visible_keys`).
+// A block's keys are the bits of a `u64` (see `keys_except`).
 const _: () = assert!(KV_BLOCK <= 64);
 
 /// Bits `0 .. n` set.
@@ -175,15 +175,11 @@ fn first_bits(n: usize) -> u64 {
     if n >= 64 { u64::MAX } else { (1 << n) - 1 }
 }
 
-/// The keys of a block that one row's mask values `m` let through (not
-/// −inf), as bits.
-fn visible_keys(m: &[f32]) -> u64 {
-    m.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != f32::NEG_INFINITY) << j)
-}
-
-/// The keys of a block with a weight that is not 0, as bits.
-fn nonzero_keys(w: &[f32]) -> u64 {
-    w.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != 0.0) << j)
+/// The keys `j` of a block whose value `values[j]` is not `skip`, as bits:
+/// of a row's mask values, −inf (the keys it sees); of its weights, 0 (the
+/// keys whose values it adds).
+fn keys_except(values: &[f32], skip: f32) -> u64 {
+    values.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != skip) << j)
 }
 
 /// Calls `f(j)` for every set bit `j` of `bits`, lowest first.
@@ -488,9 +484,10 @@ unsafe fn tile(
             unsafe { prefetch_block(a, c0, block, [kv, kv]) };
             // Only the keys some seeing row sees: the others' scores become −inf below.
             let visible = match &a.mask {
-                Some(_) => {
-                    shared.rows().iter().fold(0, |v, &r| v | visible_keys(&mask[r % mask_period * KV_BLOCK..][..block]))
-                }
+                Some(_) => shared
+                    .rows()
+                    .iter()
+                    .fold(0, |v, &r| v | keys_except(&mask[r % mask_period * KV_BLOCK..][..block], f32::NEG_INFINITY)),
                 None => first_bits(block),
             };
             for_each_bit(visible, |j| {
@@ -541,14 +538,6 @@ unsafe fn tile(
                         };
                     }
                 }
-                // No soft-capping (the usual): `finish_score` is one multiplication.
-                Some(m) if a.params.softcap == 0.0 => {
-                    let scale = a.scale;
-                    for (x, &mj) in s.iter_mut().zip(m) {
-                        let mv = slope * mj;
-                        *x = if mv == f32::NEG_INFINITY { f32::NEG_INFINITY } else { *x * scale + mv };
-                    }
-                }
                 Some(m) => {
                     for (x, &mj) in s.iter_mut().zip(m) {
                         let mv = slope * mj;
@@ -577,7 +566,7 @@ unsafe fn tile(
             sum[r] += simd::exp_shifted(s, &row_scores[..block], running_max[r]);
             if shared.is_some() {
                 // Added below, key by key for every row.
-                weighted[r] = nonzero_keys(s);
+                weighted[r] = keys_except(s, 0.0);
             } else if in_place {
                 for (j, &w) in s.iter().enumerate() {
                     if w != 0.0 {
