@@ -254,7 +254,7 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     {
         println!();
         println!(
-            "memory floor: {} of weights read per decode token / {:.1} GB/s parallel read ({} threads) = {:.1} tok/s",
+            "memory floor: {} of weights read per decode token / {:.1} GB/s parallel read of that many bytes ({} threads) = {:.1} tok/s",
             bytes(f.weight_bytes),
             f.bandwidth / 1e9,
             f.threads,
@@ -299,7 +299,8 @@ fn fill_context(ctx: &mut Context, session: &mut Session, context: &[u32]) -> Re
 }
 
 /// Decodes one token to build the decode graph, counts the weight bytes its
-/// products read and measures the read bandwidth with `threads` threads.
+/// products read and measures the read bandwidth of that many bytes with
+/// `threads` threads.
 fn memory_floor(
     ctx: &mut Context,
     session: &mut Session,
@@ -311,7 +312,7 @@ fn memory_floor(
     let Some(graph) = session.graph() else { return Ok(None) };
     let weights: HashSet<TensorId> = model.loaded.iter().map(|(_, t)| t).collect();
     let weight_bytes = product_weight_bytes(ctx, graph.logits, &weights);
-    Ok(parallel_read_bandwidth(threads).map(|bandwidth| MemoryFloor { weight_bytes, bandwidth, threads }))
+    Ok(parallel_read_bandwidth(threads, weight_bytes).map(|bandwidth| MemoryFloor { weight_bytes, bandwidth, threads }))
 }
 
 /// Decodes `tokens` after `depth` tokens of context with a profiler
