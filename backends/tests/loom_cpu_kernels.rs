@@ -1,6 +1,7 @@
 //! Model checks (loom) of what the workers of one parallel CPU kernel share:
 //! the task counter of the quantized matrix product
-//! (`gantry_backends::cpu::TaskCounter`) and the failure collector of the
+//! (`gantry_backends::cpu::TaskCounter`), the home ranges of the repacked
+//! one (`gantry_backends::cpu::HomeRanges`) and the failure collector of the
 //! row kernels (`gantry_backends::cpu::FirstError`), each the real type, in
 //! every interleaving of the calling thread and the pool threads.
 //!
@@ -8,7 +9,7 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p gantry-backends --test loom_cpu_kernels`.
 #![cfg(loom)]
 
-use gantry_backends::cpu::{FirstError, TaskCounter};
+use gantry_backends::cpu::{FirstError, HomeRanges, TaskCounter};
 use gantry_engine::Error;
 use gantry_engine::sync::atomic::{AtomicUsize, Ordering};
 use gantry_engine::sync::{Arc, Mutex, lock, thread};
@@ -20,10 +21,10 @@ const TASKS: usize = 3;
 /// more makes the model run minutes instead of seconds.
 const SPAWNED: usize = 1;
 
-/// Hands out task numbers.
+/// Hands out task numbers to the workers (numbered from 0, the caller).
 trait Dispenser: Send + Sync + 'static {
     fn new(count: usize) -> Self;
-    fn take(&self) -> Option<usize>;
+    fn take(&self, worker: usize) -> Option<usize>;
 }
 
 impl Dispenser for TaskCounter {
@@ -31,8 +32,19 @@ impl Dispenser for TaskCounter {
         TaskCounter::new(count)
     }
 
-    fn take(&self) -> Option<usize> {
+    fn take(&self, _: usize) -> Option<usize> {
         TaskCounter::take(self)
+    }
+}
+
+impl Dispenser for HomeRanges {
+    fn new(count: usize) -> Self {
+        // One home per worker: each takes its own front, then the other's back.
+        HomeRanges::new(count, SPAWNED + 1)
+    }
+
+    fn take(&self, worker: usize) -> Option<usize> {
+        HomeRanges::take(self, worker)
     }
 }
 
@@ -48,7 +60,7 @@ impl Dispenser for LoadThenStore {
         Self { next: AtomicUsize::new(0), count }
     }
 
-    fn take(&self) -> Option<usize> {
+    fn take(&self, _: usize) -> Option<usize> {
         let task = self.next.load(Ordering::Relaxed);
         self.next.store(task + 1, Ordering::Relaxed);
         (task < self.count).then_some(task)
@@ -68,10 +80,10 @@ unsafe impl Sync for Dst {}
 /// writes its result (`task + 1`) into the task's cell; returns once all
 /// have joined (what rayon's `for_each` does), with the tasks each took.
 fn product<D: Dispenser>(tasks: &Arc<D>, dst: &Arc<Dst>) -> Vec<usize> {
-    let worker = |tasks: Arc<D>, dst: Arc<Dst>| {
+    let worker = |tasks: Arc<D>, dst: Arc<Dst>, me: usize| {
         move || {
             let mut took = Vec::new();
-            while let Some(t) = tasks.take() {
+            while let Some(t) = tasks.take(me) {
                 // SAFETY: loom reports a concurrent access to this cell.
                 dst.0[t].with_mut(|p| unsafe { *p += t + 1 });
                 took.push(t);
@@ -79,8 +91,8 @@ fn product<D: Dispenser>(tasks: &Arc<D>, dst: &Arc<Dst>) -> Vec<usize> {
             took
         }
     };
-    let handles: Vec<_> = (0..SPAWNED).map(|_| thread::spawn(worker(tasks.clone(), dst.clone()))).collect();
-    let mut took = worker(tasks.clone(), dst.clone())();
+    let handles: Vec<_> = (0..SPAWNED).map(|w| thread::spawn(worker(tasks.clone(), dst.clone(), w + 1))).collect();
+    let mut took = worker(tasks.clone(), dst.clone(), 0)();
     for h in handles {
         took.extend(h.join().unwrap());
     }
@@ -98,13 +110,20 @@ fn every_task_once<D: Dispenser>() {
             // SAFETY: every worker has joined.
             assert_eq!(cell.with(|p| unsafe { *p }), t + 1, "task {t} done once before the product returned");
         }
-        assert_eq!(tasks.take(), None, "nothing handed out after the end");
+        assert_eq!(tasks.take(0), None, "nothing handed out after the end");
     });
 }
 
 #[test]
 fn task_counter_hands_out_every_task_exactly_once() {
     every_task_once::<TaskCounter>();
+}
+
+/// Each worker takes the front of its own range and, once that is empty,
+/// the back of the other's: every task exactly once however they race.
+#[test]
+fn home_ranges_hand_out_every_task_exactly_once() {
+    every_task_once::<HomeRanges>();
 }
 
 /// The model can fail: the counter that loads and then stores is caught

@@ -7,7 +7,7 @@
 //!   `buffer` over `aligned` memory, `plan` (graph plans: nodes
 //!   checked, task split and work buffer sized once), `compute_state` (pool and scratch
 //!   behind one lock), `jobs` ([`JobSystem`]: the threads kernels run on, a
-//!   rayon pool or the host's), `parallel` / `tasks` / `first_error`
+//!   rayon pool or the host's), `parallel` / `tasks` / `home_ranges` / `first_error`
 //!   (splitting a kernel's work), `abort`, `profiled` (timing nodes and
 //!   tasks for a profiler), `sysinfo`, `optimize` (the backend's
 //!   `graph_optimize`: products of one activation grouped, RMS_NORM + MUL
@@ -58,6 +58,7 @@ mod device;
 mod first_error;
 pub mod float_matvec;
 mod fused;
+mod home_ranges;
 pub(crate) mod isa;
 mod jobs;
 pub(crate) mod ops;
@@ -85,6 +86,7 @@ pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};
 pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
+pub use home_ranges::{HomeRanges, MAX_HOMES};
 pub use isa::{Isa, cpu_features};
 pub use jobs::JobSystem;
 pub use platform::CpuPlatform;

@@ -15,7 +15,7 @@ use gantry_engine::{DType, Error, Result};
 
 use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, RepackType, groups, prepare_column, with_repack_type};
 use super::scalar;
-use crate::cpu::TaskCounter;
+use crate::cpu::HomeRanges;
 use crate::cpu::jobs::{JobSystem, run_tasks};
 use crate::cpu::parallel::SendPtr;
 use crate::cpu::quant::Isa;
@@ -39,7 +39,9 @@ pub struct RepackedMatrix<'a> {
     pub m: usize,
 }
 
-/// Tasks per thread: a few, so a thread that starts late takes fewer.
+/// Tasks per thread: a few, so a thread that starts late takes fewer. Each
+/// thread takes its own contiguous range of them first ([`HomeRanges`]), so
+/// that it streams one run of weights rather than every other task's.
 const TASKS_PER_THREAD: usize = 4;
 
 /// One kernel call: row groups `groups` of one repacked matrix times the
@@ -263,9 +265,9 @@ fn run<R: RepackType>(
 
         // 2. The products.
         let columns = SendPtr(cols.as_mut_ptr());
-        let tasks = TaskCounter::new(n_tasks);
-        let worker = |_: usize| {
-            while let Some(t) = tasks.take() {
+        let tasks = HomeRanges::new(n_tasks, threads);
+        let worker = |home: usize| {
+            while let Some(t) = tasks.take(home) {
                 let i = first_task[1..=ws.len()].iter().position(|&end| t < end).unwrap_or(0);
                 let local = t - first_task[i];
                 let (gt, ct) = (local / col_tasks, local % col_tasks);
