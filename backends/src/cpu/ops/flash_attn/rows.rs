@@ -60,10 +60,12 @@ pub(super) unsafe fn v_axpy(v: &Bound, row: [usize; 3], w: f32, acc: &mut [f32],
     }
 }
 
-pub(super) fn compute(a: &Attention, par: &Par<'_>) {
+/// Computes `a` one (query, head) row at a time, each about `row_work`
+/// work, for the split over threads.
+pub(super) fn compute(a: &Attention, row_work: usize, par: &Par<'_>) {
     let Attention { dk, dv, n_q, n_head, n_batch, n_kv, rk, rv, .. } = *a;
     let tmp_len = dk + dv + dv.max(dk) + 3 * KV_BLOCK;
-    par.for_each(n_q * n_head * n_batch, n_kv * (dk + dv) * 2, tmp_len, |rows, tmp| {
+    par.for_each(n_q * n_head * n_batch, row_work, tmp_len, |rows, tmp| {
         let (qrow, rest) = tmp.split_at_mut(dk);
         let (acc, rest) = rest.split_at_mut(dv);
         let (row_tmp, rest) = rest.split_at_mut(dv.max(dk));

@@ -22,10 +22,11 @@ use half::f16;
 use gantry_engine::DType;
 
 use super::super::softmax::alibi_slope;
+use super::block_map::{BlockMap, first_bits};
 use super::rows::{k_dot, v_axpy};
-#[cfg(target_arch = "x86_64")]
-use super::values_avx512;
 use super::{Attention, KV_BLOCK, load_kv_row, load_mask, prefetch_block};
+#[cfg(target_arch = "x86_64")]
+use super::{scores_avx512, values_avx512};
 use crate::cpu::isa::Isa;
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
@@ -114,6 +115,46 @@ impl SharedRows {
         }
     }
 
+    /// Raw scores `q[r] · key` of every key of `keys` (bits from key
+    /// `first[0]` of K/V head `first[1..]`) into each row's `scores`, by the
+    /// AVX-512 kernel.
+    ///
+    /// # Safety
+    /// AVX-512 with F16C; `a.k` dense F16 rows of [`scores_avx512::DK`]
+    /// values, holding the keys of `keys`; `q` the rows' queries, `scores`
+    /// their [`KV_BLOCK`] scores each.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn score_wide(&self, a: &Attention, first: [usize; 3], keys: u64, q: &[f32], scores: &mut [f32]) {
+        fn each<const R: usize>(
+            rows: [usize; R],
+            a: &Attention,
+            first: [usize; 3],
+            keys: u64,
+            q: &[f32],
+            s: &mut [f32],
+        ) {
+            let (dk, out) = (scores_avx512::DK, s.as_mut_ptr());
+            // SAFETY: the caller's contract: rows r < rows of the tile, whose
+            // queries and scores the slices hold; the keys' rows in range.
+            unsafe {
+                scores_avx512::score_keys(
+                    rows.map(|r| q.as_ptr().add(r * dk)),
+                    a.k.row(first[0], first[1], first[2]).cast_const(),
+                    a.k.nb[1],
+                    keys,
+                    rows.map(|r| out.add(r * KV_BLOCK)),
+                )
+            }
+        }
+        let r = &self.rows;
+        match self.len {
+            1 => each([r[0]], a, first, keys, q, scores),
+            2 => each([r[0], r[1]], a, first, keys, q, scores),
+            3 => each([r[0], r[1], r[2]], a, first, keys, q, scores),
+            _ => each([r[0], r[1], r[2], r[3]], a, first, keys, q, scores),
+        }
+    }
+
     /// Raw scores `q[r] · key` of key `j` into each row's `scores`.
     fn score(&self, key: &[f16], q: &[f32], dk: usize, scores: &mut [f32], j: usize) {
         fn each<const R: usize>(rows: [usize; R], key: &[f16], q: &[f32], dk: usize, scores: &mut [f32], j: usize) {
@@ -170,16 +211,27 @@ impl SharedRows {
 // A block's keys are the bits of a `u64` (see `keys_except`).
 const _: () = assert!(KV_BLOCK <= 64);
 
-/// Bits `0 .. n` set.
-fn first_bits(n: usize) -> u64 {
-    if n >= 64 { u64::MAX } else { (1 << n) - 1 }
+multiversion! {
+    /// The keys `j` of a block whose value `values[j]` is not `skip`, as bits:
+    /// of a row's mask values, −inf (the keys it sees); of its weights, 0 (the
+    /// keys whose values it adds).
+    fn keys_except(values: &[f32], skip: f32) -> u64 {
+        values.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != skip) << j)
+    }
 }
 
-/// The keys `j` of a block whose value `values[j]` is not `skip`, as bits:
-/// of a row's mask values, −inf (the keys it sees); of its weights, 0 (the
-/// keys whose values it adds).
-fn keys_except(values: &[f32], skip: f32) -> u64 {
-    values.iter().enumerate().fold(0, |bits, (j, &v)| bits | u64::from(v != skip) << j)
+multiversion! {
+    /// A row's block of raw scores finished in place, as
+    /// [`Attention::finish_score`] without a soft-cap: `x · scale + slope ·
+    /// m[j]`, or −inf where that mask term is −inf (a key the row does not
+    /// see, whatever its raw score). The same two roundings per key as the
+    /// key-by-key loop, so the same bits.
+    fn finish_masked(scores: &mut [f32], mask: &[f32], slope: f32, scale: f32) {
+        for (x, &m) in scores.iter_mut().zip(mask) {
+            let mv = slope * m;
+            *x = if mv == f32::NEG_INFINITY { f32::NEG_INFINITY } else { *x * scale + mv };
+        }
+    }
 }
 
 /// Calls `f(j)` for every set bit `j` of `bits`, lowest first.
@@ -292,95 +344,33 @@ impl<'a> Tile<'a> {
     }
 }
 
-/// Most bits of a [`BlockMap`] (1 KiB on the stack): 512 queries over 16
-/// blocks of keys, or 16 over 512.
-const BLOCK_MAP_BITS: usize = 8192;
-
-/// Which blocks of [`KV_BLOCK`] keys each query sees (any mask value not
-/// −inf), read from the mask once per node: the tiles of every K/V head and
-/// of every query run then skip the blocks their queries do not see without
-/// loading their mask values. Decoding 16 sequences over a cache of 2560
-/// cells, each query sees 1 to 3 of 40 blocks, and converting and scanning
-/// the other blocks' mask values per tile was most of the attention's time.
-struct BlockMap {
-    /// Bit `b · n_q + q`: whether query `q` sees block `b`.
-    bits: [u64; BLOCK_MAP_BITS / 64],
-    n_q: usize,
-}
-
-impl BlockMap {
-    /// The map of `a`'s mask, when there is one with one head and one batch
-    /// (the decoders' own), dense F16 or F32 rows, and the map fits.
-    fn of(a: &Attention) -> Option<Self> {
-        let m = a.mask.as_ref()?;
-        let blocks = a.n_kv.div_ceil(KV_BLOCK);
-        let dense = m.rows_are_dense() && matches!(m.dtype, DType::F16 | DType::F32);
-        if m.ne[2] != 1 || m.ne[3] != 1 || !dense || a.n_q * blocks > BLOCK_MAP_BITS {
-            return None;
-        }
-        let mut map = BlockMap { bits: [0; BLOCK_MAP_BITS / 64], n_q: a.n_q };
-        for q in 0..a.n_q {
-            for b in 0..blocks {
-                let (c0, len) = (b * KV_BLOCK, KV_BLOCK.min(a.n_kv - b * KV_BLOCK));
-                // SAFETY: mask row q holds n_kv dense values of its dtype (checked at binding).
-                let sees = unsafe {
-                    match m.dtype {
-                        DType::F16 => {
-                            let row = std::slice::from_raw_parts((m.row(q, 0, 0) as *const u16).add(c0), len);
-                            sees_any(row, f16::NEG_INFINITY.to_bits())
-                        }
-                        _ => {
-                            let row = std::slice::from_raw_parts((m.row(q, 0, 0) as *const u32).add(c0), len);
-                            sees_any(row, f32::NEG_INFINITY.to_bits())
-                        }
-                    }
-                };
-                let bit = b * a.n_q + q;
-                map.bits[bit / 64] |= u64::from(sees) << (bit % 64);
-            }
-        }
-        Some(map)
-    }
-
-    /// Which of queries `q0 .. q0 + nq` (`nq` ≤ 64) see any key of block
-    /// `b`: bit `i` for query `q0 + i`.
-    fn queries_seeing(&self, b: usize, q0: usize, nq: usize) -> u64 {
-        let bit = b * self.n_q + q0;
-        let (word, shift) = (bit / 64, bit % 64);
-        let low = self.bits[word] >> shift;
-        // The bits past the word's end, from the next word (when there is one).
-        let high = match (shift, self.bits.get(word + 1)) {
-            (1.., Some(&next)) => next << (64 - shift),
-            _ => 0,
-        };
-        (low | high) & first_bits(nq)
-    }
-}
-
-/// Whether any of `values` (a mask's bits) is not `neg_inf`: an OR of
-/// differences, which vectorizes, rather than a search that stops early.
-fn sees_any<T>(values: &[T], neg_inf: T) -> bool
-where
-    T: Copy + std::ops::BitXor<Output = T> + std::ops::BitOr<Output = T> + Default + PartialEq,
-{
-    values.iter().fold(T::default(), |acc, &v| acc | (v ^ neg_inf)) != T::default()
-}
-
-pub(super) fn compute(a: &Attention, par: &Par<'_>) {
-    compute_on(a, par, Isa::best());
+/// Computes `a` in tiles; `map` is its mask's [`BlockMap`] (if it has
+/// one) and `work(rows)` the work of so many (query, head) rows, for the
+/// split over threads.
+pub(super) fn compute(a: &Attention, map: Option<&BlockMap>, work: impl Fn(usize) -> usize, par: &Par<'_>) {
+    compute_on(a, map, work, par, Isa::best());
 }
 
 /// [`compute`] with the kernels of path `isa` (one this CPU has): AVX-512
-/// adds a block's values with the rows' sums in registers.
-pub(super) fn compute_on(a: &Attention, par: &Par<'_>, isa: Isa) {
-    let Attention { dk, dv, n_q, n_head, n_batch, n_kv, rk, .. } = *a;
-    let map = BlockMap::of(a);
+/// scores a block read in place, and adds its values with the rows' sums in
+/// registers.
+pub(super) fn compute_on(
+    a: &Attention,
+    map: Option<&BlockMap>,
+    work: impl Fn(usize) -> usize,
+    par: &Par<'_>,
+    isa: Isa,
+) {
+    let Attention { dk, dv, n_q, n_head, n_batch, rk, .. } = *a;
     #[cfg(target_arch = "x86_64")]
-    let wide = matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && dv == values_avx512::DV;
+    let wide = Wide {
+        values: matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && dv == values_avx512::DV,
+        scores: matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && dk == scores_avx512::DK,
+    };
     #[cfg(not(target_arch = "x86_64"))]
     let wide = {
         let _ = isa;
-        false
+        Wide { values: false, scores: false }
     };
     // A tile: `group` heads (those sharing a K/V head) times `queries` queries.
     let group = rk[0];
@@ -392,7 +382,7 @@ pub(super) fn compute_on(a: &Attention, par: &Par<'_>, isa: Isa) {
     let max_rows = group * queries;
     let n_tiles = n_batch * kv_heads * q_tiles;
     let tmp_len = Tile::floats(max_rows, dk, dv);
-    par.for_each(n_tiles, max_rows * n_kv * (dk + dv) * 2, tmp_len, |tiles, tmp| {
+    par.for_each(n_tiles, work(max_rows), tmp_len, |tiles, tmp| {
         let mut t = Tile::carve(tmp, max_rows, dk, dv);
         for i in tiles {
             // Tiles in order: query tile fastest, then K/V head, then batch.
@@ -401,25 +391,36 @@ pub(super) fn compute_on(a: &Attention, par: &Par<'_>, isa: Isa) {
             let nq = queries.min(n_q - q0);
             // SAFETY: every index is within its tensor's shape (checked by
             // the caller); this task alone writes the tile's result rows.
-            unsafe { tile(a, &mut t, map.as_ref(), wide, [q0, nq], [hk * group, group], iq3) };
+            unsafe { tile(a, &mut t, map, wide, [q0, nq], [hk * group, group], iq3) };
         }
     });
+}
+
+/// Which passes of a block read in place (shared by a query's heads) the
+/// AVX-512 kernels do.
+#[derive(Debug, Clone, Copy)]
+struct Wide {
+    /// The values' ([`values_avx512`]).
+    values: bool,
+    /// The scores' ([`scores_avx512`]).
+    scores: bool,
 }
 
 /// Rows of the tile: query `q0 + r % nq`, head `h0 + r / nq`. With `map`
 /// (the mask's [`BlockMap`]), a block's mask values are loaded only for
 /// the queries that see it. With `wide`, a block read in place has its
-/// values added by the AVX-512 kernel.
+/// values added, or its keys scored, by the AVX-512 kernels.
 ///
 /// # Safety
 /// Queries `q0..q0 + nq`, heads `h0..h0 + group` (sharing one K/V head) and
 /// batch `iq3` are within the shapes; no other task writes their results;
-/// `wide` only where the CPU has AVX-512 and `dv` is [`values_avx512::DV`].
+/// `wide.values` only where the CPU has AVX-512 and `dv` is
+/// [`values_avx512::DV`], `wide.scores` where `dk` is [`scores_avx512::DK`].
 unsafe fn tile(
     a: &Attention,
     t: &mut Tile<'_>,
     map: Option<&BlockMap>,
-    wide: bool,
+    wide: Wide,
     [q0, nq]: [usize; 2],
     [h0, group]: [usize; 2],
     iq3: usize,
@@ -490,11 +491,19 @@ unsafe fn tile(
                     .fold(0, |v, &r| v | keys_except(&mask[r % mask_period * KV_BLOCK..][..block], f32::NEG_INFINITY)),
                 None => first_bits(block),
             };
-            for_each_bit(visible, |j| {
-                // SAFETY: key c0 + j of K/V head `kv` is in range; its dense row holds dk halves.
-                let key = unsafe { std::slice::from_raw_parts(a.k.row(c0 + j, kv[0], kv[1]) as *const f16, dk) };
-                shared.score(key, q, dk, scores, j);
-            });
+            #[cfg(target_arch = "x86_64")]
+            if wide.scores {
+                // SAFETY: the CPU has AVX-512 and dk is its DK (the caller's
+                // contract); the cache's rows are dense F16, keys in range.
+                unsafe { shared.score_wide(a, [c0, kv[0], kv[1]], visible, q, scores) };
+            }
+            if !cfg!(target_arch = "x86_64") || !wide.scores {
+                for_each_bit(visible, |j| {
+                    // SAFETY: key c0 + j of K/V head `kv` is in range; its dense row holds dk halves.
+                    let key = unsafe { std::slice::from_raw_parts(a.k.row(c0 + j, kv[0], kv[1]) as *const f16, dk) };
+                    shared.score(key, q, dk, scores, j);
+                });
+            }
         }
         // Per row, the keys whose weight is not 0 (the shared pass adds only those).
         let mut weighted = [0u64; MAX_ROWS];
@@ -538,6 +547,7 @@ unsafe fn tile(
                         };
                     }
                 }
+                Some(m) if a.params.softcap == 0.0 => finish_masked(s, m, slope, a.scale),
                 Some(m) => {
                     for (x, &mj) in s.iter_mut().zip(m) {
                         let mv = slope * mj;
@@ -581,7 +591,7 @@ unsafe fn tile(
         if let Some(shared) = &shared {
             let live = shared.rows().iter().fold(0, |v, &r| v | weighted[r]);
             #[cfg(target_arch = "x86_64")]
-            if wide {
+            if wide.values {
                 // SAFETY: the CPU has AVX-512 and dv is its DV (the caller's
                 // contract); the rows are distinct, the cache's rows dense F16.
                 unsafe { shared.add_values_wide(a, [c0, kv[0], kv[1]], live, scores, acc) };
