@@ -31,6 +31,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::thread as os_thread;
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
 use gantry_engine::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use gantry_engine::sync::{Arc, Condvar, Mutex, lock, thread, wait};
 use gantry_engine::{Error, Result};
@@ -93,24 +94,39 @@ impl Job<'_> {
 /// there or it sees the job closed; a worker about to sleep adds itself to
 /// `announce`, and either the caller's announcement sees it there (and wakes
 /// it) or it sees the new epoch.
+///
+/// The words live on cache lines of their own, grouped by who touches
+/// them: idle workers read `announce` (and `shutdown`) on every spin, so a
+/// caller's write to any word on that line took the line away from them
+/// and cost a transfer back — with the words side by side, the eight
+/// writes of one job (busy, hot, job, state, announce) were most of a
+/// one-token product's hand-over on a 2-core Xeon VM.
 pub struct Team {
     /// `epoch << SLEEPER_BITS | sleepers`: the epoch is bumped once per
     /// published job; sleepers are workers asleep or about to be.
-    announce: AtomicUsize,
+    announce: CachePadded<AtomicUsize>,
+    /// The job, on one line: what a joining worker reads, in that order.
+    slot: CachePadded<Slot>,
+    /// Nesting depth of [`JobSystem::enter`]: while above zero, idle
+    /// workers spin for [`HOT_SPIN`] instead of [`IDLE_SPIN`].
+    hot: CachePadded<AtomicUsize>,
+    /// Whether a job is out (a second one then runs on its caller alone);
+    /// callers' alone.
+    busy: CachePadded<AtomicBool>,
+    /// Read on every spin, written once: with the sleep, on a line of its own.
+    shutdown: CachePadded<AtomicBool>,
+    sleep: Mutex<()>,
+    wake: Condvar,
+    workers: usize,
+}
+
+/// The job slot of a [`Team`].
+struct Slot {
     /// `OPEN` while a job may be joined, plus the number of workers inside.
     state: AtomicUsize,
     /// The published job (a `Job` on its caller's stack, its lifetime
     /// erased); read only by a worker that joined while `OPEN` was set.
     job: AtomicPtr<Job<'static>>,
-    /// Nesting depth of [`JobSystem::enter`]: while above zero, idle
-    /// workers spin for [`HOT_SPIN`] instead of [`IDLE_SPIN`].
-    hot: AtomicUsize,
-    /// Whether a job is out (a second one then runs on its caller alone).
-    busy: AtomicBool,
-    sleep: Mutex<()>,
-    wake: Condvar,
-    shutdown: AtomicBool,
-    workers: usize,
 }
 
 /// Bits of [`Team::announce`] that count sleepers.
@@ -143,14 +159,13 @@ impl Team {
     /// than 2^16).
     pub fn new(workers: usize) -> Self {
         Self {
-            announce: AtomicUsize::new(0),
-            state: AtomicUsize::new(0),
-            job: AtomicPtr::new(std::ptr::null_mut()),
-            hot: AtomicUsize::new(0),
-            busy: AtomicBool::new(false),
+            announce: CachePadded::new(AtomicUsize::new(0)),
+            slot: CachePadded::new(Slot { state: AtomicUsize::new(0), job: AtomicPtr::new(std::ptr::null_mut()) }),
+            hot: CachePadded::new(AtomicUsize::new(0)),
+            busy: CachePadded::new(AtomicBool::new(false)),
+            shutdown: CachePadded::new(AtomicBool::new(false)),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
-            shutdown: AtomicBool::new(false),
             workers: workers.min((1 << SLEEPER_BITS) - 1),
         }
     }
@@ -169,9 +184,9 @@ impl Team {
             job.work();
         } else {
             let erased = (&job as *const Job<'_>).cast::<Job<'static>>().cast_mut();
-            self.job.store(erased, Ordering::Relaxed);
+            self.slot.job.store(erased, Ordering::Relaxed);
             // Release: a worker that joins (acquiring `state`) sees `job`.
-            self.state.fetch_or(OPEN, Ordering::Release);
+            self.slot.state.fetch_or(OPEN, Ordering::Release);
             let announced = self.announce.fetch_add(EPOCH, Ordering::AcqRel);
             if announced & (EPOCH - 1) > 0 {
                 // Taking the lock means a worker that counted itself in is
@@ -180,7 +195,7 @@ impl Team {
                 self.wake.notify_all();
             }
             job.work();
-            let mut inside = self.state.fetch_and(!OPEN, Ordering::AcqRel) & !OPEN;
+            let mut inside = self.slot.state.fetch_and(!OPEN, Ordering::AcqRel) & !OPEN;
             let mut spins = 0u32;
             while inside > 0 {
                 spins = spins.wrapping_add(1);
@@ -190,7 +205,7 @@ impl Team {
                 } else {
                     pause();
                 }
-                inside = self.state.load(Ordering::Acquire) & !OPEN;
+                inside = self.slot.state.load(Ordering::Acquire) & !OPEN;
             }
             self.busy.store(false, Ordering::Release);
         }
@@ -242,13 +257,13 @@ impl Team {
                 }
                 pause();
             }
-            if self.state.fetch_add(1, Ordering::Acquire) & OPEN != 0 {
+            if self.slot.state.fetch_add(1, Ordering::Acquire) & OPEN != 0 {
                 // SAFETY: we joined an open job: its caller published `job`
                 // before opening it (the acquire above sees that) and waits
                 // in `run`, keeping it alive, until we leave below.
-                unsafe { &*self.job.load(Ordering::Relaxed) }.work();
+                unsafe { &*self.slot.job.load(Ordering::Relaxed) }.work();
             }
-            self.state.fetch_sub(1, Ordering::Release);
+            self.slot.state.fetch_sub(1, Ordering::Release);
         }
     }
 
