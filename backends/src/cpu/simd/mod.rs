@@ -16,8 +16,9 @@
 //! run time. The dots and the F16 axpy use AVX2/F16C intrinsics directly
 //! (`avx2`), since converting halves one by one does not vectorize.
 
+// `pub(crate)`: kernels compiled for AVX2 inline its bodies (the attention's in-place scores).
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(crate) mod avx2;
 mod axpy;
 mod convert;
 mod detect;

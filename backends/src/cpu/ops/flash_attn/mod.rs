@@ -27,7 +27,7 @@
 mod block_map;
 mod rows;
 #[cfg(target_arch = "x86_64")]
-mod scores_avx512;
+mod scores;
 mod tiled;
 #[cfg(target_arch = "x86_64")]
 mod values_avx512;

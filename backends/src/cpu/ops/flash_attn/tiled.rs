@@ -26,7 +26,7 @@ use super::block_map::{BlockMap, first_bits};
 use super::rows::{k_dot, v_axpy};
 use super::{Attention, KV_BLOCK, load_kv_row, load_mask, prefetch_block};
 #[cfg(target_arch = "x86_64")]
-use super::{scores_avx512, values_avx512};
+use super::{scores, values_avx512};
 use crate::cpu::isa::Isa;
 use crate::cpu::parallel::Par;
 use crate::cpu::simd;
@@ -117,41 +117,43 @@ impl SharedRows {
 
     /// Raw scores `q[r] · key` of every key of `keys` (bits from key
     /// `first[0]` of K/V head `first[1..]`) into each row's `scores`, by the
-    /// AVX-512 kernel.
+    /// kernel of path `isa` (AVX2 or AVX-512: [`scores`]).
     ///
     /// # Safety
-    /// AVX-512 with F16C; `a.k` dense F16 rows of [`scores_avx512::DK`]
-    /// values, holding the keys of `keys`; `q` the rows' queries, `scores`
-    /// their [`KV_BLOCK`] scores each.
+    /// The CPU has `isa`, an AVX2 or AVX-512 path; `a.k` dense F16 rows of
+    /// [`scores::DK`] values, holding the keys of `keys`; `q` the rows'
+    /// queries, `scores` their [`KV_BLOCK`] scores each.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn score_wide(&self, a: &Attention, first: [usize; 3], keys: u64, q: &[f32], scores: &mut [f32]) {
+    unsafe fn score_block(&self, isa: Isa, a: &Attention, first: [usize; 3], keys: u64, q: &[f32], scores: &mut [f32]) {
         fn each<const R: usize>(
             rows: [usize; R],
+            isa: Isa,
             a: &Attention,
             first: [usize; 3],
             keys: u64,
             q: &[f32],
             s: &mut [f32],
         ) {
-            let (dk, out) = (scores_avx512::DK, s.as_mut_ptr());
-            // SAFETY: the caller's contract: rows r < rows of the tile, whose
-            // queries and scores the slices hold; the keys' rows in range.
+            let (dk, out) = (scores::DK, s.as_mut_ptr());
+            let rows_q = rows.map(|r| q[r * dk..].as_ptr());
+            let outs = rows.map(|r| out.wrapping_add(r * KV_BLOCK));
+            // SAFETY: the caller's contract: the CPU has `isa`; rows r < rows
+            // of the tile, whose queries and scores the slices hold; the
+            // keys' rows in range.
             unsafe {
-                scores_avx512::score_keys(
-                    rows.map(|r| q.as_ptr().add(r * dk)),
-                    a.k.row(first[0], first[1], first[2]).cast_const(),
-                    a.k.nb[1],
-                    keys,
-                    rows.map(|r| out.add(r * KV_BLOCK)),
-                )
+                let at = a.k.row(first[0], first[1], first[2]).cast_const();
+                match isa {
+                    Isa::Avx2 => scores::score_keys_avx2(rows_q, at, a.k.nb[1], keys, outs),
+                    _ => scores::score_keys(rows_q, at, a.k.nb[1], keys, outs),
+                }
             }
         }
         let r = &self.rows;
         match self.len {
-            1 => each([r[0]], a, first, keys, q, scores),
-            2 => each([r[0], r[1]], a, first, keys, q, scores),
-            3 => each([r[0], r[1], r[2]], a, first, keys, q, scores),
-            _ => each([r[0], r[1], r[2], r[3]], a, first, keys, q, scores),
+            1 => each([r[0]], isa, a, first, keys, q, scores),
+            2 => each([r[0], r[1]], isa, a, first, keys, q, scores),
+            3 => each([r[0], r[1], r[2]], isa, a, first, keys, q, scores),
+            _ => each([r[0], r[1], r[2], r[3]], isa, a, first, keys, q, scores),
         }
     }
 
@@ -365,12 +367,12 @@ pub(super) fn compute_on(
     #[cfg(target_arch = "x86_64")]
     let wide = Wide {
         values: matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && dv == values_avx512::DV,
-        scores: matches!(isa, Isa::Avx512 | Isa::Avx512Vnni) && dk == scores_avx512::DK,
+        scores: (isa != Isa::Scalar && dk == scores::DK).then_some(isa),
     };
     #[cfg(not(target_arch = "x86_64"))]
     let wide = {
         let _ = isa;
-        Wide { values: false, scores: false }
+        Wide { values: false, scores: None }
     };
     // A tile: `group` heads (those sharing a K/V head) times `queries` queries.
     let group = rk[0];
@@ -397,25 +399,27 @@ pub(super) fn compute_on(
 }
 
 /// Which passes of a block read in place (shared by a query's heads) the
-/// AVX-512 kernels do.
+/// SIMD kernels do.
 #[derive(Debug, Clone, Copy)]
 struct Wide {
-    /// The values' ([`values_avx512`]).
+    /// The values' ([`values_avx512`]), on AVX-512.
     values: bool,
-    /// The scores' ([`scores_avx512`]).
-    scores: bool,
+    /// The scores' ([`scores`]), on the path named (AVX2 or AVX-512).
+    scores: Option<Isa>,
 }
 
 /// Rows of the tile: query `q0 + r % nq`, head `h0 + r / nq`. With `map`
 /// (the mask's [`BlockMap`]), a block's mask values are loaded only for
 /// the queries that see it. With `wide`, a block read in place has its
-/// values added, or its keys scored, by the AVX-512 kernels.
+/// values added (AVX-512), or its keys scored (AVX2 or AVX-512), by the
+/// SIMD kernels.
 ///
 /// # Safety
 /// Queries `q0..q0 + nq`, heads `h0..h0 + group` (sharing one K/V head) and
 /// batch `iq3` are within the shapes; no other task writes their results;
 /// `wide.values` only where the CPU has AVX-512 and `dv` is
-/// [`values_avx512::DV`], `wide.scores` where `dk` is [`scores_avx512::DK`].
+/// [`values_avx512::DV`], `wide.scores` a path the CPU has and only where
+/// `dk` is [`scores::DK`].
 unsafe fn tile(
     a: &Attention,
     t: &mut Tile<'_>,
@@ -492,12 +496,12 @@ unsafe fn tile(
                 None => first_bits(block),
             };
             #[cfg(target_arch = "x86_64")]
-            if wide.scores {
-                // SAFETY: the CPU has AVX-512 and dk is its DK (the caller's
-                // contract); the cache's rows are dense F16, keys in range.
-                unsafe { shared.score_wide(a, [c0, kv[0], kv[1]], visible, q, scores) };
+            if let Some(isa) = wide.scores {
+                // SAFETY: the CPU has `isa` and dk is the kernels' DK (the
+                // caller's contract); the cache's rows are dense F16, keys in range.
+                unsafe { shared.score_block(isa, a, [c0, kv[0], kv[1]], visible, q, scores) };
             }
-            if !cfg!(target_arch = "x86_64") || !wide.scores {
+            if !cfg!(target_arch = "x86_64") || wide.scores.is_none() {
                 for_each_bit(visible, |j| {
                     // SAFETY: key c0 + j of K/V head `kv` is in range; its dense row holds dk halves.
                     let key = unsafe { std::slice::from_raw_parts(a.k.row(c0 + j, kv[0], kv[1]) as *const f16, dk) };

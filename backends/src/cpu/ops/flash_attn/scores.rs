@@ -1,9 +1,10 @@
-//! The scores' pass of a block read in place, on AVX-512: the raw scores
-//! `q · key` of a block's visible F16 keys for up to four (query, head)
-//! rows that share them, two keys at a time, one in each 256-bit half of
-//! the registers.
+//! The scores' pass of a block read in place: the raw scores `q · key` of
+//! a block's visible F16 keys for up to four (query, head) rows that share
+//! them, in one call per block. On AVX-512 two keys at a time, one in each
+//! 256-bit half of the registers; on AVX2 one at a time, the dot's body
+//! inlined.
 //!
-//! Each half does, lane for lane, what [`crate::cpu::simd::dot_f16`] does
+//! Each AVX-512 half does, lane for lane, what [`crate::cpu::simd::dot_f16`] does
 //! on AVX2 for one key (eight chunks of eight values into four
 //! accumulators in turn, then the same sums: the accumulators in pairs,
 //! the two 128-bit halves, then the lanes as `hsum` adds them), so every
@@ -15,7 +16,10 @@
 
 use std::arch::x86_64::*;
 
-use crate::cpu::isa::avx512_fn;
+use half::f16;
+
+use crate::cpu::isa::{avx2_fn, avx512_fn};
+use crate::cpu::simd::avx2::{dot_each, load_f16};
 
 /// Values per K row the kernel takes (a decoder's usual head size).
 pub(super) const DK: usize = 64;
@@ -75,47 +79,79 @@ avx512_fn! {
     }
 }
 
+avx2_fn! {
+    /// [`score_keys`] on AVX2 (and F16C, FMA): one key at a time through
+    /// [`dot_each`], the body of [`crate::cpu::simd::dot_f16_each`], inlined
+    /// here instead of called (with the CPU's features checked) per key.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; as [`score_keys`] otherwise.
+    pub(super) unsafe fn score_keys_avx2<const R: usize>(
+        q: [*const f32; R],
+        keys_at: *const u8,
+        stride: usize,
+        keys: u64,
+        out: [*mut f32; R],
+    ) {
+        let mut left = keys;
+        while left != 0 {
+            let j = left.trailing_zeros() as usize;
+            left &= left - 1;
+            // SAFETY: the caller's contract, for every access below.
+            unsafe {
+                let key = std::slice::from_raw_parts(keys_at.add(j * stride).cast::<f16>(), DK);
+                let scores = dot_each(key, q.map(|p| std::slice::from_raw_parts(p, DK)), |p, i| load_f16(p, i));
+                for (o, s) in out.iter().zip(scores) {
+                    *o.add(j) = s;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use half::f16;
-
     use super::*;
     use crate::cpu::isa::Isa;
     use crate::cpu::simd;
 
     #[test]
     fn every_score_has_the_bits_of_the_one_key_dot() {
-        if !Isa::available().any(|isa| isa == Isa::Avx512) {
-            eprintln!("skipped: this CPU has no AVX-512");
+        let paths: Vec<Isa> = Isa::available().filter(|&i| i != Isa::Scalar).collect();
+        if paths.is_empty() {
+            eprintln!("skipped: this CPU has no AVX2");
             return;
         }
         let mut rng = gantry_engine::SplitMix64::new(7);
         let stride_halves = DK + 8;
         let keys: Vec<f16> = rng.values(64 * stride_halves, -3.0, 3.0).into_iter().map(f16::from_f32).collect();
         let q: Vec<f32> = rng.values(3 * DK, -2.0, 2.0);
-        // Every key, an odd number of keys, one key, none, and scattered ones.
-        for live in [u64::MAX, (1 << 37) - 1, 1 << 63, 0, 0x8421_0000_ff00_1235] {
-            let mut out = vec![f32::NAN; 3 * 64];
-            let o = out.as_mut_ptr();
-            // SAFETY: the CPU has AVX-512 (checked above); the rows, keys and outputs are in range.
-            unsafe {
-                score_keys(
-                    [0, 1, 2].map(|r| q[r * DK..].as_ptr()),
-                    keys.as_ptr().cast(),
-                    stride_halves * 2,
-                    live,
-                    [0, 1, 2].map(|r| o.add(r * 64)),
-                )
-            };
-            for r in 0..3 {
-                for j in 0..64 {
-                    let got = out[r * 64 + j];
-                    if live >> j & 1 == 1 {
-                        let key = &keys[j * stride_halves..j * stride_halves + DK];
-                        let want = simd::dot_f16(key, &q[r * DK..(r + 1) * DK]);
-                        assert_eq!(got.to_bits(), want.to_bits(), "row {r} key {j}: {got} vs {want}");
-                    } else {
-                        assert!(got.is_nan(), "row {r} key {j} not live, written");
+        for isa in paths {
+            // Every key, an odd number of keys, one key, none, and scattered ones.
+            for live in [u64::MAX, (1 << 37) - 1, 1 << 63, 0, 0x8421_0000_ff00_1235] {
+                let mut out = vec![f32::NAN; 3 * 64];
+                let o = out.as_mut_ptr();
+                let rows = [0, 1, 2].map(|r| q[r * DK..].as_ptr());
+                let outs = [0, 1, 2].map(|r| o.wrapping_add(r * 64));
+                let at = keys.as_ptr().cast::<u8>();
+                // SAFETY: the CPU has the path's features (it is available);
+                // the rows, keys and outputs are in range.
+                unsafe {
+                    match isa {
+                        Isa::Avx2 => score_keys_avx2(rows, at, stride_halves * 2, live, outs),
+                        _ => score_keys(rows, at, stride_halves * 2, live, outs),
+                    }
+                }
+                for r in 0..3 {
+                    for j in 0..64 {
+                        let got = out[r * 64 + j];
+                        if live >> j & 1 == 1 {
+                            let key = &keys[j * stride_halves..j * stride_halves + DK];
+                            let want = simd::dot_f16(key, &q[r * DK..(r + 1) * DK]);
+                            assert_eq!(got.to_bits(), want.to_bits(), "{isa:?} row {r} key {j}: {got} vs {want}");
+                        } else {
+                            assert!(got.is_nan(), "{isa:?} row {r} key {j} not live, written");
+                        }
                     }
                 }
             }
