@@ -293,13 +293,19 @@ fn a_server_killed_mid_compute_gives_an_err_within_the_timeout_and_a_restarted_o
     let local = ctx.tensor(DType::F32, [4]).unwrap();
     ctx.alloc_tensors(&[local], &gantry::backends::cpu::buffer_type(), BufferUsage::Any).unwrap();
     ctx.set_f32(local, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    // How long the chain takes on this machine (a fixed wait was outrun by
+    // a fast one: 24 products of 1024³ took under 400 ms on a 2-core Xeon),
+    // so that the kill below lands a quarter of the way into the compute.
+    let t0 = Instant::now();
+    remote.graph_compute(&ctx, graph).into_result().unwrap();
+    let run = t0.elapsed();
 
     let (result, elapsed) = std::thread::scope(|s| {
         let computing = s.spawn(|| {
             let started = Instant::now();
             (remote.graph_compute(&ctx, graph).into_result(), started)
         });
-        std::thread::sleep(Duration::from_millis(400));
+        std::thread::sleep(run / 4);
         let killed = Instant::now();
         server.kill();
         let (result, started) = computing.join().unwrap();
