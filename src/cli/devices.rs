@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use super::common::{bytes, registry};
 use clap::Args;
 use gantry::DeviceType;
-use gantry::backends::cpu::{Isa, cpu_features};
+use gantry::backends::cpu::{ISA_CAP_ENV, Isa, cpu_features, isa_cap};
 
 /// Options of `gantry devices`.
 #[derive(Args, Debug)]
@@ -17,6 +17,14 @@ pub struct DevicesArgs {
 
 /// Prints every platform and its devices.
 pub fn run(args: &DevicesArgs) -> ExitCode {
+    let cap = match isa_cap() {
+        Ok(Some(cap)) => format!("capped by {ISA_CAP_ENV}={}; ", cap.name()),
+        Ok(None) => String::new(),
+        Err(e) => {
+            eprintln!("gantry devices: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let registry = match registry(args.remote.as_deref()) {
         Ok(r) => r,
         Err(e) => {
@@ -58,7 +66,7 @@ pub fn run(args: &DevicesArgs) -> ExitCode {
             println!("    caps: {}", if caps.is_empty() { "none".into() } else { caps.join(", ") });
             if p.device_type == DeviceType::Cpu {
                 let paths: Vec<&str> = Isa::available().map(Isa::name).collect();
-                println!("    kernels: {} (this CPU runs: {})", Isa::best().name(), paths.join(", "));
+                println!("    kernels: {} ({cap}this CPU runs: {})", Isa::best().name(), paths.join(", "));
                 let features = cpu_features();
                 println!("    features: {}", if features.is_empty() { "none".into() } else { features.join(" ") });
             }

@@ -50,8 +50,11 @@ impl CpuBackend {
         Self::with_device(CpuDevice::new(), n_threads)
     }
 
-    /// A backend on `device` with `n_threads` threads.
+    /// A backend on `device` with `n_threads` threads. Fails, among other
+    /// reasons, when `GANTRY_CPU_ISA` names no kernel path
+    /// ([`isa_cap`](super::isa_cap)).
     pub fn with_device(device: CpuDevice, n_threads: usize) -> Result<Self> {
+        super::isa_cap().map_err(|reason| Error::Backend { backend: "CPU".into(), reason: reason.into() })?;
         Ok(Self {
             device,
             state: SharedComputeState::new(n_threads)?,

@@ -29,6 +29,10 @@
 //! other way round: the AVX-512 bodies inline only into AVX-512 entry points,
 //! and a body that is to use `vpdpbusd` inlines only into `avx512_vnni_fn!`
 //! ones (see `quant::dot_avx512`).
+//!
+//! `GANTRY_CPU_ISA` ([`ISA_CAP_ENV`]) caps the path taken at run time.
+
+use std::sync::OnceLock;
 
 /// An instruction-set path of the CPU's hand-written SIMD kernels (the
 /// quantized kernels of [`crate::cpu::quant`], the float mat-vec of
@@ -56,9 +60,24 @@ impl Isa {
         std::iter::once(Isa::Scalar).chain(Self::simd())
     }
 
-    /// The fastest path this CPU can run.
+    /// The fastest path this CPU can run, at most the one `GANTRY_CPU_ISA`
+    /// names (see [`isa_cap`]).
     pub fn best() -> Isa {
-        Self::available().last().unwrap_or(Isa::Scalar)
+        let cap = isa_cap().ok().flatten().map_or(u8::MAX, IsaCap::level);
+        Self::available().filter(|isa| isa.level() <= cap).last().unwrap_or(Isa::Scalar)
+    }
+
+    /// The path's place in the order `Scalar < Avx2 < Avx512 < Avx512Vnni`.
+    const fn level(self) -> u8 {
+        match self {
+            Isa::Scalar => 0,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => 1,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => 2,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => 3,
+        }
     }
 
     /// The SIMD paths this CPU can run, slowest first. Each needs the
@@ -95,6 +114,66 @@ impl Isa {
             Isa::Avx512Vnni => "AVX-512 VNNI",
         }
     }
+}
+
+/// The environment variable that caps the kernels' instruction-set path:
+/// `scalar` (or `portable`), `avx2`, `avx512` or `avx512vnni` (case and `-`
+/// or `_` ignored). Kernels then take the fastest path this CPU runs that is
+/// no faster than the one named: to compare the paths on one machine, or to
+/// keep AVX-512 off where it lowers the clock. Unset or empty: no cap.
+pub const ISA_CAP_ENV: &str = "GANTRY_CPU_ISA";
+
+/// The slowest-to-fastest names [`ISA_CAP_ENV`] takes, as users write them.
+const CAP_NAMES: [&str; 4] = ["scalar", "avx2", "avx512", "avx512vnni"];
+
+/// A cap on the kernel path, as [`ISA_CAP_ENV`] names it (`None` for no
+/// cap), or a message naming the variable, the value and the ones it takes.
+pub fn parse_isa_cap(value: &str) -> Result<Option<IsaCap>, String> {
+    let key: String = value.trim().chars().filter(|c| !matches!(c, '-' | '_')).collect::<String>().to_lowercase();
+    if key.is_empty() {
+        return Ok(None);
+    }
+    let key = if key == "portable" { "scalar" } else { key.as_str() };
+    CAP_NAMES.iter().position(|&name| name == key).map(|level| Some(IsaCap(level as u8))).ok_or_else(|| {
+        format!("{ISA_CAP_ENV}={value:?} names no kernel path: expected one of {}", CAP_NAMES.join(", "))
+    })
+}
+
+/// The fastest kernel path allowed: paths above it are not taken even where
+/// the CPU has them (a level, not an [`Isa`], which exists only for paths
+/// the CPU runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsaCap(u8);
+
+impl IsaCap {
+    /// The name [`ISA_CAP_ENV`] gives this cap.
+    pub fn name(self) -> &'static str {
+        CAP_NAMES[usize::from(self.0)]
+    }
+
+    fn level(self) -> u8 {
+        self.0
+    }
+}
+
+/// The cap [`ISA_CAP_ENV`] sets, read once per process: `Ok(None)` when it
+/// is unset or empty, an error naming the variable for a value that names
+/// no path (kernels then take the fastest path; [`crate::cpu::CpuBackend`]'s
+/// fallible constructors and `gantry devices` report the error).
+pub fn isa_cap() -> Result<Option<IsaCap>, &'static str> {
+    static CAP: OnceLock<Result<Option<IsaCap>, String>> = OnceLock::new();
+    let cap = CAP.get_or_init(|| match std::env::var(ISA_CAP_ENV) {
+        Ok(value) => parse_isa_cap(&value),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(value)) => Err(format!("{ISA_CAP_ENV}={value:?} is not UTF-8")),
+    });
+    cap.as_ref().map(|c| *c).map_err(String::as_str)
+}
+
+/// Whether the cap lets compiler-vectorized row functions use AVX2 (any
+/// cap but `scalar`).
+pub(crate) fn cap_allows_simd() -> bool {
+    isa_cap().ok().flatten().is_none_or(|cap| cap.level() > 0)
 }
 
 /// The SIMD features of this CPU that a kernel path could use, as
@@ -179,3 +258,29 @@ macro_rules! avx2_fma_fn {
 }
 
 pub(crate) use {avx2_fma_fn, avx2_fn, avx2_only_fn, avx512_fn, avx512_vnni_fn, target_feature_fn};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_parse_as_users_write_them() {
+        let level = |v: &str| parse_isa_cap(v).map(|c| c.map(IsaCap::name));
+        assert_eq!(level(""), Ok(None));
+        assert_eq!(level("  "), Ok(None));
+        assert_eq!(level("scalar"), Ok(Some("scalar")));
+        assert_eq!(level("Portable"), Ok(Some("scalar")));
+        assert_eq!(level("AVX2"), Ok(Some("avx2")));
+        assert_eq!(level("avx-512"), Ok(Some("avx512")));
+        assert_eq!(level("AVX512_VNNI"), Ok(Some("avx512vnni")));
+        let err = parse_isa_cap("sse4").unwrap_err();
+        assert!(err.contains("GANTRY_CPU_ISA=\"sse4\"") && err.contains("scalar, avx2, avx512, avx512vnni"), "{err}");
+    }
+
+    #[test]
+    fn levels_follow_the_paths_order() {
+        let levels: Vec<u8> = Isa::available().map(Isa::level).collect();
+        assert!(levels.windows(2).all(|w| w[0] < w[1]), "{levels:?}");
+        assert_eq!(Isa::Scalar.level(), 0);
+    }
+}

@@ -87,7 +87,7 @@ pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};
 pub use home_ranges::{HomeRanges, MAX_HOMES};
-pub use isa::{Isa, cpu_features};
+pub use isa::{ISA_CAP_ENV, Isa, IsaCap, cpu_features, isa_cap, parse_isa_cap};
 pub use jobs::JobSystem;
 pub use platform::CpuPlatform;
 /// The rayon crate the CPU backend is built with, so a host hands

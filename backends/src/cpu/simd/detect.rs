@@ -1,11 +1,14 @@
 //! The CPU features the primitives choose between at run time.
 
-/// Whether this CPU has AVX2 and FMA (cached by std after the first query).
+/// Whether this CPU has AVX2 and FMA (cached by std after the first query)
+/// and `GANTRY_CPU_ISA` does not cap the kernels at `scalar`.
 #[inline]
 pub fn has_avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && crate::cpu::isa::cap_allows_simd()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
