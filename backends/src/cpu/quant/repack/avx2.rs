@@ -1,8 +1,9 @@
 //! AVX2 kernels of the repacked layout: [`super::avx512`]'s arithmetic on
 //! 256-bit registers, a group's 16 rows as two halves of 8 i32 lanes (the
 //! low and high 32 bytes of each 64-byte chunk). Byte products are
-//! `vpmaddubsw` + `vpmaddwd`; Q8_0's quants are multiplied signed (the sign
-//! trick, `vpsignb`), as `vpmaddubsw` could saturate on the unsigned form.
+//! `vpmaddubsw` + `vpmaddwd` (the 4-bit types' eight `vpmaddubsw` of a block
+//! summed in i16 and widened once); Q8_0's quants are multiplied signed (the
+//! sign trick, `vpsignb`), as `vpmaddubsw` could saturate on the unsigned form.
 //!
 //! With sixteen registers a half keeps up to [`MAX_COLS`] columns' sums and
 //! accumulators while each weight register is loaded once per block.
@@ -91,19 +92,38 @@ avx2_fn! {
             unsafe {
                 let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
                 let mut isum = [_mm256_setzero_si256(); C];
-                if uses_start {
-                    for j in 0..C {
-                        isum[j] = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(cl.aux_at + 4 * b))));
+                if R::NIBBLES {
+                    // A 4-bit weight pair's product is at most 2·15·128 = 3840,
+                    // so the block's eight sum in i16 (30720) and widen once:
+                    // one `vpmaddwd` a block instead of eight, and the same
+                    // integers (the same bits).
+                    let mut pairs = [_mm256_setzero_si256(); C];
+                    for gi in 0..8 {
+                        let w = weight::<R>(q, gi);
+                        for j in 0..C {
+                            let a = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(32 * b + 4 * gi))));
+                            pairs[j] = _mm256_add_epi16(pairs[j], _mm256_maddubs_epi16(w, a));
+                        }
                     }
-                }
-                for gi in 0..8 {
-                    let w = weight::<R>(q, gi);
-                    let u = if R::NIBBLES { w } else { _mm256_abs_epi8(w) };
                     for j in 0..C {
-                        let a = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(32 * b + 4 * gi))));
-                        let s = if R::NIBBLES { a } else { _mm256_sign_epi8(a, w) };
-                        // Pairs: 4-bit 2·15·128, signed 8-bit 2·128·127: within i16.
-                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
+                        isum[j] = _mm256_madd_epi16(pairs[j], ones);
+                        if uses_start {
+                            let start = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(cl.aux_at + 4 * b))));
+                            isum[j] = _mm256_add_epi32(isum[j], start);
+                        }
+                    }
+                } else {
+                    for gi in 0..8 {
+                        let w = weight::<R>(q, gi);
+                        let u = _mm256_abs_epi8(w);
+                        for j in 0..C {
+                            let a = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(32 * b + 4 * gi))));
+                            // Signed 8-bit pairs, 2·128·127, fit i16 one at a time only.
+                            isum[j] = _mm256_add_epi32(
+                                isum[j],
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(a, w)), ones),
+                            );
+                        }
                     }
                 }
                 let mw = if mins_inline { _mm256_cvtph_ps(_mm_loadu_si128(sc.add(2 * GROUP_ROWS).cast())) } else { dw };

@@ -14,8 +14,8 @@
 //! One body, generic over `VNNI`, and two entry points, [`run_plain`] and
 //! [`run_vnni`] (see [`super::super::dot_avx512`] for why one body is
 //! compiled twice). Without VNNI the byte products are `vpmaddubsw` +
-//! `vpmaddwd`, whose i16 pair sums the 4-bit quants (≤ 15 · 127 · 2) keep
-//! within range; Q8_0's unsigned `q + 128` would not, so there the signed
+//! `vpmaddwd`, whose i16 pair sums the 4-bit quants (≤ 15 · 128 · 2) keep
+//! within range, eight of them too (a block's, widened once); Q8_0's unsigned `q + 128` would not, so there the signed
 //! quants are multiplied instead (`|q|` by the activation with `q`'s sign),
 //! starting from zero rather than from `−128·Σa`.
 
@@ -100,6 +100,18 @@ avx512_fn! {
         w: &[__m512i; 8],
         a: *const u8,
     ) -> __m512i {
+        if R::NIBBLES && !VNNI {
+            // A 4-bit weight pair's product is at most 2·15·128 = 3840, so
+            // the block's eight sum in i16 (30720) and widen once: one
+            // `vpmaddwd` a block instead of eight, the same integers.
+            let mut pairs = _mm512_setzero_si512();
+            for (g, &wg) in w.iter().enumerate() {
+                // SAFETY: word g of the block's 32 activation bytes.
+                let ag = _mm512_set1_epi32(unsafe { a.add(4 * g).cast::<i32>().read_unaligned() });
+                pairs = _mm512_add_epi16(pairs, _mm512_maddubs_epi16(wg, ag));
+            }
+            return _mm512_add_epi32(start, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+        }
         let mut sums = [start, _mm512_setzero_si512()];
         for (g, &wg) in w.iter().enumerate() {
             // SAFETY: word g of the block's 32 activation bytes.
