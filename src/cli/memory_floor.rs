@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use gantry::{Context, Op, TensorId};
-use gantry_backends::cpu::AlignedBytes;
+use gantry_backends::cpu::{AlignedBytes, Isa};
 
 /// Bytes each timed pass reads at least (the buffer again and again), so
 /// that starting the threads is a small part of a pass.
@@ -92,23 +92,22 @@ pub fn parallel_read_bandwidth(threads: usize, bytes: usize) -> Option<f64> {
     Some((rounds * bytes) as f64 / best)
 }
 
-/// The words' wrapping sum, with the widest loads the CPU has: how many
+/// The words' wrapping sum, with the widest loads the kernels' path has
+/// (the CPU's fastest, or the one `GANTRY_CPU_ISA` caps them at): how many
 /// cache lines a core keeps in flight depends on the loads per line (a
 /// 92 MiB read on one Xeon core: 19.5 GB/s with 16-byte loads, 28.9 with
-/// 64-byte ones), and a floor read with narrow loads would be too low.
+/// 64-byte ones), and a floor read with narrower loads than the kernels'
+/// would be too low.
 fn sum_words(words: &[u64]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512 F, checked just above.
-            return unsafe { x86::sum_avx512(words) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { x86::sum_avx2(words) };
-        }
+    match Isa::best() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: both AVX-512 paths are taken only on a CPU with AVX-512 F.
+        Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::sum_avx512(words) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the AVX2 path is taken only on a CPU with AVX2.
+        Isa::Avx2 => unsafe { x86::sum_avx2(words) },
+        Isa::Scalar => sum_lanes(words),
     }
-    sum_lanes(words)
 }
 
 /// The sum in eight independent lanes (the compiler vectorizes it with the
