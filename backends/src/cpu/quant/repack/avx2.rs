@@ -75,6 +75,8 @@ avx2_fn! {
         // As on AVX-512: into L2, 16 KiB ahead, up to the matrix's end.
         let end = job.data.wrapping_add(groups(job.m) * layout.bytes);
         let cols: [*const u8; C] = std::array::from_fn(|j| job.col(c0 + j));
+        // Q4_0's blocks start from `−8·Σa` (see `layout`); Q8_0's signed
+        // products and Q4_1's unsigned quants start from zero.
         let uses_start = R::OFFSET != 0 && R::NIBBLES;
         let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); C];

@@ -15,9 +15,10 @@
 //! [`run_vnni`] (see [`super::super::dot_avx512`] for why one body is
 //! compiled twice). Without VNNI the byte products are `vpmaddubsw` +
 //! `vpmaddwd`, whose i16 pair sums the 4-bit quants (≤ 15 · 128 · 2) keep
-//! within range, eight of them too (a block's, widened once); Q8_0's unsigned `q + 128` would not, so there the signed
-//! quants are multiplied instead (`|q|` by the activation with `q`'s sign),
-//! starting from zero rather than from `−128·Σa`.
+//! within range, eight of them too (a block's, widened once); Q8_0's
+//! unsigned `q + 128` would not, so there the signed quants are multiplied
+//! instead (`|q|` by the activation with `q`'s sign), starting from zero
+//! rather than from `−128·Σa`.
 
 use std::arch::x86_64::*;
 
