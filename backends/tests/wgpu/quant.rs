@@ -1,5 +1,5 @@
 //! The wgpu backend's dequantizing kernels (GET_ROWS, MUL_MAT) against
-//! ggml's own blocks and dequantized values from `shared/reference/quant`.
+//! ggml's own blocks and dequantized values from `tests/data/quant`.
 
 use super::support::{Harness, assert_close, read_f32_file, reference_dir, values};
 use gantry_engine::DType;
@@ -7,19 +7,15 @@ use gantry_engine::DType;
 const ROWS: usize = 4;
 const N: usize = 512;
 
-/// ggml's blocks and its dequantization of them for `dtype`, or `None`
-/// (after saying so) when the reference folder is absent.
-fn golden(dtype: DType) -> Option<(Vec<u8>, Vec<f32>)> {
-    let Some(dir) = reference_dir() else {
-        eprintln!("skipped: shared/reference not found beside the clone");
-        return None;
-    };
+/// ggml's blocks and its dequantization of them for `dtype`.
+fn golden(dtype: DType) -> (Vec<u8>, Vec<f32>) {
+    let dir = reference_dir();
     let name = dtype.name().to_lowercase();
     let blocks = std::fs::read(dir.join("quant").join(format!("{name}_quantized.bin"))).expect("blocks");
     let floats = read_f32_file(&dir.join("quant").join(format!("{name}_dequantized_f32.bin")));
     assert_eq!(blocks.len(), ROWS * dtype.row_size(N).unwrap());
     assert_eq!(floats.len(), ROWS * N);
-    Some((blocks, floats))
+    (blocks, floats)
 }
 
 const TYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
@@ -28,7 +24,7 @@ const TYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 fn wgpu_get_rows_dequantizes_like_ggml() {
     let dev = device_or_skip!();
     for dtype in TYPES {
-        let Some((blocks, floats)) = golden(dtype) else { return };
+        let (blocks, floats) = golden(dtype);
         let mut h = Harness::new(dev);
         let w = h.input_bytes(dtype, &[N, ROWS], blocks);
         let idx = h.input_i32(&[5], &[3, 0, 2, 1, 3]);
@@ -44,7 +40,7 @@ fn wgpu_get_rows_dequantizes_like_ggml() {
 fn wgpu_mul_mat_quantized_like_ggml() {
     let dev = device_or_skip!();
     for dtype in TYPES {
-        let Some((blocks, floats)) = golden(dtype) else { return };
+        let (blocks, floats) = golden(dtype);
         // 2 and 8 columns: the matrix-vector kernel; 9: the tiled one. The 4 rows
         // are 2 batches of 2, broadcast over 4 batches of src1.
         for n in [2usize, 8, 9] {
@@ -70,19 +66,16 @@ fn wgpu_mul_mat_quantized_like_ggml() {
 }
 
 /// ggml's input values.
-fn golden_input() -> Option<Vec<f32>> {
-    Some(read_f32_file(&reference_dir()?.join("quant").join("input_f32.bin")))
+fn golden_input() -> Vec<f32> {
+    read_f32_file(&reference_dir().join("quant").join("input_f32.bin"))
 }
 
 #[test]
 fn wgpu_quantizing_copies_write_ggml_blocks() {
     let dev = device_or_skip!();
-    let Some(input) = golden_input() else {
-        eprintln!("skipped: shared/reference not found beside the clone");
-        return;
-    };
+    let input = golden_input();
     for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0] {
-        let Some((blocks, _)) = golden(dtype) else { return };
+        let (blocks, _) = golden(dtype);
         let row = dtype.row_size(N).unwrap();
         // CPY of all rows, and SET_ROWS of rows 2 and 0 into slots 0 and 3 of a 4-row tensor.
         let mut h = Harness::new(dev);

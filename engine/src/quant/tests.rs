@@ -1,25 +1,13 @@
-//! The formats against ggml's own output (`shared/reference/quant`), and the
+//! The formats against ggml's own output (`tests/data/quant`), and the
 //! activation types against their definitions.
 
 use std::path::PathBuf;
 
 use super::*;
 
-/// The reference folder: `<repo>/../shared/reference` (CI's layout), else
-/// `/work/shared/reference`. Its absence is a failure, not a skip: the data is
-/// part of the test environment.
+/// ggml's quantizer outputs, `tests/data/quant` (see its README).
 fn reference_dir() -> PathBuf {
-    let beside_repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference/quant");
-    let candidates = [beside_repo, PathBuf::from("/work/shared/reference/quant")];
-    for c in &candidates {
-        if c.join("input_f32.bin").is_file() {
-            return c.clone();
-        }
-    }
-    panic!(
-        "ggml's reference quantizer outputs are missing: looked for input_f32.bin in {candidates:?}. \
-         The folder shared/reference/quant must sit beside the repository (CI provides it)."
-    );
+    crate::testing::reference_dir().join("quant")
 }
 
 fn read(name: &str) -> Vec<u8> {

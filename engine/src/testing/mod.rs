@@ -42,9 +42,10 @@ pub fn test_signal(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// The shared reference folder (`shared/reference` beside the clone, as in
-/// CI and on the development machines), or `None` when absent.
-pub fn reference_dir() -> Option<std::path::PathBuf> {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors().map(|a| a.join("shared").join("reference")).find(|p| p.join("README.md").is_file())
+/// The repository's reference data, `tests/data/`: what independent engines
+/// (ggml's quantizers, llama.cpp, float64 numpy forwards) computed, each file
+/// with where it came from in its README. Part of every clone.
+pub fn reference_dir() -> std::path::PathBuf {
+    // This file is compiled in the engine crate, one folder below the root.
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("tests").join("data")
 }
