@@ -49,14 +49,14 @@ python3 -m pip install -q nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12 >"$OUT/pip.l
 
 step build cargo build --release -j"$JOBS"
 step devices ./target/release/gantry devices
-step kernels_compile cargo test --release -j"$JOBS" -p gantry-backends --features cuda --test cuda_kernels_compile -- --nocapture
-step conformance_cuda cargo test --release -j"$JOBS" -p gantry-backends --features cuda --test conformance_cuda -- --nocapture
+step kernels_compile cargo test --release -j"$JOBS" -p gantry-cuda --test cuda kernels_compile -- --nocapture
+step conformance_cuda cargo test --release -j"$JOBS" -p gantry-cuda --test cuda conformance -- --nocapture
 step conformance_cuda_no_graphs env GANTRY_CUDA_GRAPHS=0 GANTRY_CONFORMANCE_OPS=MUL_MAT,FLASH_ATTN_EXT,ROPE,SOFT_MAX \
-    cargo test --release -j"$JOBS" -p gantry-backends --features cuda --test conformance_cuda -- --nocapture
-step driverless_contract cargo test --release -j"$JOBS" -p gantry-backends --features cuda --test cuda_driverless -- --nocapture
-step sched_cuda_cpu cargo test --release -j"$JOBS" -p gantry --test session_gpu session_on_cuda -- --nocapture
-step sched_cuda_cpu_no_graphs env GANTRY_CUDA_GRAPHS=0 cargo test --release -j"$JOBS" -p gantry --test session_gpu session_on_cuda -- --nocapture
-step smollm2_cuda_cpu cargo test --release -j"$JOBS" -p gantry --test smollm2_reference smollm2_on_cuda -- --nocapture
+    cargo test --release -j"$JOBS" -p gantry-cuda --test cuda conformance -- --nocapture
+step driverless_contract cargo test --release -j"$JOBS" -p gantry-cuda --test cuda driverless -- --nocapture
+step sched_cuda_cpu cargo test --release -j"$JOBS" -p gantry --features cuda --test models session_on_cuda -- --nocapture
+step sched_cuda_cpu_no_graphs env GANTRY_CUDA_GRAPHS=0 cargo test --release -j"$JOBS" -p gantry --features cuda --test models session_on_cuda -- --nocapture
+step smollm2_cuda_cpu cargo test --release -j"$JOBS" -p gantry --features cuda --test models smollm2_on_cuda -- --nocapture
 
 # Tokens/s: a 64-token prompt and 128 decoded tokens, after a warm-up.
 MODEL="$(find "$GANTRY_MODEL_CACHE" -name 'SmolLM2-135M-Instruct.Q4_1.gguf' 2>/dev/null | head -n 1)"

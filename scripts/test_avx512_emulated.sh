@@ -19,8 +19,8 @@
 #         CPU_MODEL   Bochs CPU model (default tigerlake)
 #         ROOT        the checkout to test (default: the one holding this script)
 #         WORK        scratch directory (default $ROOT/target/avx512-emulated)
-#         TESTS       cargo test target selection (default: the lib, cpu_backend
-#                     and conformance_cpu of gantry-backends)
+#         TESTS       cargo test target selection (default: the lib and the
+#                     `cpu` test binary of gantry-cpu)
 #         TIMEOUT_S   wall-clock limit for the emulator (default 3600)
 #         GUEST_ENV   VAR=value words for the tests' environment (default
 #                     GANTRY_EXPECT_ISA=Avx512Vnni: the quant tests then fail
@@ -33,7 +33,7 @@ root=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 work=${WORK:-$root/target/avx512-emulated}
 model=${CPU_MODEL:-tigerlake}
 timeout_s=${TIMEOUT_S:-3600}
-tests=${TESTS:---lib --test cpu_backend --test conformance_cpu}
+tests=${TESTS:---lib --test cpu}
 guest_env=${GUEST_ENV-GANTRY_EXPECT_ISA=Avx512Vnni}
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(--test-threads=1)
@@ -68,7 +68,7 @@ fi
 host=$(rustc -vV | sed -n 's/^host: //p')
 # shellcheck disable=SC2086
 (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$work/target" \
-    cargo test -p gantry-backends --release --target "$host" --no-run $tests --message-format=json) \
+    cargo test -p gantry-cpu --release --target "$host" --no-run $tests --message-format=json) \
     > build.json
 mapfile -t bins < <(python3 -c '
 import json, sys

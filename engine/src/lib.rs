@@ -27,13 +27,16 @@
 //! - [`profile`]: the optional recorder of splits, copies, nodes and
 //!   tasks ([`profile::Profiler`]) and its summary per op kind;
 //! - [`sync`]: the locks and atomics shared state is built from (`std`, or
-//!   loom under `--cfg loom`); [`SplitMix64`]: the one seeded generator;
+//!   loom under `--cfg loom`); [`device_state`]: the small thread-shared
+//!   types GPU backends keep their device state in (events, caches,
+//!   counters, staging slots), model-checked with loom; [`SplitMix64`]: the one seeded generator;
 //! - `testing` (feature `testing`): fixtures for tests and benches.
 
 pub mod alloc;
 pub mod backend;
 mod context;
 pub mod convert;
+pub mod device_state;
 mod dtype;
 mod error;
 mod graph;

@@ -189,6 +189,27 @@ impl RopeParams {
             beta_slow: 1.0,
         }
     }
+
+    /// YaRN's correction range `[start, end]` of rotated dimensions (ggml's
+    /// `ggml_rope_yarn_corr_dims`): dimensions below `start` extrapolate,
+    /// above `end` interpolate, with a linear ramp between. Every backend's
+    /// ROPE uses this one definition.
+    ///
+    /// ```
+    /// use gantry_engine::{RopeMode, RopeParams};
+    /// let p = RopeParams { n_ctx_orig: 4096, ..RopeParams::new(128, RopeMode::Neox, 10000.0) };
+    /// let [start, end] = p.yarn_corr_dims();
+    /// assert!(0.0 <= start && start < end && end <= 127.0);
+    /// ```
+    pub fn yarn_corr_dims(&self) -> [f32; 2] {
+        let n_dims = self.n_dims as f32;
+        let corr_dim = |n_rot: f32| {
+            n_dims * (self.n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln() / (2.0 * self.freq_base.ln())
+        };
+        let start = corr_dim(self.beta_fast).floor();
+        let end = corr_dim(self.beta_slow).ceil();
+        [start.max(0.0), end.min(n_dims - 1.0)]
+    }
 }
 
 /// The op that computes a tensor, with its parameters.

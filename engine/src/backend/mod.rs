@@ -6,6 +6,7 @@
 //! plans and the table backends keep them in), `multi_buffer` (one handle
 //! over several chunks), `copy` (`tensor_copy_async`).
 
+mod alignment;
 mod buffer;
 mod buffer_type;
 mod copy;
@@ -19,6 +20,7 @@ mod platform;
 mod registry;
 mod stream;
 
+pub use alignment::{HOST_ALIGNMENT, MAPPED_ALIGNMENT};
 pub use buffer::{Buffer, BufferUsage, check_range};
 pub use buffer_type::{BufferType, same_buffer_type};
 pub use copy::{copy_or_fallback, tensor_copy_async, tensor_copy_async_with};

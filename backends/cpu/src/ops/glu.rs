@@ -1,0 +1,83 @@
+//! Gated linear units: SWIGLU and GEGLU, fused (one source holding both
+//! halves of each row) or split (activation input and gate in two sources).
+
+use gantry_engine::{Context, GluOp, Result, TensorDesc, TensorId};
+
+use super::bound::Bound;
+use super::{is_float, shape_err, src, src_desc};
+use crate::parallel::Par;
+use crate::simd;
+
+pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
+    let Some(a) = src_desc(ctx, d, 0) else { return false };
+    let gate_ok = match d.srcs[1] {
+        None => true,
+        Some(_) => src_desc(ctx, d, 1).is_some_and(|b| b.dtype == a.dtype),
+    };
+    is_float(a.dtype) && a.dtype == d.dtype && gate_ok
+}
+
+pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, op: GluOp, swapped: bool, par: &Par<'_>) -> Result<()> {
+    let a = Bound::src(ctx, src(ctx, t, d, 0)?)?;
+    let gate = d.srcs[1].map(|g| Bound::src(ctx, g)).transpose()?;
+    let dst = Bound::dst(ctx, t)?;
+    let nc = dst.ne[0];
+    let rows_match = a.ne[1..] == dst.ne[1..];
+    let ok = match &gate {
+        None => rows_match && a.ne[0] == 2 * nc,
+        Some(g) => rows_match && a.ne == dst.ne && g.ne == dst.ne,
+    };
+    if !ok {
+        return Err(shape_err(ctx, t, d, format!("sources {:?} do not fit a result of {:?}", a.ne, dst.ne)));
+    }
+    let cost = 8 * nc;
+    par.for_each(dst.nrows(), cost, 2 * nc, |rows, tmp| {
+        let (x, g) = tmp.split_at_mut(nc);
+        for r in rows {
+            let [i1, i2, i3] = dst.row_index(r);
+            // SAFETY: indices in range; this thread owns row r of dst; all reads
+            // of the row finish before it is written.
+            unsafe {
+                match &gate {
+                    Some(gb) => {
+                        a.load_row(i1, i2, i3, x);
+                        gb.load_row(i1, i2, i3, g);
+                    }
+                    None => {
+                        // The fused row is [first half | second half].
+                        let mut both = [&mut *x, &mut *g];
+                        if swapped {
+                            both.swap(0, 1);
+                        }
+                        let [first, second] = both;
+                        a.load_row(i1, i2, i3, first);
+                        load_row_tail(&a, i1, i2, i3, nc, second);
+                    }
+                }
+            }
+            match op {
+                GluOp::Swiglu => simd::silu_in_place(x),
+                GluOp::Geglu => simd::gelu_in_place(x),
+            }
+            x.iter_mut().zip(g.iter()).for_each(|(v, g)| *v *= g);
+            // SAFETY: as above.
+            unsafe { dst.store_row(i1, i2, i3, x) };
+        }
+    });
+    Ok(())
+}
+
+/// Loads elements `skip..skip + out.len()` of a row.
+///
+/// # Safety
+/// Row indices in range and `skip + out.len() <= ne[0]`.
+unsafe fn load_row_tail(b: &Bound, i1: usize, i2: usize, i3: usize, skip: usize, out: &mut [f32]) {
+    let shifted = Bound {
+        // SAFETY: element `skip` of the row is inside the tensor.
+        base: unsafe { b.at(skip, 0, 0, 0) },
+        ne: [out.len(), b.ne[1], b.ne[2], b.ne[3]],
+        ..*b
+    };
+    // SAFETY: the shifted view addresses elements skip.. of the same rows.
+    unsafe { shifted.load_row(i1, i2, i3, out) }
+}

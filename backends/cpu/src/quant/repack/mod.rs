@@ -1,0 +1,44 @@
+//! Weights repacked at load time into row-interleaved groups, and the
+//! quantized products that read them (what ggml's CPU_REPACK buffer type
+//! does for its CPU backend; the buffer type is
+//! [`crate::repack_buffer_type`]).
+//!
+//! A group is 16 weight rows, laid out so that one 64-byte load gives the
+//! 16 rows' next 4 values in the 16 i32 lanes of an AVX-512 register
+//! ([`layout`] has the details). A kernel then multiplies a block of 16
+//! rows by an activation column with eight `vpdpbusd` against the column's
+//! 4-byte words broadcast, and keeps 16 row sums per column in one register:
+//! no horizontal sums, no per-row header work, and the block's weights are
+//! loaded once for several columns. The same kernel is the batch-1 mat-vec
+//! (streaming the weights) and the micro-kernel of batches.
+//!
+//! Types: Q4_0, Q4_1 and Q8_0 (SmolLM2's Q4_1 layers and Q8_0 output, and
+//! Q4_0); the others keep the plain layout and [`super::quant_mul_mat`].
+//!
+//! Files:
+//! - `layout`: the group and column layouts, the types ([`RepackType`]).
+//! - `pack`: repack / unrepack (bit for bit), one row dequantized (GET_ROWS).
+//! - `scalar`: the reference kernel every SIMD kernel matches bit for bit.
+//! - `avx512`: 16 rows per register, `vpdpbusd` or `vpmaddubsw` + `vpmaddwd`.
+//! - `avx2`: 8 rows per register, `vpmaddubsw` + `vpmaddwd`.
+//! - `driver`: columns quantized once, tasks over the threads, one or
+//!   several matrices (a fused group) per call.
+//! - `tests`: every path against the scalar kernel and the plain product.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod driver;
+pub(crate) mod layout;
+mod pack;
+mod scalar;
+
+#[cfg(test)]
+mod tests;
+
+pub use driver::{RepackedMatrix, repacked_mul_mat, repacked_mul_mat_on, repacked_scratch_size};
+pub use layout::{GROUP_ROWS, repacked_size, repacks};
+pub use pack::{dequantize_repacked_row, repack_group, repack_matrix, unrepack_group, unrepack_matrix};
+
+pub(crate) use driver::Job;

@@ -1,0 +1,10 @@
+//! The CPU backend as the engine sees it: its device, buffers, extensions
+//! and kernels under the scheduler, graph plans, fusion, the comparison of
+//! backends node by node, and the conformance suite. One test binary (one
+//! link) for all of them.
+
+mod backend;
+mod compare_backends;
+mod conformance;
+mod fusion;
+mod graph_plans;

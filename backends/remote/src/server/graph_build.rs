@@ -1,0 +1,595 @@
+//! Rebuilding a client's graph on the server with the engine's own op
+//! builders, checking every tensor before anything reads or writes memory.
+//!
+//! - An *external* tensor (memory the nodes read) is checked on its own:
+//!   a known dtype, rows of whole blocks, strides of whole elements, at most
+//!   [`Limits::max_tensor_elements`] elements, and every byte its layout can
+//!   address inside its buffer. It becomes a view of its buffer at its
+//!   offset, so it is wherever the client says without an alignment rule.
+//! - A *computed* tensor is built again by the builder of its op (`mul_mat`,
+//!   `rope`, ...) from the tensors built before it: the builder checks
+//!   shapes, strides and dtypes against the op's rules, and the result must
+//!   be exactly the tensor the client described (dtype, shape, strides, op
+//!   and parameters, sources). A result the builder lays out anew must fit
+//!   where the client placed it; one that is a view (in-place ops, CPY,
+//!   SET_ROWS, views) must be where its source puts it; a VIEW must lie
+//!   inside its buffer (the client's own builder checked it against the
+//!   client's root tensor, which the server does not know).
+//!
+//! So every node that reaches a kernel is one the engine itself would have
+//! built, in memory that belongs to the client's buffers.
+
+use gantry_engine::tensor::MAX_DIMS;
+use gantry_engine::{BufferId, Context, DType, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags, TensorId};
+
+use crate::wire::{Limits, WireGraph, WireLocation, WireTensor};
+
+/// Whether tensors come with their memory (a compute) or without (asking
+/// whether an op is supported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildMode {
+    /// Every tensor must say where it is.
+    Compute,
+    /// No tensor has memory; only descriptions are built.
+    Query,
+}
+
+/// A graph built into a context.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuiltGraph {
+    /// The computed tensors, in order.
+    pub nodes: Vec<TensorId>,
+    /// Every tensor made for the graph (to remove it again).
+    pub tensors: Vec<TensorId>,
+}
+
+/// Builds `graph` into `ctx`. On an error the caller removes what was built
+/// (a [`Context::mark`] before, a rewind after). `resolve` turns a buffer
+/// handle into the session's buffer.
+pub fn build_graph(
+    ctx: &mut Context,
+    graph: &WireGraph<'_>,
+    resolve: &dyn Fn(u64) -> Result<BufferId>,
+    mode: BuildMode,
+    limits: &Limits,
+) -> Result<BuiltGraph> {
+    let n = graph.tensors.len();
+    let mut b = Builder {
+        ctx,
+        resolve,
+        mode,
+        limits,
+        roots: Vec::new(),
+        ids: Vec::with_capacity(n),
+        created: Vec::with_capacity(n + 4),
+    };
+    let mut nodes = Vec::new();
+    for (i, t) in graph.tensors.iter().enumerate() {
+        let id = if t.computed { b.computed(i, t)? } else { b.external(i, t)? };
+        if t.computed {
+            nodes.push(id);
+        }
+        b.ids.push(id);
+    }
+    Ok(BuiltGraph { nodes, tensors: b.created })
+}
+
+struct Builder<'a, 'c> {
+    ctx: &'c mut Context,
+    resolve: &'a dyn Fn(u64) -> Result<BufferId>,
+    mode: BuildMode,
+    limits: &'a Limits,
+    /// One tensor spanning each buffer used, that every tensor placed there views.
+    roots: Vec<(BufferId, TensorId)>,
+    /// The tensor built for each wire tensor so far.
+    ids: Vec<TensorId>,
+    /// Every tensor inserted.
+    created: Vec<TensorId>,
+}
+
+/// How messages name a wire tensor.
+fn what(i: usize, t: &WireTensor<'_>) -> String {
+    if t.name.is_empty() { format!("tensor {i}") } else { format!("tensor {i} '{}'", t.name) }
+}
+
+fn invalid(i: usize, t: &WireTensor<'_>, reason: String) -> Error {
+    Error::InvalidTensor { tensor: what(i, t), reason }
+}
+
+/// Bytes from the first addressable byte to one past the last; `None` when
+/// the computation overflows.
+fn extent(dtype: DType, ne: &[usize; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Option<usize> {
+    if ne.contains(&0) {
+        return Some(0);
+    }
+    let bs = dtype.block_size();
+    let mut n = (ne[0] / bs).checked_sub(1)?.checked_mul(nb[0])?.checked_add(dtype.bytes_per_block())?;
+    for i in 1..MAX_DIMS {
+        n = n.checked_add((ne[i] - 1).checked_mul(nb[i])?)?;
+    }
+    Some(n)
+}
+
+/// Checks a layout on its own terms and returns its extent in bytes.
+fn check_layout(i: usize, t: &WireTensor<'_>, limits: &Limits) -> Result<usize> {
+    let (dtype, ne, nb) = (t.dtype, &t.ne, &t.nb);
+    let bs = dtype.block_size();
+    if !ne[0].is_multiple_of(bs) {
+        return Err(invalid(i, t, format!("row length {} is not a multiple of {dtype}'s block size {bs}", ne[0])));
+    }
+    let size = dtype.bytes_per_block();
+    if dtype.is_quantized() {
+        if ne[0] > bs && nb[0] != size {
+            return Err(invalid(i, t, format!("{dtype} blocks take {size} bytes, not a stride of {}", nb[0])));
+        }
+    } else if (0..MAX_DIMS).any(|d| ne[d] > 1 && !nb[d].is_multiple_of(size)) {
+        return Err(invalid(i, t, format!("strides {nb:?} are not whole {dtype} elements of {size} bytes")));
+    }
+    let elements = ne.iter().try_fold(1u64, |acc, &n| acc.checked_mul(n as u64));
+    match elements {
+        Some(n) if n <= limits.max_tensor_elements => {}
+        _ => {
+            return Err(invalid(
+                i,
+                t,
+                format!("shape {ne:?} has more than the {} elements a tensor may have", limits.max_tensor_elements),
+            ));
+        }
+    }
+    extent(dtype, ne, nb).ok_or_else(|| invalid(i, t, format!("strides {nb:?} of shape {ne:?} overflow")))
+}
+
+impl Builder<'_, '_> {
+    fn src(&self, i: usize, t: &WireTensor<'_>, k: usize) -> Result<TensorId> {
+        self.opt_src(t, k).ok_or_else(|| invalid(i, t, format!("{} needs source {k}", t.op.name())))
+    }
+
+    fn opt_src(&self, t: &WireTensor<'_>, k: usize) -> Option<TensorId> {
+        // Indices were checked against the tensor's position when decoding.
+        t.srcs[k].and_then(|s| self.ids.get(s as usize).copied())
+    }
+
+    /// The tensor spanning `buffer`, made on first use.
+    fn root(&mut self, buffer: BufferId) -> Result<TensorId> {
+        if let Some(&(_, t)) = self.roots.iter().find(|(b, _)| *b == buffer) {
+            return Ok(t);
+        }
+        let size = self.ctx.buffer(buffer)?.buffer.size();
+        let desc = TensorDesc::contiguous(DType::I32, [size / 4, 1, 1, 1])
+            .map_err(|reason| Error::InvalidTensor { tensor: "buffer root".into(), reason })?;
+        let t = self.ctx.insert(desc);
+        self.created.push(t);
+        self.ctx.place(t, buffer, 0)?;
+        self.roots.push((buffer, t));
+        Ok(t)
+    }
+
+    /// The buffer, offset and buffer size of a location whose `len` bytes
+    /// must lie inside the buffer, at an offset of whole elements.
+    fn locate(&self, i: usize, t: &WireTensor<'_>, loc: WireLocation, len: usize) -> Result<(BufferId, usize)> {
+        let buffer = (self.resolve)(loc.buffer).map_err(|e| invalid(i, t, e.to_string()))?;
+        let size = self.ctx.buffer(buffer)?.buffer.size();
+        let offset = usize::try_from(loc.offset).map_err(|_| invalid(i, t, format!("offset {}", loc.offset)))?;
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(invalid(
+                i,
+                t,
+                format!("{len} bytes at offset {offset} do not fit in buffer {} of {size} bytes", loc.buffer),
+            ));
+        }
+        let elem = if t.dtype.is_quantized() { 1 } else { t.dtype.bytes_per_block() };
+        if !offset.is_multiple_of(elem) {
+            return Err(invalid(i, t, format!("offset {offset} is not a whole number of {} elements", t.dtype)));
+        }
+        Ok((buffer, offset))
+    }
+
+    /// A tensor with `t`'s layout and no op, at `t`'s location when
+    /// computing (checked against its buffer) or nowhere when asking.
+    fn layout_tensor(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
+        let len = check_layout(i, t, self.limits)?;
+        let mut desc = TensorDesc {
+            dtype: t.dtype,
+            ne: t.ne,
+            nb: t.nb,
+            op: Op::None,
+            srcs: [None; MAX_SRC],
+            view_src: None,
+            view_offset: 0,
+            flags: TensorFlags::NONE,
+            name: Name::new(t.name),
+        };
+        if self.mode == BuildMode::Compute {
+            let loc = t.location.ok_or_else(|| invalid(i, t, "has no location".into()))?;
+            let (buffer, offset) = self.locate(i, t, loc, len)?;
+            desc.view_src = Some(self.root(buffer)?);
+            desc.view_offset = offset;
+        }
+        let t = self.ctx.insert(desc);
+        self.created.push(t);
+        Ok(t)
+    }
+
+    fn external(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
+        if t.op != Op::None || t.srcs.iter().any(Option::is_some) {
+            return Err(invalid(i, t, "an external tensor has no op and no sources".into()));
+        }
+        self.layout_tensor(i, t)
+    }
+
+    fn computed(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
+        let built = self.replay(i, t)?;
+        self.created.push(built);
+        let d = *self.ctx.desc(built)?;
+        if d.dtype != t.dtype || d.ne != t.ne || d.nb != t.nb || d.op != t.op {
+            return Err(invalid(
+                i,
+                t,
+                format!(
+                    "described as {} {} {:?} with strides {:?}, but {} of its sources gives {} {:?} with strides {:?}",
+                    t.op.name(),
+                    t.dtype,
+                    t.ne,
+                    t.nb,
+                    d.op.name(),
+                    d.dtype,
+                    d.ne,
+                    d.nb
+                ),
+            ));
+        }
+        let wire_srcs: [Option<TensorId>; MAX_SRC] = std::array::from_fn(|k| self.opt_src(t, k));
+        if d.srcs != wire_srcs {
+            return Err(invalid(i, t, format!("{} does not take the sources given", t.op.name())));
+        }
+        if self.mode == BuildMode::Compute {
+            let loc = t.location.ok_or_else(|| invalid(i, t, "has no location".into()))?;
+            match d.view_src {
+                Some(_) => {
+                    // A view: its memory follows from its source's; the client must agree.
+                    let p =
+                        self.ctx.placement(built).ok_or_else(|| invalid(i, t, "its source has no memory".into()))?;
+                    let buffer = (self.resolve)(loc.buffer).map_err(|e| invalid(i, t, e.to_string()))?;
+                    if p.buffer != buffer || p.offset as u64 != loc.offset {
+                        return Err(invalid(
+                            i,
+                            t,
+                            format!(
+                                "{} views its source at offset {}, not at offset {} of buffer {}",
+                                t.op.name(),
+                                p.offset,
+                                loc.offset,
+                                loc.buffer
+                            ),
+                        ));
+                    }
+                }
+                None => {
+                    let (buffer, offset) = self.locate(i, t, loc, d.nbytes())?;
+                    let root = self.root(buffer)?;
+                    let desc = self.ctx.desc_mut(built)?;
+                    desc.view_src = Some(root);
+                    desc.view_offset = offset;
+                }
+            }
+        }
+        self.ctx.desc_mut(built)?.name = Name::new(t.name);
+        Ok(built)
+    }
+
+    /// Where `t`'s first byte is relative to its first source's, for VIEW.
+    fn view_offset(&self, i: usize, t: &WireTensor<'_>, base: TensorId) -> Result<usize> {
+        if self.mode == BuildMode::Query {
+            return Ok(0);
+        }
+        let loc = t.location.ok_or_else(|| invalid(i, t, "has no location".into()))?;
+        let buffer = (self.resolve)(loc.buffer).map_err(|e| invalid(i, t, e.to_string()))?;
+        let p = self.ctx.placement(base).ok_or_else(|| invalid(i, t, "its source has no memory".into()))?;
+        (p.buffer == buffer)
+            .then(|| usize::try_from(loc.offset).ok()?.checked_sub(p.offset))
+            .flatten()
+            .ok_or_else(|| invalid(i, t, format!("a view at offset {} lies outside its source", loc.offset)))
+    }
+
+    /// The tensor `t`'s op builds from its sources.
+    fn replay(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
+        let a = |b: &Self| b.src(i, t, 0);
+        let b1 = |b: &Self| b.src(i, t, 1);
+        let inplace = t.view;
+        // Ops that are views by nature ignore the flag; the others must have an in-place builder.
+        let view_or_inplace = matches!(
+            t.op,
+            Op::View
+                | Op::Reshape
+                | Op::Permute { .. }
+                | Op::Transpose
+                | Op::Cpy
+                | Op::SetRows
+                | Op::Binary(_)
+                | Op::Scale { .. }
+                | Op::Unary(_)
+                | Op::RmsNorm { .. }
+                | Op::SoftMax { .. }
+                | Op::DiagMaskInf { .. }
+                | Op::Rope(_)
+        );
+        if inplace && !view_or_inplace {
+            return Err(invalid(i, t, format!("{} has no in-place form", t.op.name())));
+        }
+        let ctx_op = |r: Result<TensorId>| r.map_err(|e| invalid(i, t, e.to_string()));
+        let built = match t.op {
+            Op::None => return Err(invalid(i, t, "a computed tensor needs an op".into())),
+            Op::View => {
+                let src = a(self)?;
+                let offset = self.view_offset(i, t, src)?;
+                self.ctx.view(src, t.ne, t.nb, offset)
+            }
+            Op::Reshape => {
+                let src = a(self)?;
+                self.ctx.reshape(src, t.ne)
+            }
+            Op::Permute { axes } => {
+                let src = a(self)?;
+                self.ctx.permute(src, axes.map(usize::from))
+            }
+            Op::Transpose => {
+                let src = a(self)?;
+                self.ctx.transpose(src)
+            }
+            Op::Cpy => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.cpy(x, y)
+            }
+            Op::Cont => {
+                let src = a(self)?;
+                self.ctx.cont_shape(src, t.ne)
+            }
+            Op::Dup => {
+                let src = a(self)?;
+                self.ctx.dup(src)
+            }
+            Op::GetRows => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.get_rows(x, y)
+            }
+            Op::SetRows => {
+                // The rows are written into a tensor that is not a source: the
+                // one with the result's own layout, where the result is.
+                let (rows, idx) = (a(self)?, b1(self)?);
+                let base = self.layout_tensor(i, t)?;
+                self.ctx.set_rows(base, rows, idx)
+            }
+            Op::Binary(op) => {
+                let (x, y) = (a(self)?, b1(self)?);
+                if inplace { self.ctx.binary_inplace(op, x, y) } else { self.ctx.binary(op, x, y) }
+            }
+            Op::Scale { scale, bias } => {
+                let x = a(self)?;
+                if inplace { self.ctx.scale_inplace(x, scale, bias) } else { self.ctx.scale(x, scale, bias) }
+            }
+            Op::Clamp { min, max } => {
+                let x = a(self)?;
+                self.ctx.clamp(x, min, max)
+            }
+            Op::Unary(op) => {
+                let x = a(self)?;
+                if inplace { self.ctx.unary_inplace(op, x) } else { self.ctx.unary(op, x) }
+            }
+            Op::Glu { op, swapped } => {
+                let x = a(self)?;
+                match self.opt_src(t, 1) {
+                    Some(g) if !swapped => self.ctx.glu_split(op, x, g),
+                    Some(_) => return Err(invalid(i, t, "the split GLU form has no swapped variant".into())),
+                    None => self.ctx.glu(op, x, swapped),
+                }
+            }
+            Op::Sum => {
+                let x = a(self)?;
+                self.ctx.sum(x)
+            }
+            Op::SumRows => {
+                let x = a(self)?;
+                self.ctx.sum_rows(x)
+            }
+            Op::Mean => {
+                let x = a(self)?;
+                self.ctx.mean(x)
+            }
+            Op::Argmax => {
+                let x = a(self)?;
+                self.ctx.argmax(x)
+            }
+            Op::Norm { eps } => {
+                let x = a(self)?;
+                self.ctx.norm(x, eps)
+            }
+            Op::RmsNorm { eps } => {
+                let x = a(self)?;
+                if inplace { self.ctx.rms_norm_inplace(x, eps) } else { self.ctx.rms_norm(x, eps) }
+            }
+            Op::SoftMax { scale, max_bias } => {
+                let (x, mask) = (a(self)?, self.opt_src(t, 1));
+                if inplace {
+                    self.ctx.soft_max_ext_inplace(x, mask, scale, max_bias)
+                } else {
+                    self.ctx.soft_max_ext(x, mask, scale, max_bias)
+                }
+            }
+            Op::DiagMaskInf { n_past } => {
+                let x = a(self)?;
+                if inplace { self.ctx.diag_mask_inf_inplace(x, n_past) } else { self.ctx.diag_mask_inf(x, n_past) }
+            }
+            Op::Rope(p) => {
+                let (x, pos, factors) = (a(self)?, b1(self)?, self.opt_src(t, 2));
+                if inplace { self.ctx.rope_inplace(x, pos, factors, p) } else { self.ctx.rope(x, pos, factors, p) }
+            }
+            Op::MulMat => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.mul_mat(x, y)
+            }
+            Op::Concat { dim } => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.concat(x, y, usize::from(dim))
+            }
+            Op::Repeat => {
+                let x = a(self)?;
+                self.ctx.repeat_to(x, t.ne)
+            }
+            Op::FlashAttnExt { scale, max_bias, softcap } => {
+                let (q, k, v) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
+                let mask = self.opt_src(t, 3);
+                self.ctx.flash_attn_ext(q, k, v, mask, scale, max_bias, softcap)
+            }
+        };
+        ctx_op(built)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gantry_cpu as cpu;
+    use gantry_engine::BufferUsage;
+
+    fn tensor<'a>(dtype: DType, ne: [usize; 4], op: Op, srcs: &[u32], loc: Option<(u64, u64)>) -> WireTensor<'a> {
+        let nb = gantry_engine::tensor::contiguous_strides(dtype, ne).unwrap();
+        let mut s = [None; MAX_SRC];
+        for (k, &v) in srcs.iter().enumerate() {
+            s[k] = Some(v);
+        }
+        WireTensor {
+            computed: op != Op::None,
+            view: false,
+            dtype,
+            ne,
+            nb,
+            op,
+            srcs: s,
+            location: loc.map(|(buffer, offset)| WireLocation { buffer, offset }),
+            name: "",
+        }
+    }
+
+    /// A context with one 4 KiB CPU buffer, handle 7.
+    fn session() -> (Context, BufferId) {
+        let mut ctx = Context::new();
+        let b = ctx.alloc_buffer(&cpu::buffer_type(), 4096, BufferUsage::Any).unwrap();
+        (ctx, b)
+    }
+
+    fn build(ctx: &mut Context, b: BufferId, tensors: Vec<WireTensor<'_>>) -> Result<Vec<TensorId>> {
+        let resolve = move |h: u64| {
+            if h == 7 { Ok(b) } else { Err(Error::StaleHandle { kind: "buffer", handle: h.to_string() }) }
+        };
+        build_graph(ctx, &WireGraph { tensors }, &resolve, BuildMode::Compute, &Limits::default()).map(|g| g.nodes)
+    }
+
+    #[test]
+    fn a_valid_product_builds_and_computes_in_place() {
+        let (mut ctx, b) = session();
+        let graph = vec![
+            tensor(DType::F32, [4, 3, 1, 1], Op::None, &[], Some((7, 0))),
+            tensor(DType::F32, [4, 2, 1, 1], Op::None, &[], Some((7, 64))),
+            tensor(DType::F32, [3, 2, 1, 1], Op::MulMat, &[0, 1], Some((7, 128))),
+        ];
+        let nodes = build(&mut ctx, b, graph).unwrap();
+        assert_eq!(nodes.len(), 1);
+        let p = ctx.placement(nodes[0]).unwrap();
+        assert_eq!((p.buffer, p.offset), (b, 128));
+    }
+
+    #[test]
+    fn claims_the_op_rules_contradict_are_refused() {
+        let (mut ctx, b) = session();
+        // The product of [4, 3] and [4, 2] is [3, 2], not [3, 3].
+        let graph = vec![
+            tensor(DType::F32, [4, 3, 1, 1], Op::None, &[], Some((7, 0))),
+            tensor(DType::F32, [4, 2, 1, 1], Op::None, &[], Some((7, 64))),
+            tensor(DType::F32, [3, 3, 1, 1], Op::MulMat, &[0, 1], Some((7, 128))),
+        ];
+        let err = build(&mut ctx, b, graph).unwrap_err().to_string();
+        assert!(err.contains("MUL_MAT") && err.contains("[3, 2, 1, 1]"), "{err}");
+
+        // Inner dimensions that differ: the builder refuses them.
+        let graph = vec![
+            tensor(DType::F32, [4, 3, 1, 1], Op::None, &[], Some((7, 0))),
+            tensor(DType::F32, [5, 2, 1, 1], Op::None, &[], Some((7, 64))),
+            tensor(DType::F32, [3, 2, 1, 1], Op::MulMat, &[0, 1], Some((7, 128))),
+        ];
+        assert!(build(&mut ctx, b, graph).unwrap_err().to_string().contains("cannot multiply"));
+
+        // An extra source the op does not take.
+        let graph = vec![
+            tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], Some((7, 0))),
+            tensor(DType::F32, [4, 1, 1, 1], Op::Unary(gantry_engine::UnaryOp::Silu), &[0, 0], Some((7, 64))),
+        ];
+        assert!(build(&mut ctx, b, graph).unwrap_err().to_string().contains("does not take the sources"));
+    }
+
+    #[test]
+    fn memory_outside_the_buffer_is_refused() {
+        let (mut ctx, b) = session();
+        for (ne, nb, offset) in [
+            ([1024, 2, 1, 1], [4, 4096, 8192, 8192], 0u64), // the second row is past the end
+            ([16, 1, 1, 1], [4, 64, 64, 64], 4090),         // starts inside, ends outside
+            ([4, 1, 1, 1], [4, 16, 16, 16], u64::MAX - 2),  // offset overflows
+            ([4, 1 << 40, 1, 1], [4, 1 << 40, 1, 1], 0),    // strides overflow
+        ] {
+            let mut t = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, offset)));
+            t.ne = ne;
+            t.nb = nb;
+            let err = build(&mut ctx, b, vec![t]).unwrap_err().to_string();
+            assert!(err.contains("do not fit") || err.contains("overflow") || err.contains("elements"), "{err}");
+        }
+        // A node whose result would end past the buffer.
+        let graph = vec![
+            tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], Some((7, 0))),
+            tensor(DType::F32, [4, 1, 1, 1], Op::Unary(gantry_engine::UnaryOp::Neg), &[0], Some((7, 4088))),
+        ];
+        assert!(build(&mut ctx, b, graph).unwrap_err().to_string().contains("do not fit"));
+        // An unknown buffer, a missing location, misaligned elements.
+        let t = tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], Some((8, 0)));
+        assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("stale"));
+        let t = tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], None);
+        assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("no location"));
+        let t = tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], Some((7, 2)));
+        assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("whole number"));
+    }
+
+    #[test]
+    fn views_must_be_where_their_source_puts_them() {
+        let (mut ctx, b) = session();
+        let base = tensor(DType::F32, [8, 2, 1, 1], Op::None, &[], Some((7, 256)));
+        // A reshape claimed elsewhere than its source.
+        let mut reshape = tensor(DType::F32, [16, 1, 1, 1], Op::Reshape, &[0], Some((7, 0)));
+        reshape.view = true;
+        let err = build(&mut ctx, b, vec![base.clone(), reshape.clone()]).unwrap_err().to_string();
+        assert!(err.contains("views its source at offset 256"), "{err}");
+        reshape.location = Some(WireLocation { buffer: 7, offset: 256 });
+        let nodes = build(&mut ctx, b, vec![base.clone(), reshape]).unwrap();
+        assert_eq!(ctx.placement(nodes[0]).unwrap().offset, 256);
+        // A view's offset is where the client put it, inside the source.
+        let mut view = tensor(DType::F32, [4, 1, 1, 1], Op::View, &[0], Some((7, 256 + 32)));
+        view.view = true;
+        let nodes = build(&mut ctx, b, vec![base.clone(), view.clone()]).unwrap();
+        assert_eq!(ctx.placement(nodes[0]).unwrap().offset, 288);
+        // Views are bounded by their buffer (the server does not know the client's root tensor).
+        view.location = Some(WireLocation { buffer: 7, offset: 4096 - 8 });
+        assert!(build(&mut ctx, b, vec![base.clone(), view.clone()]).unwrap_err().to_string().contains("VIEW"));
+        view.location = Some(WireLocation { buffer: 7, offset: 128 }); // before its source
+        assert!(build(&mut ctx, b, vec![base, view]).unwrap_err().to_string().contains("outside its source"));
+    }
+
+    #[test]
+    fn externals_carry_no_op_and_computed_tensors_need_one() {
+        let (mut ctx, b) = session();
+        let mut t = tensor(DType::F32, [4, 1, 1, 1], Op::MulMat, &[], Some((7, 0)));
+        t.computed = false;
+        assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("no op"));
+        let mut t = tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        t.computed = true;
+        assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("needs an op"));
+        let t = tensor(DType::F32, [4, 1, 1, 1], Op::Unary(gantry_engine::UnaryOp::Neg), &[], Some((7, 0)));
+        assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("needs source 0"));
+    }
+}

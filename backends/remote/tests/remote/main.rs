@@ -1,0 +1,3 @@
+//! Remote devices: the conformance suite through a loopback `rpc-server`.
+
+mod conformance;

@@ -1,0 +1,81 @@
+//! Remote devices over loopback for tests: an authority with its server and
+//! client certificates made at test time, servers in this process serving
+//! CPU devices on `127.0.0.1`, and client configurations to reach them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gantry_engine::{Backend, Device, Result};
+
+use gantry_cpu::{CpuBackend, CpuDevice};
+use gantry_remote::certs::{Pki, make_pki};
+use gantry_remote::server::{ListenConfig, RunningServer, ServedDevice, ServerState, WeightCache};
+use gantry_remote::tls::{TlsIdentity, TransportTimes};
+use gantry_remote::wire::Limits;
+use gantry_remote::{RemoteConfig, RemotePlatform};
+
+/// Certificates for `localhost` and `127.0.0.1`, made now.
+pub fn test_pki() -> Result<Pki> {
+    make_pki(&["localhost".into(), "127.0.0.1".into()], "gantry test client")
+}
+
+/// The server's identity from `pki`.
+pub fn server_identity(pki: &Pki) -> Result<TlsIdentity> {
+    TlsIdentity::from_pem(
+        pki.authority.cert.as_bytes(),
+        pki.server.cert.as_bytes(),
+        pki.server.key.as_bytes(),
+        ("authority", "server certificate", "server key"),
+    )
+}
+
+/// The client's identity from `pki`.
+pub fn client_identity(pki: &Pki) -> Result<TlsIdentity> {
+    TlsIdentity::from_pem(
+        pki.authority.cert.as_bytes(),
+        pki.client.cert.as_bytes(),
+        pki.client.key.as_bytes(),
+        ("authority", "client certificate", "client key"),
+    )
+}
+
+/// A server in this process serving one CPU device (`threads` threads) on
+/// a free port of `127.0.0.1`, with `weights` as its cache.
+pub fn cpu_server(pki: &Pki, threads: usize, weights: WeightCache) -> Result<RunningServer> {
+    let device: Arc<dyn Device> = Arc::new(CpuDevice::new());
+    let backend: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(threads)?);
+    let state = ServerState {
+        devices: vec![ServedDevice { device, backend }],
+        weights,
+        limits: Limits::default(),
+        name: "loopback test server".into(),
+    };
+    let config = ListenConfig {
+        listen: ([127, 0, 0, 1], 0).into(),
+        identity: server_identity(pki)?,
+        times: TransportTimes::default(),
+        max_clients: 8,
+        worker_threads: 1,
+    };
+    RunningServer::start(config, state)
+}
+
+/// A client configuration for `servers` with `pki`'s client certificate and
+/// short timeouts: `timeout` per call step and as the connection's idle
+/// timeout (a compute may take ten times as long).
+pub fn client_config(pki: &Pki, servers: &[String], timeout: Duration) -> Result<RemoteConfig> {
+    let mut config = RemoteConfig::new(servers.to_vec(), Arc::new(client_identity(pki)?));
+    config.call_timeout = timeout;
+    config.compute_timeout = timeout * 10;
+    config.times = TransportTimes { idle_timeout: timeout };
+    Ok(config)
+}
+
+/// The remote platform of `servers`, which must all be reachable.
+pub fn connect(pki: &Pki, servers: &[String], timeout: Duration) -> Result<RemotePlatform> {
+    let platform = RemotePlatform::connect(&client_config(pki, servers, timeout)?)?;
+    if let Some(skipped) = platform.skipped().first() {
+        return Err(gantry_engine::Error::NotFound(format!("a loopback server: {skipped}")));
+    }
+    Ok(platform)
+}

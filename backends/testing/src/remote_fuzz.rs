@@ -1,0 +1,364 @@
+//! The server's decoder under fuzzing: bytes arriving from the network,
+//! through a session serving a CPU device, as `gantry rpc-server` handles
+//! them (the same decoder, checks and rebuild; [`Session::handle_frame`]).
+//!
+//! An input is either raw frames (first byte even) — each a `u32` length
+//! then that many bytes of frame, as a client could send on a stream — or
+//! (first byte odd) a graph built from the bytes with `arbitrary`: tensors
+//! of small, often valid shapes and ops, wired to earlier tensors, at
+//! offsets in or out of the session's buffers, encoded as a compute (or an
+//! op query) the way a client would. The raw form finds what the decoder
+//! lets through; the structured one gets past it, into the op rules, the
+//! location checks and the kernels.
+//!
+//! What must hold ([`run`] returns an `Err` naming what broke): every frame
+//! gets a response that decodes, and afterwards the session still serves a
+//! plain read of its buffer. A panic anywhere is a finding too (libFuzzer
+//! reports it).
+
+use std::sync::{Arc, OnceLock};
+
+use arbitrary::{Result as ArbResult, Unstructured};
+use gantry_engine::{
+    BinaryOp, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, UnaryOp, tensor::contiguous_strides,
+};
+
+use gantry_cpu::{CpuBackend, CpuDevice};
+use gantry_remote::server::{ServedDevice, ServerState, Session, WeightCache};
+use gantry_remote::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireGraph, WireLocation, WireTensor};
+
+/// Bytes of each of the two buffers a fuzzed session starts with.
+pub const BUFFER_BYTES: usize = 16 << 10;
+
+/// Handles of the two buffers (the session's first two).
+pub const BUFFERS: [u64; 2] = [1, 2];
+
+/// Limits small enough that every input computes in well under a millisecond.
+pub fn fuzz_limits() -> Limits {
+    Limits { max_graph_tensors: 64, max_tensor_elements: 1 << 14, max_buffers: 16, ..Limits::default() }
+}
+
+/// One CPU device with one thread, shared by every input (a pool per input would dominate).
+fn state() -> Arc<ServerState> {
+    static STATE: OnceLock<Arc<ServerState>> = OnceLock::new();
+    STATE
+        .get_or_init(|| {
+            let device: Arc<dyn Device> = Arc::new(CpuDevice::new());
+            let backend = match CpuBackend::with_threads(1) {
+                Ok(b) => Arc::new(b),
+                Err(e) => panic!("a CPU backend for fuzzing: {e}"),
+            };
+            Arc::new(ServerState {
+                devices: vec![ServedDevice { device, backend }],
+                weights: WeightCache::new(),
+                limits: fuzz_limits(),
+                name: "fuzz".into(),
+            })
+        })
+        .clone()
+}
+
+fn frame(request: &Request<'_>, payload: &[u8]) -> Vec<u8> {
+    let m = request.encode();
+    let mut f = Vec::with_capacity(4 + m.len() + payload.len());
+    f.extend_from_slice(&(m.len() as u32).to_le_bytes());
+    f.extend_from_slice(&m);
+    f.extend_from_slice(payload);
+    f
+}
+
+fn response(out: &[u8]) -> Result<(Response, &[u8]), String> {
+    let (len, rest) = out.split_first_chunk::<4>().ok_or("a reply shorter than its length")?;
+    let len = u32::from_le_bytes(*len) as usize;
+    if len > rest.len() {
+        return Err(format!("a reply of {len} bytes in {} bytes", rest.len()));
+    }
+    let (message, payload) = rest.split_at(len);
+    Response::decode(message).map(|r| (r, payload)).map_err(|e| format!("a reply that does not decode: {e}"))
+}
+
+/// A greeted session holding [`BUFFERS`], filled with a ramp of bytes.
+fn session() -> Result<Session, String> {
+    let mut s = Session::new(state());
+    let hello = Request::Hello { version: PROTOCOL_VERSION, client: "fuzz" };
+    if !matches!(response(&s.handle_frame(&frame(&hello, &[])))?.0, Response::Welcome { .. }) {
+        return Err("hello was refused".into());
+    }
+    let ramp: Vec<u8> = (0..BUFFER_BYTES).map(|i| (i % 251) as u8).collect();
+    for &b in &BUFFERS {
+        let alloc = Request::AllocBuffer { device: 0, size: BUFFER_BYTES as u64 };
+        match response(&s.handle_frame(&frame(&alloc, &[])))?.0 {
+            Response::Buffer { buffer } if buffer == b => {}
+            other => return Err(format!("alloc gave {other:?}")),
+        }
+        let write = Request::WriteBuffer { buffer: b, offset: 0, len: BUFFER_BYTES as u64 };
+        response(&s.handle_frame(&frame(&write, &ramp)))?;
+    }
+    Ok(s)
+}
+
+/// Runs one input; `Err` names the invariant it broke.
+pub fn run(data: &[u8]) -> Result<(), String> {
+    let mut s = session()?;
+    let frames = match data.split_first() {
+        Some((mode, rest)) if mode % 2 == 1 => structured_frames(rest),
+        Some((_, rest)) => raw_frames(rest),
+        None => Vec::new(),
+    };
+    for f in &frames {
+        response(&s.handle_frame(f))?;
+    }
+    // The session serves on: a plain read of a buffer that still exists, or of a new one.
+    let probe = Request::AllocBuffer { device: 0, size: 64 };
+    let buffer = match response(&s.handle_frame(&frame(&probe, &[])))?.0 {
+        Response::Buffer { buffer } => buffer,
+        // Every buffer slot taken by the input: the limit answered, which is serving too.
+        Response::Error(m) if m.contains("buffers") || m.contains("memory") => return Ok(()),
+        other => return Err(format!("after the input, alloc gave {other:?}")),
+    };
+    let read = Request::ReadBuffer { buffer, offset: 0, len: 64 };
+    match response(&s.handle_frame(&frame(&read, &[])))? {
+        (Response::Done, bytes) if bytes.len() == 64 => Ok(()),
+        (other, _) => Err(format!("after the input, a read gave {other:?}")),
+    }
+}
+
+/// `[u32 length][frame]...` until the bytes run out (a short tail is one last frame).
+fn raw_frames(mut data: &[u8]) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    while let Some((len, rest)) = data.split_first_chunk::<4>() {
+        let n = (u32::from_le_bytes(*len) as usize).min(rest.len());
+        frames.push(rest[..n].to_vec());
+        data = &rest[n..];
+    }
+    if !data.is_empty() {
+        frames.push(data.to_vec());
+    }
+    frames
+}
+
+/// Floats that break careless code.
+const FLOATS: [f32; 10] = [0.0, 1.0, -1.0, 0.5, 1e-5, 10000.0, f32::NAN, f32::INFINITY, -0.0, 1e30];
+
+fn float(u: &mut Unstructured<'_>) -> ArbResult<f32> {
+    Ok(FLOATS[u.choose_index(FLOATS.len())?])
+}
+
+fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
+    Ok(match u.int_in_range(0u8..=27)? {
+        0 => Op::None,
+        1 => Op::View,
+        2 => Op::Reshape,
+        3 => {
+            let mut axes = [0u8, 1, 2, 3];
+            for i in (1..4).rev() {
+                axes.swap(i, u.int_in_range(0..=i)?);
+            }
+            if u.ratio(1, 8)? {
+                axes[0] = u.arbitrary()?;
+            }
+            Op::Permute { axes }
+        }
+        4 => Op::Transpose,
+        5 => Op::Cpy,
+        6 => Op::Cont,
+        7 => Op::Dup,
+        8 => Op::GetRows,
+        9 => Op::SetRows,
+        10 => Op::Binary(BinaryOp::ALL[u.choose_index(BinaryOp::ALL.len())?]),
+        11 => Op::Scale { scale: float(u)?, bias: float(u)? },
+        12 => Op::Clamp { min: float(u)?, max: float(u)? },
+        13 => Op::Unary(UnaryOp::ALL[u.choose_index(UnaryOp::ALL.len())?]),
+        14 => Op::Glu { op: if u.arbitrary()? { GluOp::Swiglu } else { GluOp::Geglu }, swapped: u.arbitrary()? },
+        15 => Op::Sum,
+        16 => Op::SumRows,
+        17 => Op::Mean,
+        18 => Op::Argmax,
+        19 => Op::Norm { eps: float(u)? },
+        20 => Op::RmsNorm { eps: float(u)? },
+        21 => Op::SoftMax { scale: float(u)?, max_bias: float(u)? },
+        22 => Op::DiagMaskInf { n_past: u.int_in_range(0..=8)? },
+        23 => {
+            let mode = if u.arbitrary()? { RopeMode::Normal } else { RopeMode::Neox };
+            let mut p = RopeParams::new(u.int_in_range(0..=16)? * 2, mode, float(u)?);
+            p.ext_factor = float(u)?;
+            p.n_ctx_orig = u.int_in_range(0..=64)?;
+            Op::Rope(p)
+        }
+        24 => Op::MulMat,
+        25 => Op::Concat { dim: u.int_in_range(0..=4)? },
+        26 => Op::Repeat,
+        _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
+    })
+}
+
+fn tensor<'a>(u: &mut Unstructured<'a>, index: usize) -> ArbResult<WireTensor<'a>> {
+    let dtype = if u.ratio(3, 4)? {
+        [DType::F32, DType::F16, DType::I32][u.choose_index(3)?]
+    } else {
+        DType::ALL[u.choose_index(DType::ALL.len())?]
+    };
+    let mut ne = [1usize; MAX_DIMS];
+    let dims = u.int_in_range(1..=MAX_DIMS)?;
+    for n in ne.iter_mut().take(dims) {
+        *n = u.int_in_range(0..=8)?;
+    }
+    if dtype.is_quantized() {
+        ne[0] = dtype.block_size() * u.int_in_range(0..=2)?;
+    }
+    let nb = match contiguous_strides(dtype, ne) {
+        Ok(nb) if u.ratio(7, 8)? => nb,
+        _ => {
+            let mut nb = [0usize; MAX_DIMS];
+            for s in &mut nb {
+                *s = u.int_in_range(0..=64)? * if u.arbitrary()? { dtype.bytes_per_block() } else { 1 };
+            }
+            nb
+        }
+    };
+    let computed = index > 0 && u.ratio(2, 3)?;
+    let op = if computed { op(u)? } else { Op::None };
+    let mut srcs = [None; MAX_SRC];
+    if computed || u.ratio(1, 16)? {
+        for s in srcs.iter_mut().take(u.int_in_range(0..=MAX_SRC)?) {
+            *s = if index == 0 || u.ratio(1, 16)? {
+                Some(u.int_in_range(0..=u32::MAX)?)
+            } else {
+                Some(u.int_in_range(0..=index as u32 - 1)?)
+            };
+        }
+    }
+    let location = if u.ratio(15, 16)? {
+        let buffer = if u.ratio(15, 16)? { BUFFERS[u.choose_index(2)?] } else { u.arbitrary()? };
+        let offset = if u.ratio(7, 8)? { u.int_in_range(0..=(BUFFER_BYTES / 64) as u64)? * 64 } else { u.arbitrary()? };
+        Some(WireLocation { buffer, offset })
+    } else {
+        None
+    };
+    let view = u.ratio(1, 4)?;
+    Ok(WireTensor { computed, view, dtype, ne, nb, op, srcs, location, name: "" })
+}
+
+/// A compute (or an op query) of a graph made from the bytes, as one frame,
+/// then a read of what it wrote.
+fn structured_frames(data: &[u8]) -> Vec<Vec<u8>> {
+    let mut u = Unstructured::new(data);
+    let n = u.int_in_range(1..=12usize).unwrap_or(1);
+    let mut tensors = Vec::with_capacity(n);
+    for i in 0..n {
+        match tensor(&mut u, i) {
+            Ok(t) => tensors.push(t),
+            Err(_) => break,
+        }
+    }
+    let query = u.ratio(1, 8).unwrap_or(false);
+    let graph = WireGraph { tensors };
+    let request =
+        if query { Request::SupportsOp { device: 0, graph } } else { Request::GraphCompute { device: 0, graph } };
+    let read = Request::ReadBuffer { buffer: BUFFERS[0], offset: 0, len: BUFFER_BYTES as u64 };
+    vec![frame(&request, &[]), frame(&read, &[])]
+}
+
+fn f32_tensor<'a>(ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], buffer: u64, offset: u64) -> WireTensor<'a> {
+    let mut s = [None; MAX_SRC];
+    for (slot, &v) in s.iter_mut().zip(srcs) {
+        *slot = Some(v);
+    }
+    WireTensor {
+        computed: op != Op::None,
+        view: false,
+        dtype: DType::F32,
+        ne,
+        nb: contiguous_strides(DType::F32, ne).unwrap_or([4; MAX_DIMS]),
+        op,
+        srcs: s,
+        location: Some(WireLocation { buffer, offset }),
+        name: "seed",
+    }
+}
+
+/// Valid conversations for the fuzzer to start from (raw frames, mode 0),
+/// by name: what `fuzz/seeds/remote_server` holds.
+pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
+    let [b1, b2] = BUFFERS;
+    let product = WireGraph {
+        tensors: vec![
+            f32_tensor([8, 4, 1, 1], Op::None, &[], b1, 0),
+            f32_tensor([8, 3, 1, 1], Op::None, &[], b1, 256),
+            f32_tensor([4, 3, 1, 1], Op::MulMat, &[0, 1], b2, 0),
+            f32_tensor([4, 3, 1, 1], Op::Unary(UnaryOp::Silu), &[2], b2, 64),
+            f32_tensor([4, 3, 1, 1], Op::RmsNorm { eps: 1e-5 }, &[3], b2, 128),
+        ],
+    };
+    let query = WireGraph {
+        tensors: product
+            .tensors
+            .iter()
+            .take(3)
+            .cloned()
+            .map(|mut t| {
+                t.location = None;
+                t
+            })
+            .collect(),
+    };
+    let raw = |frames: &[Vec<u8>]| {
+        let mut data = vec![0u8];
+        for f in frames {
+            data.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            data.extend_from_slice(f);
+        }
+        data
+    };
+    vec![
+        (
+            "compute-product",
+            raw(&[
+                frame(&Request::GraphCompute { device: 0, graph: product }, &[]),
+                frame(&Request::ReadBuffer { buffer: b2, offset: 0, len: 192 }, &[]),
+            ]),
+        ),
+        (
+            "query-and-buffers",
+            raw(&[
+                frame(&Request::SupportsOp { device: 0, graph: query }, &[]),
+                frame(&Request::DeviceMemory { device: 0 }, &[]),
+                frame(&Request::AllocBuffer { device: 0, size: 128 }, &[]),
+                frame(&Request::WriteBuffer { buffer: 3, offset: 8, len: 4 }, &[1, 2, 3, 4]),
+                frame(&Request::CopyBuffer { src: 3, src_offset: 8, dst: b1, dst_offset: 0, len: 4 }, &[]),
+                frame(&Request::FillBuffer { buffer: b2, offset: 4, len: 8, value: 7 }, &[]),
+                frame(&Request::FreeBuffer { buffer: 3 }, &[]),
+            ]),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seeds_are_valid_conversations() {
+        for (name, data) in seed_inputs() {
+            let mut s = session().unwrap();
+            for f in raw_frames(&data[1..]) {
+                let out = s.handle_frame(&f);
+                let (r, _) = response(&out).unwrap();
+                assert!(!matches!(r, Response::Error(_)), "seed {name}: {r:?}");
+            }
+            run(&data).unwrap();
+        }
+    }
+
+    #[test]
+    fn inputs_of_every_kind_keep_the_server_serving() {
+        let mut rng = gantry_engine::SplitMix64::new(5);
+        for len in [0usize, 1, 7, 64, 300, 2000] {
+            for mode in [0u8, 1] {
+                let mut data = vec![mode];
+                data.extend((0..len).map(|_| rng.next_u64() as u8));
+                run(&data).unwrap();
+            }
+        }
+    }
+}

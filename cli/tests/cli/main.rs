@@ -1,0 +1,8 @@
+//! The `gantry` command as a user runs it: `bench`, `chat`, the
+//! instruction-set cap, and remote devices through `rpc-server`. One test
+//! binary (one link) for all of them.
+
+mod bench_cli;
+mod chat_cli;
+mod cpu_isa_cap;
+mod remote_loopback;

@@ -1,0 +1,18 @@
+//! The model layer end to end: SmolLM2, Gemma-3 and MiniLM against
+//! independent engines (`tests/data`), the exact float64 forward, the
+//! tokenizers, model-file errors, sessions (one and many sequences, the
+//! decode worker, GPU splits), memory budgets, the allocator on a llama
+//! graph, and profiles. One test binary (one link) for all of them.
+
+mod alloc_llama;
+mod decode_worker;
+mod gemma3_reference;
+mod memory_budgets;
+mod minilm_reference;
+mod model_errors;
+mod model_tokenizer;
+mod multi_sequence;
+mod profile_trace;
+mod session_gpu;
+mod smollm2_exact_forward;
+mod smollm2_reference;
