@@ -65,6 +65,12 @@ impl RegistryDefaults for Registry {
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// The embedding guide's examples (`docs/embedding.md`), compiled as
+/// doctests; one hands Gantry a wgpu device, so they need the `wgpu` feature.
+#[doc = include_str!("../docs/embedding.md")]
+#[cfg(all(doctest, feature = "wgpu"))]
+pub struct EmbeddingDoctests;
+
 pub use gantry_backends as backends;
 /// The wgpu crate Gantry's wgpu backend is built with (feature `wgpu`): a
 /// host that hands Gantry its own device
