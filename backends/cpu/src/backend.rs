@@ -15,7 +15,7 @@ use rayon::ThreadPool;
 
 use super::CpuDevice;
 use super::abort::{AbortSlot, run_nodes};
-use super::compute_state::SharedComputeState;
+use super::compute_state::{KernelMemory, SharedComputeState};
 use super::fused;
 use super::jobs::JobSystem;
 use super::ops;
@@ -128,8 +128,8 @@ impl CpuBackend {
         let profiler = self.profiler.current();
         let profiler = profiler.as_ref();
         self.state.with(|state| {
-            let (pool, n_threads, per_thread, shared, rope) = state.parts();
-            let par = Par::new(&**pool, n_threads, per_thread).with_rope_memo(rope);
+            let (pool, n_threads, per_thread, mut memory) = state.parts();
+            let par = Par::new(&**pool, n_threads, per_thread);
             // A graph of several nodes runs on a pool thread, which then takes
             // part in every parallel kernel: a kernel splitting its work starts
             // at once and only wakes the other threads, instead of handing its
@@ -137,10 +137,10 @@ impl CpuBackend {
             // wake-ups per node, which the small mat-vecs of a small model cannot
             // afford). One node alone is handed over only if its kernel splits.
             if n_threads == 1 || graph.nodes().len() < 2 {
-                return compute_nodes(ctx, graph, &par, shared, abort.as_ref(), profiler);
+                return compute_nodes(ctx, graph, &par, &mut memory, abort.as_ref(), profiler);
             }
             let mut status = ComputeStatus::Success;
-            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, shared, abort.as_ref(), profiler));
+            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, &mut memory, abort.as_ref(), profiler));
             status
         })
     }
@@ -156,27 +156,27 @@ impl CpuBackend {
         let profiler = profiler.as_ref();
         let outcome = self.plans.with(self.name(), plan, |plan| {
             self.state.with(|state| {
-                let (pool, n_threads, per_thread, shared, rope) = state.parts();
+                let (pool, n_threads, per_thread, mut memory) = state.parts();
                 if let Err(e) = plan.refresh(ctx, n_threads) {
                     return ComputeStatus::Failed(e);
                 }
-                if let Err(e) = ops::grow_scratch(shared, plan.work_floats()) {
+                if let Err(e) = ops::grow_scratch(memory.shared, plan.work_floats()) {
                     return status_of(e);
                 }
-                let run = |shared: &mut Vec<f32>| {
+                let run = |memory: &mut KernelMemory<'_>| {
                     run_nodes(plan.steps(), abort.as_ref(), |step| {
-                        let par = Par::new(&**pool, step.threads, per_thread).with_rope_memo(rope);
+                        let par = Par::new(&**pool, step.threads, per_thread);
                         match step.group {
                             Some((kind, ..)) => {
                                 let members = plan.members(&step);
                                 timed_group(profiler, ctx, members, kind.name(), &par, |par| {
-                                    guarded(ctx, step.node, || fused::compute_group(ctx, kind, members, par, shared))
+                                    guarded(ctx, step.node, || fused::compute_group(ctx, kind, members, par, memory))
                                 })
                             }
                             None => timed_node(profiler, ctx, step.node, &par, |par| {
                                 guarded(ctx, step.node, || {
                                     let d = ctx.desc(step.node)?;
-                                    ops::dispatch(ctx, step.node, d, par, shared)
+                                    ops::dispatch(ctx, step.node, d, par, memory)
                                 })
                             }),
                         }
@@ -184,10 +184,10 @@ impl CpuBackend {
                 };
                 // As in `compute_graph`: several nodes run on a pool thread.
                 if n_threads == 1 || plan.steps().len() < 2 {
-                    return run(shared);
+                    return run(&mut memory);
                 }
                 let mut status = ComputeStatus::Success;
-                pool.enter(&mut || status = run(shared));
+                pool.enter(&mut || status = run(&mut memory));
                 status
             })
         });
@@ -231,14 +231,14 @@ fn compute_nodes(
     ctx: &Context,
     graph: Graph<'_>,
     par: &Par<'_>,
-    shared: &mut Vec<f32>,
+    memory: &mut KernelMemory<'_>,
     abort: Option<&AbortCallback>,
     profiler: Option<&BackendProfiler>,
 ) -> ComputeStatus {
     let (nodes, fused) = (graph.nodes(), graph.fused());
     if fused.is_empty() {
         return run_nodes(nodes, abort, |node| {
-            timed_node(profiler, ctx, node, par, |par| guarded(ctx, node, || ops::compute_node(ctx, node, par, shared)))
+            timed_node(profiler, ctx, node, par, |par| guarded(ctx, node, || ops::compute_node(ctx, node, par, memory)))
         });
     }
     // With fused groups: a group's first node runs the whole group (the
@@ -254,10 +254,10 @@ fn compute_nodes(
         let group = groups.next_if(|g| g.start as usize == i && g.range().end <= nodes.len());
         let status = match group {
             Some(g) => timed_group(profiler, ctx, &nodes[g.range()], g.kind.name(), par, |par| {
-                guarded(ctx, node, || fused::compute_group(ctx, g.kind, &nodes[g.range()], par, shared))
+                guarded(ctx, node, || fused::compute_group(ctx, g.kind, &nodes[g.range()], par, memory))
             }),
             None => timed_node(profiler, ctx, node, par, |par| {
-                guarded(ctx, node, || ops::compute_node(ctx, node, par, shared))
+                guarded(ctx, node, || ops::compute_node(ctx, node, par, memory))
             }),
         };
         if !status.is_success() {

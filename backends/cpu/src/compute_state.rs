@@ -111,9 +111,31 @@ impl<P: WorkerPool> ComputeState<P> {
         self.per_thread.threads()
     }
 
-    /// Everything a compute uses, borrowed at once.
-    pub(crate) fn parts(&mut self) -> (&P, usize, &PerThreadScratch, &mut Vec<f32>, &StdMutex<RopeAngleMemo>) {
-        (&self.pool, self.n_threads, &self.per_thread, &mut self.shared, &self.rope)
+    /// Everything a compute uses, borrowed at once: the pool, its thread
+    /// count, the per-task scratch, and what kernels keep between nodes.
+    pub(crate) fn parts(&mut self) -> (&P, usize, &PerThreadScratch, KernelMemory<'_>) {
+        let memory = KernelMemory { shared: &mut self.shared, rope_angles: Some(&self.rope) };
+        (&self.pool, self.n_threads, &self.per_thread, memory)
+    }
+}
+
+/// What the backend's kernels keep between nodes and computes, beside the
+/// parallel context ([`crate::parallel::Par`]: only the job system and the
+/// per-task scratch): the scratch a node's tasks share, and ROPE's angle
+/// tables. Borrowed from the [`ComputeState`] for one compute.
+pub struct KernelMemory<'a> {
+    /// Scratch shared by one node's tasks; grown, never shrunk.
+    pub shared: &'a mut Vec<f32>,
+    /// ROPE's angle tables, reused by nodes (and computes) that rotate by the
+    /// same positions; `None` computes each node's angles as it goes.
+    pub rope_angles: Option<&'a StdMutex<RopeAngleMemo>>,
+}
+
+impl<'a> KernelMemory<'a> {
+    /// Memory over `shared` alone (no angle tables kept): for code that runs
+    /// the kernels outside a backend's compute state.
+    pub fn scratch_only(shared: &'a mut Vec<f32>) -> Self {
+        Self { shared, rope_angles: None }
     }
 }
 

@@ -7,6 +7,7 @@ use gantry_engine::sched::FusionKind;
 use gantry_engine::{Context, Result, TensorId};
 
 use super::ops::{self, mul_mat_shared, rms_norm_mul, rope_set_rows};
+use super::compute_state::KernelMemory;
 use super::parallel::Par;
 
 /// Computes the nodes `members` of a fused group of `kind`.
@@ -15,17 +16,17 @@ pub fn compute_group(
     kind: FusionKind,
     members: &[TensorId],
     par: &Par<'_>,
-    shared: &mut Vec<f32>,
+    memory: &mut KernelMemory<'_>,
 ) -> Result<()> {
     let fused = match (kind, members) {
         (FusionKind::RmsNormMul, &[norm, mul]) => rms_norm_mul::compute(ctx, norm, mul, par)?,
-        (FusionKind::SharedActivation, _) => mul_mat_shared::compute(ctx, members, par, shared)?,
-        (FusionKind::RopeSetRows, &[rope, rows, store]) => rope_set_rows::compute(ctx, rope, rows, store, par)?,
+        (FusionKind::SharedActivation, _) => mul_mat_shared::compute(ctx, members, par, memory.shared)?,
+        (FusionKind::RopeSetRows, &[rope, rows, store]) => rope_set_rows::compute(ctx, rope, rows, store, par, memory.rope_angles)?,
         _ => false,
     };
     if !fused {
         for &m in members {
-            ops::compute_node(ctx, m, par, shared)?;
+            ops::compute_node(ctx, m, par, memory)?;
         }
     }
     Ok(())
@@ -72,7 +73,7 @@ mod tests {
         }
         // One by one.
         for t in [norm, mul, q, kk] {
-            ops::compute_node(&ctx, t, &par, &mut shared).unwrap();
+            ops::compute_node(&ctx, t, &par, &mut KernelMemory::scratch_only(&mut shared)).unwrap();
         }
         let want: Vec<Vec<f32>> = [mul, q, kk].iter().map(|&t| ctx.read_f32(t).unwrap()).collect();
         // Fused: the norm's own result is left as it was.

@@ -82,7 +82,7 @@ pub use abort::{AbortSlot, run_nodes};
 pub use aligned::{AlignedBytes, CPU_ALIGNMENT};
 pub use backend::CpuBackend;
 pub use buffer::{CpuBuffer, CpuBufferType, HostMemoryBuffer, MAPPED_ALIGNMENT, buffer_type, mapped_buffer_type};
-pub use compute_state::{ComputeState, SharedComputeState, WorkerPool};
+pub use compute_state::{ComputeState, KernelMemory, SharedComputeState, WorkerPool};
 pub use device::CpuDevice;
 pub use first_error::FirstError;
 pub use gantry_engine::{EventState, EventTable};

@@ -4,11 +4,9 @@
 
 use std::cell::UnsafeCell;
 use std::ops::Range;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::jobs::{JobSystem, run_tasks};
-use super::ops::rope_angles::RopeAngleMemo;
 
 /// Work (roughly: elements touched, or multiply-adds) below which a kernel
 /// runs on the calling thread: waking the pool costs a few microseconds.
@@ -100,24 +98,12 @@ pub struct Par<'a> {
     jobs: &'a dyn JobSystem,
     n_threads: usize,
     scratch: &'a PerThreadScratch,
-    rope_memo: Option<&'a Mutex<RopeAngleMemo>>,
 }
 
 impl<'a> Par<'a> {
     /// A context over `jobs` (running `n_threads` tasks at once) and its scratch.
     pub fn new(jobs: &'a dyn JobSystem, n_threads: usize, scratch: &'a PerThreadScratch) -> Self {
-        Self { jobs, n_threads: n_threads.max(1), scratch, rope_memo: None }
-    }
-
-    /// The same context with the backend's ROPE angle tables, kept between
-    /// nodes and computes.
-    pub fn with_rope_memo(self, memo: &'a Mutex<RopeAngleMemo>) -> Self {
-        Self { rope_memo: Some(memo), ..self }
-    }
-
-    /// The ROPE angle tables, when the backend keeps them.
-    pub fn rope_memo(&self) -> Option<&'a Mutex<RopeAngleMemo>> {
-        self.rope_memo
+        Self { jobs, n_threads: n_threads.max(1), scratch }
     }
 
     /// Number of threads (tasks at once) work is split over.
@@ -184,7 +170,7 @@ impl<'a> Par<'a> {
     where
         'a: 'b,
     {
-        Par { jobs, n_threads: self.n_threads, scratch: self.scratch, rope_memo: self.rope_memo }
+        Par { jobs, n_threads: self.n_threads, scratch: self.scratch }
     }
 
     /// The job system itself, for drivers that take one.

@@ -24,6 +24,7 @@ mod unary;
 
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
 
+use super::compute_state::KernelMemory;
 use super::parallel::Par;
 
 /// Whether the CPU kernels can compute `tensor` (its op, dtypes and layouts).
@@ -50,8 +51,9 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
     }
 }
 
-/// Computes one node. `shared` is scratch kept by the backend between computes.
-pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
+/// Computes one node. `memory` is what the backend keeps between nodes and
+/// computes (shared scratch, ROPE's angle tables).
+pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, memory: &mut KernelMemory<'_>) -> Result<()> {
     let d = *ctx.desc(t)?;
     if d.op.is_empty() {
         return Ok(());
@@ -62,7 +64,7 @@ pub fn compute_node(ctx: &Context, t: TensorId, par: &Par<'_>, shared: &mut Vec<
     if d.nelements() == 0 {
         return Ok(());
     }
-    dispatch(ctx, t, &d, par, shared)
+    dispatch(ctx, t, &d, par, memory)
 }
 
 /// Whether `compute_node` does anything for `d`: views and empty tensors
@@ -73,7 +75,7 @@ pub fn computes_anything(d: &TensorDesc) -> bool {
 
 /// Runs node `t`'s kernel: `t` was checked with [`supports_op`] (by
 /// `compute_node`, or by a plan against the same context revision).
-pub fn dispatch(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
+pub fn dispatch(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, memory: &mut KernelMemory<'_>) -> Result<()> {
     let d = *d;
     match d.op {
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(()),
@@ -85,8 +87,8 @@ pub fn dispatch(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, share
         Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::compute(ctx, t, &d, par),
         Op::Norm { .. } | Op::RmsNorm { .. } => norm::compute(ctx, t, &d, par),
         Op::SoftMax { .. } | Op::DiagMaskInf { .. } => softmax::compute(ctx, t, &d, par),
-        Op::Rope(p) => rope::compute(ctx, t, &d, &p, par),
-        Op::MulMat => mul_mat::compute(ctx, t, &d, par, shared),
+        Op::Rope(p) => rope::compute(ctx, t, &d, &p, par, memory.rope_angles),
+        Op::MulMat => mul_mat::compute(ctx, t, &d, par, memory.shared),
         Op::Concat { .. } | Op::Repeat => concat_repeat::compute(ctx, t, &d, par),
         Op::FlashAttnExt { scale, max_bias, softcap } => {
             flash_attn::compute(ctx, t, &d, flash_attn::Params { scale, max_bias, softcap }, par)

@@ -7,9 +7,12 @@
 //! the backend's [`super::rope_angles::RopeAngleMemo`], by every later node that rotates by the
 //! same positions.
 
+use std::sync::Mutex;
+
 use gantry_engine::{Context, DType, Result, RopeMode, RopeParams, TensorDesc, TensorId};
 
 use super::bound::Bound;
+use super::rope_angles::RopeAngleMemo;
 use super::{shape_err, src, src_desc};
 use crate::parallel::Par;
 
@@ -154,12 +157,17 @@ impl<'a> RopeRows<'a> {
         self.angles.fill(self.position(i2) as f64, &mut cache[..self.p.n_dims], |k| self.factor(k));
     }
 
-    /// The angles of every token, `n_dims` floats each: from `par`'s memo
-    /// ([`super::rope_angles::RopeAngleMemo`]) when it has one, which computes them once for
-    /// every node that rotates by the same positions; `None` without a memo
-    /// (the caller then computes each token's as it goes).
-    pub(super) fn with_table<R>(&self, par: &Par<'_>, f: impl FnOnce(Option<&[f32]>) -> R) -> R {
-        match par.rope_memo() {
+    /// The angles of every token, `n_dims` floats each: from the backend's
+    /// `memo` ([`super::rope_angles::RopeAngleMemo`]) when it keeps one, which
+    /// computes them once for every node that rotates by the same positions;
+    /// `None` without a memo (the caller then computes each token's as it goes).
+    pub(super) fn with_table<R>(
+        &self,
+        par: &Par<'_>,
+        memo: Option<&Mutex<RopeAngleMemo>>,
+        f: impl FnOnce(Option<&[f32]>) -> R,
+    ) -> R {
+        match memo {
             Some(memo) => {
                 let mut memo = memo.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 f(Some(memo.table(self, par)))
@@ -207,12 +215,19 @@ impl<'a> RopeRows<'a> {
     }
 }
 
-pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, p: &RopeParams, par: &Par<'_>) -> Result<()> {
+pub fn compute(
+    ctx: &Context,
+    t: TensorId,
+    d: &TensorDesc,
+    p: &RopeParams,
+    par: &Par<'_>,
+    angles: Option<&Mutex<RopeAngleMemo>>,
+) -> Result<()> {
     let rope = RopeRows::bind(ctx, t, d, p)?;
     let dst = Bound::dst(ctx, t)?;
     let (x, n0) = (&rope.x, rope.x.ne[0]);
     let nd = rope.cache_len();
-    rope.with_table(par, |table| {
+    rope.with_table(par, angles, |table| {
         par.for_each(x.nrows(), 4 * n0, n0 + nd, |rows, tmp| {
             let (row, cache) = tmp.split_at_mut(n0);
             let mut cached_token = usize::MAX;

@@ -6,11 +6,14 @@
 //! and the store are the two kernels' own arithmetic, in their order, so the
 //! cache holds the same bits as after computing them one after the other.
 
+use std::sync::Mutex;
+
 use gantry_engine::quant::quantize_row;
 use gantry_engine::{Context, DType, Error, Op, Result, TensorId};
 
 use super::bound::Bound;
 use super::rope::RopeRows;
+use super::rope_angles::RopeAngleMemo;
 use super::rows::{check_failures, quant_row_bytes, quant_row_mut};
 use super::{src, supports_op};
 use crate::first_error::FirstError;
@@ -48,7 +51,14 @@ pub fn fusable(ctx: &Context, rope: TensorId, rows: TensorId, store: TensorId) -
 
 /// Rotates the keys and stores them. `Ok(false)` (nothing done) when the
 /// three are not [`fusable`]: the caller then computes them one by one.
-pub fn compute(ctx: &Context, rope: TensorId, rows: TensorId, store: TensorId, par: &Par<'_>) -> Result<bool> {
+pub fn compute(
+    ctx: &Context,
+    rope: TensorId,
+    rows: TensorId,
+    store: TensorId,
+    par: &Par<'_>,
+    angles: Option<&Mutex<RopeAngleMemo>>,
+) -> Result<bool> {
     if !fusable(ctx, rope, rows, store) {
         return Ok(false);
     }
@@ -76,7 +86,7 @@ pub fn compute(ctx: &Context, rope: TensorId, rows: TensorId, store: TensorId, p
     // One thread, tokens in order, as SET_ROWS runs: a slot given twice
     // ends up with the later token's keys.
     let nd = keys.cache_len();
-    keys.with_table(par, |table| {
+    keys.with_table(par, angles, |table| {
         par.inline(head * heads + nd, |tmp| {
             let (row, cache) = tmp.split_at_mut(head * heads);
             let mut cached_token = usize::MAX;
