@@ -31,6 +31,9 @@
 //! subcommand, and with feature `remote` `rpc-server` and
 //! `rpc-certs`) is built on these.
 
+// No raw memory here: maps, SIMD and FFI live in the backends.
+#![deny(unsafe_code)]
+
 mod chrome_trace;
 mod error;
 pub mod model;

@@ -8,6 +8,9 @@
 //! - [`Column`] and [`BitSet`]: dense struct-of-arrays component storage
 //!   indexed by node position.
 
+// No raw memory here: maps, SIMD and FFI live in the backends.
+#![deny(unsafe_code)]
+
 mod bitset;
 mod column;
 mod graph_arena;

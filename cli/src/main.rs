@@ -1,6 +1,9 @@
 //! The `gantry` command line: a thin dispatcher to one module per subcommand.
 //! With no subcommand it runs the built-in default workload.
 
+// No raw memory here: maps, SIMD and FFI live in the backends.
+#![deny(unsafe_code)]
+
 mod cli;
 
 use std::process::ExitCode;

@@ -8,8 +8,8 @@
 //! implementation of each op; every other backend against the CPU backend.
 //!
 //! ```no_run
-//! use gantry_backends::conformance::{self, Filter, Mode, Reference};
-//! use gantry_backends::cpu::CpuBackend;
+//! use gantry_conformance::{self as conformance, Filter, Mode, Reference};
+//! use gantry_cpu::CpuBackend;
 //! let cpu = CpuBackend::new()?;
 //! let summary = conformance::run(&cpu, Reference::Scalar, &Filter::ops("MUL_MAT"), Mode::Test, &mut std::io::stdout());
 //! assert_eq!(summary.failed, 0);

@@ -24,7 +24,7 @@ use rayon::prelude::*;
 /// and fails the node with an error.
 ///
 /// ```
-/// use gantry_backends::cpu::{CpuBackend, CpuDevice, JobSystem};
+/// use gantry_cpu::{CpuBackend, CpuDevice, JobSystem};
 /// use std::sync::Arc;
 ///
 /// /// The simplest job system: every task on the calling thread.

@@ -1,22 +1,29 @@
-//! The CPU backend: aligned host buffers, buffers over caller memory, a
-//! thread pool with a settable thread count (or the host's rayon pool, or
-//! the host's job system), an abort callback, and kernels for every op of the
-//! core set in F32, F16 and BF16.
+//! The CPU backend: aligned host buffers, buffers over caller memory
+//! (mapped model files), a thread pool with a settable thread count (its own
+//! spinning pool, a rayon pool, or the host's job system), an abort
+//! callback, and kernels for every op of the engine's op set in F32, F16 and
+//! BF16, with quantized weights (ggml's block types) in the products and
+//! row lookups.
 //!
-//! - The backend: `platform`, `device`, `backend` (graphs node by node),
-//!   `buffer` over `aligned` memory, `plan` (graph plans: nodes
-//!   checked, task split and work buffer sized once), `compute_state` (pool and scratch
-//!   behind one lock), `jobs` ([`JobSystem`]: the threads kernels run on, a
-//!   rayon pool or the host's), `parallel` / `tasks` / `home_ranges` / `first_error`
-//!   (splitting a kernel's work), `abort`, `profiled` (timing nodes and
-//!   tasks for a profiler), `sysinfo`, `optimize` (the backend's
-//!   `graph_optimize`: products of one activation grouped, RMS_NORM + MUL
-//!   fused), `fused` (computing a fused group) and `repack_buffer`
+//! - The backend: `platform` (with the thread-count and abort-callback
+//!   extensions), `device`, `backend` (graphs node by node, or a graph plan's
+//!   steps), `buffer` over `aligned` memory, `plan` (graph plans: nodes
+//!   checked, task split and work buffer sized once), `compute_state` (pool,
+//!   scratch and [`KernelMemory`] — what kernels keep between nodes, ROPE's
+//!   angle tables among it — behind one lock), `jobs` ([`JobSystem`]: the
+//!   threads kernels run on), `spin_pool` (the pool whose workers stay awake
+//!   while a graph computes), `parallel` / `tasks` / `home_ranges` /
+//!   `first_error` (splitting a kernel's work), `abort`, `profiled` (timing
+//!   nodes and tasks for a profiler), `sysinfo`, `optimize` (the backend's
+//!   `graph_optimize`: RMS_NORM + MUL, ROPE + SET_ROWS, products of one
+//!   activation), `fused` (computing a fused group) and `repack_buffer`
 //!   (`CPU_REPACK`: weights kept in the layout the quantized kernels read).
 //! - `ops/`: the kernels, one file per op family (`binary`, `unary`, `glu`,
-//!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`,
-//!   `mul_mat`, `mul_mat_quant`, `flash_attn`; fused groups: `rms_norm_mul`,
-//!   `mul_mat_shared`), and the dispatch from an op to its kernel.
+//!   `copy`, `concat_repeat`, `rows`, `reduce`, `norm`, `softmax`, `rope`
+//!   with `rope_angles`, `mul_mat`, `mul_mat_quant`, `repacked`,
+//!   `flash_attn`; fused groups: `rms_norm_mul`, `rope_set_rows`,
+//!   `mul_mat_shared`), `bound` (a node's tensors bound to their memory),
+//!   and the dispatch from an op to its kernel.
 //! - `simd/`: the vector primitives the op kernels are built from (`dot`,
 //!   `axpy`, `reduce`, `exp`, `convert`), multiversioned by CPU feature;
 //!   `prefetch`: software prefetch into L2 for the streaming kernels.
@@ -25,13 +32,16 @@
 //!   (packed operands, AVX-512 / AVX2 / portable micro-kernels, blocks from
 //!   the caches, C split over the job system's tasks).
 //! - [`quant`]: the quantized kernels (activation quantizers, integer dots,
-//!   the quantized mat-mul driver, row conversions).
+//!   the quantized mat-mul driver, repacked weights, row conversions).
+//! - [`read_speed`]: the memory floor's read loop; `mapped_file`: read-only
+//!   file mappings ([`map_read_only`]) for weights read in place.
 //! - `isa`: [`Isa`], the instruction-set paths of `float_matvec`, `quant`
-//!   and `sgemm` chosen at run time, and one macro per path that compiles a function
-//!   with its target features (each feature set spelled once).
+//!   and `sgemm` chosen at run time (and capped by `GANTRY_CPU_ISA`), and one
+//!   macro per path that compiles a function with its target features (each
+//!   feature set spelled once).
 //!
 //! ```
-//! use gantry_backends::cpu::CpuBackend;
+//! use gantry_cpu::CpuBackend;
 //! use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena};
 //!
 //! let backend = CpuBackend::with_threads(2)?;
@@ -41,7 +51,7 @@
 //! let y = ctx.add(a, b)?;
 //! let arena = GraphArena::new();
 //! let graph = ctx.build_graph(&arena, &[y])?;
-//! ctx.alloc_tensors(&[a, b, y], &gantry_backends::cpu::buffer_type(), BufferUsage::Any)?;
+//! ctx.alloc_tensors(&[a, b, y], &gantry_cpu::buffer_type(), BufferUsage::Any)?;
 //! ctx.set_f32(a, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
 //! ctx.set_f32(b, &[10.0, 20.0, 30.0])?;
 //! backend.graph_compute(&ctx, graph).into_result()?;
@@ -61,6 +71,7 @@ mod fused;
 mod home_ranges;
 pub(crate) mod isa;
 mod jobs;
+mod mapped_file;
 pub(crate) mod ops;
 mod optimize;
 pub(crate) mod parallel;
@@ -69,6 +80,7 @@ mod platform;
 mod prefetch;
 mod profiled;
 pub mod quant;
+pub mod read_speed;
 mod repack_buffer;
 pub(crate) mod sgemm;
 pub(crate) mod simd;
@@ -89,6 +101,7 @@ pub use gantry_engine::{EventState, EventTable};
 pub use home_ranges::{HomeRanges, MAX_HOMES};
 pub use isa::{ISA_CAP_ENV, Isa, IsaCap, cpu_features, isa_cap, parse_isa_cap};
 pub use jobs::JobSystem;
+pub use mapped_file::map_read_only;
 pub use platform::CpuPlatform;
 /// The rayon crate the CPU backend is built with, so a host hands
 /// [`CpuBackend::with_pool`] a pool of the same version.
@@ -100,7 +113,7 @@ pub use tasks::TaskCounter;
 /// Whether the CPU kernels can compute `tensor`: its op with its source
 /// dtypes. Exactly what [`CpuBackend::compute_graph`] accepts, so other
 /// devices that reuse the CPU kernels over host-addressable memory can
-/// answer `supports_op` with it. Quantized sources are not supported yet.
+/// answer `supports_op` with it.
 pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
     ops::supports_op(ctx, tensor)
 }

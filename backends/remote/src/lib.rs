@@ -24,7 +24,7 @@
 //! each node) first, and a bad one gets an error reply.
 //!
 //! ```no_run
-//! use gantry_backends::remote::{RemoteConfig, RemotePlatform};
+//! use gantry_remote::{RemoteConfig, RemotePlatform};
 //! use gantry_engine::Platform;
 //! let config = RemoteConfig::from_env()?.expect("GANTRY_REMOTE is set");
 //! let platform = RemotePlatform::connect(&config)?;

@@ -75,7 +75,7 @@ impl WgpuPlatform {
     /// buffer at 128 MiB. Gantry uses `shader-f16` when the device has it.
     ///
     /// ```no_run
-    /// use gantry_backends::wgpu::{WgpuPlatform, wgpu};
+    /// use gantry_wgpu::{WgpuPlatform, wgpu};
     /// # fn host() -> gantry_engine::Result<()> {
     /// let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     /// let adapter = pollster::block_on(instance.request_adapter(&Default::default())).expect("an adapter");

@@ -51,27 +51,11 @@ pub struct ChatArgs {
 /// Set by Ctrl-C; the reply being generated stops at the next token.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-#[cfg(unix)]
-extern "C" fn on_interrupt(_: i32) {
-    // An atomic store is async-signal-safe.
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Ctrl-C sets [`INTERRUPTED`] instead of ending the process.
-#[cfg(unix)]
+/// Ctrl-C sets [`INTERRUPTED`] instead of ending the process (a handler
+/// that cannot be installed, e.g. a second one, leaves Ctrl-C as it was).
 fn catch_interrupts() {
-    unsafe extern "C" {
-        fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
-    }
-    const SIGINT: i32 = 2;
-    // SAFETY: `signal` is the C library's; the handler only stores to an atomic.
-    unsafe {
-        signal(SIGINT, on_interrupt);
-    }
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
 }
-
-#[cfg(not(unix))]
-fn catch_interrupts() {}
 
 /// Runs the conversation on standard input and output.
 pub fn run(args: &ChatArgs) -> ExitCode {

@@ -75,11 +75,8 @@ impl Gguf {
         let path = path.as_ref();
         let name = path.display().to_string();
         let file = File::open(path).map_err(|source| Error::Io { context: format!("opening {name}"), source })?;
-        // SAFETY: the map is read-only and private to this process; the file
-        // changing underneath would change tensor bytes, never memory safety
-        // of the reader, which copies every metadata value out before use.
-        let map =
-            unsafe { Mmap::map(&file) }.map_err(|source| Error::Io { context: format!("mapping {name}"), source })?;
+        let map = gantry_backends::cpu::map_read_only(&file)
+            .map_err(|source| Error::Io { context: format!("mapping {name}"), source })?;
         Self::from_storage(name, Storage::Mapped(Arc::new(map)))
     }
 

@@ -5,7 +5,7 @@ use super::DIGEST_BYTES;
 /// SHA-256 of `data` (ring's implementation, the TLS provider's).
 ///
 /// ```
-/// use gantry_backends::remote::wire::content_digest;
+/// use gantry_remote::wire::content_digest;
 /// let d = content_digest(b"abc");
 /// assert_eq!(d[..4], [0xba, 0x78, 0x16, 0xbf]);
 /// ```

@@ -95,8 +95,8 @@ impl GpuLimits {
     /// bytes) and `STORAGE_SLOTS` storage buffers. Empty when they fit.
     ///
     /// ```
-    /// use gantry_backends::wgpu::gpu::GpuLimits;
-    /// use gantry_backends::wgpu::wgpu;
+    /// use gantry_wgpu::gpu::GpuLimits;
+    /// use gantry_wgpu::wgpu;
     /// let webgpu = GpuLimits::from_limits(&wgpu::Limits::default());
     /// assert!(webgpu.shortfalls().is_empty());
     /// let low = GpuLimits::from_limits(&wgpu::Limits::downlevel_defaults());

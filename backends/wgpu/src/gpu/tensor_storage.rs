@@ -37,8 +37,8 @@ impl TensorStorage {
     /// to whatever follows it; a shader reading whole words sees them).
     ///
     /// ```no_run
-    /// # fn f(storage: &gantry_backends::wgpu::TensorStorage, layout: &gantry_backends::wgpu::wgpu::BindGroupLayout, device: &gantry_backends::wgpu::wgpu::Device) {
-    /// use gantry_backends::wgpu::wgpu;
+    /// # fn f(storage: &gantry_wgpu::TensorStorage, layout: &gantry_wgpu::wgpu::BindGroupLayout, device: &gantry_wgpu::wgpu::Device) {
+    /// use gantry_wgpu::wgpu;
     /// let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
     ///     label: Some("the model's output"),
     ///     layout,
