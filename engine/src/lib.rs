@@ -55,7 +55,7 @@ pub use alloc::{GraphAllocator, PlanSizes, PlannedTensor};
 pub use backend::*;
 pub use context::{BufferEntry, Context, Mark, Placement, TensorBuffers};
 pub use dtype::{DType, DTypeInfo, QK_K};
-pub use error::{Error, Result};
+pub use error::{BackendErrorKind, Error, Result};
 pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, PlanId, TensorId};
 pub use graph::Graph;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};

@@ -1,14 +1,14 @@
 //! Loading a weights file's tensors (GGUF, safetensors) into a
 //! [`Context`]: over the file mapping when the device reads host memory (no
-//! copy), else copied into buffers of the device's buffer type; on the CPU,
-//! quantized weight matrices repacked into the layout its kernels read
-//! (`CPU_REPACK`, see [`LoadOptions::repack`]).
+//! copy), else copied into buffers of the device's buffer type; on a device
+//! with a repacked weight layout (the CPU's `CPU_REPACK`, offered through
+//! the engine's [`WeightRepack`] extension), the matrices it has one for
+//! repacked into the layout its kernels read (see [`LoadOptions::repack`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gantry_backends::cpu::{repack_buffer_type, repacks_layout};
-use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, DeviceType, TensorId};
+use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId, WeightRepack, device_extension};
 
 use crate::{Error, Result};
 
@@ -39,27 +39,36 @@ pub struct LoadOptions<'a> {
     /// device may be (a 262k-token embedding table on a software GPU, say);
     /// `None` makes such a tensor an out-of-memory error.
     pub oversize: Option<Arc<dyn BufferType>>,
-    /// On a CPU device, keep the weight matrices the CPU has a repacked
-    /// layout for (2-d, Q4_0 / Q4_1 / Q8_0: `cpu::repacks_layout`) in a
-    /// `CPU_REPACK` buffer, repacked once here into the layout the
-    /// quantized kernels read (ggml's CPU_REPACK). Reading them back gives
+    /// On a device with a repacked weight layout ([`WeightRepack`]: the
+    /// CPU, for 2-d Q4_0 / Q4_1 / Q8_0 matrices), keep the weight matrices
+    /// it has one for in a buffer of its repacking type, repacked once here
+    /// into the layout the quantized kernels read (ggml's CPU_REPACK). Reading them back gives
     /// the file's bytes; on the CPU only MUL_MAT (as weights) and GET_ROWS
     /// read them, so a model whose graphs read a quantized matrix otherwise
-    /// turns this off. Default: on, unless the environment has
-    /// `GANTRY_NO_REPACK=1` ([`repack_by_default`]).
+    /// turns this off. Default: on ([`LoadOptions::from_env`] turns it off
+    /// for `GANTRY_NO_REPACK=1`).
     pub repack: bool,
 }
 
 impl Default for LoadOptions<'_> {
+    /// The defaults, whatever the environment says.
     fn default() -> Self {
-        Self { use_mmap: true, progress: None, oversize: None, repack: repack_by_default() }
+        Self { use_mmap: true, progress: None, oversize: None, repack: true }
     }
 }
 
-/// Whether weights are repacked for the CPU unless a caller says otherwise:
-/// yes, unless `GANTRY_NO_REPACK` is set to anything but `0` or empty (for
-/// comparing with the plain layout).
-pub fn repack_by_default() -> bool {
+impl LoadOptions<'_> {
+    /// The defaults with the loader's environment switch: `GANTRY_NO_REPACK`
+    /// set to anything but empty or `0` turns [`LoadOptions::repack`] off
+    /// ([`repack_from_env`]), for comparing with the plain layout.
+    pub fn from_env() -> Self {
+        Self { repack: repack_from_env(), ..Self::default() }
+    }
+}
+
+/// Whether `GANTRY_NO_REPACK` leaves repacking on: yes, unless it is set to
+/// anything but `0` or empty. Read by [`LoadOptions::from_env`] only.
+pub fn repack_from_env() -> bool {
     std::env::var_os("GANTRY_NO_REPACK").is_none_or(|v| v.is_empty() || v == "0")
 }
 
@@ -159,9 +168,10 @@ pub fn load_tensors(
     } else {
         load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report)
     };
-    let result = match result {
-        Ok(mut w) if repack && device.device_type() == DeviceType::Cpu => {
-            match repack_matrices(file, &entries, ctx, &mut w) {
+    let repack_layout = if repack { device_extension::<WeightRepack>(device) } else { None };
+    let result = match (result, repack_layout) {
+        (Ok(mut w), Some(layout)) => {
+            match repack_matrices(file, &entries, ctx, &mut w, layout) {
                 Ok(()) => Ok(w),
                 Err(e) => {
                     // `made` handed everything over to `w`.
@@ -170,7 +180,7 @@ pub fn load_tensors(
                 }
             }
         }
-        other => other,
+        (other, _) => other,
     };
     match &result {
         Ok(w) => tracing::info!(
@@ -417,17 +427,18 @@ impl WeightsFile for Gguf {
 }
 
 /// Moves the tensors of `loaded` that have a repacked layout into one
-/// `CPU_REPACK` buffer, repacking the file's bytes into it (the mapping or
-/// the copy they leave stays for the others).
+/// buffer of `layout`'s repacking type (`CPU_REPACK`), repacking the file's
+/// bytes into it (the mapping or the copy they leave stays for the others).
 fn repack_matrices(
     file: &dyn WeightsFile,
     entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     loaded: &mut LoadedWeights,
+    layout: &WeightRepack,
 ) -> Result<()> {
     let chosen: Vec<(TensorId, &[u8])> = entries
         .iter()
-        .filter(|e| repacks_layout(&e.desc.layout()))
+        .filter(|e| (layout.repacks)(&e.desc.layout()))
         .filter_map(|e| loaded.find(e.name).map(|t| (t, e.data)))
         .collect();
     if chosen.is_empty() {
@@ -438,7 +449,7 @@ fn repack_matrices(
     for &t in &tensors {
         ctx.unplace(t);
     }
-    let placed = ctx.alloc_tensors(&tensors, &repack_buffer_type(), BufferUsage::Weights)?;
+    let placed = ctx.alloc_tensors(&tensors, &(layout.buffer_type)(), BufferUsage::Weights)?;
     loaded.buffers.extend_from_slice(placed.buffers());
     for &(t, data) in &chosen {
         ctx.write_tensor_bytes(t, 0, data)?;

@@ -1,6 +1,6 @@
 //! The CPU device.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::{Arc, OnceLock};
 
 use gantry_engine::{
@@ -18,6 +18,13 @@ struct DeviceInner {
 
 /// The host CPU as a device: name `"CPU"`, the model name from the OS as its
 /// description. Clones share one event table.
+///
+/// Environment: `GANTRY_CPU_ISA` ([`crate::ISA_CAP_ENV`]) caps the kernel
+/// path of the whole process. It is read once, by the first backend made
+/// ([`CpuBackend::with_device`], which fails for a value that names no
+/// path) or the first kernel run, whichever comes first: the kernels of
+/// every CPU backend dispatch on it, so it is a setting of the process, not
+/// of one device.
 #[derive(Clone)]
 pub struct CpuDevice {
     inner: Arc<DeviceInner>,
@@ -128,6 +135,12 @@ impl Device for CpuDevice {
 
     fn event_synchronize(&self, event: EventId) -> Result<()> {
         self.inner.events.wait(event)
+    }
+
+    /// The CPU platform's extensions (thread count, abort callback,
+    /// repacked weight layout).
+    fn extension(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        super::platform::cpu_extension(type_id)
     }
 
     fn as_any(&self) -> &dyn Any {

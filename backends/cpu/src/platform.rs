@@ -1,28 +1,48 @@
 //! The CPU platform: one device, and the typed extensions that set a CPU
-//! backend's thread count and abort callback.
+//! backend's thread count and abort callback and name its repacked weight
+//! layout (offered by the platform and, for callers that hold only a
+//! backend or a device, by its device).
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
-use gantry_engine::{AbortCallback, Backend, Device, Error, Platform, Result, SetAbortCallback, SetThreadCount};
+use gantry_engine::{
+    AbortCallback, Backend, Device, Error, Platform, Result, SetAbortCallback, SetThreadCount, WeightRepack,
+};
 
 use super::{CpuBackend, CpuDevice};
 
 /// The CPU backend family (`"CPU"`) with its single device.
 pub struct CpuPlatform {
     device: CpuDevice,
-    set_thread_count: SetThreadCount,
-    set_abort_callback: SetAbortCallback,
+}
+
+/// The CPU's thread-count extension.
+static SET_THREAD_COUNT: SetThreadCount = SetThreadCount(set_thread_count);
+/// The CPU's abort-callback extension.
+static SET_ABORT_CALLBACK: SetAbortCallback = SetAbortCallback(set_abort_callback);
+/// The CPU's repacked weight layout (`CPU_REPACK`).
+static WEIGHT_REPACK: WeightRepack =
+    WeightRepack { repacks: super::repacks_layout, buffer_type: super::repack_buffer_type };
+
+/// The CPU platform's extension of type `type_id`, if it has one (for the
+/// platform and for its device alike).
+pub(crate) fn cpu_extension(type_id: TypeId) -> Option<&'static (dyn Any + Send + Sync)> {
+    if type_id == TypeId::of::<SetThreadCount>() {
+        Some(&SET_THREAD_COUNT)
+    } else if type_id == TypeId::of::<SetAbortCallback>() {
+        Some(&SET_ABORT_CALLBACK)
+    } else if type_id == TypeId::of::<WeightRepack>() {
+        Some(&WEIGHT_REPACK)
+    } else {
+        None
+    }
 }
 
 impl CpuPlatform {
     /// The platform with the host CPU as its device.
     pub fn new() -> Self {
-        Self {
-            device: CpuDevice::new(),
-            set_thread_count: SetThreadCount(set_thread_count),
-            set_abort_callback: SetAbortCallback(set_abort_callback),
-        }
+        Self { device: CpuDevice::new() }
     }
 
     /// The CPU device.
@@ -63,12 +83,6 @@ impl Platform for CpuPlatform {
     }
 
     fn extension(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
-        if type_id == TypeId::of::<SetThreadCount>() {
-            Some(&self.set_thread_count)
-        } else if type_id == TypeId::of::<SetAbortCallback>() {
-            Some(&self.set_abort_callback)
-        } else {
-            None
-        }
+        cpu_extension(type_id)
     }
 }

@@ -1,5 +1,5 @@
 //! In steady state a CPU compute allocates nothing: the scratch lives in the
-//! backend. Allocations are counted on every thread (the pool's included),
+//! backend; nor does reading its output back (`TensorRead`). Allocations are counted on every thread (the pool's included),
 //! so this file holds one test, which nothing else runs beside.
 
 use gantry_cpu::{self as cpu, CpuBackend};
@@ -136,6 +136,37 @@ fn fused_groups_compute_without_allocating(fusion: bool) {
     }
 }
 
+/// The engine's read that does not block, of a CPU tensor (the default
+/// path: read from host memory once the compute has finished): begun,
+/// submitted, polled and taken again, it allocates nothing.
+fn a_steady_state_read_allocates_nothing() {
+    let backend = CpuBackend::with_threads(2).unwrap();
+    let mut ctx = Context::new();
+    let x = ctx.tensor(DType::F32, [256]).unwrap();
+    let y = ctx.scale(x, 2.0, 0.0).unwrap();
+    ctx.alloc_tensors(&[x, y], &cpu::buffer_type(), BufferUsage::Compute).unwrap();
+    ctx.set_f32(x, &[1.5; 256]).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[y]).unwrap();
+    let mut read = gantry_engine::TensorRead::new();
+    let mut out = vec![0f32; 256];
+    for round in 0..4 {
+        let (result, allocations) = CountingAllocator::count_every_thread(|| -> gantry_engine::Result<()> {
+            backend.graph_compute_async(&ctx, graph).into_result()?;
+            read.begin(&ctx, y)?;
+            backend.synchronize()?;
+            read.submit()?;
+            while !read.poll()? {}
+            read.take_f32(&ctx, &mut out)
+        });
+        result.unwrap();
+        assert_eq!(out, [3.0; 256]);
+        if round >= 1 {
+            assert_eq!(allocations, 0, "round {round}: heap allocations in a steady-state read");
+        }
+    }
+}
+
 /// Run without libtest's harness (`harness = false`): the harness's own
 /// thread allocates while a test starts, which counting every thread would
 /// blame on the code under test.
@@ -145,4 +176,6 @@ fn main() {
     fused_groups_compute_without_allocating(false);
     fused_groups_compute_without_allocating(true);
     println!("fused_groups_compute_without_allocating: ok");
+    a_steady_state_read_allocates_nothing();
+    println!("a_steady_state_read_allocates_nothing: ok");
 }

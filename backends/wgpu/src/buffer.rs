@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use gantry_engine::{Buffer, BufferType, Device, Result};
+use gantry_engine::{Buffer, BufferType, Device, ReadStaging, Result};
 
 use super::device::DeviceLink;
 use super::gpu::{Gpu, GpuBuffer};
@@ -108,6 +108,11 @@ impl Buffer for WgpuBuffer {
         gantry_engine::check_range(&self.mem.gpu().name, self.size, dst_offset, len)?;
         gantry_engine::check_range(&src.mem.gpu().name, src.size, src_offset, len)?;
         self.mem.copy_from(dst_offset as u64, &src.mem, src_offset as u64, len as u64)
+    }
+
+    /// Staged through a mappable buffer kept in `staging` (see `read_back`).
+    fn begin_read(&self, offset: usize, len: usize, staging: &mut ReadStaging) -> Result<bool> {
+        super::read_back::begin_read(self, offset, len, staging)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -6,9 +6,10 @@
 //!   own adapter, device and queue instead (below).
 //! - [`WgpuBufferType`] / [`WgpuBuffer`]: tensors in storage buffers;
 //!   [`WgpuDevice::tensor_storage`] hands a tensor's buffer, offset and
-//!   size ([`TensorStorage`]) to the host for its own bind groups;
-//!   [`TensorReadBack`] reads a tensor into host memory without blocking
-//!   (started, polled, taken).
+//!   size ([`TensorStorage`]) to the host for its own bind groups; a
+//!   buffer stages the engine's reads that do not block
+//!   ([`gantry_engine::TensorRead`]: begun, submitted, polled, taken)
+//!   through a mappable buffer the read's slot keeps ([`gpu::GpuReadBack`]).
 //! - [`WgpuBackend`]: computes a graph as one submission of one command
 //!   encoder; `supports_op` is false for anything without a kernel, so the
 //!   scheduler leaves it to another backend. Its graph plans (`plan`)
@@ -70,4 +71,3 @@ pub use buffer::{WgpuBuffer, WgpuBufferType};
 pub use device::{WgpuDevice, device_type_of};
 pub use gpu::TensorStorage;
 pub use platform::{WgpuPlatform, platform};
-pub use read_back::TensorReadBack;

@@ -4,7 +4,7 @@ use std::any::Any;
 
 use gantry_arenas::TensorId;
 
-use crate::{Error, Result, TensorLayout};
+use crate::{Error, ReadStaging, Result, TensorLayout};
 
 /// What a buffer is used for; the scheduler keeps nodes that read a
 /// `Weights` buffer on the buffer's backend.
@@ -58,6 +58,20 @@ pub trait Buffer: Send + Sync + 'static {
     /// finds nothing.
     fn write_from_cache(&self, offset: usize, data: &[u8]) -> Result<bool> {
         let _ = (offset, data);
+        Ok(false)
+    }
+
+    /// Prepares a read of `len` bytes at `offset` into host memory that
+    /// does not block, through a staged read this buffer's backend keeps in
+    /// `staging` (see [`crate::TensorRead`], which calls this; reuse the
+    /// object found there, [`ReadStaging::get_or_default`], so that reading
+    /// the same output again allocates nothing). Nothing is submitted yet.
+    /// `Ok(true)` when staged; the default, `Ok(false)`, says the bytes are
+    /// readable from host memory once the compute that writes them has
+    /// finished (the CPU, host buffers, and any device whose plain read
+    /// after the compute is as good).
+    fn begin_read(&self, offset: usize, len: usize, staging: &mut ReadStaging) -> Result<bool> {
+        let _ = (offset, len, staging);
         Ok(false)
     }
 

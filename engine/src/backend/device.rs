@@ -1,6 +1,6 @@
 //! Devices: what a platform found on the machine.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 use gantry_arenas::{EventId, TensorId};
@@ -160,6 +160,16 @@ pub trait Device: Send + Sync + 'static {
     fn event_synchronize(&self, event: EventId) -> Result<()> {
         let _ = event;
         Err(Error::Unsupported(format!("device {} has no events", self.name())))
+    }
+
+    /// An optional feature of this device's platform, looked up by its type
+    /// (see [`crate::device_extension`]): what [`crate::Platform::extension`]
+    /// gives, reached from a device or a backend's device where the platform
+    /// is not at hand (ggml reaches `get_proc_address` through a device's
+    /// `ggml_backend_dev_backend_reg`). The default has none.
+    fn extension(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        let _ = type_id;
+        None
     }
 
     /// For downcasting to the concrete type.

@@ -4,7 +4,8 @@
 //! The engine knows backends only through these traits; `gantry-backends`
 //! implements them for the CPU and for GPUs. Beside them: `plan` (graph
 //! plans and the table backends keep them in), `multi_buffer` (one handle
-//! over several chunks), `copy` (`tensor_copy_async`).
+//! over several chunks), `copy` (`tensor_copy_async`), `tensor_read`
+//! (reads into host memory that do not block, staged by the backend).
 
 mod alignment;
 mod buffer;
@@ -19,6 +20,7 @@ mod plan;
 mod platform;
 mod registry;
 mod stream;
+mod tensor_read;
 
 pub use alignment::{HOST_ALIGNMENT, MAPPED_ALIGNMENT};
 pub use buffer::{Buffer, BufferUsage, check_range};
@@ -26,10 +28,11 @@ pub use buffer_type::{BufferType, same_buffer_type};
 pub use copy::{copy_or_fallback, tensor_copy_async, tensor_copy_async_with};
 pub use device::{Device, DeviceCaps, DeviceProps, DeviceType, MemoryInfo};
 pub use events::{EventState, EventTable};
-pub use extension::{AbortCallback, SetAbortCallback, SetThreadCount};
+pub use extension::{AbortCallback, SetAbortCallback, SetThreadCount, WeightRepack};
 pub use host_memory::HostMemory;
 pub use multi_buffer::MultiBuffer;
 pub use plan::{GraphPlan, PlanTable, PlannedNodes};
-pub use platform::{Platform, platform_extension};
+pub use platform::{Platform, device_extension, platform_extension};
 pub use registry::Registry;
 pub use stream::{Backend, ComputeStatus};
+pub use tensor_read::{ReadStaging, StagedRead, TensorRead};

@@ -3,7 +3,7 @@
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
-use crate::Device;
+use crate::{BackendErrorKind, Device};
 
 /// One backend family (ggml's `ggml_backend_reg`): the CPU, wgpu, CUDA.
 pub trait Platform: Send + Sync + 'static {
@@ -17,6 +17,14 @@ pub trait Platform: Send + Sync + 'static {
     /// telling (a missing driver library), for listings such as `gantry
     /// devices`. `None` when it has devices or nothing to say.
     fn unavailable_reason(&self) -> Option<String> {
+        None
+    }
+
+    /// What kind of reason [`Platform::unavailable_reason`] is
+    /// ([`BackendErrorKind::DriverMissing`] for a missing driver,
+    /// [`BackendErrorKind::LibraryMissing`] for a missing library, ...), for a
+    /// host to match on. `None` when there is no reason to give.
+    fn unavailable_kind(&self) -> Option<BackendErrorKind> {
         None
     }
 
@@ -42,4 +50,21 @@ pub trait Platform: Send + Sync + 'static {
 /// ```
 pub fn platform_extension<E: Any>(platform: &dyn Platform) -> Option<&E> {
     platform.extension(TypeId::of::<E>())?.downcast_ref::<E>()
+}
+
+/// The extension of type `E` that `device`'s platform provides through the
+/// device ([`Device::extension`]), if any: how code that holds backends and
+/// not their platforms (a model session) reaches, say, a backend's
+/// [`crate::SetAbortCallback`] through `backend.device()`.
+///
+/// ```
+/// use gantry_engine::{SetAbortCallback, device_extension};
+/// # fn install(backend: &dyn gantry_engine::Backend, cb: gantry_engine::AbortCallback) -> gantry_engine::Result<()> {
+/// if let Some(set) = device_extension::<SetAbortCallback>(backend.device()) {
+///     (set.0)(backend, Some(cb))?;
+/// }
+/// # Ok(()) }
+/// ```
+pub fn device_extension<E: Any>(device: &dyn Device) -> Option<&E> {
+    device.extension(TypeId::of::<E>())?.downcast_ref::<E>()
 }

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry_backends::cpu::{CpuDevice, repack_buffer_type, repacks_layout};
-use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, DeviceType, TensorId};
+use gantry_backends::cpu::CpuDevice;
+use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId, WeightRepack, device_extension};
 
 use super::{DecoderHparams, DecoderModel, DecoderWeights, LayerCounts};
 use crate::model::gguf::Gguf;
@@ -151,14 +151,14 @@ impl DecoderModel {
         for (d, device) in devices.iter().enumerate() {
             let buft = device.buffer_type();
             // A CPU's weight matrices go repacked (see `LoadOptions::repack`).
-            let repacking = repack && device.device_type() == DeviceType::Cpu;
+            let repacking = repack.then(|| device_extension::<WeightRepack>(*device)).flatten();
             let mut mine = Vec::new();
             let mut oversize = Vec::new();
             let mut repacked = Vec::new();
             for &(t, _) in placement.iter().filter(|(_, at)| *at == d) {
                 let layout = ctx.desc(t)?.layout();
                 let big = buft.alloc_size(&layout) > buft.max_size();
-                if repacking && repacks_layout(&layout) {
+                if repacking.is_some_and(|r| (r.repacks)(&layout)) {
                     repacked.push(t);
                 } else if big {
                     oversize.push(t);
@@ -173,8 +173,10 @@ impl DecoderModel {
             made.extend_from_slice(buffers.buffers());
             let buffers = ctx.alloc_tensors(&oversize, &host, BufferUsage::Weights)?;
             made.extend_from_slice(buffers.buffers());
-            let buffers = ctx.alloc_tensors(&repacked, &repack_buffer_type(), BufferUsage::Weights)?;
-            made.extend_from_slice(buffers.buffers());
+            if let Some(r) = repacking {
+                let buffers = ctx.alloc_tensors(&repacked, &(r.buffer_type)(), BufferUsage::Weights)?;
+                made.extend_from_slice(buffers.buffers());
+            }
             for &t in mine.iter().chain(&oversize).chain(&repacked) {
                 let info = self.gguf.tensor(ctx.name(t))?;
                 let data = self.gguf.tensor_data(info)?;

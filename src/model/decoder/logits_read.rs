@@ -1,80 +1,52 @@
-//! A started batch's logits on their way to host memory. In a wgpu
-//! device's memory they come back by a read-back submitted once the compute
-//! has finished (found by the session's non-blocking poll), so that neither
-//! the poll nor `decode_finish` waits for a mapping; anywhere else the
-//! session reads them once the compute has finished.
+//! A started batch's logits on their way to host memory, through the
+//! engine's read that does not block ([`TensorRead`]). Where the logits'
+//! backend stages reads (a GPU's memory), the read is submitted once the
+//! compute has finished (found by the session's non-blocking poll), so that
+//! neither the poll nor `decode_finish` waits for a mapping; anywhere else
+//! the logits are read from host memory once the compute has finished. The
+//! session needs no knowledge of which backend holds them.
 
-use gantry_engine::{Context, TensorId};
+use gantry_engine::{Context, TensorId, TensorRead};
 
 use crate::Result;
 
-/// The read of one started batch's logits (kept from batch to batch: its
-/// staging memory is reused).
+/// The read of one started batch's logits (kept from batch to batch: the
+/// backend's staging memory in it is reused).
 #[derive(Debug, Default)]
 pub(crate) struct LogitsRead {
-    #[cfg(feature = "wgpu")]
-    read_back: gantry_backends::wgpu::TensorReadBack,
-    /// Whether the batch in flight reads its logits through `read_back`.
-    #[cfg(feature = "wgpu")]
-    through_read_back: bool,
+    read: TensorRead,
 }
 
 impl LogitsRead {
-    /// Prepares the read of `logits` for a batch just started: a read-back
-    /// when they are in a wgpu device's memory (else [`LogitsRead::finish`]
-    /// leaves the read to the session).
+    /// Prepares the read of `logits` for a batch just started; nothing is
+    /// submitted until the compute has finished.
     pub(crate) fn begin(&mut self, ctx: &Context, logits: TensorId) -> Result<()> {
-        #[cfg(feature = "wgpu")]
-        {
-            // A read of an earlier batch that failed on the way is dropped.
-            self.read_back.discard()?;
-            let (entry, _) = ctx.tensor_buffer(logits)?;
-            self.through_read_back = entry.buffer.as_any().is::<gantry_backends::wgpu::WgpuBuffer>();
-            if self.through_read_back {
-                self.read_back.prepare(ctx, logits)?;
-            }
-        }
-        #[cfg(not(feature = "wgpu"))]
-        let _ = (ctx, logits);
+        // A read of an earlier batch that failed on the way is dropped.
+        self.read.discard()?;
+        self.read.begin(ctx, logits)?;
         Ok(())
     }
 
     /// Whether the logits are in host memory, once the compute has
     /// finished (`compute_done`), asked without blocking: the first poll
-    /// after the compute submits the read-back, later ones poll it.
+    /// after the compute submits a staged read, later ones poll it.
     pub(crate) fn poll(&mut self, compute_done: bool) -> Result<bool> {
         if !compute_done {
             return Ok(false);
         }
-        #[cfg(feature = "wgpu")]
-        if self.through_read_back {
-            if self.read_back.is_prepared() {
-                self.read_back.submit()?;
-            }
-            return Ok(self.read_back.poll()?);
-        }
-        Ok(true)
+        self.read.submit()?;
+        Ok(self.read.poll()?)
     }
 
-    /// The first `n_floats` logits into `out` through the read-back, once
-    /// the compute has finished (submitting and waiting for it if polls have
-    /// not brought it in yet). `Ok(false)`, nothing done, when the logits
-    /// are not read back: the caller reads them from host memory.
-    pub(crate) fn finish(&mut self, n_floats: usize, out: &mut Vec<f32>) -> Result<bool> {
-        #[cfg(feature = "wgpu")]
-        if std::mem::take(&mut self.through_read_back) {
-            if self.read_back.is_prepared() {
-                self.read_back.submit()?;
-            }
-            self.read_back.wait()?;
-            // The read-back holds the whole tensor; the batch asked for its first rows.
-            out.resize(self.read_back.len() / 4, 0.0);
-            self.read_back.take_f32(out)?;
-            out.truncate(n_floats);
-            return Ok(true);
-        }
-        #[cfg(not(feature = "wgpu"))]
-        let _ = (n_floats, out);
-        Ok(false)
+    /// The first `n_floats` logits into `out`, once the compute has
+    /// finished (submitting the read and waiting for it if polls have not
+    /// brought it in yet).
+    pub(crate) fn finish(&mut self, ctx: &Context, n_floats: usize, out: &mut Vec<f32>) -> Result<()> {
+        self.read.submit()?;
+        self.read.wait()?;
+        // The read holds the whole tensor; the batch asked for its first rows.
+        out.resize(n_floats, 0.0);
+        self.read.take_f32(ctx, out)?;
+        Ok(())
     }
 }

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
-use gantry_backends::cpu::CpuBackend;
 use gantry_engine::sched::{MemoryReport, Scheduler, SchedulerParams};
-use gantry_engine::{AbortCallback, Backend, BufferType, Context, DType, Graph, Mark, TensorId};
+use gantry_engine::{
+    AbortCallback, Backend, BufferType, Context, DType, Graph, Mark, SetAbortCallback, TensorId, device_extension,
+};
 use half::f16;
 
 use super::kv_cells::BatchPlacement;
@@ -15,6 +16,7 @@ use super::{
     Batch, BatchShape, DecoderGraph, DecoderHparams, DecoderWeights, KvCache, KvCells, LogitsFor, SeqId,
     build_decoder_graph,
 };
+use crate::model::SchedulerOptions;
 use crate::model::blocks::{Attention, MaskRule};
 use crate::{Error, Result};
 
@@ -76,11 +78,29 @@ pub struct SessionParams {
     pub n_copies: usize,
     /// How attention is computed.
     pub attention: Attention,
+    /// The scheduler's switches (fusion, placement report).
+    pub scheduler: SchedulerOptions,
 }
 
 impl Default for SessionParams {
+    /// The defaults, whatever the environment says.
     fn default() -> Self {
-        Self { n_ctx: 2048, kv_dtype: DType::F16, n_copies: 1, attention: Attention::Flash }
+        Self {
+            n_ctx: 2048,
+            kv_dtype: DType::F16,
+            n_copies: 1,
+            attention: Attention::Flash,
+            scheduler: SchedulerOptions::default(),
+        }
+    }
+}
+
+impl SessionParams {
+    /// The defaults with the scheduler's environment switches
+    /// (`GANTRY_NO_FUSION`, `GANTRY_SCHED_DEBUG`:
+    /// [`SchedulerOptions::from_env`]).
+    pub fn from_env() -> Self {
+        Self { scheduler: SchedulerOptions::from_env(), ..Self::default() }
     }
 }
 
@@ -130,7 +150,8 @@ impl Session {
         let n_ctx = params.n_ctx.max(1);
         let bufts = kv_buffer_types(ctx, &weights, backends);
         let kv = KvCache::new_per_layer(ctx, &hp, n_ctx, params.kv_dtype, &bufts)?;
-        let sched_params = SchedulerParams { n_copies: params.n_copies, ..SchedulerParams::default() };
+        let sched_params =
+            params.scheduler.apply(SchedulerParams { n_copies: params.n_copies, ..SchedulerParams::default() });
         let sched = Scheduler::new(backends, sched_params)?;
         let mark = ctx.mark();
         Ok(Self {
@@ -297,15 +318,20 @@ impl Session {
     /// caller no longer needs: when it returns `true`, the batch ends with
     /// `Error::Engine(engine::Error::Aborted)` and its tokens are not in the cache (the
     /// session stays usable). The scheduler polls it before each split, and
-    /// each CPU backend of the session before each node (this replaces the
-    /// CPU backends' own callbacks, [`CpuBackend::set_abort_callback`], while
-    /// set); work already handed to a GPU runs to its end.
+    /// each backend of the session whose device offers the
+    /// [`SetAbortCallback`] extension (the CPU's) before each node (this
+    /// replaces those backends' own callbacks while set); work already
+    /// handed to a GPU runs to its end.
     ///
-    /// [`CpuBackend::set_abort_callback`]: gantry_backends::cpu::CpuBackend::set_abort_callback
+    /// A backend whose extension refuses it (a wrapper around a CPU
+    /// backend, whose device is the CPU's) is left with its own callback,
+    /// and a warning is logged: the scheduler's poll still stops the batch
+    /// before its next split.
     pub fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
         for b in self.sched.backends() {
-            if let Some(cpu) = b.as_any().downcast_ref::<CpuBackend>() {
-                cpu.set_abort_callback(callback.clone());
+            let Some(set) = device_extension::<SetAbortCallback>(b.device()) else { continue };
+            if let Err(e) = (set.0)(b.as_ref(), callback.clone()) {
+                tracing::warn!(backend = b.name(), error = %e, "the abort callback polls this backend only between splits");
             }
         }
         self.sched.set_abort_callback(callback);
@@ -340,9 +366,10 @@ impl Session {
 
     /// Whether the batch [`Session::decode_start`] started has finished and
     /// its logits are in host memory, answered without waiting (`true` when
-    /// none is running). Logits in a wgpu device's memory come back by a
-    /// read-back that the first poll after the compute submits, so that
-    /// `decode_finish` then only copies them.
+    /// none is running). Logits in a GPU's memory come back by a read its
+    /// backend stages ([`gantry_engine::TensorRead`]) that the first poll
+    /// after the compute submits, so that `decode_finish` then only copies
+    /// them.
     pub fn is_done(&mut self) -> Result<bool> {
         if self.pending.is_none() {
             return Ok(true);
@@ -452,8 +479,8 @@ impl Session {
     /// Waits for a started batch and reads its logits.
     fn finish(&mut self, ctx: &mut Context, pending: Pending) -> Result<()> {
         self.sched.synchronize()?;
-        if pending.started_async && self.logits_read.finish(pending.n_floats, &mut self.logits)? {
-            return Ok(());
+        if pending.started_async {
+            return self.logits_read.finish(ctx, pending.n_floats, &mut self.logits);
         }
         self.logits.resize(pending.n_floats, 0.0);
         ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;

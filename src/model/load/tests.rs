@@ -1,13 +1,14 @@
 //! Loader tests over an in-test device: a host device that lends buffers
-//! over caller memory, one that cannot, and a non-host device.
+//! over caller memory (and repacks weights as the CPU does), one that
+//! cannot, and a non-host device.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::Arc;
 
 use gantry_engine::testing::TestBufferType;
 use gantry_engine::{
     Backend, Buffer, BufferType, BufferUsage, Context, DType, Device, DeviceCaps, DeviceType, Error, HostMemory,
-    MemoryInfo, Result, TensorId,
+    MemoryInfo, Result, TensorId, WeightRepack,
 };
 
 use super::*;
@@ -67,6 +68,14 @@ impl Device for TestDevice {
     }
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
         buft.is_host() == self.buft.is_host()
+    }
+    /// A host device offers the CPU's repacked weight layout.
+    fn extension(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        static CPU_REPACK: WeightRepack = WeightRepack {
+            repacks: gantry_backends::cpu::repacks_layout,
+            buffer_type: gantry_backends::cpu::repack_buffer_type,
+        };
+        (self.buft.is_host() && type_id == TypeId::of::<WeightRepack>()).then_some(&CPU_REPACK as _)
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -171,7 +180,7 @@ fn a_cpu_device_gets_its_2d_matrices_repacked() {
         assert_eq!(ctx.buffers().count(), 0);
         assert_eq!(ctx.tensor_count(), 0);
     }
-    // A device that is not a CPU keeps its own buffers whatever the option says.
+    // A device with no repacked layout keeps its own buffers whatever the option says.
     let gpu =
         TestDevice { buft: test_buft("GPU", 256, false, usize::MAX), mapped_buft: None, lends_host_memory: false };
     let mut ctx = Context::new();

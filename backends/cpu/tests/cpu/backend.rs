@@ -8,7 +8,8 @@ use gantry_backends::default_registry;
 use gantry_cpu::{self as cpu, CpuBackend, CpuDevice, CpuPlatform};
 use gantry_engine::{
     AbortCallback, Backend, BufferUsage, ComputeStatus, Context, DType, Device, DeviceType, Error, GraphArena,
-    HostMemory, Platform, SetAbortCallback, SetThreadCount, TensorId, platform_extension,
+    HostMemory, Platform, SetAbortCallback, SetThreadCount, TensorId, WeightRepack, device_extension,
+    platform_extension,
 };
 
 fn alloc(ctx: &mut Context, ts: &[TensorId]) {
@@ -93,6 +94,37 @@ fn abort_callback_stops_between_nodes() {
     (set.0)(backend.as_ref(), None).unwrap();
     assert!(compute(backend.as_ref(), &ctx, c).is_success());
     assert_eq!(ctx.read_f32(c).unwrap(), vec![8.0; 4]);
+}
+
+#[test]
+fn the_device_offers_its_platform_extensions() {
+    // Code that holds a backend and not its platform (a model session) finds
+    // the same extensions through the backend's device.
+    let backend = CpuPlatform::new().device().init_backend(Some("threads=2")).unwrap();
+    let set_abort = device_extension::<SetAbortCallback>(backend.device()).expect("the CPU device offers it");
+    let set_threads = device_extension::<SetThreadCount>(backend.device()).expect("the CPU device offers it");
+    (set_threads.0)(backend.as_ref(), 1).unwrap();
+    assert_eq!(backend.as_any().downcast_ref::<CpuBackend>().unwrap().n_threads(), 1);
+    let mut ctx = Context::new();
+    let x = ctx.tensor(DType::F32, [4]).unwrap();
+    let y = ctx.scale(x, 2.0, 0.0).unwrap();
+    alloc(&mut ctx, &[x, y]);
+    ctx.set_f32(x, &[1.0; 4]).unwrap();
+    (set_abort.0)(backend.as_ref(), Some(Arc::new(|| true))).unwrap();
+    assert!(matches!(compute(backend.as_ref(), &ctx, y), ComputeStatus::Aborted));
+    (set_abort.0)(backend.as_ref(), None).unwrap();
+    assert!(compute(backend.as_ref(), &ctx, y).is_success());
+    assert!(CpuDevice::new().extension(std::any::TypeId::of::<String>()).is_none());
+    // The repacked weight layout a loader asks the device for (ggml's extra buffer types).
+    let repack = device_extension::<WeightRepack>(backend.device()).expect("the CPU repacks weights");
+    assert_eq!((repack.buffer_type)().name(), "CPU_REPACK");
+    let q8 = gantry_engine::TensorDesc::contiguous(DType::Q8_0, [64, 8, 1, 1]).unwrap().layout();
+    let f32 = gantry_engine::TensorDesc::contiguous(DType::F32, [64, 8, 1, 1]).unwrap().layout();
+    assert!((repack.repacks)(&q8) == cpu::repacks_layout(&q8) && !(repack.repacks)(&f32));
+    // A backend the extension was not made for is refused, not touched.
+    let mock = gantry_engine::testing::mock_devices::gpu("Mock0", gantry_engine::testing::mock_devices::all_ops);
+    let err = (set_abort.0)(mock.as_ref(), None).unwrap_err().to_string();
+    assert!(err.contains("not a CPU backend"), "{err}");
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! The CPU backend as the engine sees it: its device, buffers, extensions
 //! and kernels under the scheduler, graph plans, fusion, the comparison of
-//! backends node by node, and the conformance suite. One test binary (one
-//! link) for all of them.
+//! backends node by node, the conformance suite, and reads that do not
+//! block. One test binary (one link) for all of them.
 
 mod backend;
 mod compare_backends;
 mod conformance;
 mod fusion;
 mod graph_plans;
+mod tensor_read;

@@ -19,9 +19,13 @@ const FAILED: u8 = 3;
 
 /// One read at a time of a range of a [`GpuBuffer`], through a staging
 /// buffer of its own that is kept (and grown on demand) from read to read.
+/// It is the wgpu backend's [`gantry_engine::StagedRead`]: a
+/// [`gantry_engine::TensorRead`] keeps it between reads.
 pub struct GpuReadBack {
     /// The staging buffer and the GPU it is on.
     staging: Option<(Arc<Gpu>, wgpu::Buffer)>,
+    /// Staging buffers made so far (one, in a loop reading the same output).
+    staging_made: u64,
     state: Arc<AtomicU8>,
     /// The copy's submission, while it is in flight.
     submission: Option<Submission>,
@@ -47,6 +51,7 @@ impl Default for GpuReadBack {
     fn default() -> Self {
         Self {
             staging: None,
+            staging_made: 0,
             state: Arc::new(AtomicU8::new(IDLE)),
             submission: None,
             source: None,
@@ -67,21 +72,13 @@ impl std::fmt::Debug for GpuReadBack {
 }
 
 impl GpuReadBack {
-    /// Queues the copy of `len` bytes of `buffer` at `offset` into the
-    /// staging buffer, and its mapping, and returns at once
-    /// ([`GpuReadBack::prepare`], then [`GpuReadBack::submit`]). The copy
-    /// runs after everything submitted to the queue before it (a compute
-    /// that wrote those bytes). `Err` while a read started before is still
-    /// in flight (a mapped read not taken is dropped).
-    pub fn start(&mut self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<()> {
-        self.prepare(buffer, offset, len)?;
-        self.submit()
-    }
-
-    /// Checks and remembers the range to read, submitting nothing yet: a
-    /// frame loop prepares the read when it starts a compute and submits it
-    /// once the compute has finished (some drivers make a submission wait
-    /// for the one running before it). `Err` while a read is in flight.
+    /// Checks and remembers the range to read (`len` bytes of `buffer` at
+    /// `offset`), submitting nothing yet: a frame loop prepares the read when
+    /// it starts a compute and submits it once the compute has finished
+    /// (some drivers make a submission wait for the one running before it).
+    /// The copy then runs after everything submitted to the queue before it
+    /// (a compute that wrote those bytes). `Err` while a read is in flight
+    /// (a mapped read not taken is dropped).
     pub fn prepare(&mut self, buffer: &GpuBuffer, offset: u64, len: u64) -> Result<()> {
         let gpu = buffer.gpu();
         match self.state.load(Ordering::Acquire) {
@@ -143,6 +140,8 @@ impl GpuReadBack {
             FAILED => return Err(gpu.error("mapping the async read-back buffer failed")),
             _ => {}
         }
+        // wgpu panics on a poll of a lost device: ask first.
+        gpu.check_not_lost("polling a read-back")?;
         gpu.device.poll(wgpu::PollType::Poll).map_err(|e| gpu.error(format!("polling the GPU: {e}")))?;
         gpu.check_uncaptured()?;
         match self.state.load(Ordering::Acquire) {
@@ -176,23 +175,29 @@ impl GpuReadBack {
         self.len == 0
     }
 
-    /// Copies the finished read into `out` (exactly [`GpuReadBack::len`]
-    /// bytes) and makes the staging buffer ready for the next read. `Err`
-    /// when the read has not finished ([`GpuReadBack::poll`] says when) or
-    /// `out` has another length.
+    /// Staging buffers made so far: a loop reading the same output (or
+    /// smaller ones) makes one, at its first read.
+    pub fn staging_buffers_made(&self) -> u64 {
+        self.staging_made
+    }
+
+    /// Copies the finished read's first `out.len()` bytes (at most
+    /// [`GpuReadBack::len`]) into `out` and makes the staging buffer ready
+    /// for the next read. `Err` when the read has not finished
+    /// ([`GpuReadBack::poll`] says when) or `out` is longer than the read.
     pub fn take(&mut self, out: &mut [u8]) -> Result<()> {
         let (gpu, staging) = self.staging.as_ref().ok_or_else(nothing_started)?;
         if self.state.load(Ordering::Acquire) != MAPPED {
             return Err(gpu.error("the async read-back has not finished: poll it until it is done"));
         }
-        if out.len() != self.len {
-            return Err(gpu.error(format!("the async read-back holds {} bytes, not {}", self.len, out.len())));
+        if out.len() > self.len {
+            return Err(gpu.error(format!("the async read-back holds {} bytes, fewer than {}", self.len, out.len())));
         }
         {
             let view = staging
                 .get_mapped_range(0..self.mapped)
                 .map_err(|e| gpu.error(format!("reading the async read-back buffer: {e}")))?;
-            out.copy_from_slice(&view[self.skip..self.skip + self.len]);
+            out.copy_from_slice(&view[self.skip..self.skip + out.len()]);
         }
         self.unmap()
     }
@@ -238,6 +243,7 @@ impl GpuReadBack {
                 })
             })?;
             self.staging = Some((gpu.clone(), buffer));
+            self.staging_made += 1;
         }
         // Just made or kept: present either way.
         self.staging.as_ref().map(|(_, b)| b).ok_or_else(nothing_started)
