@@ -1,7 +1,12 @@
 //! The `gantry` crate's error type: the engine's errors plus the model layer's.
 
 /// Everything that can go wrong through the `gantry` facade.
+///
+/// New variants may be added: a `match` outside this crate needs a `_` arm.
+/// A backend's failure is an engine error whose kind
+/// [`Error::backend_kind`] gives.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An engine error (shapes, buffers, backends, the scheduler).
     #[error(transparent)]
@@ -32,6 +37,18 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// The kind of a backend's failure (a missing driver, a kernel that did
+    /// not compile, a lost device, a failed connection, ...; see
+    /// [`gantry_engine::BackendErrorKind`]); `None` for every other error.
+    pub fn backend_kind(&self) -> Option<gantry_engine::BackendErrorKind> {
+        match self {
+            Error::Engine(e) => e.backend_kind(),
+            _ => None,
+        }
+    }
 }
 
 /// Result with the facade's [`Error`].

@@ -33,7 +33,8 @@ typedef enum GantryStatus {
   GANTRY_ERROR_OUT_OF_MEMORY = 4,
   // No device, backend or file of that name.
   GANTRY_ERROR_NOT_FOUND = 5,
-  // A backend failed (a driver error, a failed kernel).
+  // A backend failed in a way none of the more precise backend codes
+  // below names (a driver call failed for another reason, a bug).
   GANTRY_ERROR_BACKEND = 6,
   // The call does not fit the object's state (a tensor read before it was
   // allocated, a scheduler asked to compute what it cannot place).
@@ -50,6 +51,30 @@ typedef enum GantryStatus {
   // A bug inside Gantry: a panic was caught at the boundary. The handle it
   // happened on may be unusable (later calls on it return this code too).
   GANTRY_ERROR_PANIC = 12,
+  // The device's driver is not installed or cannot be loaded (no
+  // `libcuda.so`): use another device.
+  GANTRY_ERROR_DRIVER_MISSING = 13,
+  // A library the backend needs besides the driver is missing (NVRTC,
+  // cuBLAS): install it, or use another device.
+  GANTRY_ERROR_LIBRARY_MISSING = 14,
+  // The driver is there but no usable device is (none present, too old,
+  // busy, or it refused to open).
+  GANTRY_ERROR_DEVICE_UNAVAILABLE = 15,
+  // A kernel or shader did not compile, or its image did not load on the
+  // device.
+  GANTRY_ERROR_KERNEL_COMPILE = 16,
+  // The device ran out of memory while working (a buffer Gantry could not
+  // allocate in the first place is `GANTRY_ERROR_OUT_OF_MEMORY`).
+  GANTRY_ERROR_DEVICE_OOM = 17,
+  // The device was lost, reset or faulted: what was made on it is gone;
+  // open it again.
+  GANTRY_ERROR_DEVICE_LOST = 18,
+  // The connection to a remote device failed (address, dialling, TLS, a
+  // timeout, a lost connection): objects made on it are gone.
+  GANTRY_ERROR_TRANSPORT = 19,
+  // A remote server answered what this client does not speak or expect
+  // (another protocol version, a reply of the wrong kind).
+  GANTRY_ERROR_PROTOCOL = 20,
 } GantryStatus;
 
 // Element types (ggml's, block formats bit-exact).
@@ -204,7 +229,7 @@ typedef struct GantryScheduler {
 } GantryScheduler;
 
 // Every status, in order.
-#define GantryStatus_ALL { GantryStatus_GantryOk, GantryStatus_GantryErrorInvalidArgument, GantryStatus_GantryErrorInvalidHandle, GantryStatus_GantryErrorUnsupported, GantryStatus_GantryErrorOutOfMemory, GantryStatus_GantryErrorNotFound, GantryStatus_GantryErrorBackend, GantryStatus_GantryErrorState, GantryStatus_GantryErrorAborted, GantryStatus_GantryErrorModel, GantryStatus_GantryErrorBufferTooSmall, GantryStatus_GantryErrorBusy, GantryStatus_GantryErrorPanic, }
+#define GantryStatus_ALL { GantryStatus_GantryOk, GantryStatus_GantryErrorInvalidArgument, GantryStatus_GantryErrorInvalidHandle, GantryStatus_GantryErrorUnsupported, GantryStatus_GantryErrorOutOfMemory, GantryStatus_GantryErrorNotFound, GantryStatus_GantryErrorBackend, GantryStatus_GantryErrorState, GantryStatus_GantryErrorAborted, GantryStatus_GantryErrorModel, GantryStatus_GantryErrorBufferTooSmall, GantryStatus_GantryErrorBusy, GantryStatus_GantryErrorPanic, GantryStatus_GantryErrorDriverMissing, GantryStatus_GantryErrorLibraryMissing, GantryStatus_GantryErrorDeviceUnavailable, GantryStatus_GantryErrorKernelCompile, GantryStatus_GantryErrorDeviceOom, GantryStatus_GantryErrorDeviceLost, GantryStatus_GantryErrorTransport, GantryStatus_GantryErrorProtocol, }
 
 #ifdef __cplusplus
 extern "C" {

@@ -22,7 +22,8 @@ pub enum GantryStatus {
     GantryErrorOutOfMemory = 4,
     /// No device, backend or file of that name.
     GantryErrorNotFound = 5,
-    /// A backend failed (a driver error, a failed kernel).
+    /// A backend failed in a way none of the more precise backend codes
+    /// below names (a driver call failed for another reason, a bug).
     GantryErrorBackend = 6,
     /// The call does not fit the object's state (a tensor read before it was
     /// allocated, a scheduler asked to compute what it cannot place).
@@ -39,11 +40,35 @@ pub enum GantryStatus {
     /// A bug inside Gantry: a panic was caught at the boundary. The handle it
     /// happened on may be unusable (later calls on it return this code too).
     GantryErrorPanic = 12,
+    /// The device's driver is not installed or cannot be loaded (no
+    /// `libcuda.so`): use another device.
+    GantryErrorDriverMissing = 13,
+    /// A library the backend needs besides the driver is missing (NVRTC,
+    /// cuBLAS): install it, or use another device.
+    GantryErrorLibraryMissing = 14,
+    /// The driver is there but no usable device is (none present, too old,
+    /// busy, or it refused to open).
+    GantryErrorDeviceUnavailable = 15,
+    /// A kernel or shader did not compile, or its image did not load on the
+    /// device.
+    GantryErrorKernelCompile = 16,
+    /// The device ran out of memory while working (a buffer Gantry could not
+    /// allocate in the first place is `GANTRY_ERROR_OUT_OF_MEMORY`).
+    GantryErrorDeviceOom = 17,
+    /// The device was lost, reset or faulted: what was made on it is gone;
+    /// open it again.
+    GantryErrorDeviceLost = 18,
+    /// The connection to a remote device failed (address, dialling, TLS, a
+    /// timeout, a lost connection): objects made on it are gone.
+    GantryErrorTransport = 19,
+    /// A remote server answered what this client does not speak or expect
+    /// (another protocol version, a reply of the wrong kind).
+    GantryErrorProtocol = 20,
 }
 
 impl GantryStatus {
     /// Every status, in order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 21] = [
         Self::GantryOk,
         Self::GantryErrorInvalidArgument,
         Self::GantryErrorInvalidHandle,
@@ -57,6 +82,14 @@ impl GantryStatus {
         Self::GantryErrorBufferTooSmall,
         Self::GantryErrorBusy,
         Self::GantryErrorPanic,
+        Self::GantryErrorDriverMissing,
+        Self::GantryErrorLibraryMissing,
+        Self::GantryErrorDeviceUnavailable,
+        Self::GantryErrorKernelCompile,
+        Self::GantryErrorDeviceOom,
+        Self::GantryErrorDeviceLost,
+        Self::GantryErrorTransport,
+        Self::GantryErrorProtocol,
     ];
 }
 
@@ -115,6 +148,14 @@ pub extern "C" fn gantry_status_name(status: i32) -> *const c_char {
             GantryStatus::GantryErrorBufferTooSmall => b"GANTRY_ERROR_BUFFER_TOO_SMALL\0",
             GantryStatus::GantryErrorBusy => b"GANTRY_ERROR_BUSY\0",
             GantryStatus::GantryErrorPanic => b"GANTRY_ERROR_PANIC\0",
+            GantryStatus::GantryErrorDriverMissing => b"GANTRY_ERROR_DRIVER_MISSING\0",
+            GantryStatus::GantryErrorLibraryMissing => b"GANTRY_ERROR_LIBRARY_MISSING\0",
+            GantryStatus::GantryErrorDeviceUnavailable => b"GANTRY_ERROR_DEVICE_UNAVAILABLE\0",
+            GantryStatus::GantryErrorKernelCompile => b"GANTRY_ERROR_KERNEL_COMPILE\0",
+            GantryStatus::GantryErrorDeviceOom => b"GANTRY_ERROR_DEVICE_OOM\0",
+            GantryStatus::GantryErrorDeviceLost => b"GANTRY_ERROR_DEVICE_LOST\0",
+            GantryStatus::GantryErrorTransport => b"GANTRY_ERROR_TRANSPORT\0",
+            GantryStatus::GantryErrorProtocol => b"GANTRY_ERROR_PROTOCOL\0",
         },
     };
     name.as_ptr().cast()

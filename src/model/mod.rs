@@ -16,10 +16,12 @@ pub mod llama;
 pub(crate) mod load;
 pub mod safetensors;
 pub mod sampler;
+mod sched_options;
 pub mod tokenizer;
 mod weights_file;
 
 pub use dequantized::DequantizedFile;
 pub use gguf::Gguf;
-pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors, repack_by_default};
+pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors, repack_from_env};
+pub use sched_options::SchedulerOptions;
 pub use weights_file::{TensorEntry, WeightsFile};

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+#[cfg(feature = "wgpu")]
+use gantry::Device;
 use gantry::backends::cpu::{CpuBackend, CpuDevice};
 use gantry::model::decoder::{
     Batch, DecodeWorker, DecoderHparams, DecoderWeights, LayerCounts, Session, SessionParams, layer_devices,
 };
 use gantry::testing::max_abs_diff;
-#[cfg(feature = "wgpu")]
-use gantry::Device;
 use gantry::{Backend, BufferUsage, Context, DType};
 
 const HP: DecoderHparams = gantry::testing::TINY_LLAMA;

@@ -81,7 +81,8 @@ fn check(dir: &Path, backends: &[Arc<dyn Backend>], attention: Attention, label:
     assert_eq!(batch.ids, r.ids, "WordPiece ids");
     let lengths: Vec<usize> = batch.ids.iter().map(Vec::len).collect();
     assert!(lengths.iter().any(|&l| l != lengths[0]), "the batch mixes lengths: {lengths:?}");
-    let mut encoder = Encoder::new(&mut ctx, &model, backends, EncoderParams { attention }).unwrap();
+    let mut encoder =
+        Encoder::new(&mut ctx, &model, backends, EncoderParams { attention, ..EncoderParams::default() }).unwrap();
     let together = encoder.embed(&mut ctx, &batch).unwrap();
     let mut worst = 1.0f64;
     for (i, want) in r.embeddings.iter().enumerate() {

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use gantry_engine::{Backend, BufferType, BufferUsage, Context, Error, Graph, GraphArena, Result, TensorId};
+use gantry_engine::{Backend, BufferType, BufferUsage, Context, Graph, GraphArena, Result, TensorId};
 
 use super::case::{Built, Case};
 use super::compare::{Verdict, compare};
@@ -255,5 +255,5 @@ fn on_scalar_reference(case: &Case) -> Result<Vec<f64>> {
     let buft = cpu::buffer_type();
     prepare(&mut ctx, &graph, &built, case, &buft)?;
     reference::evaluate(&ctx, &graph, built.output)
-        .map_err(|e| Error::Backend { backend: "f64 reference".into(), reason: e.to_string() })
+        .map_err(|e| e.within_backend("f64 reference", "evaluating the case"))
 }

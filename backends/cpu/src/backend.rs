@@ -8,8 +8,8 @@ use std::sync::Arc;
 use gantry_engine::profile::BackendProfiler;
 use gantry_engine::sched::SplitRewrite;
 use gantry_engine::{
-    AbortCallback, Backend, ComputeStatus, Context, Device, Error, EventId, Graph, GraphPlan, PlanTable, Result,
-    TensorId,
+    AbortCallback, Backend, BackendErrorKind, ComputeStatus, Context, Device, Error, EventId, Graph, GraphPlan,
+    PlanTable, Result, TensorId,
 };
 use rayon::ThreadPool;
 
@@ -54,7 +54,7 @@ impl CpuBackend {
     /// reasons, when `GANTRY_CPU_ISA` names no kernel path
     /// ([`isa_cap`](super::isa_cap)).
     pub fn with_device(device: CpuDevice, n_threads: usize) -> Result<Self> {
-        super::isa_cap().map_err(|reason| Error::Backend { backend: "CPU".into(), reason: reason.into() })?;
+        super::isa_cap().map_err(|reason| Error::backend("CPU", BackendErrorKind::Unsupported, reason))?;
         Ok(Self {
             device,
             state: SharedComputeState::new(n_threads)?,
@@ -72,7 +72,7 @@ impl CpuBackend {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use gantry_backends::cpu::{CpuBackend, CpuDevice};
+    /// use gantry_cpu::{CpuBackend, CpuDevice};
     /// let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
     /// let backend = CpuBackend::with_pool(CpuDevice::new(), pool.clone());
     /// assert_eq!(backend.n_threads(), 2);
@@ -217,10 +217,8 @@ fn guarded(ctx: &Context, node: TensorId, kernel: impl FnOnce() -> Result<()>) -
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
             let op = ctx.get(node).map_or("?", |d| d.op.name());
-            ComputeStatus::Failed(Error::Backend {
-                backend: "CPU".into(),
-                reason: format!("{op} kernel panicked on {}: {what}", ctx.describe(node)),
-            })
+            let reason = format!("{op} kernel panicked on {}: {what}", ctx.describe(node));
+            ComputeStatus::Failed(Error::backend("CPU", BackendErrorKind::Other, reason))
         }
     }
 }

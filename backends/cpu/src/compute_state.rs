@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::Mutex as StdMutex;
 
 use gantry_engine::sync::{Mutex, lock};
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 use rayon::ThreadPool;
 
 use super::jobs::JobSystem;
@@ -35,7 +35,7 @@ impl WorkerPool for ThreadPool {
             .num_threads(n_threads)
             .thread_name(|i| format!("gantry-cpu-{i}"))
             .build()
-            .map_err(|e| Error::Backend { backend: "CPU".into(), reason: format!("thread pool: {e}") })?;
+            .map_err(|e| Error::backend_with_source("CPU", BackendErrorKind::Other, format!("thread pool: {e}"), e))?;
         // Every thread runs a job once now, so that threads still starting
         // (their names, stacks, queues: heap allocations) are done before the
         // first compute, and steady-state computes allocate nothing from the start.

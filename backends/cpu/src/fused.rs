@@ -6,8 +6,8 @@
 use gantry_engine::sched::FusionKind;
 use gantry_engine::{Context, Result, TensorId};
 
-use super::ops::{self, mul_mat_shared, rms_norm_mul, rope_set_rows};
 use super::compute_state::KernelMemory;
+use super::ops::{self, mul_mat_shared, rms_norm_mul, rope_set_rows};
 use super::parallel::Par;
 
 /// Computes the nodes `members` of a fused group of `kind`.
@@ -21,7 +21,9 @@ pub fn compute_group(
     let fused = match (kind, members) {
         (FusionKind::RmsNormMul, &[norm, mul]) => rms_norm_mul::compute(ctx, norm, mul, par)?,
         (FusionKind::SharedActivation, _) => mul_mat_shared::compute(ctx, members, par, memory.shared)?,
-        (FusionKind::RopeSetRows, &[rope, rows, store]) => rope_set_rows::compute(ctx, rope, rows, store, par, memory.rope_angles)?,
+        (FusionKind::RopeSetRows, &[rope, rows, store]) => {
+            rope_set_rows::compute(ctx, rope, rows, store, par, memory.rope_angles)?
+        }
         _ => false,
     };
     if !fused {

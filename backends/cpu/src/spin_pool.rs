@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use gantry_engine::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use gantry_engine::sync::{Arc, Condvar, Mutex, lock, thread, wait};
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 
 use super::jobs::JobSystem;
 
@@ -312,7 +312,9 @@ impl SpinPool {
                     started.fetch_add(1, Ordering::Release);
                     team.work(IDLE_SPIN, HOT_SPIN)
                 })
-                .map_err(|e| Error::Backend { backend: "CPU".into(), reason: format!("thread pool: {e}") })?;
+                .map_err(|e| {
+                    Error::backend_with_source("CPU", BackendErrorKind::Other, format!("thread pool: {e}"), e)
+                })?;
             pool.threads.push(handle);
         }
         // Wait until every worker runs: each has then made what a thread

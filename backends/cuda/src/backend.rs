@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaEvent, CudaStream, result, sys};
 use gantry_arenas::{EventId, TensorId};
-use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, Graph, GraphPlan, PlanTable, Result};
+use gantry_engine::{
+    Backend, BackendErrorKind, ComputeStatus, Context, Device, Error, Graph, GraphPlan, PlanTable, Result,
+};
 
 use super::buffer::CudaBuffer;
 use super::cublas::Blas;
@@ -124,6 +126,10 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     /// A new stream on `device`.
+    ///
+    /// Environment: `GANTRY_CUDA_GRAPHS` (`0`, `off` or `false` turns CUDA
+    /// graphs off for this backend; [`crate::graphs::graphs_enabled`]) is
+    /// read here, once per backend.
     pub fn new(device: CudaDevice) -> Result<Self> {
         let gpu = device.gpu().clone();
         let stream = gpu.context()?.new_stream().map_err(|e| gpu.error("cuStreamCreate", e))?;
@@ -412,7 +418,7 @@ impl Backend for CudaBackend {
                 "{}: a GET_ROWS or SET_ROWS row index was outside the rows; those rows were not written",
                 self.name()
             ))),
-            bits => Err(self.gpu().error("a kernel reported", bits)),
+            bits => Err(self.gpu().error_of(BackendErrorKind::Other, format!("a kernel reported {bits}"))),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::sys as blas;
 use cudarc::driver::sys::CUstream;
-use gantry_engine::Result;
+use gantry_engine::{BackendErrorKind, Result};
 
 use super::buffer::CudaBuffer;
 use super::gpu::Gpu;
@@ -31,7 +31,20 @@ unsafe impl Sync for Blas {}
 fn check(gpu: &Gpu, what: &str, status: blas::cublasStatus_t) -> Result<()> {
     match status {
         blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
-        other => Err(gpu.error(what, other)),
+        other => Err(gpu.error_of(blas_error_kind(other), format!("{what}: {other:?}"))),
+    }
+}
+
+/// What a cuBLAS status means for a host: a failed allocation is
+/// [`BackendErrorKind::OutOfDeviceMemory`]; a GPU or operation cuBLAS does
+/// not support [`BackendErrorKind::Unsupported`]; anything else
+/// [`BackendErrorKind::Other`].
+pub fn blas_error_kind(status: blas::cublasStatus_t) -> BackendErrorKind {
+    use blas::cublasStatus_t as S;
+    match status {
+        S::CUBLAS_STATUS_ALLOC_FAILED => BackendErrorKind::OutOfDeviceMemory,
+        S::CUBLAS_STATUS_ARCH_MISMATCH | S::CUBLAS_STATUS_NOT_SUPPORTED => BackendErrorKind::Unsupported,
+        _ => BackendErrorKind::Other,
     }
 }
 

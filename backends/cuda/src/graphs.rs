@@ -12,7 +12,8 @@ use super::launch::Launch;
 /// Plans remembered per backend (a model's splits on one GPU, a few shapes).
 pub const GRAPH_CACHE_ENTRIES: usize = 16;
 
-/// Whether CUDA graphs are on (`GANTRY_CUDA_GRAPHS`, default on).
+/// Whether CUDA graphs are on (`GANTRY_CUDA_GRAPHS`, default on), read by
+/// `CudaBackend::new` once per backend.
 pub fn graphs_enabled() -> bool {
     !matches!(std::env::var("GANTRY_CUDA_GRAPHS").as_deref(), Ok("0") | Ok("off") | Ok("false"))
 }

@@ -7,7 +7,11 @@
 //!   `GANTRY_NVRTC_PATH` / `GANTRY_CUBLAS_PATH` and Python's site-packages
 //!   (the PyPI wheels) are searched.
 //! - [`platform()`] / [`CudaPlatform`]: one device per GPU, or the reason
-//!   there is none (`gantry devices` prints it).
+//!   there is none (`gantry devices` prints it) and its kind
+//!   ([`gantry_engine::BackendErrorKind`]: a missing driver or library).
+//! - Errors: every driver, NVRTC and cuBLAS failure is an
+//!   `Error::Backend` whose kind says what it means ([`driver_error_kind`],
+//!   [`blas_error_kind`]).
 //! - [`CudaDevice`] (`device.rs`, its shared state in `gpu.rs`): props,
 //!   buffer types, `supports_op` (the planner run without memory),
 //!   `offload_op` from a per-device batch size, events.
@@ -49,6 +53,8 @@ mod platform;
 
 pub use backend::CudaBackend;
 pub use buffer::{CudaBuffer, CudaBufferType, DEVICE_ALIGNMENT};
+pub use cublas::blas_error_kind;
 pub use device::{CudaDevice, DEFAULT_OFFLOAD_MIN_BATCH};
+pub use gpu::{driver_error, driver_error_kind};
 pub use host_buffer::{CudaHostBufferType, CudaMappedBufferType, HostBuffer};
-pub use platform::{CudaPlatform, MIN_ARCH, platform};
+pub use platform::{CudaPlatform, MIN_ARCH, init_failure_kind, missing_kind, platform};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -51,8 +51,11 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+/// A TLS set-up failure (a certificate or key that cannot be read or
+/// used, a setting QUIC refuses): the transport cannot be built, so it is
+/// of kind [`BackendErrorKind::Transport`].
 fn tls_error(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Unsupported(format!("TLS: {what}: {e}"))
+    Error::backend("remote", BackendErrorKind::Transport, format!("TLS: {what}: {e}"))
 }
 
 fn read_pem(path: &Path) -> Result<Vec<u8>> {

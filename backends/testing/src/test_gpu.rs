@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use gantry_engine::testing::TestBufferType;
 use gantry_engine::{
-    Backend, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Error, EventId, Graph, MemoryInfo,
-    Result, TensorDesc, TensorId, same_buffer_type,
+    Backend, BackendErrorKind, BufferType, ComputeStatus, Context, Device, DeviceCaps, DeviceType, Error, EventId,
+    Graph, MemoryInfo, Result, TensorDesc, TensorId, same_buffer_type,
 };
 
 use gantry_cpu::{self as cpu, CpuBackend, EventTable};
@@ -119,15 +119,9 @@ impl TestGpuBackend {
         for t in d.sources().chain(std::iter::once(node)) {
             let (entry, _) = ctx.tensor_buffer(t)?;
             if !same_buffer_type(&entry.buffer_type, &self.device.buft) {
-                return Err(Error::Backend {
-                    backend: self.device.name.clone(),
-                    reason: format!(
-                        "{} of {} is in {} memory",
-                        ctx.describe(t),
-                        ctx.describe(node),
-                        entry.buffer_type.name()
-                    ),
-                });
+                let reason =
+                    format!("{} of {} is in {} memory", ctx.describe(t), ctx.describe(node), entry.buffer_type.name());
+                return Err(Error::backend(&self.device.name, BackendErrorKind::Unsupported, reason));
             }
         }
         Ok(())

@@ -179,7 +179,7 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
         .next_multiple_of(gantry::model::decoder::KV_PAGE);
     let parallel_cells = args.parallel.iter().map(|&s| s * per_sequence).max();
     let n_ctx = (deepest + longest).max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
-    let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::default() };
+    let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     let mut rng = SplitMix64::new(1234);
     let n_vocab = model.hp.n_vocab as u64;
@@ -486,7 +486,7 @@ fn bench_encoder(
         "The new movie is awesome, everyone in the theatre loved it.",
         "A monkey is playing drums in the forest.",
     ];
-    let mut encoder = Encoder::new(&mut ctx, &model, backends, EncoderParams::default())?;
+    let mut encoder = Encoder::new(&mut ctx, &model, backends, EncoderParams::from_env())?;
     let mut first = true;
     for &b in batch_sizes.iter().filter(|&&b| b > 0) {
         let texts: Vec<&str> = (0..b).map(|i| SENTENCES[i % SENTENCES.len()]).collect();

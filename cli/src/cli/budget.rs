@@ -98,7 +98,7 @@ pub fn load_fitted(
     let names: Vec<String> =
         rooms.iter().zip(counts.counts()).map(|(r, c)| format!("{} {c} ({})", r.name, budget_text(r.budget))).collect();
     eprintln!("fit: {} layers over {}", hp.n_layer, names.join(", "));
-    DecoderModel::load_split(path, ctx, &devices, &counts, progress)
+    DecoderModel::load_split_with(path, ctx, &devices, &counts, super::common::load_options(progress))
 }
 
 /// Holds `session`'s scheduler to `budgets` and reserves its memory for a

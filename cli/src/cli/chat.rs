@@ -96,7 +96,7 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         })?,
     };
     let bos_text = tok.bos().and_then(|id| tok.token(id).ok()).map(|t| t.text.clone());
-    let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::default() };
+    let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     if let Some(budgets) = &budgets {
         reserve_within(&mut session, &mut ctx, &backends, budgets, CHAT_BATCH)?;

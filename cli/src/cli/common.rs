@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gantry::backends::default_registry;
-use gantry::model::LoadProgress;
-use gantry::model::decoder::DecoderModel;
+use gantry::model::decoder::{DecoderModel, LayerCounts};
+use gantry::model::{LoadOptions, LoadProgress};
 use gantry::{Backend, Context, Device, DeviceType, Registry, SetThreadCount, platform_extension};
 
 /// The registry with every platform compiled in: the remote servers are
@@ -56,10 +56,22 @@ pub fn load_decoder(
     let first = backends.first().ok_or_else(|| gantry::Error::Model("no backends to load the model for".into()))?;
     let devices: Vec<&dyn Device> =
         backends.iter().map(|b| b.device()).filter(|d| d.device_type() != DeviceType::Cpu).collect();
+    let options = load_options(progress);
     match devices.len() {
-        0 | 1 => DecoderModel::load(path, ctx, first.device(), progress),
-        _ => DecoderModel::load_across(path, ctx, &devices, progress),
+        0 | 1 => DecoderModel::load_with(path, ctx, first.device(), options),
+        _ => {
+            let counts = LayerCounts::even(DecoderModel::layer_count(path)?, devices.len());
+            DecoderModel::load_split_with(path, ctx, &devices, &counts, options)
+        }
     }
+}
+
+/// The loader's options for a decoder model, as [`DecoderModel::load`] and
+/// [`DecoderModel::load_split`] take them (tensors too large for a device's
+/// buffers stay in host memory), with the environment's `GANTRY_NO_REPACK`
+/// ([`LoadOptions::from_env`]).
+pub fn load_options(progress: Option<&mut dyn FnMut(LoadProgress)>) -> LoadOptions<'_> {
+    LoadOptions { progress, oversize: Some(gantry::backends::cpu::buffer_type()), ..LoadOptions::from_env() }
 }
 
 /// Where a model command computes: the CPU's threads, the backends, remote

@@ -82,7 +82,8 @@ fn run_model(
         ctx.free_tensor_buffers(&staging)?;
     }
     let n_ctx = (prompt.len() + n_predict).next_multiple_of(256);
-    let mut session = Session::new(&mut ctx, *hp, weights, backends, SessionParams { n_ctx, ..Default::default() })?;
+    let mut session =
+        Session::new(&mut ctx, *hp, weights, backends, SessionParams { n_ctx, ..SessionParams::from_env() })?;
 
     let t0 = Instant::now();
     let prompt_logits = session.eval(&mut ctx, prompt, LogitsFor::All)?.to_vec();

@@ -46,7 +46,7 @@ fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
     let model = BertModel::load(&args.model, &mut ctx, backends[0].device())?;
     let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();
     let batch = model.tokenize(&texts)?;
-    let mut encoder = Encoder::new(&mut ctx, &model, &backends, EncoderParams::default())?;
+    let mut encoder = Encoder::new(&mut ctx, &model, &backends, EncoderParams::from_env())?;
     let t0 = Instant::now();
     let embeddings = encoder.embed(&mut ctx, &batch)?;
     let elapsed = t0.elapsed().as_secs_f64();

@@ -55,7 +55,7 @@ pub fn prompt_logits(
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
     }
-    let params = SessionParams { n_ctx: tokens.len().next_multiple_of(256), ..SessionParams::default() };
+    let params = SessionParams { n_ctx: tokens.len().next_multiple_of(256), ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     let logits = session.eval(&mut ctx, &tokens, LogitsFor::All)?.to_vec();
     Ok((tokens, logits))

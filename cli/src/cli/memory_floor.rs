@@ -77,7 +77,9 @@ pub fn parallel_read_bandwidth(threads: usize, bytes: usize) -> Option<f64> {
         std::thread::scope(|s| {
             let parts: Vec<_> = data
                 .chunks(chunk)
-                .map(|part| s.spawn(move || (0..rounds).fold(0u64, |acc, _| acc.wrapping_add(read_speed::sum_words(part)))))
+                .map(|part| {
+                    s.spawn(move || (0..rounds).fold(0u64, |acc, _| acc.wrapping_add(read_speed::sum_words(part))))
+                })
                 .collect();
             parts.into_iter().map(|p| p.join().unwrap_or(0)).fold(0u64, u64::wrapping_add)
         })

@@ -91,7 +91,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         return Err(Error::Model("the prompt has no tokens".into()));
     }
     let n_ctx = args.context.n_ctx(tokens.len() + args.n_predict);
-    let params = SessionParams { n_ctx, kv_dtype: args.context.kv_dtype()?, ..SessionParams::default() };
+    let params = SessionParams { n_ctx, kv_dtype: args.context.kv_dtype()?, ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     if let Some(budgets) = &budgets {
         reserve_within(&mut session, &mut ctx, &backends, budgets, tokens.len())?;

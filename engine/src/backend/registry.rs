@@ -163,7 +163,10 @@ impl Registry {
 
     /// Backends for `names`, in the given order (`--backends LIST`): a device
     /// name starts that device; a platform name (`wgpu`, `cpu`) starts every
-    /// device of that platform. Matching is case-insensitive.
+    /// device of that platform. Matching is case-insensitive. A platform
+    /// named that found no device is an [`Error::Backend`] of the kind it
+    /// gives ([`Platform::unavailable_kind`]: a missing driver, ...), or
+    /// [`Error::NotFound`] when it gives none.
     pub fn backends_by_names(&self, names: &[&str]) -> Result<Vec<Arc<dyn Backend>>> {
         let mut out = Vec::new();
         for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
@@ -183,7 +186,13 @@ impl Registry {
             let devices: Vec<DeviceId> =
                 self.order.iter().copied().filter(|&id| self.devices[id].platform == platform).collect();
             if devices.is_empty() {
-                return Err(Error::NotFound(format!("platform {name} found no device on this machine")));
+                let found = &self.platforms[platform];
+                let missing = format!("platform {name} found no device on this machine");
+                return Err(match (found.unavailable_kind(), found.unavailable_reason()) {
+                    (Some(kind), Some(why)) => Error::backend(found.name(), kind, format!("{missing}: {why}")),
+                    (Some(kind), None) => Error::backend(found.name(), kind, missing),
+                    (None, _) => Error::NotFound(missing),
+                });
             }
             for id in devices {
                 out.push(self.devices[id].device.init_backend(None)?);
@@ -199,5 +208,51 @@ impl std::fmt::Debug for Registry {
             .field("platforms", &self.platforms.iter().map(|p| p.name()).collect::<Vec<_>>())
             .field("devices", &self.devices().map(|(_, d)| d.name()).collect::<Vec<_>>())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BackendErrorKind;
+
+    /// A platform with no device, and maybe a reason of some kind.
+    struct Empty {
+        name: &'static str,
+        why: Option<(BackendErrorKind, &'static str)>,
+    }
+
+    impl Platform for Empty {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn devices(&self) -> Vec<Arc<dyn Device>> {
+            Vec::new()
+        }
+
+        fn unavailable_reason(&self) -> Option<String> {
+            self.why.map(|(_, why)| why.to_owned())
+        }
+
+        fn unavailable_kind(&self) -> Option<BackendErrorKind> {
+            self.why.map(|(kind, _)| kind)
+        }
+    }
+
+    #[test]
+    fn a_platform_without_devices_says_what_kind_of_reason_it_has() {
+        let mut registry = Registry::new();
+        let why = Some((BackendErrorKind::DriverMissing, "CUDA: libcuda.so not found"));
+        registry.register_platform(Arc::new(Empty { name: "CUDA", why })).unwrap();
+        registry.register_platform(Arc::new(Empty { name: "quiet", why: None })).unwrap();
+        let missing = registry.backends_by_names(&["cuda"]).map(|_| ()).unwrap_err();
+        assert_eq!(missing.backend_kind(), Some(BackendErrorKind::DriverMissing));
+        assert_eq!(
+            missing.to_string(),
+            "backend CUDA: platform cuda found no device on this machine: CUDA: libcuda.so not found"
+        );
+        let quiet = registry.backends_by_names(&["quiet"]).map(|_| ()).unwrap_err();
+        assert!(matches!(quiet, Error::NotFound(_)), "{quiet}");
     }
 }

@@ -107,11 +107,9 @@ pub fn compute_splits(
                 split.nodes.len()
             )));
         }
-        // An abort is the caller's wish, not a backend failure: it stays `Aborted`.
-        let fail = |e: Error| match e {
-            Error::Aborted => Error::Aborted,
-            e => Error::Backend { backend: backend.name().to_owned(), reason: format!("split {s}: {e}") },
-        };
+        // An abort is the caller's wish, not a backend failure: it stays
+        // `Aborted`; a backend's failure keeps its kind.
+        let fail = |e: Error| e.within_backend(backend.name(), format_args!("split {s}"));
         match callback.as_deref_mut() {
             None if use_plans => {
                 plans.compute_async(s, split.backend, backend.as_ref(), ctx, split_graph).into_result().map_err(fail)?

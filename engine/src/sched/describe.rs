@@ -1,4 +1,5 @@
-//! `GANTRY_SCHED_DEBUG`: what the scheduler did, in words.
+//! What the scheduler did, in words ([`super::SchedulerParams::debug`],
+//! `GANTRY_SCHED_DEBUG` through [`super::SchedulerParams::from_env`]).
 
 use std::fmt::Write;
 
@@ -11,7 +12,9 @@ use super::tables::Assignments;
 use crate::alloc::TensorTable;
 use crate::{Context, Graph};
 
-/// Reads `GANTRY_SCHED_DEBUG`: 0 (off), 1 (splits), 2 (splits and every node).
+/// Reads `GANTRY_SCHED_DEBUG`: 0 (off, also when unset or not a number), 1
+/// (splits), 2 (splits and every node). Called by
+/// [`super::SchedulerParams::from_env`] only.
 pub fn debug_level_from_env() -> u8 {
     std::env::var("GANTRY_SCHED_DEBUG").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0)
 }

@@ -13,8 +13,9 @@
 //! ([`Graph::fused`]); a backend that ignores them computes the nodes one by
 //! one, which is always correct.
 //!
-//! `GANTRY_NO_FUSION=1` (or [`super::SchedulerParams::graph_optimize`]
-//! `false`) turns the system off: the nodes run in the graph's order, unfused.
+//! [`super::SchedulerParams::graph_optimize`] `false` (`GANTRY_NO_FUSION=1`
+//! through [`super::SchedulerParams::from_env`]) turns the system off: the
+//! nodes run in the graph's order, unfused.
 
 use std::ops::Range;
 
@@ -75,7 +76,8 @@ impl FusedGroup {
 }
 
 /// Reads `GANTRY_NO_FUSION`: fusion is on unless it is set to something
-/// other than empty or `0`.
+/// other than empty or `0`. Called by [`super::SchedulerParams::from_env`]
+/// only.
 pub fn fusion_from_env() -> bool {
     fusion_enabled(std::env::var("GANTRY_NO_FUSION").ok().as_deref())
 }
@@ -321,10 +323,7 @@ pub fn optimize_splits(
             let result = backend.graph_optimize(ctx, &mut view);
             if let Err(e) = result {
                 tables.optimized = out;
-                return Err(Error::Backend {
-                    backend: backend.name().to_owned(),
-                    reason: format!("optimizing split {s}: {e}"),
-                });
+                return Err(e.within_backend(backend.name(), format_args!("optimizing split {s}")));
             }
             out.groups[first_group..].sort_unstable_by_key(|g| g.start);
         }

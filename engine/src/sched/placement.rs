@@ -5,11 +5,11 @@
 use gantry_arenas::BufferId;
 
 use super::BackendSet;
+use super::alloc::{AllocGraphInputs, build_alloc_graph};
 use super::assign::assign_backends;
 use super::expand::expand_assignments;
 use super::gathered::Gathered;
 use super::optimize::optimize_splits;
-use super::alloc::{AllocGraphInputs, build_alloc_graph};
 use super::split::{SplitInputs, SplitParams, SplitTables, split_graph};
 use super::tables::{Assignments, CopyTable, Pins, Prealloc, Support};
 use crate::alloc::TensorTable;

@@ -45,11 +45,20 @@ pub struct SchedulerParams {
     pub budgets: Vec<Option<usize>>,
     /// Let each backend rewrite its splits before memory is planned (the
     /// optimize system: reordering and fused groups, see
-    /// [`super::optimize`]). On by default unless `GANTRY_NO_FUSION=1`.
+    /// [`super::optimize`]). On by default; [`SchedulerParams::from_env`]
+    /// turns it off for `GANTRY_NO_FUSION=1`.
     pub graph_optimize: bool,
+    /// Describe each new placement in words ([`super::describe`]): 0 off
+    /// (the default), 1 every split, 2 every node too. Printed as an info
+    /// event of target `gantry::sched` when the program has a `tracing`
+    /// subscriber, else to stderr. [`SchedulerParams::from_env`] reads it
+    /// from `GANTRY_SCHED_DEBUG`.
+    pub debug: u8,
 }
 
 impl Default for SchedulerParams {
+    /// The defaults, whatever the environment says (see
+    /// [`SchedulerParams::from_env`] for the switches a program may honour).
     fn default() -> Self {
         Self {
             buffer_types: Vec::new(),
@@ -58,8 +67,23 @@ impl Default for SchedulerParams {
             op_offload: true,
             max_split_inputs: 30,
             budgets: Vec::new(),
-            graph_optimize: fusion_from_env(),
+            graph_optimize: true,
+            debug: 0,
         }
+    }
+}
+
+impl SchedulerParams {
+    /// The defaults with the scheduler's environment switches applied, for
+    /// programs that want them (the `gantry` command does):
+    ///
+    /// - `GANTRY_NO_FUSION`: set to anything but empty or `0`, turns
+    ///   [`SchedulerParams::graph_optimize`] off.
+    /// - `GANTRY_SCHED_DEBUG`: `1` or `2` sets [`SchedulerParams::debug`].
+    ///
+    /// Nothing else in the engine reads the environment.
+    pub fn from_env() -> Self {
+        Self { graph_optimize: fusion_from_env(), debug: debug_level_from_env(), ..Self::default() }
     }
 }
 
@@ -118,7 +142,6 @@ pub struct Scheduler {
     placements: u64,
     /// The current placement's graph plans, one per split.
     plans: SplitPlans,
-    debug: u8,
 }
 
 impl Scheduler {
@@ -153,7 +176,6 @@ impl Scheduler {
             rotation: PipelineRotation::default(),
             placements: 0,
             plans: SplitPlans::default(),
-            debug: debug_level_from_env(),
         };
         sched.make_events()?;
         Ok(sched)
@@ -295,9 +317,9 @@ impl Scheduler {
         // Binding put every tensor at its planned place, pipeline copies included.
         self.rotation.bound();
         self.rotate_pipeline_copies(ctx)?;
-        if self.debug > 0 {
+        if self.params.debug > 0 {
             let placed = (&self.run.assigned, self.allocator.table());
-            let text = describe_splits(ctx, graph, &self.set, &self.run.split, placed, self.debug);
+            let text = describe_splits(ctx, graph, &self.set, &self.run.split, placed, self.params.debug);
             // Through the program's subscriber when it has one (the CLI's
             // shows `gantry::sched` at info when GANTRY_SCHED_DEBUG is set),
             // else straight to stderr as before.

@@ -14,7 +14,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 use super::{BertConfig, BertGraph, BertWeights, build_bert_graph};
 use crate::model::blocks::{Attention, mask_value};
 use crate::model::safetensors::SafetensorsFile;
-use crate::model::{LoadOptions, LoadedWeights, load_tensors};
+use crate::model::{LoadOptions, LoadedWeights, SchedulerOptions, load_tensors};
 use crate::{Error, Result};
 
 /// A BERT checkpoint loaded into a context: configuration, weights (over
@@ -95,11 +95,23 @@ fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
     Ok(tokenizer)
 }
 
-/// Options of an [`Encoder`].
+/// Options of an [`Encoder`]. The default ignores the environment
+/// ([`EncoderParams::from_env`] reads the scheduler's switches).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EncoderParams {
     /// How attention is computed.
     pub attention: Attention,
+    /// The scheduler's switches (fusion, placement report).
+    pub scheduler: SchedulerOptions,
+}
+
+impl EncoderParams {
+    /// The defaults with the scheduler's environment switches
+    /// (`GANTRY_NO_FUSION`, `GANTRY_SCHED_DEBUG`:
+    /// [`SchedulerOptions::from_env`]).
+    pub fn from_env() -> Self {
+        Self { scheduler: SchedulerOptions::from_env(), ..Self::default() }
+    }
 }
 
 /// A BERT model ready to run: a scheduler over the backends and the current
@@ -126,7 +138,7 @@ impl Encoder {
         backends: &[Arc<dyn Backend>],
         params: EncoderParams,
     ) -> Result<Self> {
-        let sched = Scheduler::new(backends, SchedulerParams::default())?;
+        let sched = Scheduler::new(backends, params.scheduler.apply(SchedulerParams::default()))?;
         Ok(Self {
             config: model.config.clone(),
             weights: model.weights.clone(),

@@ -62,8 +62,10 @@ impl DecoderModel {
     /// the bytes loaded. On error nothing is left in `ctx`.
     ///
     /// On a CPU device the weight matrices are repacked into the layout the
-    /// CPU's quantized kernels read (see [`LoadOptions::repack`]; off with
-    /// `GANTRY_NO_REPACK=1`, or through [`DecoderModel::load_with`]).
+    /// CPU's quantized kernels read (see [`LoadOptions::repack`]; off
+    /// through [`DecoderModel::load_with`], with options that may come from
+    /// [`LoadOptions::from_env`]: `GANTRY_NO_REPACK=1`, as the `gantry`
+    /// command does).
     pub fn load(
         path: impl AsRef<Path>,
         ctx: &mut Context,

@@ -75,7 +75,13 @@ pub fn computes_anything(d: &TensorDesc) -> bool {
 
 /// Runs node `t`'s kernel: `t` was checked with [`supports_op`] (by
 /// `compute_node`, or by a plan against the same context revision).
-pub fn dispatch(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, memory: &mut KernelMemory<'_>) -> Result<()> {
+pub fn dispatch(
+    ctx: &Context,
+    t: TensorId,
+    d: &TensorDesc,
+    par: &Par<'_>,
+    memory: &mut KernelMemory<'_>,
+) -> Result<()> {
     let d = *d;
     match d.op {
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(()),

@@ -187,28 +187,35 @@ fn products_of_different_weight_types_are_not_grouped() {
     assert_eq!(fused, unfused);
 }
 
-/// `GANTRY_NO_FUSION` read by `SchedulerParams::default()`: this test runs
-/// itself again as a child process with the variable set (a process's
-/// environment is not something to change under other test threads).
+/// `GANTRY_NO_FUSION` read by `SchedulerParams::from_env()`, and only
+/// there (`SchedulerParams::default()` ignores it): this test runs itself
+/// again as a child process with the variable set (a process's environment
+/// is not something to change under other test threads).
 #[test]
 fn the_environment_switch_turns_fusion_off() {
     if let Ok(value) = std::env::var("GANTRY_FUSION_TEST_CHILD") {
         let on = value == "on";
-        assert_eq!(SchedulerParams::default().graph_optimize, on);
+        assert!(SchedulerParams::default().graph_optimize, "the default does not read the environment");
+        assert_eq!(SchedulerParams::from_env().graph_optimize, on);
         let build = |ctx: &mut Context| block(ctx, 1, DType::Q4_0, false);
-        let (_, kinds, text, _) = run_with(build, SchedulerParams::default(), 1);
+        let (_, kinds, text, _) = run_with(build, SchedulerParams::from_env(), 1);
         assert_eq!(!kinds.is_empty(), on, "{text}");
         return;
     }
     let exe = std::env::current_exe().unwrap();
+    // The test's name as the harness knows it: its path without the crate's name.
+    let path = concat!(module_path!(), "::the_environment_switch_turns_fusion_off");
+    let name = path.split_once("::").map_or(path, |(_, rest)| rest);
     for (no_fusion, child) in [("1", "off"), ("0", "on"), ("", "on")] {
-        let status = std::process::Command::new(&exe)
-            .args(["--exact", "the_environment_switch_turns_fusion_off", "--test-threads=1"])
+        let output = std::process::Command::new(&exe)
+            .args(["--exact", name, "--test-threads=1"])
             .env("GANTRY_FUSION_TEST_CHILD", child)
             .env("GANTRY_NO_FUSION", no_fusion)
-            .status()
+            .output()
             .unwrap();
-        assert!(status.success(), "GANTRY_NO_FUSION={no_fusion:?}: the child failed");
+        let out = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "GANTRY_NO_FUSION={no_fusion:?}: the child failed:\n{out}");
+        assert!(out.contains("1 passed"), "the child ran the test ({name}):\n{out}");
     }
 }
 

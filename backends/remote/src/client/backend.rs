@@ -5,7 +5,9 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use gantry_engine::{Backend, ComputeStatus, Context, Device, Error, EventId, Graph, Result, TensorId};
+use gantry_engine::{
+    Backend, BackendErrorKind, ComputeStatus, Context, Device, Error, EventId, Graph, Result, TensorId,
+};
 
 use super::buffer::RemoteBuffer;
 use super::device::RemoteDevice;
@@ -36,10 +38,11 @@ impl RemoteBackend {
     fn done(&self, what: &str, response: Response) -> Result<()> {
         match response {
             Response::Done => Ok(()),
-            other => Err(Error::Backend {
-                backend: self.device.name().to_owned(),
-                reason: format!("{what} answered {other:?}"),
-            }),
+            other => Err(Error::backend(
+                self.device.name(),
+                BackendErrorKind::Protocol,
+                format!("{what} answered {other:?}"),
+            )),
         }
     }
 
@@ -65,10 +68,8 @@ impl RemoteBackend {
                 )));
             };
             if *generation.get_or_insert(g) != g {
-                return Err(Error::Backend {
-                    backend: self.device.name().to_owned(),
-                    reason: format!("tensor {} is in a buffer of a lost connection", ctx.describe(t)),
-                });
+                let reason = format!("tensor {} is in a buffer of a lost connection", ctx.describe(t));
+                return Err(Error::backend(self.device.name(), BackendErrorKind::Transport, reason));
             }
             Ok(WireLocation { buffer: handle, offset: placement.offset as u64 })
         };

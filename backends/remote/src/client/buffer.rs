@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::sync::{Arc, Weak};
 
-use gantry_engine::{Buffer, BufferType, Device, Error, Result, check_range};
+use gantry_engine::{BackendErrorKind, Buffer, BufferType, Device, Error, Result, check_range};
 
 use super::device::{DeviceInner, RemoteDevice};
 use super::link::Link;
@@ -66,7 +66,7 @@ impl BufferType for RemoteBufferType {
                 name: self.name.clone(),
                 weight_cache: self.weight_cache,
             })),
-            other => Err(Error::Backend { backend: self.name.clone(), reason: format!("alloc answered {other:?}") }),
+            other => Err(Error::backend(&self.name, BackendErrorKind::Protocol, format!("alloc answered {other:?}"))),
         }
     }
 
@@ -112,7 +112,7 @@ impl RemoteBuffer {
     fn done(&self, what: &str, response: Response) -> Result<()> {
         match response {
             Response::Done => Ok(()),
-            other => Err(Error::Backend { backend: self.name.clone(), reason: format!("{what} answered {other:?}") }),
+            other => Err(Error::backend(&self.name, BackendErrorKind::Protocol, format!("{what} answered {other:?}"))),
         }
     }
 }
@@ -182,7 +182,7 @@ impl Buffer for RemoteBuffer {
         match self.link.call_on(self.generation, &request)? {
             Response::Cached(found) => Ok(found),
             other => {
-                Err(Error::Backend { backend: self.name.clone(), reason: format!("cache lookup answered {other:?}") })
+                Err(Error::backend(&self.name, BackendErrorKind::Protocol, format!("cache lookup answered {other:?}")))
             }
         }
     }

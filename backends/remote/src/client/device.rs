@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use gantry_engine::{
-    Backend, BufferType, Context, Device, DeviceCaps, DeviceType, EventId, EventTable, MemoryInfo, Result, TensorId,
+    Backend, BackendErrorKind, BufferType, Context, Device, DeviceCaps, DeviceType, EventId, EventTable, MemoryInfo,
+    Result, TensorId,
 };
 
 use super::backend::RemoteBackend;
@@ -96,10 +97,8 @@ impl RemoteDevice {
         let answer = match self.inner.link.call(&Request::SupportsOp { device: self.inner.index, graph })? {
             Response::Supported(yes) => yes,
             other => {
-                return Err(gantry_engine::Error::Backend {
-                    backend: self.inner.name.clone(),
-                    reason: format!("supports op answered with {other:?}"),
-                });
+                let reason = format!("supports op answered with {other:?}");
+                return Err(gantry_engine::Error::backend(&self.inner.name, BackendErrorKind::Protocol, reason));
             }
         };
         cache().insert(key, answer);

@@ -21,7 +21,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 use tokio::runtime::Runtime;
 
 use crate::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireDevice};
@@ -171,16 +171,21 @@ impl Link {
         timeouts: CallTimeouts,
         limits: Limits,
     ) -> Result<Arc<Self>> {
-        let fail = |reason: String| Error::Backend { backend: format!("remote {address}"), reason };
+        let backend = format!("remote {address}");
+        let fail = |reason: String, e: std::io::Error| {
+            Error::backend_with_source(backend.clone(), BackendErrorKind::Transport, reason, e)
+        };
         let socket = address
             .to_socket_addrs()
-            .map_err(|e| fail(format!("cannot resolve the address: {e}")))?
+            .map_err(|e| fail(format!("cannot resolve the address: {e}"), e))?
             .next()
-            .ok_or_else(|| fail("the address resolves to nothing".into()))?;
+            .ok_or_else(|| {
+                Error::backend(backend.clone(), BackendErrorKind::Transport, "the address resolves to nothing")
+            })?;
         let bind: SocketAddr = if socket.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { ([0u16; 8], 0).into() };
         let endpoint = {
             let _entered = runtime.enter();
-            quinn::Endpoint::client(bind).map_err(|e| fail(format!("cannot open a UDP socket: {e}")))?
+            quinn::Endpoint::client(bind).map_err(|e| fail(format!("cannot open a UDP socket: {e}"), e))?
         };
         let mut link = Self {
             address: address.to_owned(),
@@ -217,8 +222,9 @@ impl Link {
         &self.limits
     }
 
-    fn error(&self, reason: String) -> Error {
-        Error::Backend { backend: format!("remote {}", self.address), reason }
+    /// An error of this link's server, of `kind`.
+    fn error(&self, kind: BackendErrorKind, reason: String) -> Error {
+        Error::backend(format!("remote {}", self.address), kind, reason)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -230,8 +236,10 @@ impl Link {
         let handle = self.runtime.handle();
         // tokio refuses to block a thread that is running async tasks; that
         // is a caller's mistake to report, not a reason to unwind through it.
-        catch_unwind(AssertUnwindSafe(|| handle.block_on(fut)))
-            .map_err(|_| self.error("a remote call blocks: make it from a plain thread, not from an async task".into()))
+        catch_unwind(AssertUnwindSafe(|| handle.block_on(fut))).map_err(|_| {
+            let reason = "a remote call blocks: make it from a plain thread, not from an async task";
+            self.error(BackendErrorKind::Other, reason.into())
+        })
     }
 
     /// A new connection and its handshake.
@@ -248,20 +256,20 @@ impl Link {
             let response = exchange(&conn, &hello, Payload::None, timeout, timeout, &limits).await;
             Ok::<_, String>((conn, response))
         })?;
-        let (conn, response) = result.map_err(|e| self.error(e))?;
+        let (conn, response) = result.map_err(|e| self.error(BackendErrorKind::Transport, e))?;
         match response {
             Ok(Response::Welcome { version, server, cached_weights, devices }) if version == PROTOCOL_VERSION => {
                 Ok((conn, Welcome { server, cached_weights, devices }))
             }
             Ok(Response::Error(message)) => {
                 conn.close(0u32.into(), b"handshake refused");
-                Err(self.error(format!("the server refused the handshake: {message}")))
+                Err(self.error(BackendErrorKind::Protocol, format!("the server refused the handshake: {message}")))
             }
             Ok(other) => {
                 conn.close(0u32.into(), b"handshake failed");
-                Err(self.error(format!("the server answered hello with {other:?}")))
+                Err(self.error(BackendErrorKind::Protocol, format!("the server answered hello with {other:?}")))
             }
-            Err(e) => Err(self.error(e)),
+            Err(e) => Err(self.error(BackendErrorKind::Transport, e)),
         }
     }
 
@@ -280,23 +288,27 @@ impl Link {
             (State::Up { conn, generation }, Some(g)) if *generation == g => return Ok((conn.clone(), g)),
             (State::Up { .. }, Some(_)) | (State::Down { .. }, Some(_)) => {
                 return Err(self.error(
+                    BackendErrorKind::Transport,
                     "the connection this object was made on was lost, and the object with it: make it again".into(),
                 ));
             }
             (State::Down { .. }, None) => {}
         }
         let State::Down { generation, .. } = &*state else {
-            return Err(self.error("connection state changed while dialling".into()));
+            return Err(self.error(BackendErrorKind::Other, "connection state changed while dialling".into()));
         };
         let next = generation + 1;
         let (conn, welcome) = self.dial()?;
         if welcome.devices.iter().map(|d| &d.name).ne(self.welcome.devices.iter().map(|d| &d.name)) {
             conn.close(0u32.into(), b"devices changed");
-            return Err(self.error(format!(
-                "the server now serves other devices than when first dialled ({} instead of {})",
-                welcome.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", "),
-                self.welcome.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
-            )));
+            return Err(self.error(
+                BackendErrorKind::Protocol,
+                format!(
+                    "the server now serves other devices than when first dialled ({} instead of {})",
+                    welcome.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", "),
+                    self.welcome.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
         }
         tracing::info!(server = %self.address, generation = next, "reconnected");
         *state = State::Up { conn: conn.clone(), generation: next };
@@ -325,12 +337,15 @@ impl Link {
         let (conn, generation) = self.connection(expected)?;
         let bytes = request.encode();
         if bytes.len() > self.limits.max_message_bytes {
-            return Err(self.error(format!(
-                "{}: a message of {} bytes is over the limit of {}",
-                request.name(),
-                bytes.len(),
-                self.limits.max_message_bytes
-            )));
+            return Err(self.error(
+                BackendErrorKind::Unsupported,
+                format!(
+                    "{}: a message of {} bytes is over the limit of {}",
+                    request.name(),
+                    bytes.len(),
+                    self.limits.max_message_bytes
+                ),
+            ));
         }
         // A compute may take long; a server that died meanwhile is noticed by the idle timeout.
         let answer_timeout = match request {
@@ -340,14 +355,17 @@ impl Link {
         let outcome =
             self.block_on(exchange(&conn, &bytes, payload, self.call_timeout, answer_timeout, &self.limits))?;
         match outcome {
-            Ok(Response::Error(message)) => Err(self.error(format!("{}: {message}", request.name()))),
+            // The server's own error: its kind is not on the wire.
+            Ok(Response::Error(message)) => {
+                Err(self.error(BackendErrorKind::Other, format!("{}: {message}", request.name())))
+            }
             Ok(response) => Ok(response),
             Err(reason) => {
                 self.lose(generation, &reason);
-                Err(self.error(format!(
-                    "{}: {reason}; the connection is closed, and what was made on it is gone",
-                    request.name()
-                )))
+                Err(self.error(
+                    BackendErrorKind::Transport,
+                    format!("{}: {reason}; the connection is closed, and what was made on it is gone", request.name()),
+                ))
             }
         }
     }

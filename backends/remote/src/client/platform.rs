@@ -5,7 +5,7 @@
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
-use gantry_engine::{Device, Error, Platform, Result};
+use gantry_engine::{BackendErrorKind, Device, Error, Platform, Result};
 use tokio::runtime::Runtime;
 
 use super::config::RemoteConfig;
@@ -57,7 +57,10 @@ impl RemotePlatform {
             .thread_name("gantry-remote")
             .enable_all()
             .build()
-            .map_err(|e| Error::Unsupported(format!("remote: cannot start the network runtime: {e}")))?;
+            .map_err(|e| {
+                let reason = format!("cannot start the network runtime: {e}");
+                Error::backend_with_source("remote", BackendErrorKind::Other, reason, e)
+            })?;
         let runtime = Arc::new(runtime);
         let quic = client_config(&config.identity, config.times)?;
         let mut devices = Vec::new();

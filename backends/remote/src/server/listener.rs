@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 use quinn::{RecvStream, SendStream};
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
@@ -54,19 +54,23 @@ impl std::fmt::Debug for RunningServer {
 impl RunningServer {
     /// Binds `config.listen` and starts accepting clients for `state`'s devices.
     pub fn start(config: ListenConfig, state: ServerState) -> Result<Self> {
-        let fail = |what: &str, e: &dyn std::fmt::Display| Error::Unsupported(format!("rpc-server: {what}: {e}"));
+        // Every step here is the operating system's socket or threads: an
+        // I/O error of the server's transport.
+        let fail = |what: &str, e: std::io::Error| {
+            Error::backend_with_source("rpc-server", BackendErrorKind::Transport, format!("{what}: {e}"), e)
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))
             .thread_name("gantry-rpc-server")
             .enable_all()
             .build()
-            .map_err(|e| fail("starting the runtime", &e))?;
+            .map_err(|e| fail("starting the runtime", e))?;
         let quic = server_config(&config.identity, config.times)?;
         let endpoint = {
             let _entered = runtime.enter();
-            quinn::Endpoint::server(quic, config.listen).map_err(|e| fail(&format!("binding {}", config.listen), &e))?
+            quinn::Endpoint::server(quic, config.listen).map_err(|e| fail(&format!("binding {}", config.listen), e))?
         };
-        let local_addr = endpoint.local_addr().map_err(|e| fail("reading the bound address", &e))?;
+        let local_addr = endpoint.local_addr().map_err(|e| fail("reading the bound address", e))?;
         let state = Arc::new(state);
         let accept = runtime.spawn(accept_clients(endpoint.clone(), state, config.max_clients.max(1)));
         Ok(Self { endpoint, local_addr, accept: Some(accept), runtime: Some(runtime) })

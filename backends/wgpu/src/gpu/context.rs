@@ -1,10 +1,10 @@
 //! An opened GPU: the wgpu device and queue, how its errors become
 //! Gantry errors, and submission.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ::wgpu;
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 
 use super::adapter::{AdapterFacts, FoundAdapter};
 use super::bindings::Bindings;
@@ -48,6 +48,11 @@ pub struct Gpu {
     /// Gantry, turned into an `Err` at the next check. `None` on a host's
     /// device, whose handler stays the host's.
     uncaptured: Option<Arc<ErrorLog>>,
+    /// Why the device was lost, once wgpu said so (its device-lost callback,
+    /// installed on a device Gantry opened): every error after that is
+    /// [`BackendErrorKind::DeviceLost`]. Never set on a host's device, whose
+    /// callback stays the host's.
+    lost: Arc<OnceLock<String>>,
     /// The latest of Gantry's own submissions: what `wait_for_own_work`
     /// waits for.
     own: OwnSubmissions<wgpu::SubmissionIndex>,
@@ -80,14 +85,19 @@ impl Gpu {
             required_limits: adapter.limits(),
             ..Default::default()
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Backend {
-            backend: name.clone(),
-            reason: format!("cannot open {} ({}): {e}", facts.name, facts.api),
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
+            let reason = format!("cannot open {} ({}): {e}", facts.name, facts.api);
+            Error::backend_with_source(name.clone(), BackendErrorKind::DeviceUnavailable, reason, e)
         })?;
         let uncaptured: Arc<ErrorLog> = Arc::default();
         let sink = uncaptured.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| sink.push(e.to_string())));
-        Self::assemble(facts, name, GpuOwner::Gantry, device, queue, Some(uncaptured))
+        let lost: Arc<OnceLock<String>> = Arc::default();
+        let flag = lost.clone();
+        device.set_device_lost_callback(move |why, message| {
+            let _ = flag.set(format!("{why:?}: {message}"));
+        });
+        Self::assemble(facts, name, GpuOwner::Gantry, device, queue, Some(uncaptured), lost)
     }
 
     /// A `Gpu` over an opened device: makes the shared bind-group layout.
@@ -98,8 +108,10 @@ impl Gpu {
         device: wgpu::Device,
         queue: wgpu::Queue,
         uncaptured: Option<Arc<ErrorLog>>,
+        lost: Arc<OnceLock<String>>,
     ) -> Result<Arc<Gpu>> {
-        let bindings = catch_on(&device, &name, "making the kernels' bind-group layout", || {
+        let what = "making the kernels' bind-group layout";
+        let bindings = catch_on(&device, (&name, &lost), what, BackendErrorKind::Other, || {
             Bindings::new(&device, facts.limits.min_uniform_buffer_offset_alignment)
         })?;
         Ok(Arc::new(Gpu {
@@ -109,6 +121,7 @@ impl Gpu {
             device,
             queue,
             uncaptured,
+            lost,
             own: OwnSubmissions::default(),
             bindings,
             readback: StagingSlot::default(),
@@ -117,14 +130,36 @@ impl Gpu {
         }))
     }
 
-    /// A Gantry error from this device.
+    /// A Gantry error from this device, of kind [`BackendErrorKind::Other`]
+    /// (see [`Gpu::error_of`]).
     pub fn error(&self, reason: impl Into<String>) -> Error {
-        Error::Backend { backend: self.name.clone(), reason: reason.into() }
+        self.error_of(BackendErrorKind::Other, reason)
+    }
+
+    /// A Gantry error from this device of `kind`, or of kind
+    /// [`BackendErrorKind::DeviceLost`] once the device was lost (whatever
+    /// failed then failed because of that; the message says so too).
+    pub fn error_of(&self, kind: BackendErrorKind, reason: impl Into<String>) -> Error {
+        lost_or(&self.lost, Error::backend(self.name.clone(), kind, reason))
+    }
+
+    /// Why the device was lost, once wgpu reported it (only on a device
+    /// Gantry opened: a host's device's loss goes to the host's callback).
+    pub fn lost_reason(&self) -> Option<&str> {
+        self.lost.get().map(String::as_str)
+    }
+
+    /// `Err` of kind [`BackendErrorKind::DeviceLost`] once the device was
+    /// lost, naming `what` was being done. Call it before polling the
+    /// device: wgpu panics on a poll of a lost device.
+    pub(super) fn check_not_lost(&self, what: &str) -> Result<()> {
+        check_lost(&self.lost, &self.name, what)
     }
 
     /// Errors wgpu reported outside any error scope since the last call, as
     /// one `Err` (always `Ok` on a host's device: those go to the host).
     pub(super) fn check_uncaptured(&self) -> Result<()> {
+        self.check_not_lost("checking for errors")?;
         let Some(log) = &self.uncaptured else { return Ok(()) };
         let errors = log.take().map_err(|_| self.error("error sink poisoned"))?;
         if errors.is_empty() {
@@ -138,7 +173,13 @@ impl Gpu {
     /// `what`. The scopes are this thread's, so they catch exactly the wgpu
     /// calls `make` makes (a host thread's calls meanwhile are not seen).
     pub(super) fn catch<T>(&self, what: &str, make: impl FnOnce() -> T) -> Result<T> {
-        catch_on(&self.device, &self.name, what, make)
+        catch_on(&self.device, (&self.name, &self.lost), what, BackendErrorKind::Other, make)
+    }
+
+    /// [`Gpu::catch`] for compiling a kernel: a validation or internal
+    /// error is [`BackendErrorKind::KernelCompile`].
+    pub(super) fn catch_compile<T>(&self, what: &str, make: impl FnOnce() -> T) -> Result<T> {
+        catch_on(&self.device, (&self.name, &self.lost), what, BackendErrorKind::KernelCompile, make)
     }
 
     pub(super) fn next_id(&self) -> u64 {
@@ -174,6 +215,7 @@ impl Gpu {
     /// Waits until the queue has run everything up to `point` (work
     /// submitted after `point`, by Gantry or the host, is not waited for).
     pub fn wait_until(&self, point: &Submission) -> Result<()> {
+        self.check_not_lost("waiting for the GPU")?;
         self.device
             .poll(wgpu::PollType::Wait { submission_index: Some(point.0.clone()), timeout: None })
             .map_err(|e| self.error(format!("waiting for the GPU: {e}")))?;
@@ -211,6 +253,7 @@ impl Gpu {
         let Some(index) = self.own.latest() else {
             return self.check_uncaptured().map(|()| true);
         };
+        self.check_not_lost("polling the GPU")?;
         let poll = wgpu::PollType::Wait { submission_index: Some(index), timeout: Some(std::time::Duration::ZERO) };
         match self.device.poll(poll) {
             Ok(_) => self.check_uncaptured().map(|()| true),
@@ -220,9 +263,54 @@ impl Gpu {
     }
 }
 
+/// `error`, or, once the device was lost (`lost` set), a
+/// [`BackendErrorKind::DeviceLost`] error saying so, with `error` as its source.
+fn lost_or(lost: &OnceLock<String>, error: Error) -> Error {
+    match (lost.get(), &error) {
+        (Some(why), Error::Backend { backend, reason, .. }) => {
+            let (backend, reason) = (backend.clone(), format!("{reason}; the device was lost ({why})"));
+            Error::backend_with_source(backend, BackendErrorKind::DeviceLost, reason, error)
+        }
+        _ => error,
+    }
+}
+
+/// `Err` of kind [`BackendErrorKind::DeviceLost`] once the device `name` was
+/// lost (`lost` set) while doing `what`: wgpu reports a lost device only
+/// through its callback (calls on it raise no error, and a wait on it
+/// panics), so every call checks this first.
+fn check_lost(lost: &OnceLock<String>, name: &str, what: &str) -> Result<()> {
+    match lost.get() {
+        None => Ok(()),
+        Some(why) => {
+            Err(Error::backend(name, BackendErrorKind::DeviceLost, format!("{what}: the device was lost ({why})")))
+        }
+    }
+}
+
+/// The kind of an error wgpu raised in an error scope: out of memory is
+/// [`BackendErrorKind::OutOfDeviceMemory`]; a validation or internal error
+/// is `invalid` ([`BackendErrorKind::KernelCompile`] while compiling a
+/// kernel, else [`BackendErrorKind::Other`]: a bug in Gantry's use of wgpu,
+/// or a limit of the driver).
+pub fn scope_error_kind(e: &wgpu::Error, invalid: BackendErrorKind) -> BackendErrorKind {
+    match e {
+        wgpu::Error::OutOfMemory { .. } => BackendErrorKind::OutOfDeviceMemory,
+        _ => invalid,
+    }
+}
+
 /// [`Gpu::catch`] before there is a `Gpu`: `make` inside error scopes on
-/// `device`, each caught error an `Err` of device `name` describing `what`.
-fn catch_on<T>(device: &wgpu::Device, name: &str, what: &str, make: impl FnOnce() -> T) -> Result<T> {
+/// `device`, each caught error an `Err` of device `name` describing `what`
+/// (of the kind [`scope_error_kind`] says with `invalid`, or
+/// [`BackendErrorKind::DeviceLost`] once `lost` is set).
+fn catch_on<T>(
+    device: &wgpu::Device,
+    (name, lost): (&str, &OnceLock<String>),
+    what: &str,
+    invalid: BackendErrorKind,
+    make: impl FnOnce() -> T,
+) -> Result<T> {
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let memory = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
@@ -232,7 +320,55 @@ fn catch_on<T>(device: &wgpu::Device, name: &str, what: &str, make: impl FnOnce(
     let memory = pollster::block_on(memory.pop());
     let validation = pollster::block_on(validation.pop());
     match validation.or(memory).or(internal) {
-        None => Ok(value),
-        Some(e) => Err(Error::Backend { backend: name.to_string(), reason: format!("{what}: {e}") }),
+        None => check_lost(lost, name, what).map(|()| value),
+        Some(e) => {
+            let (kind, reason) = (scope_error_kind(&e, invalid), format!("{what}: {e}"));
+            Err(lost_or(lost, Error::backend_with_source(name, kind, reason, e)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::adapter::find_adapters;
+    use crate::gpu::memory::GpuBuffer;
+
+    /// The first adapter opened, or `None` (the test is skipped, saying so).
+    fn open() -> Option<Arc<Gpu>> {
+        let Some(found) = find_adapters().into_iter().next() else {
+            eprintln!("skipped: no wgpu adapter");
+            return None;
+        };
+        Some(Gpu::open(found, "wgpu0".into()).expect("the adapter opens"))
+    }
+
+    #[test]
+    fn scope_errors_are_of_the_kind_their_filter_says() {
+        let Some(gpu) = open() else { return };
+        assert_eq!(gpu.error("x").backend_kind(), Some(BackendErrorKind::Other));
+        assert!(gpu.lost_reason().is_none());
+        let bad = gpu.compile("broken", "this is not WGSL").expect_err("a WGSL error");
+        assert_eq!(bad.backend_kind(), Some(BackendErrorKind::KernelCompile), "{bad}");
+        assert!(bad.to_string().contains("compiling kernel broken"), "{bad}");
+    }
+
+    #[test]
+    fn a_destroyed_device_makes_every_error_device_lost() {
+        let Some(gpu) = open() else { return };
+        let buffer = GpuBuffer::new(&gpu, 256, "before").expect("a buffer");
+        gpu.device.destroy();
+        // wgpu calls the device-lost callback when it next looks at the device.
+        let _ = gpu.device.poll(wgpu::PollType::Poll);
+        assert!(gpu.lost_reason().is_some(), "the callback ran");
+        let e = gpu.error_of(BackendErrorKind::OutOfDeviceMemory, "anything");
+        assert_eq!(e.backend_kind(), Some(BackendErrorKind::DeviceLost), "{e}");
+        assert!(e.to_string().contains("anything; the device was lost"), "{e}");
+        let made = GpuBuffer::new(&gpu, 256, "after").map(|_| ()).expect_err("nothing is made on a lost device");
+        assert_eq!(made.backend_kind(), Some(BackendErrorKind::DeviceLost), "{made}");
+        let waited = gpu.mark().and_then(|point| gpu.wait_until(&point)).expect_err("no wait on a lost device");
+        assert_eq!(waited.backend_kind(), Some(BackendErrorKind::DeviceLost), "{waited}");
+        assert_eq!(gpu.is_idle().map_err(|e| e.backend_kind()), Err(Some(BackendErrorKind::DeviceLost)));
+        drop(buffer);
     }
 }

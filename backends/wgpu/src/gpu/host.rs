@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ::wgpu;
-use gantry_engine::{Error, Result};
+use gantry_engine::{BackendErrorKind, Error, Result};
 
 use super::adapter::{GpuLimits, facts_of};
 use super::context::{Gpu, GpuOwner};
@@ -28,19 +28,25 @@ impl Gpu {
         queue: &wgpu::Queue,
         name: String,
     ) -> Result<Arc<Gpu>> {
-        let refuse = |reason: String| Error::Backend { backend: name.clone(), reason };
+        let refuse = |kind: BackendErrorKind, reason: String| Error::backend(name.clone(), kind, reason);
         let mut facts = facts_of(adapter);
         let what = format!("the host's device on {} ({})", facts.name, facts.api);
         if device.adapter_info() != adapter.get_info() {
             let other = device.adapter_info();
-            return Err(refuse(format!(
-                "{what}: the device was opened from another adapter ({} ({}))",
-                other.name,
-                other.backend.to_str()
-            )));
+            return Err(refuse(
+                BackendErrorKind::Other,
+                format!(
+                    "{what}: the device was opened from another adapter ({} ({}))",
+                    other.name,
+                    other.backend.to_str()
+                ),
+            ));
         }
         if !adapter.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS) {
-            return Err(refuse(format!("{what}: the adapter cannot run compute shaders")));
+            return Err(refuse(
+                BackendErrorKind::Unsupported,
+                format!("{what}: the adapter cannot run compute shaders"),
+            ));
         }
         let offered = facts.limits;
         facts.limits = GpuLimits::from_limits(&device.limits());
@@ -55,13 +61,16 @@ impl Gpu {
                     format!("{s} ({offer})")
                 })
                 .collect();
-            return Err(refuse(format!(
-                "{what} cannot run Gantry's kernels: {}; request these in DeviceDescriptor::required_limits \
+            return Err(refuse(
+                BackendErrorKind::Unsupported,
+                format!(
+                    "{what} cannot run Gantry's kernels: {}; request these in DeviceDescriptor::required_limits \
                  (adapter.limits() asks for everything the adapter offers)",
-                listed.join("; ")
-            )));
+                    listed.join("; ")
+                ),
+            ));
         }
         facts.shader_f16 = device.features().contains(wgpu::Features::SHADER_F16);
-        Self::assemble(facts, name, GpuOwner::Host, device.clone(), queue.clone(), None)
+        Self::assemble(facts, name, GpuOwner::Host, device.clone(), queue.clone(), None, Arc::default())
     }
 }

@@ -16,7 +16,7 @@ impl Gpu {
     /// Compiles `source`; a WGSL error is an `Err` quoting the compiler.
     pub fn compile(&self, label: &str, source: &str) -> Result<Pipeline> {
         let what = format!("compiling kernel {label}");
-        let raw = self.catch(&what, || {
+        let raw = self.catch_compile(&what, || {
             let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
