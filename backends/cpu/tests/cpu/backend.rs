@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gantry_backends::default_registry;
 use gantry_cpu::{self as cpu, CpuBackend, CpuDevice, CpuPlatform};
 use gantry_engine::{
     AbortCallback, Backend, BufferUsage, ComputeStatus, Context, DType, Device, DeviceType, Error, GraphArena,
@@ -27,28 +26,6 @@ fn failure(status: ComputeStatus) -> String {
         ComputeStatus::Failed(e) => e.to_string(),
         other => panic!("expected a failure, got {other:?}"),
     }
-}
-
-#[test]
-fn registry_finds_and_starts_the_cpu() {
-    let registry = default_registry().unwrap();
-    let id = registry.find_device("cpu").expect("case-insensitive lookup");
-    let device = registry.device(id).unwrap();
-    assert_eq!((device.name(), device.device_type()), ("CPU", DeviceType::Cpu));
-    assert!(!device.description().is_empty());
-    let props = device.props();
-    assert!(props.caps.buffer_from_host_ptr && props.caps.events && !props.caps.async_compute);
-    if cfg!(target_os = "linux") {
-        assert!(props.memory.total > 0 && props.memory.free <= props.memory.total);
-    }
-    assert_eq!(registry.init_best().unwrap().name(), "CPU");
-    assert_eq!(registry.init_by_name("CPU", Some("threads=3")).unwrap().name(), "CPU");
-    let err = registry.init_by_name("CPU", Some("turbo")).err().unwrap().to_string();
-    assert!(err.contains("threads=N"), "{err}");
-    let err = registry.init_by_name("Vulkan7", None).err().unwrap().to_string();
-    assert!(err.contains("Vulkan7") && err.contains("CPU"), "{err}");
-    assert!(device.supports_buft(cpu::buffer_type().as_ref()));
-    assert!(device.supports_buft(cpu::mapped_buffer_type().as_ref()));
 }
 
 #[test]
