@@ -2,14 +2,14 @@
 //! (`fuzz/regressions/remote_server`, each once a failure), its seeds
 //! (`fuzz/seeds/remote_server`), and a fixed batch of pseudo-random inputs of
 //! both kinds (raw frames, structured graphs), through the same checks
-//! (`gantry_backends::testing::remote_fuzz::run`).
+//! (`gantry_backends::remote::testing::remote_fuzz::run`).
 
 #![cfg(feature = "remote")]
 
 use std::path::Path;
 
 use gantry::SplitMix64;
-use gantry::backends::testing::remote_fuzz::run;
+use gantry::backends::remote::testing::remote_fuzz::run;
 
 fn replay_dir(dir: &str) -> usize {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);

@@ -37,6 +37,8 @@
 pub mod certs;
 pub mod client;
 pub mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tls;
 pub mod wire;
 

@@ -9,7 +9,7 @@ use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
 use gantry_engine::Device;
 use gantry_remote::server::WeightCache;
-use gantry_testing::loopback;
+use gantry_remote::testing::loopback;
 
 #[test]
 fn remote_conformance_against_the_cpu() {

@@ -8,11 +8,11 @@ use std::time::Duration;
 use gantry_engine::{Backend, Device, Result};
 
 use gantry_cpu::{CpuBackend, CpuDevice};
-use gantry_remote::certs::{Pki, make_pki};
-use gantry_remote::server::{ListenConfig, RunningServer, ServedDevice, ServerState, WeightCache};
-use gantry_remote::tls::{TlsIdentity, TransportTimes};
-use gantry_remote::wire::Limits;
-use gantry_remote::{RemoteConfig, RemotePlatform};
+use crate::certs::{Pki, make_pki};
+use crate::server::{ListenConfig, RunningServer, ServedDevice, ServerState, WeightCache};
+use crate::tls::{TlsIdentity, TransportTimes};
+use crate::wire::Limits;
+use crate::{RemoteConfig, RemotePlatform};
 
 /// Certificates for `localhost` and `127.0.0.1`, made now.
 pub fn test_pki() -> Result<Pki> {

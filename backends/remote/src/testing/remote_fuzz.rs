@@ -24,8 +24,8 @@ use gantry_engine::{
 };
 
 use gantry_cpu::{CpuBackend, CpuDevice};
-use gantry_remote::server::{ServedDevice, ServerState, Session, WeightCache};
-use gantry_remote::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireGraph, WireLocation, WireTensor};
+use crate::server::{ServedDevice, ServerState, Session, WeightCache};
+use crate::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireGraph, WireLocation, WireTensor};
 
 /// Bytes of each of the two buffers a fuzzed session starts with.
 pub const BUFFER_BYTES: usize = 16 << 10;
