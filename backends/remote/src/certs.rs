@@ -114,15 +114,20 @@ pub mod files {
     pub const CLIENT_KEY: &str = "client.key";
 }
 
+/// Writes `text` to `path`; a `private` file (a key) is readable by the
+/// owner only (0600), whatever mode a file already there had: the mode is
+/// set on the open, emptied file before a byte of the key is written.
 fn write(path: &Path, text: &str, private: bool) -> Result<()> {
     let io = |e: std::io::Error| Error::Unsupported(format!("writing {}: {e}", path.display()));
     #[cfg(unix)]
     {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let mode = if private { 0o600 } else { 0o644 };
         let mut f =
             std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path).map_err(io)?;
+        // `mode` applies only to a file this call creates.
+        f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(io)?;
         f.write_all(text.as_bytes()).map_err(io)
     }
     #[cfg(not(unix))]
@@ -142,6 +147,34 @@ pub fn write_pki(pki: &Pki, dir: &Path) -> Result<()> {
     write(&dir.join(files::SERVER_KEY), &pki.server.key, true)?;
     write(&dir.join(files::CLIENT), &pki.client.cert, false)?;
     write(&dir.join(files::CLIENT_KEY), &pki.client.key, true)
+}
+
+/// The file stem [`write_client`] uses for a client called `name`: ASCII
+/// letters, digits and `-` kept, anything else `_`.
+pub fn client_file_stem(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+/// Writes one more client's certificate and key into `dir` as
+/// `STEM.pem` and `STEM.key` ([`client_file_stem`] of `name`; the key
+/// 0600) and returns the two paths. A name whose files would be the
+/// authority's, the server's or the first client's (`ca`, `server`,
+/// `client`) is refused before anything is written.
+pub fn write_client(pair: &PemPair, dir: &Path, name: &str) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let stem = client_file_stem(name);
+    let (cert, key) = (format!("{stem}.pem"), format!("{stem}.key"));
+    let reserved =
+        [files::AUTHORITY, files::AUTHORITY_KEY, files::SERVER, files::SERVER_KEY, files::CLIENT, files::CLIENT_KEY];
+    if stem.is_empty() || reserved.iter().any(|&r| r == cert || r == key) {
+        return Err(Error::Unsupported(format!(
+            "client name {name:?} would write {cert} and {key}, which are the authority's, the server's or the first \
+             client's files: choose another name"
+        )));
+    }
+    let (cert_path, key_path) = (dir.join(cert), dir.join(key));
+    write(&cert_path, &pair.cert, false)?;
+    write(&key_path, &pair.key, true)?;
+    Ok((cert_path, key_path))
 }
 
 #[cfg(test)]
@@ -166,5 +199,68 @@ mod tests {
         assert!(again.cert.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(client_from_authority_key("not a key", "x").is_err());
         assert!(TlsIdentity::from_pem(b"", b"", b"", ("ca", "cert", "key")).is_err());
+    }
+
+    /// A scratch folder of this test's own under the system's temp folder.
+    fn scratch(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("gantry-certs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[cfg(unix)]
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn keys_are_owner_only_even_over_a_readable_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("modes");
+        let pki = make_pki(&["localhost".into()], "tester").unwrap();
+        // Keys left readable by everyone by an earlier tool or a copy.
+        for key in [files::AUTHORITY_KEY, files::SERVER_KEY, files::CLIENT_KEY] {
+            std::fs::write(dir.join(key), "old").unwrap();
+            std::fs::set_permissions(dir.join(key), std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        write_pki(&pki, &dir).unwrap();
+        for key in [files::AUTHORITY_KEY, files::SERVER_KEY, files::CLIENT_KEY] {
+            assert_eq!(mode(&dir.join(key)), 0o600, "{key}");
+        }
+        assert_eq!(mode(&dir.join(files::AUTHORITY)), 0o644);
+        let pair = client_from_authority_key(&pki.authority.key, "second client").unwrap();
+        std::fs::write(dir.join("second_client.key"), "old").unwrap();
+        std::fs::set_permissions(dir.join("second_client.key"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let (cert, key) = write_client(&pair, &dir, "second client").unwrap();
+        assert!(cert.ends_with("second_client.pem") && key.ends_with("second_client.key"));
+        assert_eq!((mode(&cert), mode(&key)), (0o644, 0o600));
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), pair.key);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_client_name_that_would_overwrite_the_authority_or_server_is_refused() {
+        let dir = scratch("names");
+        let pki = make_pki(&["localhost".into()], "tester").unwrap();
+        write_pki(&pki, &dir).unwrap();
+        let pair = client_from_authority_key(&pki.authority.key, "x").unwrap();
+        for name in ["ca", "server", "client", "", "???"] {
+            let before: Vec<String> = [files::AUTHORITY_KEY, files::SERVER_KEY]
+                .iter()
+                .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())
+                .collect();
+            let refused = name != "???";
+            let result = write_client(&pair, &dir, name);
+            assert_eq!(result.is_err(), refused, "{name:?}: {result:?}");
+            let after: Vec<String> = [files::AUTHORITY_KEY, files::SERVER_KEY]
+                .iter()
+                .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())
+                .collect();
+            assert_eq!(before, after, "{name:?} left the authority's and server's keys as they were");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

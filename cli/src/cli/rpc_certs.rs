@@ -43,13 +43,8 @@ fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
         let key = std::fs::read_to_string(&key_path)
             .map_err(|source| Error::Io { context: format!("reading {}", key_path.display()), source })?;
         let pair = certs::client_from_authority_key(&key, name)?;
-        let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        for (file, text) in [(format!("{safe}.pem"), &pair.cert), (format!("{safe}.key"), &pair.key)] {
-            let path = args.out.join(&file);
-            std::fs::write(&path, text)
-                .map_err(|source| Error::Io { context: format!("writing {}", path.display()), source })?;
-        }
-        println!("client certificate {safe}.pem and key {safe}.key written to {}", args.out.display());
+        let (cert, key) = certs::write_client(&pair, &args.out, name)?;
+        println!("client certificate {} and key {} (owner-only) written", cert.display(), key.display());
         return Ok(());
     }
     let hosts: Vec<String> =
