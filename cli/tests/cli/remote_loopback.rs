@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::backends::remote::certs::{Pki, files, write_pki};
+use gantry::backends::remote::testing::loopback;
 use gantry::backends::remote::tls::TlsIdentity;
 use gantry::backends::remote::{RemoteConfig, RemotePlatform};
-use gantry::backends::remote::testing::loopback;
 use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::sched::{Scheduler, SchedulerParams};
 use gantry::testing::smollm2::{N_VOCAB, check_logits, model_path, reference};

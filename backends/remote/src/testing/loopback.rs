@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use gantry_engine::{Backend, Device, Result};
 
-use gantry_cpu::{CpuBackend, CpuDevice};
 use crate::certs::{Pki, make_pki};
 use crate::server::{ListenConfig, RunningServer, ServedDevice, ServerState, WeightCache};
 use crate::tls::{TlsIdentity, TransportTimes};
 use crate::wire::Limits;
 use crate::{RemoteConfig, RemotePlatform};
+use gantry_cpu::{CpuBackend, CpuDevice};
 
 /// Certificates for `localhost` and `127.0.0.1`, made now.
 pub fn test_pki() -> Result<Pki> {

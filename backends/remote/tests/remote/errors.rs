@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use gantry_engine::BackendErrorKind;
 use gantry_remote::client::{CallTimeouts, Link};
+use gantry_remote::testing::loopback;
 use gantry_remote::tls::{TlsIdentity, TransportTimes, client_config};
 use gantry_remote::wire::Limits;
-use gantry_remote::testing::loopback;
 
 fn runtime() -> Arc<tokio::runtime::Runtime> {
     Arc::new(tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap())
