@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use gantry_cpu::{CpuBackend, CpuDevice};
 use gantry_engine::{Backend, Device, Result};
 
 use crate::certs::{Pki, make_pki};
@@ -12,7 +13,6 @@ use crate::server::{ListenConfig, RunningServer, ServedDevice, ServerState, Weig
 use crate::tls::{TlsIdentity, TransportTimes};
 use crate::wire::Limits;
 use crate::{RemoteConfig, RemotePlatform};
-use gantry_cpu::{CpuBackend, CpuDevice};
 
 /// Certificates for `localhost` and `127.0.0.1`, made now.
 pub fn test_pki() -> Result<Pki> {

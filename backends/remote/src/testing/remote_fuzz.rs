@@ -19,13 +19,13 @@
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::{Result as ArbResult, Unstructured};
+use gantry_cpu::{CpuBackend, CpuDevice};
 use gantry_engine::{
     BinaryOp, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, UnaryOp, tensor::contiguous_strides,
 };
 
 use crate::server::{ServedDevice, ServerState, Session, WeightCache};
 use crate::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireGraph, WireLocation, WireTensor};
-use gantry_cpu::{CpuBackend, CpuDevice};
 
 /// Bytes of each of the two buffers a fuzzed session starts with.
 pub const BUFFER_BYTES: usize = 16 << 10;
