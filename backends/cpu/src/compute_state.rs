@@ -76,9 +76,8 @@ pub struct ComputeState<P> {
 
 impl<P: WorkerPool> ComputeState<P> {
     fn new(n_threads: usize) -> Result<Self> {
-        if n_threads == 0 {
-            return Err(Error::Unsupported("a CPU backend needs at least one thread".into()));
-        }
+        // Before the pool or its scratch is sized by it.
+        crate::sysinfo::check_thread_count(n_threads)?;
         let pool = P::build(n_threads)?;
         Ok(Self::over(pool, false))
     }

@@ -108,6 +108,7 @@ pub use platform::CpuPlatform;
 pub use rayon;
 pub use repack_buffer::{RepackBuffer, RepackBufferType, repack_buffer_type, repacks_layout};
 pub use spin_pool::{HOT_SPIN, IDLE_SPIN, SpinPool, Team};
+pub use sysinfo::max_threads;
 pub use tasks::TaskCounter;
 
 /// Whether the CPU kernels can compute `tensor`: its op with its source

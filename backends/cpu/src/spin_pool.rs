@@ -299,6 +299,7 @@ impl SpinPool {
     /// A pool that runs `n_threads` tasks at once (the caller's included):
     /// `n_threads − 1` threads named `gantry-cpu-<i>`.
     pub fn new(n_threads: usize) -> Result<Self> {
+        crate::sysinfo::check_thread_count(n_threads.max(1))?;
         let workers = n_threads.max(1) - 1;
         let team = Arc::new(Team::new(workers));
         let mut pool = SpinPool { team, threads: Vec::with_capacity(workers) };

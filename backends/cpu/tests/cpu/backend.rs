@@ -356,3 +356,21 @@ fn a_buffer_type_names_its_device_by_handle() {
     assert!(device.supports_buft(cpu::buffer_type().as_ref()));
     assert_eq!(cpu::mapped_buffer_type().device().unwrap().name(), "CPU");
 }
+
+/// A thread count from a typo or an unchecked input is an error naming it,
+/// before any pool or scratch is sized by it (2^40 threads once aborted the
+/// process on the pool's allocation); a failed change keeps the old pool.
+#[test]
+fn thread_counts_beyond_the_machine_are_refused() {
+    for n in [0, cpu::max_threads() + 1, 1 << 40, usize::MAX] {
+        let err = CpuBackend::with_threads(n).err().expect("refused").to_string();
+        assert!(err.contains(&format!("{n} threads")), "{err}");
+        if n > 0 {
+            assert!(gantry_cpu::SpinPool::new(n).is_err(), "a spin pool of {n} threads");
+        }
+    }
+    let backend = CpuBackend::with_threads(2).unwrap();
+    assert!(backend.set_n_threads(1 << 40).is_err());
+    assert_eq!(backend.n_threads(), 2, "the old pool stays");
+    assert!(CpuBackend::with_threads(cpu::max_threads().min(4)).is_ok());
+}
