@@ -144,6 +144,26 @@ fn parse_meminfo(meminfo: &str) -> Option<MemoryInfo> {
     Some(MemoryInfo { free, total })
 }
 
+/// The most threads a CPU backend starts: four per hardware thread this
+/// process may run on (oversubscribing a little is a host's choice; a count
+/// from a typo or an unchecked input is not), and never fewer than 64.
+pub fn max_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_mul(4).max(64)
+}
+
+/// Checks a thread count asked of a CPU backend before anything is sized by
+/// it: at least one, at most [`max_threads`]; the error names both.
+pub fn check_thread_count(n_threads: usize) -> gantry_engine::Result<()> {
+    let max = max_threads();
+    if n_threads == 0 || n_threads > max {
+        return Err(gantry_engine::Error::Unsupported(format!(
+            "a CPU backend with {n_threads} threads: it takes 1 to {max} on this machine ({} hardware threads)",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,24 +210,4 @@ mod tests {
             assert!(m.total > 0);
         }
     }
-}
-
-/// The most threads a CPU backend starts: four per hardware thread this
-/// process may run on (oversubscribing a little is a host's choice; a count
-/// from a typo or an unchecked input is not), and never fewer than 64.
-pub fn max_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_mul(4).max(64)
-}
-
-/// Checks a thread count asked of a CPU backend before anything is sized by
-/// it: at least one, at most [`max_threads`]; the error names both.
-pub fn check_thread_count(n_threads: usize) -> gantry_engine::Result<()> {
-    let max = max_threads();
-    if n_threads == 0 || n_threads > max {
-        return Err(gantry_engine::Error::Unsupported(format!(
-            "a CPU backend with {n_threads} threads: it takes 1 to {max} on this machine ({} hardware threads)",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        )));
-    }
-    Ok(())
 }
