@@ -14,6 +14,7 @@ pub mod gemma3;
 pub mod gguf;
 pub mod llama;
 pub(crate) mod load;
+mod regular_file;
 pub mod safetensors;
 pub mod sampler;
 mod sched_options;

@@ -74,6 +74,7 @@ impl SafetensorsFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let name = path.display().to_string();
+        crate::model::regular_file::check_regular(path)?;
         let file = File::open(path).map_err(|source| Error::Io { context: format!("opening {name}"), source })?;
         let map = gantry_backends::cpu::map_read_only(&file)
             .map_err(|source| Error::Io { context: format!("mapping {name}"), source })?;

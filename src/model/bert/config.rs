@@ -49,6 +49,7 @@ fn default_hidden_act() -> String {
 impl BertConfig {
     /// Reads and checks `config.json`; errors name the file and the key.
     pub fn from_file(path: &Path) -> Result<Self> {
+        crate::model::regular_file::check_regular(path)?;
         let file = path.display().to_string();
         let text =
             std::fs::read_to_string(path).map_err(|source| Error::Io { context: format!("reading {file}"), source })?;

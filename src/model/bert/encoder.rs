@@ -81,6 +81,7 @@ impl BertModel {
 fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
     let file = path.display().to_string();
     let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
+    crate::model::regular_file::check_regular(path)?;
     let mut tokenizer = Tokenizer::from_file(path).map_err(|e| bad(format!("not a tokenizer file: {e}")))?;
     tokenizer.with_padding(None);
     let truncation = TruncationParams { max_length: config.max_position_embeddings, ..TruncationParams::default() };

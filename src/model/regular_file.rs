@@ -1,0 +1,53 @@
+//! Model files are read from regular files only. Opening a FIFO for reading
+//! blocks until something writes to it (a CLI given one as `--model` hung),
+//! and a device or a folder is never a model: each is refused, naming the
+//! path, before it is opened.
+
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// `Ok` when `path` (links followed) is a regular file; an error naming it
+/// and what it is otherwise. Checked before the file is opened.
+pub(crate) fn check_regular(path: &Path) -> Result<()> {
+    let file = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|source| Error::Io { context: format!("opening {file}"), source })?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if meta.is_dir() { "a folder" } else { "not a regular file (a FIFO, socket or device)" };
+    Err(Error::InvalidModel { file, reason: format!("{what}: model files are read from regular files") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folders_and_fifos_are_refused_before_they_are_opened() {
+        let dir = std::env::temp_dir().join(format!("gantry-regular-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = check_regular(&dir).unwrap_err().to_string();
+        assert!(err.contains("a folder") && err.contains(&dir.display().to_string()), "{err}");
+        let plain = dir.join("plain.gguf");
+        std::fs::write(&plain, b"GGUF").unwrap();
+        check_regular(&plain).unwrap();
+        assert!(check_regular(&dir.join("missing.gguf")).is_err());
+        #[cfg(unix)]
+        {
+            let fifo = dir.join("fifo.gguf");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            if made.is_ok_and(|s| s.success()) {
+                // Opening it would block until a writer came: the check must not open it.
+                let err = check_regular(&fifo).unwrap_err().to_string();
+                assert!(err.contains("not a regular file"), "{err}");
+                let err = crate::model::gguf::Gguf::open(&fifo).unwrap_err().to_string();
+                assert!(err.contains("not a regular file"), "{err}");
+            } else {
+                eprintln!("skipped the FIFO case: mkfifo is not available");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
