@@ -149,6 +149,19 @@ fn gguf_models_that_cannot_load_name_the_file_and_key() {
     // Gemma 3 needs its sliding window in the metadata.
     let (err, file) = load_gguf_err("gemma3_without_window", "gemma3", |_, _| {});
     assert!(err.contains(&file) && err.contains("gemma3.attention.sliding_window"), "{err}");
+
+    // Rope factors and epsilons that would give NaN logits, not an error.
+    for (key, value) in [
+        ("llama.rope.scaling.factor", 0.0),
+        ("llama.rope.scaling.factor", f32::NAN),
+        ("llama.rope.freq_base", -1.0),
+        ("llama.rope.freq_base", f32::INFINITY),
+    ] {
+        let (err, file) = load_gguf_err("bad_rope", "llama", |_, w| {
+            w.add_f32(key, value);
+        });
+        assert!(err.contains(&file) && err.contains(key) && err.contains("finite number above zero"), "{err}");
+    }
 }
 
 // ---- safetensors encoders --------------------------------------------------------

@@ -130,8 +130,9 @@ impl DecoderHparams {
         if !self.head_dim.is_multiple_of(2) {
             return bad("head_dim is odd");
         }
-        if !(self.rms_eps > 0.0 && self.rope_base > 0.0 && self.rope_freq_scale > 0.0 && self.rope_base_swa > 0.0) {
-            return bad("rms_eps, rope bases and rope scale must be positive");
+        let positive = |x: f32| x.is_finite() && x > 0.0;
+        if ![self.rms_eps, self.rope_base, self.rope_freq_scale, self.rope_base_swa].into_iter().all(positive) {
+            return bad("rms_eps, rope bases and rope scale must be finite and positive");
         }
         if !(self.embd_scale.is_finite() && self.attn_softcap >= 0.0 && self.final_softcap >= 0.0) {
             return bad("the embedding scale must be finite, soft-caps non-negative");

@@ -255,6 +255,22 @@ impl Gguf {
         self.get_opt(&key)
     }
 
+    /// The architecture-prefixed `f32` key `suffix` (`Ok(None)` when
+    /// missing), which must be finite and positive: a rope base, a rope
+    /// scaling factor, a norm's epsilon. Zero, a negative value or NaN there
+    /// would give NaN logits, not an error; it is an error naming the key.
+    pub fn get_arch_positive(&self, suffix: &str) -> Result<Option<f32>> {
+        let Some(value) = self.get_arch_opt::<f32>(suffix)? else { return Ok(None) };
+        if !(value.is_finite() && value > 0.0) {
+            let key = self.arch_key(suffix)?;
+            return Err(Error::InvalidModel {
+                file: self.source.clone(),
+                reason: format!("{key} = {value}: it must be a finite number above zero"),
+            });
+        }
+        Ok(Some(value))
+    }
+
     // ---- tensors ---------------------------------------------------------------
 
     /// Every tensor info, in file order.

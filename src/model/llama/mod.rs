@@ -16,7 +16,7 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         norm: NormKind::Rms,
         ffn: FeedForwardKind::Swiglu,
         rope_mode: RopeMode::Normal,
-        rope_base: gguf.get_arch_opt("rope.freq_base")?.unwrap_or(10000.0),
+        rope_base: gguf.get_arch_positive("rope.freq_base")?.unwrap_or(10000.0),
         ..shape
     })
 }
@@ -45,8 +45,10 @@ pub(crate) fn common_shape(gguf: &Gguf) -> Result<DecoderHparams> {
         n_head_kv: n_head_kv as usize,
         head_dim: head_dim as usize,
         n_ff: gguf.get_arch::<u32>("feed_forward_length")? as usize,
-        rms_eps: gguf.get_arch("attention.layer_norm_rms_epsilon")?,
-        rope_freq_scale: gguf.get_arch_opt::<f32>("rope.scaling.factor")?.map_or(1.0, |f| 1.0 / f),
+        rms_eps: gguf
+            .get_arch_positive("attention.layer_norm_rms_epsilon")?
+            .map_or_else(|| gguf.get_arch("attention.layer_norm_rms_epsilon"), Ok)?,
+        rope_freq_scale: gguf.get_arch_positive("rope.scaling.factor")?.map_or(1.0, |f| 1.0 / f),
         n_ctx_train: gguf.get_arch_opt::<u32>("context_length")?.unwrap_or(2048) as usize,
         ..DecoderHparams::SMOLLM2_135M
     })
