@@ -8,8 +8,8 @@
 //!   [`crate::model::llama`]) whose weights and KV cache sit in memory of a
 //!   given buffer type — virtual memory, to plan, allocate and schedule
 //!   SmolLM2-sized graphs without their bytes;
-//! - [`fill`], [`max_abs_diff`], [`reference_dir`], [`TINY_LLAMA`]: what
-//!   the integration tests share;
+//! - [`fill`], [`max_abs_diff`], [`reference_dir`], [`repo_root`]
+//!   (`GANTRY_REPO_ROOT`), [`TINY_LLAMA`]: what the integration tests share;
 //! - [`smollm2`]: llama.cpp's reference results for SmolLM2 and their
 //!   tolerances, for every test running the model.
 
@@ -18,7 +18,7 @@ pub mod smollm2;
 
 pub use gantry_backends::testing as backends;
 pub use gantry_engine::testing as engine;
-pub use gantry_engine::testing::reference_dir;
+pub use gantry_engine::testing::{reference_dir, repo_root};
 pub use planned_llama::PlannedLlama;
 
 use gantry_engine::{Context, SplitMix64, TensorId};

@@ -103,7 +103,7 @@ impl Weights {
 
     /// llama.cpp's continuations of these weights.
     fn cases(self) -> Vec<Value> {
-        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+        let data = gantry::testing::reference_dir();
         match self {
             Weights::Quantized => {
                 let mut all = cases(&data.join("gemma3_270m_topk.json"));

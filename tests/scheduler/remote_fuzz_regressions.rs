@@ -6,13 +6,11 @@
 
 #![cfg(feature = "remote")]
 
-use std::path::Path;
-
 use gantry::SplitMix64;
 use gantry::backends::remote::testing::remote_fuzz::run;
 
 fn replay_dir(dir: &str) -> usize {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let dir = gantry::testing::repo_root().join(dir);
     let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in &entries {

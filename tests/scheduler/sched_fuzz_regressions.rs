@@ -3,12 +3,10 @@
 //! (`fuzz/seeds/sched`), and a fixed batch of pseudo-random inputs, through
 //! the same checks (`gantry_backends::testing::sched_fuzz::run_case`).
 
-use std::path::Path;
-
 use gantry::backends::testing::sched_fuzz::{Outcome, decode_case, run_case};
 
 fn replay_dir(dir: &str) -> usize {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let dir = gantry::testing::repo_root().join(dir);
     let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in &entries {
@@ -28,7 +26,7 @@ fn fuzz_regressions_pass() {
 
 #[test]
 fn fuzz_seeds_pass_and_are_scheduled() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/sched");
+    let dir = gantry::testing::repo_root().join("fuzz/seeds/sched");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

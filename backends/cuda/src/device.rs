@@ -50,7 +50,8 @@ impl CudaDevice {
     pub(crate) fn new(gpu: Gpu) -> Self {
         let gpu = Arc::new(gpu);
         let f = &gpu.facts;
-        let description = format!("{} ({}, {} SMs)", f.model, f.arch, f.multiprocessors);
+        let description =
+            format!("{} ({}, {} SMs; {})", f.model, f.arch, f.multiprocessors, super::libraries::versions());
         let inner = Arc::new_cyclic(|link: &Weak<DeviceInner>| DeviceInner {
             buffer_type: Arc::new(CudaBufferType::new(gpu.clone(), DeviceLink(link.clone()))),
             host_type: Arc::new(CudaHostBufferType::new(gpu.clone(), DeviceLink(link.clone()))),

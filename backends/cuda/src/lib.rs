@@ -2,10 +2,11 @@
 //! CUDA library loaded at run time, so the crate builds without a CUDA
 //! toolkit and a machine without a driver gets an error, never a panic.
 //!
-//! - [`libraries`]: finding libcuda, libnvrtc and libcublas before cudarc
-//!   is asked for them (cudarc panics on a missing library);
-//!   `GANTRY_NVRTC_PATH` / `GANTRY_CUBLAS_PATH` and Python's site-packages
-//!   (the PyPI wheels) are searched.
+//! - [`libraries`]: finding libcuda before cudarc is asked for it (cudarc
+//!   panics on a missing library), and libnvrtc and libcublas of CUDA 12 or
+//!   13 (`GANTRY_NVRTC_PATH` / `GANTRY_CUBLAS_PATH`, the loader's path, the
+//!   toolkits' folders and the PyPI wheels' in Python's site-packages are
+//!   searched), which the backend loads and calls itself.
 //! - [`platform()`] / [`CudaPlatform`]: one device per GPU, or the reason
 //!   there is none (`gantry devices` prints it) and its kind
 //!   ([`gantry_engine::BackendErrorKind`]: a missing driver or library).
@@ -53,7 +54,7 @@ mod platform;
 
 pub use backend::CudaBackend;
 pub use buffer::{CudaBuffer, CudaBufferType, DEVICE_ALIGNMENT};
-pub use cublas::blas_error_kind;
+pub use cublas::{CublasApi, CublasStatus, blas_error_kind};
 pub use device::{CudaDevice, DEFAULT_OFFLOAD_MIN_BATCH};
 pub use gpu::{driver_error, driver_error_kind};
 pub use host_buffer::{CudaHostBufferType, CudaMappedBufferType, HostBuffer};

@@ -42,10 +42,23 @@ pub fn test_signal(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-/// The repository's reference data, `tests/data/`: what independent engines
-/// (ggml's quantizers, llama.cpp, float64 numpy forwards) computed, each file
-/// with where it came from in its README. Part of every clone.
+/// The repository's root, where the tests' files are (`tests/data`,
+/// `fuzz/regressions`, `fuzz/seeds`): `GANTRY_REPO_ROOT` when it is set
+/// (a test binary run away from the checkout it was built in, as
+/// `scripts/gpu_check.sh` runs the prebuilt ones on a lent GPU machine),
+/// else the checkout it was built in (its path is compiled in).
+pub fn repo_root() -> std::path::PathBuf {
+    match std::env::var_os("GANTRY_REPO_ROOT") {
+        Some(root) if !root.is_empty() => std::path::PathBuf::from(root),
+        // This file is compiled in the engine crate, one folder below the root.
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+    }
+}
+
+/// The repository's reference data, `tests/data/` under [`repo_root`]: what
+/// independent engines (ggml's quantizers, llama.cpp, float64 numpy
+/// forwards) computed, each file with where it came from in its README.
+/// Part of every clone.
 pub fn reference_dir() -> std::path::PathBuf {
-    // This file is compiled in the engine crate, one folder below the root.
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("tests").join("data")
+    repo_root().join("tests").join("data")
 }

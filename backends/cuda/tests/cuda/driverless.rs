@@ -3,11 +3,12 @@
 //! works, and nothing panics. On a machine with a GPU it checks the
 //! opposite: devices are listed and there is no reason to give.
 
-use cudarc::cublas::sys::cublasStatus_t;
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::cudaError_enum as Code;
 use gantry_cuda::libraries::{self, CudaLibrary};
-use gantry_cuda::{CudaPlatform, blas_error_kind, driver_error, driver_error_kind, init_failure_kind, missing_kind};
+use gantry_cuda::{
+    CublasStatus, CudaPlatform, blas_error_kind, driver_error, driver_error_kind, init_failure_kind, missing_kind,
+};
 use gantry_engine::{BackendErrorKind, Error, Platform};
 
 #[test]
@@ -80,8 +81,28 @@ fn driver_codes_map_to_the_kinds_a_host_acts_on() {
     // The driver's first calls: an unclassified failure means no usable driver.
     assert_eq!(init_failure_kind(DriverError(Code::CUDA_ERROR_UNKNOWN)), BackendErrorKind::DriverMissing);
     assert_eq!(init_failure_kind(DriverError(Code::CUDA_ERROR_NO_DEVICE)), BackendErrorKind::DeviceUnavailable);
-    assert_eq!(blas_error_kind(cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED), BackendErrorKind::OutOfDeviceMemory);
-    assert_eq!(blas_error_kind(cublasStatus_t::CUBLAS_STATUS_ARCH_MISMATCH), BackendErrorKind::Unsupported);
-    assert_eq!(blas_error_kind(cublasStatus_t::CUBLAS_STATUS_EXECUTION_FAILED), BackendErrorKind::Other);
+    assert_eq!(blas_error_kind(CublasStatus::ALLOC_FAILED), BackendErrorKind::OutOfDeviceMemory);
+    assert_eq!(blas_error_kind(CublasStatus::ARCH_MISMATCH), BackendErrorKind::Unsupported);
+    assert_eq!(blas_error_kind(CublasStatus::EXECUTION_FAILED), BackendErrorKind::Other);
+    // A code a newer cuBLAS adds is a number, not undefined behaviour.
+    assert_eq!(blas_error_kind(CublasStatus(99)), BackendErrorKind::Other);
+    assert_eq!(CublasStatus(99).to_string(), "cuBLAS status 99");
+    assert_eq!(CublasStatus::ALLOC_FAILED.to_string(), "CUBLAS_STATUS_ALLOC_FAILED");
     assert!(matches!(driver_error("cuda0", "x", DriverError(Code::CUDA_ERROR_UNKNOWN)), Error::Backend { .. }));
+}
+
+#[test]
+fn nvrtc_and_cublas_where_found_load_without_a_driver_and_say_their_versions() {
+    // Loading them and reading their versions needs no driver: CI (NVRTC
+    // only), or `GANTRY_CUBLAS_PATH` pointing at a wheel's folder.
+    let described = libraries::describe();
+    eprintln!("{described}");
+    match libraries::ensure(CudaLibrary::Nvrtc) {
+        Ok(()) => assert!(described.starts_with("NVRTC 1"), "{described}"),
+        Err(missing) => assert!(described.starts_with(&missing.to_string()), "{described}"),
+    }
+    match libraries::ensure(CudaLibrary::Cublas) {
+        Ok(()) => assert!(described.contains("; cuBLAS 1"), "{described}"),
+        Err(missing) => assert!(described.ends_with(&missing.to_string()), "{described}"),
+    }
 }
