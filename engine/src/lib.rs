@@ -30,6 +30,8 @@
 //!   loom under `--cfg loom`); [`device_state`]: the small thread-shared
 //!   types GPU backends keep their device state in (events, caches,
 //!   counters, staging slots), model-checked with loom; [`SplitMix64`]: the one seeded generator;
+//! - [`Limits`]: the bounds every reader of untrusted input checks sizes
+//!   against (loaders, the remote server);
 //! - `testing` (feature `testing`): fixtures for tests and benches.
 
 pub mod alloc;
@@ -40,6 +42,7 @@ pub mod device_state;
 mod dtype;
 mod error;
 mod graph;
+mod limits;
 mod op;
 pub mod ops;
 pub mod profile;
@@ -58,6 +61,7 @@ pub use dtype::{DType, DTypeInfo, QK_K};
 pub use error::{BackendErrorKind, Error, Result};
 pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, PlanId, TensorId};
 pub use graph::Graph;
+pub use limits::Limits;
 pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, UnaryOp};
 pub use rng::SplitMix64;
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags, TensorLayout};
