@@ -154,6 +154,16 @@ async fn exchange(
     Ok(response)
 }
 
+/// `reason` with why the server closed `conn`, if it did (a server that
+/// refuses a client after the handshake, "too many clients", says so only
+/// in its close).
+fn with_close_reason(conn: &quinn::Connection, reason: String) -> String {
+    match conn.close_reason() {
+        Some(close) => format!("{reason} ({close})"),
+        None => reason,
+    }
+}
+
 /// Splits `host:port` into the host (without IPv6 brackets) for the TLS name.
 fn host_of(address: &str) -> &str {
     let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
@@ -253,7 +263,9 @@ impl Link {
                 .connect_with(self.config.clone(), self.socket, &self.server_name)
                 .map_err(|e| format!("cannot connect: {e}"))?;
             let conn = step(timeout, "TLS handshake", connecting).await?;
-            let response = exchange(&conn, &hello, Payload::None, timeout, timeout, &limits).await;
+            let response = exchange(&conn, &hello, Payload::None, timeout, timeout, &limits)
+                .await
+                .map_err(|e| with_close_reason(&conn, e));
             Ok::<_, String>((conn, response))
         })?;
         let (conn, response) = result.map_err(|e| self.error(BackendErrorKind::Transport, e))?;
@@ -361,6 +373,7 @@ impl Link {
             }
             Ok(response) => Ok(response),
             Err(reason) => {
+                let reason = with_close_reason(&conn, reason);
                 self.lose(generation, &reason);
                 Err(self.error(
                     BackendErrorKind::Transport,

@@ -3,10 +3,12 @@
 //!
 //! - An *external* tensor (memory the nodes read) is checked on its own:
 //!   a known dtype, rows of whole blocks, strides of whole elements, at most
-//!   [`Limits::max_tensor_elements`] elements, and every byte its layout can
-//!   address inside its buffer. It becomes a view of its buffer at its
+//!   [`Limits::max_tensor_elements`] elements (a zero dimension counted as
+//!   one: [`gantry_engine::Limits::check_shape`]), and every byte its layout
+//!   can address inside its buffer. It becomes a view of its buffer at its
 //!   offset, so it is wherever the client says without an alignment rule.
-//! - A *computed* tensor is built again by the builder of its op (`mul_mat`,
+//! - A *computed* tensor's shape is bounded the same way, then it is built
+//!   again by the builder of its op (`mul_mat`,
 //!   `rope`, ...) from the tensors built before it: the builder checks
 //!   shapes, strides and dtypes against the op's rules, and the result must
 //!   be exactly the tensor the client described (dtype, shape, strides, op
@@ -110,6 +112,13 @@ fn extent(dtype: DType, ne: &[usize; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Optio
     Some(n)
 }
 
+/// Checks `t`'s shape against the shared bounds: a zero dimension counts as
+/// one, so `[0, 2^60, 1, 1]` is refused instead of taken as empty and then
+/// looped over by a kernel that walks its rows.
+fn check_shape(i: usize, t: &WireTensor<'_>, limits: &Limits) -> Result<()> {
+    limits.shapes().check_shape(&t.ne).map(drop).map_err(|reason| invalid(i, t, reason))
+}
+
 /// Checks a layout on its own terms and returns its extent in bytes.
 fn check_layout(i: usize, t: &WireTensor<'_>, limits: &Limits) -> Result<usize> {
     let (dtype, ne, nb) = (t.dtype, &t.ne, &t.nb);
@@ -125,17 +134,7 @@ fn check_layout(i: usize, t: &WireTensor<'_>, limits: &Limits) -> Result<usize> 
     } else if (0..MAX_DIMS).any(|d| ne[d] > 1 && !nb[d].is_multiple_of(size)) {
         return Err(invalid(i, t, format!("strides {nb:?} are not whole {dtype} elements of {size} bytes")));
     }
-    let elements = ne.iter().try_fold(1u64, |acc, &n| acc.checked_mul(n as u64));
-    match elements {
-        Some(n) if n <= limits.max_tensor_elements => {}
-        _ => {
-            return Err(invalid(
-                i,
-                t,
-                format!("shape {ne:?} has more than the {} elements a tensor may have", limits.max_tensor_elements),
-            ));
-        }
-    }
+    check_shape(i, t, limits)?;
     extent(dtype, ne, nb).ok_or_else(|| invalid(i, t, format!("strides {nb:?} of shape {ne:?} overflow")))
 }
 
@@ -218,6 +217,9 @@ impl Builder<'_, '_> {
     }
 
     fn computed(&mut self, i: usize, t: &WireTensor<'_>) -> Result<TensorId> {
+        // Before the builder runs: the result must be `t`'s shape, and an op
+        // over huge sources (a broadcast, a product) is refused by its size.
+        check_shape(i, t, self.limits)?;
         let built = self.replay(i, t)?;
         self.created.push(built);
         let d = *self.ctx.desc(built)?;
@@ -554,6 +556,28 @@ mod tests {
         assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("no location"));
         let t = tensor(DType::F32, [4, 1, 1, 1], Op::None, &[], Some((7, 2)));
         assert!(build(&mut ctx, b, vec![t]).unwrap_err().to_string().contains("whole number"));
+    }
+
+    #[test]
+    fn a_zero_dimension_does_not_hide_a_huge_one() {
+        let (mut ctx, b) = session();
+        // Empty by its element count, but a kernel walking its rows would loop 2^60 times.
+        let mut empty = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        empty.ne = [0, 1 << 60, 1, 1];
+        empty.nb = [4, 0, 0, 0];
+        let err = build(&mut ctx, b, vec![empty]).unwrap_err().to_string();
+        assert!(err.contains("tensor 0") && err.contains("spans more than"), "{err}");
+        // A computed tensor's shape is bounded before its op's builder runs.
+        let one = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        let mut repeat = tensor(DType::F32, [1, 1, 1, 1], Op::Repeat, &[0], Some((7, 64)));
+        repeat.ne = [0, 1 << 60, 1, 1];
+        repeat.nb = [4, 0, 0, 0];
+        let err = build(&mut ctx, b, vec![one, repeat]).unwrap_err().to_string();
+        assert!(err.contains("tensor 1") && err.contains("spans more than"), "{err}");
+        // Within the bound, an empty tensor is still fine.
+        let mut small = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        small.ne = [0, 16, 1, 1];
+        assert!(build(&mut ctx, b, vec![small]).is_ok());
     }
 
     #[test]

@@ -1,6 +1,15 @@
 //! The server's network side: a QUIC endpoint that accepts authenticated
 //! clients, one [`Session`] per connection, one task per stream.
 //!
+//! A peer whose address QUIC has not validated yet is first sent a retry
+//! (so a spoofed address starts nothing), then its TLS handshake runs under
+//! [`Limits::handshake_timeout`], at most [`Limits::max_handshakes`] at
+//! once; only a finished handshake takes one of the `max_clients` slots, so
+//! peers that start handshakes and stall cannot lock real clients out.
+//! Each step of a stream (a request arriving, a chunk of a write arriving or
+//! of a read leaving) has [`Limits::stream_timeout`], and what arrives is
+//! held in a buffer that grows with it ([`Inbox`]).
+//!
 //! Requests that carry bytes move them in chunks of
 //! [`crate::wire::Limits::chunk_bytes`], taking the session's lock
 //! per chunk, so other streams of the client (small calls) interleave with a
@@ -11,14 +20,17 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use gantry_engine::{BackendErrorKind, Error, Result};
 use quinn::{RecvStream, SendStream};
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
 
+use super::compute_gate::can_abort;
 use super::session::{ServerState, Session};
+use super::shared::{Counted, ServerUsage, Shared};
+use super::stream_io::Inbox;
 use crate::tls::{TlsIdentity, TransportTimes, server_config};
 use crate::wire::{Limits, Request, Response};
 
@@ -31,7 +43,8 @@ pub struct ListenConfig {
     pub identity: TlsIdentity,
     /// Connection timing.
     pub times: TransportTimes,
-    /// Most clients connected at once; more are refused.
+    /// Most clients connected at once (counted once their TLS handshake is
+    /// done); more are refused.
     pub max_clients: usize,
     /// Worker threads of the network runtime.
     pub worker_threads: usize,
@@ -40,6 +53,7 @@ pub struct ListenConfig {
 /// A server accepting clients on its own runtime until dropped.
 pub struct RunningServer {
     endpoint: quinn::Endpoint,
+    shared: Arc<Shared>,
     local_addr: SocketAddr,
     accept: Option<tokio::task::JoinHandle<()>>,
     runtime: Option<Runtime>,
@@ -71,9 +85,21 @@ impl RunningServer {
             quinn::Endpoint::server(quic, config.listen).map_err(|e| fail(&format!("binding {}", config.listen), e))?
         };
         let local_addr = endpoint.local_addr().map_err(|e| fail("reading the bound address", e))?;
+        for d in state.devices.iter().filter(|d| !can_abort(d.backend.as_ref())) {
+            tracing::warn!(
+                device = d.device.name(),
+                "this backend has no abort callback: its computes run to their end, past --compute-timeout"
+            );
+        }
+        let shared = Arc::new(Shared::new(&state));
         let state = Arc::new(state);
-        let accept = runtime.spawn(accept_clients(endpoint.clone(), state, config.max_clients.max(1)));
-        Ok(Self { endpoint, local_addr, accept: Some(accept), runtime: Some(runtime) })
+        let accept = runtime.spawn(accept_clients(endpoint.clone(), state, shared.clone(), config.max_clients.max(1)));
+        Ok(Self { endpoint, shared, local_addr, accept: Some(accept), runtime: Some(runtime) })
+    }
+
+    /// What the server holds now: clients, handshakes, memory, stream bytes.
+    pub fn usage(&self) -> ServerUsage {
+        self.shared.usage()
     }
 
     /// The address the server is bound to.
@@ -98,51 +124,67 @@ impl Drop for RunningServer {
     }
 }
 
-/// Decrements the client count when a connection's task ends, however it ends.
-struct ClientSlot(Arc<AtomicUsize>);
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
+fn clients_of(shared: &Shared) -> &std::sync::atomic::AtomicUsize {
+    &shared.clients
 }
 
-async fn accept_clients(endpoint: quinn::Endpoint, state: Arc<ServerState>, max_clients: usize) {
-    let clients = Arc::new(AtomicUsize::new(0));
+fn handshakes_of(shared: &Shared) -> &std::sync::atomic::AtomicUsize {
+    &shared.handshakes
+}
+
+async fn accept_clients(endpoint: quinn::Endpoint, state: Arc<ServerState>, shared: Arc<Shared>, max_clients: usize) {
+    let limits = state.limits;
     while let Some(incoming) = endpoint.accept().await {
-        if clients.fetch_add(1, Ordering::SeqCst) >= max_clients {
-            clients.fetch_sub(1, Ordering::SeqCst);
-            tracing::warn!(peer = %incoming.remote_address(), max_clients, "refused: too many clients");
-            incoming.refuse();
+        let peer = incoming.remote_address();
+        // A retry proves the peer receives at its address before the server
+        // keeps any state for it (a retry costs the server nothing).
+        if !incoming.remote_address_validated() && incoming.may_retry() {
+            if let Err(e) = incoming.retry() {
+                e.into_incoming().ignore();
+            }
             continue;
         }
-        let slot = ClientSlot(clients.clone());
-        let state = state.clone();
+        let Some(handshake) = Counted::take(&shared, handshakes_of, limits.max_handshakes.max(1)) else {
+            tracing::warn!(%peer, max_handshakes = limits.max_handshakes, "refused: too many handshakes under way");
+            incoming.refuse();
+            continue;
+        };
+        let (state, shared) = (state.clone(), shared.clone());
         tokio::spawn(async move {
-            let _slot = slot;
-            serve_connection(incoming, state).await;
+            let conn = match tokio::time::timeout(limits.handshake_timeout, incoming).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    // A client without a certificate from the configured authority ends here.
+                    tracing::warn!(%peer, error = %e, "refused: the TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    // Dropping the handshake closes the connection.
+                    tracing::warn!(%peer, timeout_s = limits.handshake_timeout.as_secs_f64(), "refused: the TLS handshake stalled");
+                    return;
+                }
+            };
+            drop(handshake);
+            let Some(slot) = Counted::take(&shared, clients_of, max_clients) else {
+                tracing::warn!(%peer, max_clients, "refused: too many clients");
+                conn.close(1u32.into(), b"too many clients");
+                return;
+            };
+            serve_connection(conn, peer, state, shared).await;
+            drop(slot);
         });
     }
 }
 
-async fn serve_connection(incoming: quinn::Incoming, state: Arc<ServerState>) {
-    let peer = incoming.remote_address();
-    let conn = match incoming.await {
-        Ok(c) => c,
-        Err(e) => {
-            // A client without a certificate from the configured authority ends here.
-            tracing::warn!(%peer, error = %e, "refused: the TLS handshake failed");
-            return;
-        }
-    };
+async fn serve_connection(conn: quinn::Connection, peer: SocketAddr, state: Arc<ServerState>, shared: Arc<Shared>) {
     tracing::info!(%peer, "client connected");
     let limits = state.limits;
-    let session = Arc::new(Mutex::new(Session::new(state)));
+    let session = Arc::new(Mutex::new(Session::joined(state, shared.clone())));
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
-                let session = session.clone();
-                tokio::spawn(async move { serve_stream(send, recv, session, limits).await });
+                let (session, shared) = (session.clone(), shared.clone());
+                tokio::spawn(async move { serve_stream(send, recv, session, shared, limits).await });
             }
             Err(e) => {
                 tracing::info!(%peer, reason = %e, "client gone");
@@ -152,22 +194,37 @@ async fn serve_connection(incoming: quinn::Incoming, state: Arc<ServerState>) {
     }
 }
 
-async fn read_message(recv: &mut RecvStream, limits: &Limits) -> std::result::Result<Vec<u8>, String> {
-    let mut len = [0u8; 4];
-    recv.read_exact(&mut len).await.map_err(|e| format!("reading a request: {e}"))?;
-    let len = u32::from_le_bytes(len) as usize;
+/// Reads one request message: its `u32` length, then as many bytes, all
+/// within the stream timeout.
+async fn read_message(recv: &mut RecvStream, inbox: &mut Inbox, limits: &Limits) -> std::result::Result<(), String> {
+    let deadline = Instant::now() + limits.stream_timeout;
+    inbox.fill(recv, 4, deadline).await.map_err(|e| format!("reading a request's length: {e}"))?;
+    let len = u32::from_le_bytes(inbox.bytes().try_into().map_err(|_| "a request's length".to_owned())?) as usize;
     if len > limits.max_message_bytes {
         return Err(format!("a request of {len} bytes is over the limit of {}", limits.max_message_bytes));
     }
-    let mut message = vec![0u8; len];
-    recv.read_exact(&mut message).await.map_err(|e| format!("reading a request: {e}"))?;
-    Ok(message)
+    inbox.clear();
+    inbox.fill(recv, len, deadline).await.map_err(|e| format!("reading a request of {len} bytes: {e}"))
 }
 
-async fn reply(send: &mut SendStream, response: &Response) -> std::result::Result<(), quinn::WriteError> {
+/// `write` bounded by the stream timeout.
+async fn timed<T>(
+    timeout: Duration,
+    write: impl Future<Output = std::result::Result<T, quinn::WriteError>>,
+) -> std::result::Result<T, String> {
+    match tokio::time::timeout(timeout, write).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("the peer took nothing for {:.1} s (--stream-timeout)", timeout.as_secs_f64())),
+    }
+}
+
+async fn reply(send: &mut SendStream, response: &Response, timeout: Duration) -> std::result::Result<(), String> {
     let message = response.encode();
-    send.write_all(&(message.len() as u32).to_le_bytes()).await?;
-    send.write_all(&message).await
+    let mut frame = Vec::with_capacity(4 + message.len());
+    frame.extend_from_slice(&(message.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&message);
+    timed(timeout, send.write_all(&frame)).await
 }
 
 /// Tells the client to stop sending a write's bytes we will not read.
@@ -175,26 +232,36 @@ fn refuse_rest(recv: &mut RecvStream) {
     let _ = recv.stop(0u32.into());
 }
 
-async fn serve_stream(mut send: SendStream, mut recv: RecvStream, session: Arc<Mutex<Session>>, limits: Limits) {
-    let message = match read_message(&mut recv, &limits).await {
-        Ok(m) => m,
-        Err(e) => {
-            refuse_rest(&mut recv);
-            let _ = reply(&mut send, &Response::Error(e)).await;
+async fn serve_stream(
+    mut send: SendStream,
+    mut recv: RecvStream,
+    session: Arc<Mutex<Session>>,
+    shared: Arc<Shared>,
+    limits: Limits,
+) {
+    let timeout = limits.stream_timeout;
+    let mut inbox = Inbox::new(shared.clone());
+    if let Err(e) = read_message(&mut recv, &mut inbox, &limits).await {
+        refuse_rest(&mut recv);
+        // What arrived is freed before the (bounded) reply.
+        drop(inbox);
+        if reply(&mut send, &Response::Error(e), timeout).await.is_ok() {
             let _ = send.finish();
-            return;
         }
-    };
-    let outcome = match Request::decode(&message, &limits) {
+        return;
+    }
+    let outcome = match Request::decode(inbox.bytes(), &limits) {
         Err(e) => {
             refuse_rest(&mut recv);
-            reply(&mut send, &Response::Error(format!("bad request: {e}"))).await
+            reply(&mut send, &Response::Error(format!("bad request: {e}")), timeout).await
         }
         Ok(Request::WriteBuffer { buffer, offset, len }) => {
-            let response = receive_write(&mut recv, &session, &limits, buffer, offset, len).await;
-            reply(&mut send, &response).await
+            drop(inbox);
+            let response = receive_write(&mut recv, &session, &shared, &limits, buffer, offset, len).await;
+            reply(&mut send, &response, timeout).await
         }
         Ok(Request::ReadBuffer { buffer, offset, len }) => {
+            drop(inbox);
             send_read(&mut send, &session, &limits, buffer, offset, len).await
         }
         Ok(_) => {
@@ -203,24 +270,31 @@ async fn serve_stream(mut send: SendStream, mut recv: RecvStream, session: Arc<M
             let handled = tokio::task::spawn_blocking(move || {
                 let mut session = guard;
                 let limits = *session.limits();
-                match Request::decode(&message, &limits) {
+                match Request::decode(inbox.bytes(), &limits) {
                     Ok(request) => session.handle(&request),
                     Err(e) => Response::Error(format!("bad request: {e}")),
                 }
             })
             .await;
             let response = handled.unwrap_or_else(|_| Response::Error("the server failed on this request".into()));
-            reply(&mut send, &response).await
+            reply(&mut send, &response, timeout).await
         }
     };
-    if outcome.is_ok() {
-        let _ = send.finish();
+    match outcome {
+        Ok(()) => {
+            let _ = send.finish();
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "a stream ended early");
+            let _ = send.reset(1u32.into());
+        }
     }
 }
 
 async fn receive_write(
     recv: &mut RecvStream,
     session: &Mutex<Session>,
+    shared: &Arc<Shared>,
     limits: &Limits,
     buffer: u64,
     offset: u64,
@@ -230,16 +304,19 @@ async fn receive_write(
         refuse_rest(recv);
         return Response::Error(format!("write buffer: {e}"));
     }
-    // Bounded by the chunk size, whatever the request says.
+    // Bounded by the chunk size, whatever the request says, and grown only
+    // as the bytes arrive.
     let chunk = limits.chunk_bytes.max(1);
-    let mut bytes = vec![0u8; chunk.min(usize::try_from(len).unwrap_or(chunk))];
+    let mut bytes = Inbox::new(shared.clone());
     let mut done = 0u64;
     while done < len {
         let n = (len - done).min(chunk as u64) as usize;
-        if let Err(e) = recv.read_exact(&mut bytes[..n]).await {
+        bytes.clear();
+        if let Err(e) = bytes.fill(recv, n, Instant::now() + limits.stream_timeout).await {
+            refuse_rest(recv);
             return Response::Error(format!("write buffer: the bytes stopped after {done} of {len}: {e}"));
         }
-        if let Err(e) = session.lock().await.write(buffer, offset + done, &bytes[..n]) {
+        if let Err(e) = session.lock().await.write(buffer, offset + done, bytes.bytes()) {
             refuse_rest(recv);
             return Response::Error(format!("write buffer: {e}"));
         }
@@ -255,11 +332,13 @@ async fn send_read(
     buffer: u64,
     offset: u64,
     len: u64,
-) -> std::result::Result<(), quinn::WriteError> {
+) -> std::result::Result<(), String> {
+    let timeout = limits.stream_timeout;
     if let Err(e) = session.lock().await.check_transfer(buffer, offset, len) {
-        return reply(send, &Response::Error(format!("read buffer: {e}"))).await;
+        return reply(send, &Response::Error(format!("read buffer: {e}")), timeout).await;
     }
-    reply(send, &Response::Done).await?;
+    reply(send, &Response::Done, timeout).await?;
+    // The range lies in a buffer the client holds: these bytes exist already.
     let chunk = limits.chunk_bytes.max(1);
     let mut bytes = vec![0u8; chunk.min(usize::try_from(len).unwrap_or(chunk))];
     let mut done = 0u64;
@@ -268,10 +347,9 @@ async fn send_read(
         if session.lock().await.read(buffer, offset + done, &mut bytes[..n]).is_err() {
             // The buffer went away under the read (freed by another stream):
             // the client sees the stream reset instead of wrong bytes.
-            let _ = send.reset(1u32.into());
-            return Ok(());
+            return Err(format!("buffer {buffer} went away during a read"));
         }
-        send.write_all(&bytes[..n]).await?;
+        timed(timeout, send.write_all(&bytes[..n])).await?;
         done += n as u64;
     }
     Ok(())

@@ -12,9 +12,10 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use gantry_engine::{Backend, BufferId, BufferUsage, Context, Device, DeviceType, Error, Graph, Result};
+use gantry_engine::{Backend, BufferId, BufferUsage, Context, Device, DeviceType, Error, Graph, Result, TensorId};
 
 use super::graph_build::{BuildMode, BuiltGraph, build_graph};
+use super::shared::Shared;
 use super::weight_cache::WeightCache;
 use crate::wire::{DIGEST_BYTES, Limits, PROTOCOL_VERSION, Request, Response, WireDevice, WireGraph, graph_digest};
 
@@ -74,6 +75,8 @@ struct KeptGraph {
 /// One client connection's state: its buffers, and whether it said hello.
 pub struct Session {
     state: Arc<ServerState>,
+    /// The memory cap and compute turns this session shares with the others.
+    shared: Arc<Shared>,
     ctx: Context,
     buffers: HashMap<u64, SessionBuffer>,
     next_handle: u64,
@@ -88,10 +91,20 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session that has not said hello yet.
+    /// A session that has not said hello yet, on its own: the memory cap
+    /// and the devices' compute turns are its alone (for tests and the fuzz
+    /// target; a running server's sessions share them).
     pub fn new(state: Arc<ServerState>) -> Self {
+        let shared = Arc::new(Shared::new(&state));
+        Self::joined(state, shared)
+    }
+
+    /// A session that has not said hello yet, sharing `shared` with the
+    /// other sessions of its server.
+    pub(crate) fn joined(state: Arc<ServerState>, shared: Arc<Shared>) -> Self {
         Self {
             state,
+            shared,
             ctx: Context::new(),
             buffers: HashMap::new(),
             next_handle: 1,
@@ -152,6 +165,7 @@ impl Session {
                 // Kept graphs may read it: they go first.
                 self.drop_graphs();
                 self.allocated -= b.size;
+                self.shared.memory.give_back(b.size as u64);
                 self.ctx.free_buffer(b.id)?;
                 Ok(Response::Done)
             }
@@ -266,7 +280,15 @@ impl Session {
         if size > buft.max_size() || self.allocated.saturating_add(size) > total {
             return Err(Error::OutOfMemory { buffer_type: buft.name().to_owned(), size });
         }
-        let id = self.ctx.alloc_buffer(&buft, size, BufferUsage::Any)?;
+        // Every client together, before the memory is asked for.
+        self.shared.memory.take(size as u64)?;
+        let id = match self.ctx.alloc_buffer(&buft, size, BufferUsage::Any) {
+            Ok(id) => id,
+            Err(e) => {
+                self.shared.memory.give_back(size as u64);
+                return Err(e);
+            }
+        };
         let handle = self.next_handle;
         self.next_handle += 1;
         self.buffers.insert(handle, SessionBuffer { id, device, size });
@@ -361,8 +383,7 @@ impl Session {
                 )));
             }
         }
-        served.backend.graph_compute(&self.ctx, Graph::from_parts(nodes, &[], &[])).into_result()?;
-        served.backend.synchronize()?;
+        self.run_compute(device, &served, nodes)?;
         self.to_keep = Some(KeptGraph { device, digest: graph_digest(device, graph), built });
         Ok(Response::Done)
     }
@@ -373,12 +394,26 @@ impl Session {
             return Ok(Response::UnknownGraph);
         };
         let graph = self.graphs.remove(at);
-        let computed = served.backend.graph_compute(&self.ctx, Graph::from_parts(&graph.built.nodes, &[], &[]));
+        let computed = self.run_compute(device, &served, &graph.built.nodes);
         // Most recently used last, whatever the outcome.
         self.graphs.push(graph);
-        computed.into_result()?;
-        served.backend.synchronize()?;
+        computed?;
         Ok(Response::Done)
+    }
+
+    /// Computes `nodes` on `served` (device `device`) in the device's turn,
+    /// under the server's compute deadline.
+    fn run_compute(&self, device: u32, served: &ServedDevice, nodes: &[TensorId]) -> Result<()> {
+        let gate = self
+            .shared
+            .gates
+            .get(device as usize)
+            .ok_or_else(|| Error::NotFound(format!("device {device} has no compute turn")))?;
+        let backend = served.backend.as_ref();
+        gate.run(backend, self.state.limits.compute_timeout, || {
+            backend.graph_compute(&self.ctx, Graph::from_parts(nodes, &[], &[])).into_result()?;
+            backend.synchronize()
+        })
     }
 
     /// Decodes and answers one whole frame as it arrives on a stream (a
@@ -433,6 +468,13 @@ impl Session {
             other if payload.is_empty() => (self.handle(&other), Vec::new()),
             other => (Response::Error(format!("{}: {} unexpected bytes", other.name(), payload.len())), Vec::new()),
         }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The buffers go with the context: their bytes are the other clients' again.
+        self.shared.memory.give_back(self.allocated as u64);
     }
 }
 
@@ -585,6 +627,38 @@ mod tests {
         assert_eq!(s.ctx.tensor_count(), tensors_before, "the graphs' tensors were removed");
         let (r, _) = reply(&mut s, &Request::SupportsOp { device: 0, graph: WireGraph::default() }, &[]);
         assert!(matches!(r, Response::Error(_)), "{r:?}");
+    }
+
+    #[test]
+    fn sessions_of_one_server_share_its_memory_cap_and_give_back_on_drop() {
+        let limits = Limits { max_memory: 1000, ..Limits::default() };
+        let backend = Arc::new(CpuBackend::with_threads(1).unwrap());
+        let device: Arc<dyn Device> = Arc::new(gantry_cpu::CpuDevice::new());
+        let state = Arc::new(ServerState {
+            devices: vec![ServedDevice { device, backend }],
+            weights: WeightCache::new(),
+            limits,
+            name: "test".into(),
+        });
+        let shared = Arc::new(Shared::new(&state));
+        let (mut a, mut b) = (Session::joined(state.clone(), shared.clone()), Session::joined(state, shared.clone()));
+        hello(&mut a);
+        hello(&mut b);
+        let (r, _) = reply(&mut a, &Request::AllocBuffer { device: 0, size: 600 }, &[]);
+        assert!(matches!(r, Response::Buffer { .. }), "{r:?}");
+        let (r, _) = reply(&mut b, &Request::AllocBuffer { device: 0, size: 600 }, &[]);
+        assert!(matches!(r, Response::Error(ref m) if m.contains("600 bytes") && m.contains("cap of 1000")), "{r:?}");
+        let (r, _) = reply(&mut b, &Request::AllocBuffer { device: 0, size: 400 }, &[]);
+        let Response::Buffer { buffer } = r else { panic!("{r:?}") };
+        assert_eq!(shared.memory.held(), 1000);
+        let (r, _) = reply(&mut b, &Request::FreeBuffer { buffer }, &[]);
+        assert_eq!(r, Response::Done);
+        assert_eq!(shared.memory.held(), 600);
+        // A client that goes away without freeing gives its memory back.
+        drop(a);
+        assert_eq!(shared.memory.held(), 0);
+        let (r, _) = reply(&mut b, &Request::AllocBuffer { device: 0, size: 1000 }, &[]);
+        assert!(matches!(r, Response::Buffer { .. }), "{r:?}");
     }
 
     #[test]

@@ -39,22 +39,45 @@ pub fn client_identity(pki: &Pki) -> Result<TlsIdentity> {
     )
 }
 
+/// How a loopback server is set up (see [`cpu_server_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// Threads of its CPU backend.
+    pub threads: usize,
+    /// Its limits (deadlines, memory cap, ...).
+    pub limits: Limits,
+    /// Most clients connected at once.
+    pub max_clients: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self { threads: 1, limits: Limits::default(), max_clients: 8 }
+    }
+}
+
 /// A server in this process serving one CPU device (`threads` threads) on
 /// a free port of `127.0.0.1`, with `weights` as its cache.
 pub fn cpu_server(pki: &Pki, threads: usize, weights: WeightCache) -> Result<RunningServer> {
+    cpu_server_with(pki, weights, ServerOptions { threads, ..ServerOptions::default() })
+}
+
+/// A server in this process serving one CPU device on a free port of
+/// `127.0.0.1`, with `weights` as its cache, set up by `options`.
+pub fn cpu_server_with(pki: &Pki, weights: WeightCache, options: ServerOptions) -> Result<RunningServer> {
     let device: Arc<dyn Device> = Arc::new(CpuDevice::new());
-    let backend: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(threads)?);
+    let backend: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(options.threads)?);
     let state = ServerState {
         devices: vec![ServedDevice { device, backend }],
         weights,
-        limits: Limits::default(),
+        limits: options.limits,
         name: "loopback test server".into(),
     };
     let config = ListenConfig {
         listen: ([127, 0, 0, 1], 0).into(),
         identity: server_identity(pki)?,
         times: TransportTimes::default(),
-        max_clients: 8,
+        max_clients: options.max_clients,
         worker_threads: 1,
     };
     RunningServer::start(config, state)

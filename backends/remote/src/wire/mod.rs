@@ -13,11 +13,13 @@
 mod codec;
 mod digest;
 mod graph;
+mod limits;
 mod message;
 
 pub use codec::{Reader, WireError, Writer};
 pub use digest::{content_digest, graph_digest};
 pub use graph::{MIN_TENSOR_BYTES, WireGraph, WireLocation, WireTensor, dtype_code, dtype_of};
+pub use limits::Limits;
 pub use message::{DIGEST_BYTES, Request, Response, WireDevice};
 
 /// The protocol version; client and server must speak the same one.
@@ -25,34 +27,3 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The TLS application protocol (ALPN) of Gantry's RPC.
 pub const ALPN: &[u8] = b"gantry-rpc/1";
-
-/// Bounds on what a peer may ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest message (not counting a write's or read's raw bytes).
-    pub max_message_bytes: usize,
-    /// Most tensors in one graph.
-    pub max_graph_tensors: usize,
-    /// Most elements of one tensor.
-    pub max_tensor_elements: u64,
-    /// Most buffers one client may hold on a server.
-    pub max_buffers: usize,
-    /// Bytes moved per step of a write or read (what a transfer holds in
-    /// memory at once, besides the buffer itself).
-    pub chunk_bytes: usize,
-    /// Graphs a server keeps per client for computing again by digest.
-    pub kept_graphs: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_message_bytes: 16 << 20,
-            max_graph_tensors: 1 << 16,
-            max_tensor_elements: 1 << 36,
-            max_buffers: 1 << 16,
-            chunk_bytes: 1 << 20,
-            kept_graphs: 8,
-        }
-    }
-}
