@@ -33,6 +33,19 @@ async fn send_request(send: &mut SendStream, request: &Request<'_>) {
     send.write_all(&message).await.unwrap();
 }
 
+/// What the server's streams hold once they hold anything (waiting at most
+/// `within` for the bytes sent to be taken in).
+async fn held_by_streams(server: &RunningServer, within: Duration) -> usize {
+    let started = Instant::now();
+    loop {
+        let held = server.usage().stream_bytes;
+        if held > 0 || started.elapsed() > within {
+            return held;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// One whole request on a new stream, and its answer.
 async fn call(conn: &Connection, request: &Request<'_>) -> Response {
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
@@ -44,7 +57,7 @@ async fn call(conn: &Connection, request: &Request<'_>) -> Response {
 #[test]
 fn a_peer_that_stalls_mid_stream_is_cut_off_and_holds_only_what_it_sent() {
     let pki = loopback::test_pki().unwrap();
-    let deadline = Duration::from_millis(600);
+    let deadline = Duration::from_millis(1000);
     let limits = Limits { stream_timeout: deadline, ..Limits::default() };
     let server =
         loopback::cpu_server_with(&pki, WeightCache::new(), ServerOptions { limits, ..Default::default() }).unwrap();
@@ -57,8 +70,7 @@ fn a_peer_that_stalls_mid_stream_is_cut_off_and_holds_only_what_it_sent() {
         let (mut send, mut recv) = conn.open_bi().await.unwrap();
         send.write_all(&announced.to_le_bytes()).await.unwrap();
         send.write_all(&[1]).await.unwrap();
-        tokio::time::sleep(deadline / 3).await;
-        let held = server.usage().stream_bytes;
+        let held = held_by_streams(&server, deadline / 2).await;
         assert!(held > 0 && held <= 64, "the server holds {held} bytes for 5 that arrived");
         let started = Instant::now();
         let Response::Error(message) = answer(&mut recv).await else { panic!("no error") };
@@ -75,8 +87,7 @@ fn a_peer_that_stalls_mid_stream_is_cut_off_and_holds_only_what_it_sent() {
         let (mut send, mut recv) = conn.open_bi().await.unwrap();
         send_request(&mut send, &Request::WriteBuffer { buffer, offset: 0, len: 8 << 20 }).await;
         send.write_all(&[7u8; 1000]).await.unwrap();
-        tokio::time::sleep(deadline / 3).await;
-        let held = server.usage().stream_bytes;
+        let held = held_by_streams(&server, deadline / 2).await;
         assert!(held > 0 && held <= 4096, "the server holds {held} bytes for 1000 that arrived");
         let Response::Error(message) = answer(&mut recv).await else { panic!("no error") };
         assert!(message.contains("stopped after 0 of 8388608") && message.contains("1000 of 1048576"), "{message}");
