@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use gantry::backends::local_registry;
@@ -47,6 +47,49 @@ pub struct RpcServerArgs {
     /// A client silent for this long is gone (milliseconds).
     #[arg(long, default_value_t = 10_000)]
     pub idle_timeout_ms: u64,
+    /// A graph computing longer is stopped (between its nodes) and answered with an error, so one
+    /// client cannot hold a device: seconds (`60`, `1.5`) or with a unit (`500ms`, `90s`, `10m`).
+    #[arg(long, default_value = "60", value_parser = parse_duration)]
+    pub compute_timeout: Duration,
+    /// Most memory every client together may hold in buffers on this server: bytes, or with K, M, G
+    /// or T (`8G`). Default: what the served devices have.
+    #[arg(long, value_parser = parse_memory)]
+    pub max_memory: Option<u64>,
+    /// A TLS handshake taking longer is dropped (a client is counted against --max-clients only once
+    /// its handshake is done): seconds, or with a unit.
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// A request that does not arrive whole, or a chunk of a write or read that does not move, within
+    /// this long ends its stream with an error: seconds, or with a unit.
+    #[arg(long, default_value = "30", value_parser = parse_duration)]
+    pub stream_timeout: Duration,
+}
+
+/// Parses a duration: seconds (`60`, `1.5`), or a number with `ms`, `s`, `m`
+/// or `h`. Zero and durations past a year are refused.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => return Err(format!("{text:?}: unknown unit {other:?} (ms, s, m or h)")),
+    };
+    let value: f64 = number.parse().map_err(|_| format!("{text:?}: expected a number, e.g. 60 or 500ms"))?;
+    let seconds = value * scale;
+    // A year is far past any sensible deadline and well inside what `Duration` holds.
+    if !(seconds > 0.0 && seconds <= 365.0 * 86_400.0) {
+        return Err(format!("{text:?}: expected a duration above zero and at most a year"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses `--max-memory`: a size as `--budget` reads them (`8G`, `512M`, bytes).
+fn parse_memory(text: &str) -> Result<u64, String> {
+    super::budget::parse_size(text).map(|n| n as u64).map_err(|e| e.to_string())
 }
 
 /// Runs the server until the process is stopped.
@@ -160,13 +203,19 @@ fn start(args: &RpcServerArgs) -> gantry::Result<RunningServer> {
     let state = ServerState {
         devices,
         weights,
-        limits: Limits::default(),
+        limits: Limits {
+            compute_timeout: args.compute_timeout,
+            max_memory: args.max_memory.unwrap_or(u64::MAX),
+            handshake_timeout: args.handshake_timeout,
+            stream_timeout: args.stream_timeout,
+            ..Limits::default()
+        },
         name: format!("gantry rpc-server {}", env!("CARGO_PKG_VERSION")),
     };
     let config = ListenConfig {
         listen: args.listen,
         identity,
-        times: TransportTimes { idle_timeout: std::time::Duration::from_millis(args.idle_timeout_ms.max(100)) },
+        times: TransportTimes { idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(100)) },
         max_clients: args.max_clients,
         worker_threads: 2,
     };
@@ -176,4 +225,29 @@ fn start(args: &RpcServerArgs) -> gantry::Result<RunningServer> {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     Ok(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{parse_duration, parse_memory};
+
+    #[test]
+    fn durations_take_seconds_or_a_unit() {
+        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["0", "-1", "abc", "5 parsecs", "1e9", "NaN", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn memory_takes_bytes_or_a_unit() {
+        assert_eq!(parse_memory("8G"), Ok(8 << 30));
+        assert_eq!(parse_memory("4096"), Ok(4096));
+        assert!(parse_memory("lots").is_err());
+    }
 }
