@@ -29,12 +29,42 @@ pub struct Limits {
     pub max_tensors: usize,
     /// Most layers (blocks) a model may declare.
     pub max_layers: usize,
+    /// Most tokens of context: a model's trained context, a sliding window,
+    /// the cells of a KV cache, the tokens of one prompt or batch.
+    pub max_context: usize,
+    /// Most tokens in a vocabulary (and merges in a BPE merge list).
+    pub max_vocab: usize,
+    /// Most elements along one axis of a model's shape: a width (the
+    /// embedding, the feed-forward network, a head), a head count, an
+    /// expert count.
+    pub max_width: usize,
+    /// The fuel one chat-template render may burn (minijinja's unit: about
+    /// one instruction, or 64 bytes of data the template creates), so that
+    /// a template's loops end and its strings stay small.
+    pub max_template_fuel: u64,
+    /// Most bytes one chat-template render may write.
+    pub max_template_output: usize,
 }
 
 impl Limits {
     /// The defaults: 2^36 elements per tensor (256 GiB as f32), 2^16
-    /// tensors, 4096 layers.
-    pub const DEFAULT: Self = Self { max_tensor_elements: 1 << 36, max_tensors: 1 << 16, max_layers: 4096 };
+    /// tensors, 4096 layers, 2^24 tokens of context (16 Mi; the longest
+    /// published contexts are 10 Mi), 2^24 tokens of vocabulary (the largest
+    /// real ones are ~2^18), 2^20 along one axis of a model's shape (the
+    /// widest feed-forward networks are ~2^16), 2^24 fuel for a chat template
+    /// (about 16 million instructions or 1 GiB of data: under a few seconds
+    /// for the worst template, thousands of times what a real one burns on a
+    /// long chat) and 64 MiB of template output (a prompt of 16 Mi tokens).
+    pub const DEFAULT: Self = Self {
+        max_tensor_elements: 1 << 36,
+        max_tensors: 1 << 16,
+        max_layers: 4096,
+        max_context: 1 << 24,
+        max_vocab: 1 << 24,
+        max_width: 1 << 20,
+        max_template_fuel: 1 << 24,
+        max_template_output: 64 << 20,
+    };
 
     /// The element count of a tensor of shape `ne` (zero when a dimension is
     /// zero), after checking that the product of its dimensions, each zero

@@ -3,7 +3,15 @@
 //! messages, `add_generation_prompt`, `bos_token` and `eos_token`, the
 //! `raise_exception` and `strftime_now` functions templates call, and the
 //! Python string methods they use (`strip`, `startswith`, `split`, ...).
+//!
+//! A template comes with the model file (or `--chat-template`), so it is
+//! untrusted code: a render runs on minijinja's fuel ([`Limits::max_template_fuel`],
+//! which bounds both its instructions and the data it creates) and writes
+//! at most [`Limits::max_template_output`] bytes, and the Python methods
+//! below pay for what they allocate before allocating it. A template that
+//! loops forever or builds a huge string is an error naming the template.
 
+use gantry_engine::Limits;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error as JinjaError, ErrorKind, State};
 
@@ -36,6 +44,7 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
     eos: String,
+    max_output: usize,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -59,7 +68,13 @@ impl ChatTemplate {
 
     /// Compiles `template`; `source` names it in errors (a file and key).
     pub fn new(source: &str, template: &str, bos: &str, eos: &str) -> Result<Self> {
+        Self::with_limits(source, template, bos, eos, &Limits::DEFAULT)
+    }
+
+    /// [`ChatTemplate::new`] with the fuel and output bounds of `limits`.
+    pub fn with_limits(source: &str, template: &str, bos: &str, eos: &str, limits: &Limits) -> Result<Self> {
         let mut env = Environment::new();
+        env.set_fuel(Some(limits.max_template_fuel));
         // Jinja's defaults as Hugging Face's chat templates expect them.
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
@@ -76,7 +91,13 @@ impl ChatTemplate {
             file: source.to_owned(),
             reason: format!("the chat template does not parse: {e}"),
         })?;
-        Ok(Self { source: source.to_owned(), env, bos: bos.to_owned(), eos: eos.to_owned() })
+        Ok(Self {
+            source: source.to_owned(),
+            env,
+            bos: bos.to_owned(),
+            eos: eos.to_owned(),
+            max_output: limits.max_template_output,
+        })
     }
 
     /// The prompt for `messages`; with `add_generation_prompt`, ending where
@@ -93,12 +114,60 @@ impl ChatTemplate {
             eos_token => self.eos.as_str(),
         };
         let template = self.env.get_template("chat").map_err(|e| self.error(e))?;
-        template.render(ctx).map_err(|e| self.error(e))
+        let mut out = BoundedWriter { bytes: Vec::new(), max: self.max_output, over: false };
+        match template.render_captured_to(ctx, &mut out) {
+            Ok(_) => {}
+            Err(_) if out.over => {
+                return Err(Error::Model(format!(
+                    "rendering the chat template of {}: the prompt grew past {} bytes",
+                    self.source, self.max_output
+                )));
+            }
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => {
+                return Err(Error::Model(format!(
+                    "rendering the chat template of {}: it ran out of fuel (it loops or builds data too long for a chat prompt)",
+                    self.source
+                )));
+            }
+            Err(e) => return Err(self.error(e)),
+        }
+        // minijinja writes whole strings, so the bytes are UTF-8.
+        String::from_utf8(out.bytes).map_err(|e| Error::Model(format!("the chat template of {}: {e}", self.source)))
     }
 
     fn error(&self, e: JinjaError) -> Error {
         Error::Model(format!("rendering the chat template of {}: {e}", self.source))
     }
+}
+
+/// The render's output, refused past `max` bytes (with fuel, a template
+/// could still write up to 64 bytes a unit of fuel; the prompt must stay
+/// far smaller).
+struct BoundedWriter {
+    bytes: Vec<u8>,
+    max: usize,
+    over: bool,
+}
+
+impl std::io::Write for BoundedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len().saturating_add(buf.len()) > self.max || self.bytes.try_reserve(buf.len()).is_err() {
+            self.over = true;
+            return Err(std::io::Error::other("the chat template's output is too long"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Pays fuel for `bytes` about to be allocated (minijinja charges one fuel
+/// per 64 bytes of data), so a method's result is refused before it is made.
+fn pay_for(state: &State, bytes: usize) -> std::result::Result<(), JinjaError> {
+    state.consume_fuel((bytes / 64) as u64 + 1)
 }
 
 /// Today's date as templates print it (`26 Jul 2024`), from the system clock.
@@ -119,9 +188,30 @@ fn today() -> String {
 }
 
 /// The Python methods chat templates call on strings and dicts.
-fn python_method(_: &mut State, value: &Value, method: &str, args: &[Value]) -> std::result::Result<Value, JinjaError> {
+fn python_method(
+    state: &mut State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> std::result::Result<Value, JinjaError> {
     let arg = |i: usize| args.get(i).and_then(|v| v.as_str().map(str::to_owned));
     if let Some(s) = value.as_str() {
+        // What each method may allocate, paid before it is allocated: a
+        // `replace` of every character by a long string multiplies the
+        // length, `upper` may triple it, `split` makes a value per piece.
+        let cost = match method {
+            "replace" => match (arg(0), arg(1)) {
+                (Some(from), Some(to)) => {
+                    let hits = if from.is_empty() { s.chars().count() + 1 } else { s.matches(from.as_str()).count() };
+                    hits.saturating_mul(to.len()).saturating_add(s.len())
+                }
+                _ => 0,
+            },
+            "upper" | "lower" => s.len().saturating_mul(3),
+            "split" => s.len().saturating_mul(33),
+            _ => s.len(),
+        };
+        pay_for(state, cost)?;
         let chars = arg(0);
         let trim: &dyn Fn(char) -> bool = &|c: char| match &chars {
             Some(set) => set.contains(c),
@@ -147,6 +237,8 @@ fn python_method(_: &mut State, value: &Value, method: &str, args: &[Value]) -> 
         });
     }
     if value.kind() == ValueKind::Map {
+        // A list (of pairs) per entry for `items`, `keys`, `values`.
+        pay_for(state, value.len().unwrap_or(0).saturating_mul(96))?;
         return match method {
             "get" => {
                 let key = args.first().cloned().unwrap_or_default();
@@ -195,6 +287,44 @@ mod tests {
         );
         let err = g.render(&[ChatMessage::new("assistant", "x")], true).unwrap_err().to_string();
         assert!(err.contains("alternate"), "raise_exception reaches the caller: {err}");
+    }
+
+    /// Renders `template` (named as a GGUF's) and returns the error.
+    fn render_err(template: &str) -> String {
+        let source = "m.gguf (tokenizer.chat_template)";
+        let t = ChatTemplate::new(source, template, "", "").unwrap();
+        let started = std::time::Instant::now();
+        let err = t.render(&[ChatMessage::new("user", "hi")], true).unwrap_err().to_string();
+        assert!(started.elapsed().as_secs() < 30, "{template}: took {:?}", started.elapsed());
+        assert!(err.contains(source), "the error names the template: {err}");
+        err
+    }
+
+    #[test]
+    fn templates_that_loop_end_on_fuel() {
+        // 10^10 iterations without fuel.
+        let err = render_err("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}");
+        assert!(err.contains("ran out of fuel"), "{err}");
+        // A string doubled 64 times (2^65 bytes) is refused before it is made.
+        let err = render_err(
+            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+        );
+        assert!(err.contains("ran out of fuel"), "{err}");
+        // A Python method asked for 10^12 bytes pays for them first.
+        let err = render_err("{% set s = 'a' * 1000000 %}{{ s.replace('a', 'b' * 1000000) }}");
+        assert!(err.contains("ran out of fuel"), "{err}");
+    }
+
+    #[test]
+    fn output_past_the_cap_is_an_error() {
+        // 100 GB of output without the cap, each string cheap in fuel.
+        let err = render_err("{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s }}{% endfor %}");
+        assert!(err.contains("grew past"), "{err}");
+        let limits = Limits { max_template_output: 10, ..Limits::DEFAULT };
+        let t = ChatTemplate::with_limits("chat.jinja", "{{ messages[0]['content'] }}", "", "", &limits).unwrap();
+        assert_eq!(t.render(&[ChatMessage::new("user", "0123456789")], false).unwrap(), "0123456789");
+        let err = t.render(&[ChatMessage::new("user", "0123456789!")], false).unwrap_err().to_string();
+        assert!(err.contains("chat.jinja") && err.contains("10 bytes"), "{err}");
     }
 
     #[test]

@@ -71,11 +71,22 @@ impl DequantizedFile {
                 ..TensorDesc::contiguous(DType::F32, e.desc.ne).map_err(|r| bad(e.name, r))?
             };
             let len = desc.nbytes();
-            let offset = total.next_multiple_of(ALIGNMENT);
-            total = offset + len;
+            let offset = total
+                .checked_next_multiple_of(ALIGNMENT)
+                .and_then(|o| Some((o, o.checked_add(len)?)))
+                .ok_or_else(|| bad(e.name, "the F32 copy of the file's tensors overflows".into()));
+            let (offset, end) = offset?;
+            total = end;
             tensors.push(Dequantized { name: e.name.to_owned(), desc, offset, len });
         }
-        let mut values = vec![0f32; total.div_ceil(4)];
+        // Four bytes a weight: a legitimate size can still be more than the
+        // machine holds, an error rather than an abort.
+        let mut values = Vec::new();
+        values.try_reserve_exact(total.div_ceil(4)).map_err(|_| Error::InvalidModel {
+            file: file.source().to_owned(),
+            reason: format!("no memory for the {total} bytes of its weights as F32"),
+        })?;
+        values.resize(total.div_ceil(4), 0f32);
         for (e, t) in entries.iter().zip(&tensors) {
             let out = &mut values[t.offset / 4..(t.offset + t.len) / 4];
             to_f32(e.desc.dtype, e.data, e.desc.ne[0], out).map_err(|r| bad(e.name, r))?;

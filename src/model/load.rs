@@ -31,7 +31,10 @@ pub struct LoadProgress {
 /// Options of [`load_tensors`].
 pub struct LoadOptions<'a> {
     /// Place tensors over the file's bytes when the device can read them in
-    /// place (default `true`); `false` always copies.
+    /// place (default `true`); `false` always copies. For
+    /// [`DecoderModel::load_with`](crate::model::decoder::DecoderModel::load_with)
+    /// `false` means the file is read into memory instead of mapped
+    /// (`--no-mmap`), so that it may change underneath without harm.
     pub use_mmap: bool,
     /// Called as tensors are placed or copied (copies report every few MiB).
     pub progress: Option<&'a mut dyn FnMut(LoadProgress)>,

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry_engine::{DType, HostMemory, MAX_DIMS, Name, TensorDesc};
+use gantry_engine::{DType, HostMemory, Limits, MAX_DIMS, Name, TensorDesc};
 use memmap2::Mmap;
 use safetensors::tensor::{Dtype, Metadata, SafeTensors};
 
@@ -81,6 +81,27 @@ impl SafetensorsFile {
         Self::from_storage(name, Storage::Mapped(Arc::new(map)))
     }
 
+    /// Reads the file at `path` into memory instead of mapping it
+    /// (`--no-mmap`): the file may then change underneath without harm. The
+    /// memory is reserved fallibly (a file larger than memory is an error).
+    pub fn read(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        crate::model::regular_file::check_regular(path)?;
+        let io = |what: &str| {
+            let context = format!("{what} {name}");
+            move |source| Error::Io { context, source }
+        };
+        let mut file = File::open(path).map_err(io("opening"))?;
+        let len = file.metadata().map_err(io("reading the size of"))?.len();
+        let mut bytes = Vec::new();
+        usize::try_from(len).ok().and_then(|len| bytes.try_reserve_exact(len).ok()).ok_or_else(|| {
+            Error::InvalidModel { file: name.clone(), reason: format!("{len} bytes do not fit in memory") }
+        })?;
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io("reading"))?;
+        Self::from_vec(name, bytes)
+    }
+
     /// Parses safetensors bytes owned by `bytes`, naming them `source` in errors.
     pub fn from_vec(source: impl Into<String>, bytes: Vec<u8>) -> Result<Self> {
         Self::from_storage(source.into(), Storage::Owned(Arc::new(bytes)))
@@ -91,8 +112,17 @@ impl SafetensorsFile {
         let (header, metadata): (usize, Metadata) = SafeTensors::read_metadata(bytes)
             .map_err(|e| Error::InvalidModel { file: source.clone(), reason: format!("safetensors header: {e}") })?;
         let data_start = 8 + header;
-        let mut tensors: Vec<SafetensorsInfo> = metadata
-            .tensors()
+        // The crate checks that each tensor's bytes match its shape; an
+        // empty tensor may still claim a huge dimension, and a large header
+        // any number of tensors.
+        let limits = Limits::DEFAULT;
+        let bad = |reason: String| Error::InvalidModel { file: source.clone(), reason };
+        let infos = metadata.tensors();
+        limits.check_count("the tensor count", infos.len() as u64, limits.max_tensors).map_err(bad)?;
+        for (name, info) in &infos {
+            limits.check_shape(&info.shape).map_err(|e| bad(format!("tensor '{name}': {e}")))?;
+        }
+        let mut tensors: Vec<SafetensorsInfo> = infos
             .into_iter()
             .map(|(name, info)| SafetensorsInfo {
                 name,

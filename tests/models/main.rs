@@ -1,10 +1,12 @@
 //! The model layer end to end: SmolLM2, Gemma-3 and MiniLM against
 //! independent engines (`tests/data`), the exact float64 forward, the
-//! tokenizers, model-file errors, sessions (one and many sequences, the
-//! decode worker, GPU splits), memory budgets, the allocator on a llama
-//! graph, and profiles. One test binary (one link) for all of them.
+//! tokenizers, model-file errors and sizes past the limits, sessions (one
+//! and many sequences, the decode worker, GPU splits), memory budgets, the
+//! allocator on a llama graph, and profiles. One test binary (one link) for
+//! all of them.
 
 mod alloc_llama;
+mod crafted_models;
 mod decode_worker;
 mod gemma3_reference;
 mod memory_budgets;

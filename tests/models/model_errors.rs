@@ -14,31 +14,35 @@ use gantry::model::gguf::{Array, GgufWriter};
 use gantry::{Backend, Context, DType, Device};
 use safetensors::Dtype;
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gantry-model-errors-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn cpu() -> CpuDevice {
+pub(crate) fn cpu() -> CpuDevice {
     CpuDevice::new()
 }
 
 /// Asserts `ctx` holds no tensor and no buffer (nothing half-loaded).
-fn assert_empty(ctx: &Context, what: &str) {
+pub(crate) fn assert_empty(ctx: &Context, what: &str) {
     assert_eq!(ctx.tensor_count(), 0, "{what}: tensors left in the context");
     assert_eq!(ctx.buffers().count(), 0, "{what}: buffers left in the context");
 }
 
 // ---- GGUF decoders ------------------------------------------------------------
 
-const N_VOCAB: usize = 8;
-const N_EMBD: usize = 32;
+pub(crate) const N_VOCAB: usize = 8;
+pub(crate) const N_EMBD: usize = 32;
 const N_FF: usize = 64;
 
 /// A one-layer llama GGUF; `change` may edit the metadata or drop, retype or
 /// reshape tensors (name, dims, dtype) before they are written.
-fn tiny_llama(path: &Path, arch: &str, change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter)) {
+pub(crate) fn tiny_llama(
+    path: &Path,
+    arch: &str,
+    change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
+) {
     let mut w = GgufWriter::new();
     w.add_str("general.architecture", arch);
     w.add_u32(&format!("{arch}.embedding_length"), N_EMBD as u32);
@@ -85,7 +89,7 @@ fn tiny_llama(path: &Path, arch: &str, change: impl Fn(&mut Vec<(String, Vec<usi
     std::fs::write(path, w.to_bytes()).unwrap();
 }
 
-fn load_gguf_err(
+pub(crate) fn load_gguf_err(
     name: &str,
     arch: &str,
     change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
@@ -166,9 +170,9 @@ fn gguf_models_that_cannot_load_name_the_file_and_key() {
 
 // ---- safetensors encoders --------------------------------------------------------
 
-const BERT_H: usize = 8;
+pub(crate) const BERT_H: usize = 8;
 
-fn bert_config(hidden: usize) -> String {
+pub(crate) fn bert_config(hidden: usize) -> String {
     format!(
         r#"{{"model_type": "bert", "vocab_size": 6, "hidden_size": {hidden}, "num_hidden_layers": 1,
             "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 8,
@@ -176,7 +180,7 @@ fn bert_config(hidden: usize) -> String {
     )
 }
 
-const WORDPIECE: &str = r###"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+pub(crate) const WORDPIECE: &str = r###"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
   "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
   "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
   "decoder": null,
@@ -184,7 +188,7 @@ const WORDPIECE: &str = r###"{"version": "1.0", "truncation": null, "padding": n
             "max_input_chars_per_word": 100, "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, "b": 5}}}"###;
 
 /// The tensors of a one-layer BERT of width 8 (name, dtype, row-major shape).
-fn bert_tensors() -> Vec<(String, Dtype, Vec<usize>)> {
+pub(crate) fn bert_tensors() -> Vec<(String, Dtype, Vec<usize>)> {
     let h = BERT_H;
     let mut t = vec![
         ("embeddings.word_embeddings.weight".to_string(), Dtype::F32, vec![6, h]),
@@ -213,7 +217,7 @@ fn bert_tensors() -> Vec<(String, Dtype, Vec<usize>)> {
     t
 }
 
-fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(String, Dtype, Vec<usize>)]) {
+pub(crate) fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(String, Dtype, Vec<usize>)]) {
     std::fs::write(dir.join("config.json"), config).unwrap();
     std::fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
     let data: Vec<Vec<u8>> = tensors
@@ -235,7 +239,7 @@ fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(String, Dty
     std::fs::write(dir.join("model.safetensors"), safetensors::serialize(views, None).unwrap()).unwrap();
 }
 
-fn load_bert_err(
+pub(crate) fn load_bert_err(
     name: &str,
     config: &str,
     tokenizer: &str,

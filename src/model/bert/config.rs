@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use gantry_engine::Limits;
 use serde::Deserialize;
 
 use crate::{Error, Result};
@@ -78,6 +79,18 @@ impl BertConfig {
         if let Some((key, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return Err(bad(format!("{key} is 0")));
         }
+        // Each size bounds a loop or an allocation (a `Vec` per layer, a
+        // mask per position) before any tensor is checked against it.
+        let limits = Limits::DEFAULT;
+        for (key, n) in sizes {
+            let max = match key {
+                "num_hidden_layers" => limits.max_layers,
+                "vocab_size" | "type_vocab_size" => limits.max_vocab,
+                "max_position_embeddings" => limits.max_context,
+                _ => limits.max_width,
+            };
+            limits.check_count(key, n as u64, max).map_err(bad)?;
+        }
         if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
             return Err(bad(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
@@ -113,6 +126,18 @@ mod tests {
             (good.replace("\"vocab_size\": 10,", ""), "vocab_size"),
             (good.replace('}', ", \"hidden_act\": \"relu\"}"), "hidden_act"),
             ("{ not json".into(), "not a BERT config"),
+            // Sizes that would size a `Vec` or a loop before any tensor is read.
+            (
+                good.replace("\"num_hidden_layers\": 1", "\"num_hidden_layers\": 18446744073709551615"),
+                "num_hidden_layers",
+            ),
+            (good.replace("\"num_hidden_layers\": 1", "\"num_hidden_layers\": 1000000000"), "num_hidden_layers"),
+            (
+                good.replace("\"max_position_embeddings\": 4", "\"max_position_embeddings\": 4000000000000"),
+                "max_position_embeddings",
+            ),
+            (good.replace("\"vocab_size\": 10", "\"vocab_size\": 10000000000"), "vocab_size"),
+            (good.replace("\"hidden_size\": 8", "\"hidden_size\": 8000000000"), "hidden_size"),
         ];
         for (text, key) in cases {
             let err = BertConfig::from_json("dir/config.json", &text).unwrap_err().to_string();

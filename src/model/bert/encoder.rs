@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
 use gantry_engine::sched::{Scheduler, SchedulerParams};
-use gantry_engine::{Backend, Context, Device, Mark};
+use gantry_engine::{Backend, Context, Device, Limits, Mark};
 use half::f16;
 use tokenizers::{Tokenizer, TruncationParams};
 
@@ -46,11 +46,19 @@ impl BertModel {
     /// `dir/tokenizer.json` for `device`. Errors name the file and the key
     /// or tensor; on error nothing is left in `ctx`.
     pub fn load(dir: impl AsRef<Path>, ctx: &mut Context, device: &dyn Device) -> Result<Self> {
+        Self::load_with(dir, ctx, device, true)
+    }
+
+    /// [`BertModel::load`] with `model.safetensors` memory-mapped when
+    /// `mmap`, else read into memory (`--no-mmap`: a file truncated or
+    /// rewritten while mapped kills the process with `SIGBUS`).
+    pub fn load_with(dir: impl AsRef<Path>, ctx: &mut Context, device: &dyn Device, mmap: bool) -> Result<Self> {
         let dir = dir.as_ref();
         let path = |f: &str| -> PathBuf { dir.join(f) };
         let config = BertConfig::from_file(&path("config.json"))?;
         let tokenizer = load_tokenizer(&path("tokenizer.json"), &config)?;
-        let file = SafetensorsFile::open(path("model.safetensors"))?;
+        let weights = path("model.safetensors");
+        let file = if mmap { SafetensorsFile::open(weights)? } else { SafetensorsFile::read(weights)? };
         let loaded = load_tensors(&file, ctx, device, LoadOptions::default())?;
         let names: HashMap<String, _> = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
         let unloadable = file.unloadable();
@@ -167,6 +175,22 @@ impl Encoder {
         if n_seq == 0 || n_tokens == 0 || batch.type_ids.len() != n_seq {
             return Err(Error::Model("a batch needs at least one sentence of at least one token".into()));
         }
+        // Positions index the position embeddings: a longer sentence would
+        // read past them (the tokenizer truncates, a caller's batch may not).
+        if n_tokens > self.config.max_position_embeddings {
+            return Err(Error::Model(format!(
+                "a sentence of {n_tokens} tokens is longer than the model's {} positions (max_position_embeddings)",
+                self.config.max_position_embeddings
+            )));
+        }
+        // The mask holds n_tokens² entries per sentence.
+        let mask_len = Limits::DEFAULT
+            .check_shape(&[n_tokens, n_tokens, 1, n_seq])
+            .map_err(|e| Error::Model(format!("the attention mask of {n_seq} sentences of {n_tokens} tokens: {e}")))?;
+        self.mask.clear();
+        usize::try_from(mask_len).ok().and_then(|n| self.mask.try_reserve(n).ok()).ok_or_else(|| {
+            Error::Model(format!("no memory for the attention mask of {n_seq} sentences of {n_tokens} tokens"))
+        })?;
         if let Some(&bad) = batch.ids.iter().flatten().find(|&&t| t as usize >= self.config.vocab_size) {
             return Err(Error::Model(format!(
                 "token id {bad} is outside the vocabulary of {}",

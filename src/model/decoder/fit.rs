@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use gantry_engine::DType;
+use gantry_engine::{DType, Limits};
 
 use super::DecoderHparams;
 use crate::model::gguf::Gguf;
@@ -103,47 +103,55 @@ impl ModelFootprint {
     /// The footprint of `gguf`'s tensors with a KV cache of `n_ctx` cells of
     /// `kv_dtype`.
     pub fn from_gguf(gguf: &Gguf, hp: &DecoderHparams, n_ctx: usize, kv_dtype: DType) -> Result<Self> {
-        let mut layer_weights = vec![0usize; hp.n_layer];
-        let mut input = 0;
+        // `hp` came from the file: its layer count sizes this table.
+        let limits = Limits::DEFAULT;
+        let bad = |reason: String| Error::InvalidModel { file: gguf.source().to_owned(), reason };
+        let n_layer = limits.check_count("block_count", hp.n_layer as u64, limits.max_layers).map_err(bad)?;
+        let mut layer_weights = Vec::new();
+        layer_weights.try_reserve_exact(n_layer).map_err(|_| bad(format!("no memory for {n_layer} layers")))?;
+        layer_weights.resize(n_layer, 0usize);
+        let mut input = 0usize;
         let mut output = 0;
         let tied = gguf.tensor("output.weight").is_err();
         for t in gguf.tensors() {
             let layer = t.name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()?.parse::<usize>().ok());
             match layer {
-                Some(l) if l < hp.n_layer => layer_weights[l] += t.size,
+                Some(l) if l < hp.n_layer => layer_weights[l] = layer_weights[l].saturating_add(t.size),
                 Some(l) => {
                     return Err(Error::InvalidModel {
                         file: gguf.source().to_owned(),
                         reason: format!("tensor {} is of layer {l}, but the model has {} layers", t.name, hp.n_layer),
                     });
                 }
-                None if t.name == "token_embd.weight" && !tied => input += t.size,
-                None => output += t.size,
+                None if t.name == "token_embd.weight" && !tied => input = input.saturating_add(t.size),
+                None => output = t.size.saturating_add(output),
             }
         }
         let row = hp.n_head_kv * hp.head_dim;
         let row_bytes = kv_dtype
             .row_size(row)
             .ok_or_else(|| Error::Model(format!("a {kv_dtype} KV cache cannot hold rows of {row} values")))?;
-        Ok(Self { layer_weights, layer_kv: 2 * n_ctx * row_bytes, input, output })
+        let layer_kv = row_bytes.saturating_mul(n_ctx).saturating_mul(2);
+        Ok(Self { layer_weights, layer_kv, input, output })
     }
 
     /// Bytes of layer `l` with its cache, and what travels with it.
     fn layer_bytes(&self, l: usize) -> usize {
         let n = self.layer_weights.len();
-        let mut bytes = self.layer_weights[l] + self.layer_kv;
+        // Saturating: a sum past `usize::MAX` fits no budget anyway.
+        let mut bytes = self.layer_weights[l].saturating_add(self.layer_kv);
         if l == 0 {
-            bytes += self.input;
+            bytes = bytes.saturating_add(self.input);
         }
         if l + 1 == n {
-            bytes += self.output;
+            bytes = bytes.saturating_add(self.output);
         }
         bytes
     }
 
     /// Every byte of the model, cache included.
     pub fn total(&self) -> usize {
-        (0..self.layer_weights.len()).map(|l| self.layer_bytes(l)).sum()
+        (0..self.layer_weights.len()).map(|l| self.layer_bytes(l)).fold(0, usize::saturating_add)
     }
 }
 
@@ -163,10 +171,20 @@ pub struct DeviceRoom {
 /// context of `n_ctx` cells takes on one device: the widest activations of
 /// a layer, the attention scores, and the output logits, each live at once.
 pub fn compute_estimate(hp: &DecoderHparams, n_tokens: usize, n_ctx: usize) -> usize {
-    let f32s = n_tokens
-        * (4 * hp.n_embd + 3 * hp.n_ff + 2 * hp.n_head * hp.head_dim + hp.n_head * n_ctx.min(4096) + hp.n_vocab);
+    // Saturating: the sizes come from a file and the command line, and an
+    // estimate past `usize::MAX` only has to fail the fit, not wrap.
+    let per_token = [
+        hp.n_embd.saturating_mul(4),
+        hp.n_ff.saturating_mul(3),
+        hp.n_head.saturating_mul(hp.head_dim).saturating_mul(2),
+        hp.n_head.saturating_mul(n_ctx.min(4096)),
+        hp.n_vocab,
+    ]
+    .into_iter()
+    .fold(0usize, usize::saturating_add);
+    let f32s = n_tokens.saturating_mul(per_token);
     // Room for the scheduler's input copies and the planner's alignment.
-    f32s * 4 + f32s
+    f32s.saturating_mul(5)
 }
 
 /// The layers per device (in `devices`' order) under their budgets: each
@@ -200,16 +218,16 @@ pub fn fit_layers(model: &ModelFootprint, devices: &[DeviceRoom]) -> Result<Laye
             if used.saturating_add(add) > room {
                 break;
             }
-            used += add;
+            used = used.saturating_add(add);
             next += 1;
             counts[d] += 1;
         }
     }
     if next < n_layer {
-        let left: usize = (next..n_layer).map(|l| model.layer_bytes(l)).sum();
+        let left = (next..n_layer).map(|l| model.layer_bytes(l)).fold(0, usize::saturating_add);
         return Err(Error::Engine(gantry_engine::Error::BudgetExceeded {
             device: last.name.clone(),
-            needed: left + last.compute,
+            needed: left.saturating_add(last.compute),
             budget: last.budget.unwrap_or(0),
             compute: last.compute,
             held: left,

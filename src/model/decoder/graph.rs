@@ -1,6 +1,6 @@
 //! The forward graph of a decoder model for one batch of tokens.
 
-use gantry_engine::{Context, DType, TensorId};
+use gantry_engine::{Context, DType, Limits, TensorId};
 
 use super::weights::decoder_norm;
 use super::{DecoderHparams, DecoderWeights, KvCache};
@@ -54,8 +54,9 @@ pub struct DecoderGraph {
     /// Cache cells the batch's keys and values go to, I32 `[n_tokens]`.
     pub kv_slots: TensorId,
     /// Attention mask of global layers, F16 `[n_kv, n_tokens]`: 0 where
-    /// token `i` may see cache cell `j`, -inf elsewhere.
-    pub mask: TensorId,
+    /// token `i` may see cache cell `j`, -inf elsewhere (`None` when every
+    /// layer slides).
+    pub mask: Option<TensorId>,
     /// Attention mask of sliding-window layers (models that have them).
     pub mask_swa: Option<TensorId>,
     /// The batch rows whose logits are computed, I32 `[n]` (`LogitsFor::Rows`).
@@ -100,12 +101,24 @@ pub fn build_decoder_graph(
     if n_outputs == 0 || n_outputs > n_tokens {
         return Err(Error::Model(format!("{n_outputs} rows of logits asked of a batch of {n_tokens} tokens")));
     }
+    // The masks hold n_kv × n_tokens entries, filled on the host, and the
+    // logits n_vocab × n_outputs, read back to it.
+    Limits::DEFAULT
+        .check_shape(&[n_kv, n_tokens])
+        .map_err(|e| Error::Model(format!("the attention mask of a batch of {n_tokens} tokens: {e}")))?;
+    Limits::DEFAULT
+        .check_shape(&[hp.n_vocab, n_outputs])
+        .map_err(|e| Error::Model(format!("the logits of {n_outputs} tokens: {e}")))?;
     let (hd, nh, nkv) = (hp.head_dim, hp.n_head, hp.n_head_kv);
     let kv_width = hd * nkv;
     let tokens = input(ctx, DType::I32, &[n_tokens], "inp_tokens")?;
     let positions = input(ctx, DType::I32, &[n_tokens], "inp_pos")?;
     let kv_slots = input(ctx, DType::I32, &[n_tokens], "inp_kv_slots")?;
-    let mask = input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask")?;
+    // Each mask only when a layer reads it: an input no node uses is left
+    // out of the graph, so the scheduler never allocates it and writing it
+    // fails (a Gemma 3 of fewer layers than its sliding pattern has no
+    // global layer, one with `swa_pattern` 1 no sliding one).
+    let mask = if hp.has_global_layers() { Some(input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask")?) } else { None };
     let mask_swa =
         if hp.has_sliding_layers() { Some(input(ctx, DType::F16, &[n_kv, n_tokens], "kq_mask_swa")?) } else { None };
     let outputs = match logits_for {
@@ -157,10 +170,9 @@ pub fn build_decoder_graph(
         // Views of the stored caches (not of the cache leafs) so the stores run first.
         let k_all = ctx.view_3d(k_stored, [hd, n_kv, nkv], cache_row, head_row, 0)?;
         let v_all = ctx.view_3d(v_stored, [hd, n_kv, nkv], cache_row, head_row, 0)?;
-        let layer_mask = match mask_swa {
-            Some(m) if hp.is_sliding(l) => m,
-            _ => mask,
-        };
+        let layer_mask = if hp.is_sliding(l) { mask_swa } else { mask };
+        // `has_global_layers` / `has_sliding_layers` made the mask this layer reads.
+        let layer_mask = layer_mask.ok_or_else(|| Error::Model(format!("layer {l} has no attention mask")))?;
         let attn = attend(ctx, &spec, q, k_all, v_all, layer_mask)?;
         name(ctx, attn, "kqv_out")?;
         let mut attn = ctx.mul_mat(lw.wo, attn)?;

@@ -2,7 +2,7 @@
 //! the shared blocks each part uses. A family (`llama`, `gemma3`) is a way
 //! of reading this from a file.
 
-use gantry_engine::RopeMode;
+use gantry_engine::{Limits, RopeMode};
 
 use crate::Error;
 use crate::model::blocks::{FeedForwardKind, MaskRule, NormKind, RopeSpec};
@@ -100,6 +100,13 @@ impl DecoderHparams {
         (0..self.n_layer).any(|l| self.is_sliding(l))
     }
 
+    /// Whether any layer attends over the whole past (the graph then takes
+    /// the global mask): not so for a sliding-window model of fewer layers
+    /// than its pattern.
+    pub fn has_global_layers(&self) -> bool {
+        (0..self.n_layer).any(|l| !self.is_sliding(l))
+    }
+
     /// The mask rule of layer `l`.
     pub fn mask_rule(&self, l: usize) -> MaskRule {
         MaskRule { causal: true, window: if self.is_sliding(l) { self.sliding_window } else { 0 } }
@@ -123,6 +130,24 @@ impl DecoderHparams {
         if [self.n_vocab, self.n_embd, self.n_layer, self.n_head, self.n_head_kv, self.head_dim, self.n_ff].contains(&0)
         {
             return bad("a size is zero");
+        }
+        // Hyperparameters built in code meet the bounds the GGUF reader
+        // holds a file's to (each sizes a `Vec` or a loop somewhere).
+        let l = Limits::DEFAULT;
+        let bounds = [
+            ("n_layer", self.n_layer, l.max_layers),
+            ("n_vocab", self.n_vocab, l.max_vocab),
+            ("n_ctx_train", self.n_ctx_train, l.max_context),
+            ("sliding_window", self.sliding_window, l.max_context),
+            ("swa_pattern", self.swa_pattern, l.max_layers),
+            ("n_embd", self.n_embd, l.max_width),
+            ("n_head", self.n_head, l.max_width),
+            ("n_head_kv", self.n_head_kv, l.max_width),
+            ("head_dim", self.head_dim, l.max_width),
+            ("n_ff", self.n_ff, l.max_width),
+        ];
+        if let Some((what, n, max)) = bounds.into_iter().find(|&(_, n, max)| n > max) {
+            return bad(&format!("{what} = {n} is more than the {max} allowed"));
         }
         if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad("n_head is not a multiple of n_head_kv");

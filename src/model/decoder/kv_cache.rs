@@ -39,6 +39,8 @@ impl KvCache {
         dtype: DType,
         buft: &Arc<dyn BufferType>,
     ) -> Result<Self> {
+        // `hp` sizes the table of buffer types: bounded first.
+        hp.validate()?;
         Self::new_per_layer(ctx, hp, n_ctx, dtype, &vec![buft.clone(); hp.n_layer])
     }
 

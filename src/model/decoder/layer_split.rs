@@ -113,8 +113,8 @@ impl DecoderModel {
             _ => {
                 // Mapping costs nothing; the bytes are then moved to their devices
                 // (and repacked there for a CPU device's share).
-                let LoadOptions { progress, repack, .. } = options;
-                let mapped = LoadOptions { repack: false, ..LoadOptions::default() };
+                let LoadOptions { progress, repack, use_mmap, .. } = options;
+                let mapped = LoadOptions { repack: false, use_mmap, ..LoadOptions::default() };
                 let mut model = Self::load_with(path, ctx, &CpuDevice::new(), mapped)?;
                 let mut made = Vec::new();
                 match model.move_layers(ctx, devices, counts, (progress, repack), &mut made) {

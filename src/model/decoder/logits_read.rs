@@ -45,6 +45,11 @@ impl LogitsRead {
         self.read.submit()?;
         self.read.wait()?;
         // The read holds the whole tensor; the batch asked for its first rows.
+        // Fallible: the graph's shape check bounds the size, but a large
+        // batch's logits may still not fit next to the model.
+        out.clear();
+        out.try_reserve(n_floats)
+            .map_err(|_| crate::Error::Model(format!("no memory to read {n_floats} logits back")))?;
         out.resize(n_floats, 0.0);
         self.read.take_f32(ctx, out)?;
         Ok(())

@@ -80,14 +80,21 @@ impl DecoderModel {
         Self::load_with(path, ctx, device, options)
     }
 
-    /// [`DecoderModel::load`] with the loader's options as given.
+    /// [`DecoderModel::load`] with the loader's options as given. With
+    /// `use_mmap` off the file is read into memory ([`Gguf::read`]) instead
+    /// of mapped, and the weights are placed over those bytes where the
+    /// device can read them (one copy, not two): a file truncated or
+    /// rewritten while the model runs then changes nothing, where a mapped
+    /// one kills the process with `SIGBUS`.
     pub fn load_with(
         path: impl AsRef<Path>,
         ctx: &mut Context,
         device: &dyn Device,
         options: LoadOptions<'_>,
     ) -> Result<Self> {
-        let gguf = Gguf::open(path.as_ref())?;
+        let gguf = Gguf::open_mapped_or_read(path.as_ref(), options.use_mmap)?;
+        // The bytes are the process's own now: lending them is safe.
+        let options = LoadOptions { use_mmap: true, ..options };
         let hp = DecoderHparams::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&gguf, &hp, &tokenizer)?;

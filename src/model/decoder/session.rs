@@ -6,7 +6,8 @@ use std::sync::Arc;
 use gantry_arenas::GraphArena;
 use gantry_engine::sched::{MemoryReport, Scheduler, SchedulerParams};
 use gantry_engine::{
-    AbortCallback, Backend, BufferType, Context, DType, Graph, Mark, SetAbortCallback, TensorId, device_extension,
+    AbortCallback, Backend, BufferType, Context, DType, Graph, Limits, Mark, SetAbortCallback, TensorId,
+    device_extension,
 };
 use half::f16;
 
@@ -148,6 +149,9 @@ impl Session {
             return Err(Error::Model("no backends given".into()));
         }
         let n_ctx = params.n_ctx.max(1);
+        // The cell table is a `Vec` of `n_ctx`, the cache `n_ctx` rows a layer.
+        let limits = Limits::DEFAULT;
+        limits.check_count("the context size (n_ctx)", n_ctx as u64, limits.max_context).map_err(Error::Model)?;
         let bufts = kv_buffer_types(ctx, &weights, backends);
         let kv = KvCache::new_per_layer(ctx, &hp, n_ctx, params.kv_dtype, &bufts)?;
         let sched_params =
@@ -455,8 +459,10 @@ impl Session {
         ctx.set_i32(g.tokens, &self.ids)?;
         ctx.set_i32(g.positions, &self.placement.positions)?;
         ctx.set_i32(g.kv_slots, &self.placement.cells)?;
-        self.cells.fill_mask(&batch.seqs, &self.placement.positions, n_kv, MaskRule::CAUSAL, &mut self.mask);
-        ctx.set_bytes(g.mask, bytemuck::cast_slice(&self.mask))?;
+        if let Some(m) = g.mask {
+            self.cells.fill_mask(&batch.seqs, &self.placement.positions, n_kv, MaskRule::CAUSAL, &mut self.mask);
+            ctx.set_bytes(m, bytemuck::cast_slice(&self.mask))?;
+        }
         if let Some(m) = g.mask_swa {
             let rule = MaskRule { causal: true, window: self.hp.sliding_window };
             self.cells.fill_mask(&batch.seqs, &self.placement.positions, n_kv, rule, &mut self.mask);

@@ -24,7 +24,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry_engine::HostMemory;
+use gantry_engine::{HostMemory, Limits};
 
 use crate::{Error, Result};
 use memmap2::Mmap;
@@ -79,6 +79,35 @@ impl Gguf {
         let map = gantry_backends::cpu::map_read_only(&file)
             .map_err(|source| Error::Io { context: format!("mapping {name}"), source })?;
         Self::from_storage(name, Storage::Mapped(Arc::new(map)))
+    }
+
+    /// Reads the GGUF file at `path` into memory instead of mapping it
+    /// (`--no-mmap`): it takes the file's size in memory and the time to
+    /// read it, but a file truncated or rewritten while the model runs then
+    /// changes nothing, where a mapped one kills the process (`SIGBUS`) or
+    /// changes the weights underneath. The read memory is reserved
+    /// fallibly: a file larger than the memory is an error, not an abort.
+    pub fn read(path: impl AsRef<Path>) -> Result<Gguf> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        crate::model::regular_file::check_regular(path)?;
+        let io = |what: &str| {
+            let context = format!("{what} {name}");
+            move |source| Error::Io { context, source }
+        };
+        let mut file = File::open(path).map_err(io("opening"))?;
+        let len = file.metadata().map_err(io("reading the size of"))?.len();
+        let mut bytes = Vec::new();
+        usize::try_from(len).ok().and_then(|len| bytes.try_reserve_exact(len).ok()).ok_or_else(|| {
+            Error::InvalidModel { file: name.clone(), reason: format!("{len} bytes do not fit in memory") }
+        })?;
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io("reading"))?;
+        Self::from_vec(name, bytes)
+    }
+
+    /// [`Gguf::open`] when `mmap`, else [`Gguf::read`].
+    pub fn open_mapped_or_read(path: impl AsRef<Path>, mmap: bool) -> Result<Gguf> {
+        if mmap { Self::open(path) } else { Self::read(path) }
     }
 
     /// Parses GGUF bytes (copied once into shared memory the file's tensors
@@ -269,6 +298,24 @@ impl Gguf {
             });
         }
         Ok(Some(value))
+    }
+
+    /// `{arch}.{suffix}` as a size of at most `max` (a layer count, a
+    /// width, a context length; see [`Limits`]), `None` when absent: a larger
+    /// value is an error naming the file and the key, before it sizes an
+    /// allocation or a loop.
+    pub fn get_arch_count(&self, suffix: &str, max: usize) -> Result<Option<usize>> {
+        let Some(value) = self.get_arch_opt::<u64>(suffix)? else { return Ok(None) };
+        let key = self.arch_key(suffix)?;
+        Limits::DEFAULT.check_count(&key, value, max).map(Some).map_err(|reason| self.error(reason))
+    }
+
+    /// [`get_arch_count`](Self::get_arch_count) of a key the file must have.
+    pub fn get_arch_count_req(&self, suffix: &str, max: usize) -> Result<usize> {
+        match self.get_arch_count(suffix, max)? {
+            Some(n) => Ok(n),
+            None => Err(self.error(format!("metadata key '{}' is missing", self.arch_key(suffix)?))),
+        }
     }
 
     // ---- tensors ---------------------------------------------------------------

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use gantry_engine::{DType, MAX_DIMS};
+use gantry_engine::{DType, Limits, MAX_DIMS};
 
 use crate::{Error, Result};
 
@@ -229,6 +229,11 @@ pub(crate) fn parse(file: &str, bytes: &[u8]) -> Result<Parsed> {
                 bytes.len()
             ))
         })?;
+    // The bytes bound the count; the limit keeps a large file from
+    // declaring more tensors than any model has.
+    Limits::DEFAULT
+        .check_count("the tensor count", n_tensors as u64, Limits::DEFAULT.max_tensors)
+        .map_err(|e| c.error(e))?;
 
     let mut metadata = Vec::with_capacity(n_kv);
     let mut metadata_index = HashMap::with_capacity(n_kv);
@@ -294,6 +299,9 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: usize, alignment: usize) -> Result<Te
             .filter(|&v| v as u64 <= i64::MAX as u64)
             .ok_or_else(|| c.error(format!("tensor '{name}' dimension {d} is {v}, too large")))?;
     }
+    // An empty tensor may not hide a huge dimension that a kernel or a
+    // shape computation would loop over or multiply.
+    Limits::DEFAULT.check_shape(&ne).map_err(|reason| c.error(format!("tensor '{name}': {reason}")))?;
     let type_id = c.u32(&|| format!("the type of tensor '{name}'"))?;
     let dtype = DType::from_ggml_id(type_id).ok_or_else(|| {
         c.error(format!("tensor '{name}' has ggml type {type_id}, which is unknown or not supported by Gantry"))

@@ -265,7 +265,18 @@ fn rejects_bad_tensor_layouts() {
         (Box::new(|w| _ = w.add_raw_tensor_info("m", &[4], 0, 8)), "not a multiple of the alignment"),
         (Box::new(|w| _ = w.add_raw_tensor_info("far", &[4], 0, 1 << 40)), "outside the file"),
         (Box::new(|w| _ = w.add_raw_tensor_info("end", &[4], 0, u64::MAX - 31)), "outside the file"),
-        (Box::new(|w| _ = w.add_raw_tensor_info("big", &[1 << 62, 1 << 62], 0, 0)), "overflows"),
+        (Box::new(|w| _ = w.add_raw_tensor_info("big", &[1 << 62, 1 << 62], 0, 0)), "spans more than"),
+        // Empty, so the file holds it, but a kernel would walk 2^40 rows.
+        (Box::new(|w| _ = w.add_raw_tensor_info("hidden", &[0, 1 << 40], 0, 0)), "'hidden': shape [0, 1099511627776"),
+        (
+            Box::new(|w| {
+                // Each info fits the file; their number is past any model's.
+                for i in 0..70_000 {
+                    w.add_raw_tensor_info(&format!("t{i}"), &[0], 0, 0);
+                }
+            }),
+            "the tensor count = 70000 is more than the 65536 allowed",
+        ),
         (Box::new(|w| _ = w.add_raw_tensor_info("huge", &[u64::MAX], 0, 0)), "too large"),
         (Box::new(|w| _ = w.add_raw_tensor_info("5d", &[1, 1, 1, 1, 1], 0, 0)), "5 dimensions"),
         (Box::new(|w| _ = w.add_raw_tensor_info("q", &[33], 2, 0)), "block size 32"),

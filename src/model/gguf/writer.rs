@@ -61,6 +61,12 @@ impl GgufWriter {
         self
     }
 
+    /// Removes every value of `key` (to replace one a helper wrote).
+    pub fn remove(&mut self, key: &str) -> &mut Self {
+        self.metadata.retain(|(k, _)| k != key);
+        self
+    }
+
     /// Adds a `u32` value.
     pub fn add_u32(&mut self, key: &str, v: u32) -> &mut Self {
         self.add(key, Value::U32(v))

@@ -2,11 +2,11 @@
 //! RMS norms, rope on adjacent pairs, grouped-query causal attention,
 //! SwiGLU. Its configuration of the shared decoder, read from GGUF metadata.
 
-use crate::Result;
 use crate::model::blocks::{FeedForwardKind, NormKind};
 use crate::model::decoder::DecoderHparams;
 use crate::model::gguf::Gguf;
-use gantry_engine::RopeMode;
+use crate::{Error, Result};
+use gantry_engine::{Limits, RopeMode};
 
 /// Reads a `llama` GGUF file's hyperparameters (`llama.embedding_length`, ...).
 pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
@@ -25,31 +25,39 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
 /// (`{arch}.embedding_length`, `.block_count`, `.attention.head_count`, ...);
 /// the rest is llama's (no embedding scale, no extra norms, no sliding window).
 pub(crate) fn common_shape(gguf: &Gguf) -> Result<DecoderHparams> {
-    let n_embd: u32 = gguf.get_arch("embedding_length")?;
-    let n_head: u32 = gguf.get_arch("attention.head_count")?;
-    let n_head_kv: u32 = gguf.get_arch_opt("attention.head_count_kv")?.unwrap_or(n_head);
-    let head_dim: u32 = match gguf.get_arch_opt("attention.key_length")? {
+    // Every size is bounded before it sizes anything: the layer count a
+    // `Vec` per layer, the context the KV cache and the masks, the widths
+    // the tensors checked against them.
+    let l = Limits::DEFAULT;
+    let n_embd = gguf.get_arch_count_req("embedding_length", l.max_width)?;
+    let n_head = gguf.get_arch_count_req("attention.head_count", l.max_width)?;
+    let n_head_kv = gguf.get_arch_count("attention.head_count_kv", l.max_width)?.unwrap_or(n_head);
+    let head_dim = match gguf.get_arch_count("attention.key_length", l.max_width)? {
         Some(d) => d,
         None if n_head > 0 => n_embd / n_head,
         None => 0,
     };
-    let n_vocab = match gguf.get_arch_opt::<u32>("vocab_size")? {
-        Some(n) => n as usize,
-        None => gguf.tensor("token_embd.weight")?.dims().get(1).copied().unwrap_or(0),
+    let n_vocab = match gguf.get_arch_count("vocab_size", l.max_vocab)? {
+        Some(n) => n,
+        None => {
+            let rows = gguf.tensor("token_embd.weight")?.dims().get(1).copied().unwrap_or(0);
+            l.check_count("the rows of token_embd.weight", rows as u64, l.max_vocab)
+                .map_err(|reason| Error::InvalidModel { file: gguf.source().to_owned(), reason })?
+        }
     };
     Ok(DecoderHparams {
         n_vocab,
-        n_embd: n_embd as usize,
-        n_layer: gguf.get_arch::<u32>("block_count")? as usize,
-        n_head: n_head as usize,
-        n_head_kv: n_head_kv as usize,
-        head_dim: head_dim as usize,
-        n_ff: gguf.get_arch::<u32>("feed_forward_length")? as usize,
+        n_embd,
+        n_layer: gguf.get_arch_count_req("block_count", l.max_layers)?,
+        n_head,
+        n_head_kv,
+        head_dim,
+        n_ff: gguf.get_arch_count_req("feed_forward_length", l.max_width)?,
         rms_eps: gguf
             .get_arch_positive("attention.layer_norm_rms_epsilon")?
             .map_or_else(|| gguf.get_arch("attention.layer_norm_rms_epsilon"), Ok)?,
         rope_freq_scale: gguf.get_arch_positive("rope.scaling.factor")?.map_or(1.0, |f| 1.0 / f),
-        n_ctx_train: gguf.get_arch_opt::<u32>("context_length")?.unwrap_or(2048) as usize,
+        n_ctx_train: gguf.get_arch_count("context_length", l.max_context)?.unwrap_or(2048),
         ..DecoderHparams::SMOLLM2_135M
     })
 }

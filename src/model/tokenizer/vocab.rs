@@ -4,6 +4,7 @@
 
 // hashbrown's default hasher is several times faster than SipHash on the
 // short keys (token texts, id pairs) looked up for every byte encoded.
+use gantry_engine::Limits;
 use hashbrown::HashMap;
 
 use crate::{Error, Result};
@@ -163,6 +164,10 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
     if n == 0 || u32::try_from(n).is_err() {
         return Err(invalid(gguf, format!("tokenizer.ggml.tokens has {n} tokens")));
     }
+    // The file's size bounds the array; the limit keeps the tables built
+    // from it (a `String` and a map entry per token) to a real vocabulary's.
+    let limits = Limits::DEFAULT;
+    limits.check_count("tokenizer.ggml.tokens", n as u64, limits.max_vocab).map_err(|e| invalid(gguf, e))?;
     let scores = match gguf.get_opt::<&Array>("tokenizer.ggml.scores")? {
         None => None,
         Some(a @ (Array::F32(_) | Array::I32(_))) if a.len() >= n => Some(a),
@@ -215,6 +220,9 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
             (add_bos, add_space_prefix, clean_spaces, ignore_merges) =
                 (config.add_bos, false, config.clean_spaces, config.ignore_merges);
             let list = gguf.get_slice::<String>("tokenizer.ggml.merges")?;
+            limits
+                .check_count("tokenizer.ggml.merges", list.len() as u64, limits.max_vocab)
+                .map_err(|e| invalid(gguf, e))?;
             merges.reserve(list.len());
             for (rank, merge) in list.iter().enumerate() {
                 // Split at the first space after the first byte (a part may start with one).
