@@ -23,6 +23,7 @@
 //! - [`chrome_trace`]: a [`profile::Profiler`]'s slices as a Chrome trace
 //!   (Perfetto);
 //! - [`Error`]: the engine's errors plus the model layer's;
+//! - `fuzzing` (feature `fuzzing`): the model layer's fuzz harnesses;
 //! - `testing` (feature `testing`): fixtures for the tests and benches (the
 //!   SmolLM2 reference and its tolerances in `testing::smollm2`).
 //!
@@ -36,6 +37,8 @@
 
 mod chrome_trace;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod model;
 #[cfg(feature = "testing")]
 pub mod testing;

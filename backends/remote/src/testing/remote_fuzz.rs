@@ -11,6 +11,17 @@
 //! lets through; the structured one gets past it, into the op rules, the
 //! location checks and the kernels.
 //!
+//! A structured input whose first byte also has bit 1 set (3, 7, ...) is a
+//! hostile graph: the same tensors, bent towards what careless code gets
+//! wrong — zero dimensions beside huge ones (an empty tensor of 2^60 rows),
+//! zero and huge strides, broadcasts to large shapes, out-of-range source
+//! indices (the tensor itself, later ones, past the end), buffer handles
+//! that were never given or were freed, offsets at and past a buffer's end
+//! — over a few ready-made gadgets (GET_ROWS and SET_ROWS whose I32 indices
+//! the input writes into the buffer first, in range, negative or huge; a
+//! row sum over an empty tensor; a broadcast product; a repeat). Inputs of
+//! the plain structured form (first byte 1, 5, ...) keep their meaning.
+//!
 //! What must hold ([`run`] returns an `Err` naming what broke): every frame
 //! gets a response that decodes, and afterwards the session still serves a
 //! plain read of its buffer. A panic anywhere is a finding too (libFuzzer
@@ -101,6 +112,7 @@ fn session() -> Result<Session, String> {
 pub fn run(data: &[u8]) -> Result<(), String> {
     let mut s = session()?;
     let frames = match data.split_first() {
+        Some((mode, rest)) if mode % 4 == 3 => hostile::frames(rest),
         Some((mode, rest)) if mode % 2 == 1 => structured_frames(rest),
         Some((_, rest)) => raw_frames(rest),
         None => Vec::new(),
@@ -333,6 +345,203 @@ pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// The hostile form of the structured input (first byte 3 mod 4).
+mod hostile {
+    use arbitrary::{Result as ArbResult, Unstructured};
+    use gantry_engine::{BinaryOp, DType, MAX_DIMS, MAX_SRC, Op, tensor::contiguous_strides};
+
+    use super::{BUFFER_BYTES, BUFFERS, frame, tensor};
+    use crate::wire::{Request, WireGraph, WireLocation, WireTensor};
+
+    /// I32 indices written into the buffers for GET_ROWS and SET_ROWS to read.
+    const IDS: [i32; 9] = [0, 1, 3, 7, 8, -1, i32::MIN, i32::MAX, 1 << 20];
+    /// Dimensions an empty neighbour could hide, and broadcast targets.
+    const HUGE_DIMS: [usize; 8] = [100, 1 << 12, 1 << 20, 1 << 31, 1 << 32, 1 << 60, usize::MAX / 2, usize::MAX];
+    /// Strides that are no strides.
+    const BAD_STRIDES: [usize; 6] = [0, 1, 3, 1 << 40, usize::MAX / 2, usize::MAX - 3];
+    /// Buffer handles a client was never given (0, the next one, far ones).
+    const BAD_HANDLES: [u64; 5] = [0, 3, 4, 1 << 32, u64::MAX];
+    /// Offsets at, near and past the end of a buffer.
+    const BAD_OFFSETS: [u64; 6] =
+        [BUFFER_BYTES as u64 - 4, BUFFER_BYTES as u64, BUFFER_BYTES as u64 + 64, 1 << 40, u64::MAX - 3, u64::MAX];
+
+    /// Pokes, the graph as a compute (or an op query), a read; a graph twice
+    /// now and then (the second time over a buffer the input may have freed).
+    pub(super) fn frames(data: &[u8]) -> Vec<Vec<u8>> {
+        let mut u = Unstructured::new(data);
+        let mut frames = Vec::new();
+        let _ = build(&mut u, &mut frames);
+        frames
+    }
+
+    fn build(u: &mut Unstructured<'_>, frames: &mut Vec<Vec<u8>>) -> ArbResult<()> {
+        // Indices written first, where the gadgets' index tensors will lie.
+        let ids_at = u.int_in_range(0..=(BUFFER_BYTES / 64 - 1) as u64)? * 64;
+        let n_ids = u.int_in_range(1..=8usize)?;
+        let ids: Vec<u8> = (0..n_ids)
+            .map(|_| Ok(IDS[u.choose_index(IDS.len())?]))
+            .collect::<ArbResult<Vec<i32>>>()?
+            .iter()
+            .flat_map(|i| i.to_le_bytes())
+            .collect();
+        frames.push(frame(&Request::WriteBuffer { buffer: BUFFERS[0], offset: ids_at, len: ids.len() as u64 }, &ids));
+        let mut tensors = gadget(u, ids_at, n_ids)?;
+        let start = tensors.len();
+        for i in start..start + u.int_in_range(0..=10usize)? {
+            let mut t = tensor(u, i)?;
+            bend(u, &mut t, i)?;
+            tensors.push(t);
+        }
+        // Bend a gadget's tensors too, now and then.
+        for i in 0..start {
+            if u.int_in_range(0u8..=3)? == 3 {
+                bend(u, &mut tensors[i], i)?;
+            }
+        }
+        let buffers_freed = u.int_in_range(0u8..=7)? == 7;
+        if buffers_freed {
+            frames.push(frame(&Request::FreeBuffer { buffer: BUFFERS[1] }, &[]));
+        }
+        if u.int_in_range(0u8..=7)? == 7 {
+            let size = *u.choose(&[0u64, 1, BUFFER_BYTES as u64, 1 << 40, u64::MAX])?;
+            frames.push(frame(&Request::AllocBuffer { device: *u.choose(&[0, 1, u32::MAX])?, size }, &[]));
+        }
+        let graph = WireGraph { tensors };
+        let query = u.int_in_range(0u8..=7)? == 7;
+        let twice = u.int_in_range(0u8..=3)? == 3;
+        let request = if query {
+            Request::SupportsOp { device: 0, graph: graph.clone() }
+        } else {
+            Request::GraphCompute { device: *u.choose(&[0, 0, 0, 1, u32::MAX])?, graph: graph.clone() }
+        };
+        frames.push(frame(&request, &[]));
+        if twice {
+            frames.push(frame(&Request::FreeBuffer { buffer: BUFFERS[0] }, &[]));
+            frames.push(frame(&Request::GraphCompute { device: 0, graph }, &[]));
+        }
+        let read = Request::ReadBuffer { buffer: BUFFERS[0], offset: 0, len: BUFFER_BYTES as u64 };
+        frames.push(frame(&read, &[]));
+        Ok(())
+    }
+
+    fn located<'a>(dtype: DType, ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], at: (u64, u64)) -> WireTensor<'a> {
+        let mut s = [None; MAX_SRC];
+        for (slot, &v) in s.iter_mut().zip(srcs) {
+            *slot = Some(v);
+        }
+        WireTensor {
+            computed: op != Op::None,
+            view: false,
+            dtype,
+            ne,
+            nb: contiguous_strides(dtype, ne).unwrap_or([0; MAX_DIMS]),
+            op,
+            srcs: s,
+            location: Some(WireLocation { buffer: at.0, offset: at.1 }),
+            name: "hostile",
+        }
+    }
+
+    /// A few tensors of one shape careless code gets wrong, well formed
+    /// apart from their sizes and indices.
+    fn gadget<'a>(u: &mut Unstructured<'_>, ids_at: u64, n_ids: usize) -> ArbResult<Vec<WireTensor<'a>>> {
+        let [b1, b2] = BUFFERS;
+        let rows = *u.choose(&[4usize, 8, 0])?;
+        let width = *u.choose(&[8usize, 1, 0])?;
+        let ids = located(DType::I32, [n_ids, 1, 1, 1], Op::None, &[], (b1, ids_at));
+        Ok(match u.int_in_range(0u8..=5)? {
+            0 => vec![],
+            1 => vec![
+                // GET_ROWS of a table by the poked indices.
+                located(DType::F32, [width, rows, 1, 1], Op::None, &[], (b2, 0)),
+                ids,
+                located(DType::F32, [width, n_ids, 1, 1], Op::GetRows, &[0, 1], (b2, 8192)),
+            ],
+            2 => vec![
+                // SET_ROWS of rows into a destination at the poked indices.
+                located(DType::F32, [width, n_ids, 1, 1], Op::None, &[], (b2, 0)),
+                ids,
+                located(DType::F32, [width, rows, 1, 1], Op::SetRows, &[0, 1], (b2, 8192)),
+            ],
+            3 => {
+                // A row sum (or mean, or soft max) over an empty tensor of many rows.
+                let huge = HUGE_DIMS[u.choose_index(HUGE_DIMS.len())?];
+                let mut empty = located(DType::F32, [0, huge, 1, 1], Op::None, &[], (b1, 0));
+                empty.nb = [4, 0, 0, 0];
+                let op =
+                    *u.choose(&[Op::SumRows, Op::Mean, Op::Sum, Op::SoftMax { scale: 1.0, max_bias: 0.0 }, Op::Cont])?;
+                vec![empty, located(DType::F32, [1, huge, 1, 1], op, &[0], (b2, 0))]
+            }
+            4 => {
+                // A product broadcast over batch dimensions, one of them large.
+                let big = HUGE_DIMS[u.choose_index(4)?];
+                vec![
+                    located(DType::F32, [8, 4, 1, 1], Op::None, &[], (b1, 0)),
+                    located(DType::F32, [8, 2, big, 1], Op::None, &[], (b1, 256)),
+                    located(DType::F32, [4, 2, big, 1], Op::MulMat, &[0, 1], (b2, 0)),
+                ]
+            }
+            _ => {
+                // One element repeated (or added) over a large shape.
+                let big = HUGE_DIMS[u.choose_index(4)?];
+                let op = *u.choose(&[Op::Repeat, Op::Binary(BinaryOp::Add), Op::Concat { dim: 1 }])?;
+                vec![
+                    located(DType::F32, [1, 1, 1, 1], Op::None, &[], (b1, 0)),
+                    located(DType::F32, [big, 2, 1, 1], Op::None, &[], (b1, 0)),
+                    located(DType::F32, [big, 2, 1, 1], op, &[1, 0], (b2, 0)),
+                ]
+            }
+        })
+    }
+
+    /// Bends tensor `index`: its dimensions, strides, sources, buffer or offset.
+    fn bend(u: &mut Unstructured<'_>, t: &mut WireTensor<'_>, index: usize) -> ArbResult<()> {
+        match u.int_in_range(0u8..=7)? {
+            0 => {
+                // Empty beside huge.
+                let (z, h) = (u.choose_index(MAX_DIMS)?, u.choose_index(MAX_DIMS)?);
+                t.ne[h] = HUGE_DIMS[u.choose_index(HUGE_DIMS.len())?];
+                t.ne[z] = 0;
+            }
+            1 => t.ne = [0; MAX_DIMS],
+            2 => {
+                let d = u.choose_index(MAX_DIMS)?;
+                t.ne[d] = HUGE_DIMS[u.choose_index(HUGE_DIMS.len())?];
+            }
+            _ => {}
+        }
+        match u.int_in_range(0u8..=7)? {
+            0 => t.nb = [0; MAX_DIMS],
+            1 => {
+                let d = u.choose_index(MAX_DIMS)?;
+                t.nb[d] = BAD_STRIDES[u.choose_index(BAD_STRIDES.len())?];
+            }
+            2 => t.view = true,
+            _ => {}
+        }
+        if u.int_in_range(0u8..=3)? == 3 {
+            let s = u.choose_index(MAX_SRC)?;
+            t.srcs[s] = Some(*u.choose(&[index as u32, index as u32 + 1, index as u32 + 64, u32::MAX])?);
+            t.computed = t.computed || u.arbitrary()?;
+        }
+        match u.int_in_range(0u8..=7)? {
+            0 => {
+                if let Some(l) = &mut t.location {
+                    l.buffer = BAD_HANDLES[u.choose_index(BAD_HANDLES.len())?];
+                }
+            }
+            1 => {
+                if let Some(l) = &mut t.location {
+                    l.offset = BAD_OFFSETS[u.choose_index(BAD_OFFSETS.len())?];
+                }
+            }
+            2 => t.location = None,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,7 +563,7 @@ mod tests {
     fn inputs_of_every_kind_keep_the_server_serving() {
         let mut rng = gantry_engine::SplitMix64::new(5);
         for len in [0usize, 1, 7, 64, 300, 2000] {
-            for mode in [0u8, 1] {
+            for mode in [0u8, 1, 3] {
                 let mut data = vec![mode];
                 data.extend((0..len).map(|_| rng.next_u64() as u8));
                 run(&data).unwrap();
