@@ -218,6 +218,46 @@ impl TensorLayout {
         }
         n
     }
+
+    /// Whether two of the elements lie at one byte (a stride of zero, or
+    /// smaller than what the dimensions below it span), so that writing
+    /// every element would write some byte twice. An empty tensor writes
+    /// nothing and does not overlap.
+    ///
+    /// ```
+    /// use gantry_engine::{DType, TensorDesc};
+    /// let mut l = TensorDesc::contiguous(DType::F32, [4, 3, 1, 1]).unwrap().layout();
+    /// assert!(!l.overlaps_itself());
+    /// l.nb[1] = 0; // every row at the first row's bytes
+    /// assert!(l.overlaps_itself());
+    /// l.nb[1] = 8; // rows of 16 bytes, 8 apart
+    /// assert!(l.overlaps_itself());
+    /// ```
+    pub fn overlaps_itself(&self) -> bool {
+        if self.ne.contains(&0) {
+            return false;
+        }
+        // Steps per dimension (blocks along the first), with their strides.
+        let mut dims: [(usize, usize); MAX_DIMS] = std::array::from_fn(|i| (self.nb[i], self.ne[i]));
+        dims[0].1 = self.ne[0] / self.dtype.block_size();
+        dims.sort_unstable();
+        // Sorted by stride, each dimension that steps must start beyond the
+        // bytes of everything below it.
+        let mut span = self.dtype.bytes_per_block();
+        for (nb, n) in dims {
+            if n <= 1 {
+                continue;
+            }
+            if nb < span {
+                return true;
+            }
+            span = match nb.checked_mul(n - 1).and_then(|s| s.checked_add(span)) {
+                Some(s) => s,
+                None => return true,
+            };
+        }
+        false
+    }
 }
 
 impl TensorDesc {

@@ -3,7 +3,7 @@
 use gantry_arenas::TensorId;
 
 use super::Context;
-use crate::tensor::{MAX_DIMS, MAX_SRC, TensorFlags};
+use crate::tensor::{MAX_DIMS, MAX_SRC, TensorFlags, TensorLayout};
 use crate::{DType, Error, Name, Op, Result, TensorDesc};
 
 /// The dtype, shape and strides of a view.
@@ -33,6 +33,7 @@ impl Context {
         op: Op,
         srcs: &[TensorId],
     ) -> Result<TensorId> {
+        self.check_empty_sources(op, &ne, srcs)?;
         let mut desc =
             TensorDesc::contiguous(dtype, ne).map_err(|reason| Error::InvalidOp { op: op.name(), reason })?;
         desc.op = op;
@@ -51,6 +52,8 @@ impl Context {
         srcs: &[TensorId],
     ) -> Result<TensorId> {
         let ViewLayout { dtype, ne, nb } = layout;
+        self.check_empty_sources(op, &ne, srcs)?;
+        self.check_written_layout(op, base, &TensorLayout { dtype, ne, nb })?;
         let b = self.desc(base)?;
         let (view_src, view_offset) = match b.view_src {
             Some(root) => (root, b.view_offset.checked_add(offset)),

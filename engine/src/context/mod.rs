@@ -16,6 +16,7 @@ mod alloc_tensors;
 mod buffers;
 mod builders;
 mod data;
+mod node_rules;
 mod placement;
 mod tensors;
 

@@ -375,3 +375,23 @@ fn thread_counts_beyond_the_machine_are_refused() {
     assert_eq!(backend.n_threads(), 2, "the old pool stays");
     assert!(CpuBackend::with_threads(cpu::max_threads().min(4)).is_ok());
 }
+
+#[test]
+fn empty_nodes_compute_nothing_and_an_empty_concat_part_adds_nothing() {
+    let backend = CpuBackend::with_threads(2).unwrap();
+    let mut ctx = Context::new();
+    // An empty tensor whose other dimension is huge: skipped, not looped over.
+    let empty = ctx.tensor(DType::F32, [0, 1 << 40]).unwrap();
+    let scaled = ctx.scale(empty, 2.0, 0.0).unwrap();
+    let a = ctx.tensor(DType::F32, [3, 2]).unwrap();
+    let none = ctx.tensor(DType::F32, [3, 0]).unwrap();
+    let joined = ctx.concat(a, none, 1).unwrap();
+    let joined_first = ctx.concat(none, a, 1).unwrap();
+    alloc(&mut ctx, &[empty, scaled, a, none, joined, joined_first]);
+    ctx.set_f32(a, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    assert!(compute(&backend, &ctx, scaled).is_success());
+    assert!(compute(&backend, &ctx, joined).is_success());
+    assert!(compute(&backend, &ctx, joined_first).is_success());
+    assert_eq!(ctx.read_f32(joined).unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_eq!(ctx.read_f32(joined_first).unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+}

@@ -136,7 +136,9 @@ pub type Refusal = String;
 /// with a reason for what the kernels do not cover.
 pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<Option<Launch>, Refusal> {
     let d = ctx.desc(node).map_err(|e| e.to_string())?;
-    if d.op.is_empty() {
+    // Views compute nothing, and neither does an empty node (the engine's
+    // op builders make every node over an empty source empty itself).
+    if d.op.is_empty() || d.nelements() == 0 {
         return Ok(None);
     }
     let mut b = Builder { ctx, node, d, caps, stores: [Store::Unused; 5], slots: [None; 5], params: Params::default() };
