@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,20 @@ static bool abort_now(void *user_data) {
     int *polls = user_data;
     (*polls)++;
     return true;
+}
+
+/* An abort callback that calls back into Gantry (the scheduler its compute
+ * holds): the call is refused with GANTRY_ERROR_REENTRANT, not deadlocked.
+ * Polled from the computing threads, possibly at once: the status is atomic. */
+typedef struct {
+    GantryScheduler sched;
+    _Atomic int inner;
+} Reenter;
+
+static bool reenter(void *user_data) {
+    Reenter *r = user_data;
+    atomic_store(&r->inner, (int)gantry_scheduler_wait(r->sched));
+    return false;
 }
 
 /* The host's job system: worker threads and the caller take task indices
@@ -267,6 +282,40 @@ int main(void) {
     }
     CHECK(gantry_backend_set_abort_callback(cpu, NULL, NULL));
     CHECK(gantry_scheduler_compute(sched, ctx, graph));
+
+    /* A callback that re-enters gets an error; the compute completes. */
+    Reenter re = {sched, -1};
+    CHECK(gantry_backend_set_abort_callback(cpu, reenter, &re));
+    CHECK(gantry_scheduler_compute(sched, ctx, graph));
+    CHECK(gantry_backend_set_abort_callback(cpu, NULL, NULL));
+    if (atomic_load(&re.inner) != GANTRY_ERROR_REENTRANT) {
+        fprintf(stderr, "a call from the abort callback gave %s\n", gantry_status_name(atomic_load(&re.inner)));
+        failures++;
+    }
+    printf("re-entry: refused inside the abort callback, the compute completed\n");
+
+    /* A scheduler is bound to the context it first worked in: another is
+       refused, naming both, and its weights stay as written. */
+    GantryContext other;
+    CHECK(gantry_context_new(&other));
+    GantryTensor ow, ox, oy;
+    CHECK(gantry_tensor_new(other, GANTRY_F32, 2, ne_w, &ow));
+    CHECK(gantry_tensor_new(other, GANTRY_F32, 2, ne_x, &ox));
+    CHECK(gantry_context_alloc_weights(other, cpu, &ow, 1));
+    CHECK(gantry_tensor_set_f32(other, ow, wv, 12));
+    CHECK(gantry_mul_mat(other, ow, ox, &oy));
+    GantryGraph other_graph;
+    CHECK(gantry_graph_build(other, &oy, 1, &other_graph));
+    EXPECT_FAIL(gantry_scheduler_compute(sched, other, other_graph), GANTRY_ERROR_STATE);
+    EXPECT_FAIL(gantry_scheduler_release(sched, other), GANTRY_ERROR_STATE);
+    float back[12];
+    CHECK(gantry_tensor_get_f32(other, ow, back, 12));
+    if (memcmp(back, wv, sizeof back) != 0) {
+        fprintf(stderr, "the other context's weights changed\n");
+        failures++;
+    }
+    CHECK(gantry_graph_free(other_graph));
+    CHECK(gantry_context_free(other));
 
     /* A memory budget: a second scheduler allowed 16 bytes on the CPU (which
        holds the weights and the first scheduler's memory already) refuses to

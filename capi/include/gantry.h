@@ -37,7 +37,8 @@ typedef enum GantryStatus {
   // below names (a driver call failed for another reason, a bug).
   GANTRY_ERROR_BACKEND = 6,
   // The call does not fit the object's state (a tensor read before it was
-  // allocated, a scheduler asked to compute what it cannot place).
+  // allocated, a scheduler asked to compute what it cannot place, a
+  // scheduler given a context other than the one it is bound to).
   GANTRY_ERROR_STATE = 7,
   // The abort callback stopped the compute.
   GANTRY_ERROR_ABORTED = 8,
@@ -75,6 +76,11 @@ typedef enum GantryStatus {
   // A remote server answered what this client does not speak or expect
   // (another protocol version, a reply of the wrong kind).
   GANTRY_ERROR_PROTOCOL = 20,
+  // Called from inside a callback Gantry was running on this thread (the
+  // abort callback, the token callback, a job system's `run`), where the
+  // call could wait for a lock its own thread holds: nothing was done.
+  // Only `gantry_last_error` and `gantry_status_name` may be called there.
+  GANTRY_ERROR_REENTRANT = 21,
 } GantryStatus;
 
 // Element types (ggml's, block formats bit-exact).
@@ -117,7 +123,10 @@ typedef struct GantryBackend {
 } GantryBackend;
 
 // A callback polled between nodes of a compute; returning `true` stops it
-// (the compute then fails with `GANTRY_ERROR_ABORTED`).
+// (the compute then fails with `GANTRY_ERROR_ABORTED`). It runs while the
+// compute holds its scheduler, graph and context: a call into the API from
+// inside it returns `GANTRY_ERROR_REENTRANT` (only `gantry_last_error` and
+// `gantry_status_name` answer there).
 typedef bool (*GantryAbortCallback)(void *user_data);
 
 // A context: tensors (descriptions, placements, data) and the buffers
@@ -151,7 +160,11 @@ typedef void (*GantryTaskFn)(void *task_data, size_t index);
 // Runs `task(task_data, i)` for every `i` in `0..n_tasks`, on any threads
 // (the caller's included), in any order, and returns once every call has
 // returned. Tasks never wait for one another, so running them one after
-// the other on the calling thread is correct too.
+// the other on the calling thread is correct too. It runs in the middle of
+// a compute (its scheduler, graph and context held): a call into the API
+// from inside it, on the thread running it, returns
+// `GANTRY_ERROR_REENTRANT` (so a job system that runs other jobs while it
+// waits must not run jobs that call Gantry on that thread).
 typedef void (*GantryRunTasksFn)(void *user_data, size_t n_tasks, GantryTaskFn task, void *task_data);
 
 // A host's job system, as `gantry_cpu_backend_new_with_jobs` takes it.
@@ -188,7 +201,10 @@ typedef struct GantryModel {
 
 // Called with each generated token and its text (`piece`, `len` bytes of
 // UTF-8, not NUL-terminated; empty while a character's bytes are
-// incomplete); return `true` to go on, `false` to stop.
+// incomplete); return `true` to go on, `false` to stop. It runs while the
+// generation holds its model: a call into the API from inside it returns
+// `GANTRY_ERROR_REENTRANT` (only `gantry_last_error` and
+// `gantry_status_name` answer there).
 typedef bool (*GantryTokenCallback)(uint32_t token, const char *piece, size_t len, void *user_data);
 
 // A registry: the platforms compiled in and the devices they found.
@@ -213,14 +229,18 @@ typedef struct GantryDeviceInfo {
 
 // How a scheduler is set up; zero fields take the defaults.
 typedef struct GantrySchedulerParams {
-  // Nodes a graph is expected to have (0: 4096).
+  // Nodes a graph is expected to have, at most 65536 (0: 4096).
   size_t graph_size;
   // Pipeline copies, 1 to 8 (0: 1).
   size_t n_copies;
 } GantrySchedulerParams;
 
 // A scheduler: runs graphs across its backends (priority order, the CPU
-// last), placing, splitting and planning memory.
+// last), placing, splitting and planning memory. It is bound to one
+// context: the first it reserves, allocates or computes in, where its
+// compute memory lives. Calls with another context fail with
+// `GANTRY_ERROR_STATE` (naming both) and change nothing; make one
+// scheduler per context.
 //
 // A zero-initialized value (`{0}`) is the null handle.
 typedef struct GantryScheduler {
@@ -229,7 +249,7 @@ typedef struct GantryScheduler {
 } GantryScheduler;
 
 // Every status, in order.
-#define GantryStatus_ALL { GantryStatus_GantryOk, GantryStatus_GantryErrorInvalidArgument, GantryStatus_GantryErrorInvalidHandle, GantryStatus_GantryErrorUnsupported, GantryStatus_GantryErrorOutOfMemory, GantryStatus_GantryErrorNotFound, GantryStatus_GantryErrorBackend, GantryStatus_GantryErrorState, GantryStatus_GantryErrorAborted, GantryStatus_GantryErrorModel, GantryStatus_GantryErrorBufferTooSmall, GantryStatus_GantryErrorBusy, GantryStatus_GantryErrorPanic, GantryStatus_GantryErrorDriverMissing, GantryStatus_GantryErrorLibraryMissing, GantryStatus_GantryErrorDeviceUnavailable, GantryStatus_GantryErrorKernelCompile, GantryStatus_GantryErrorDeviceOom, GantryStatus_GantryErrorDeviceLost, GantryStatus_GantryErrorTransport, GantryStatus_GantryErrorProtocol, }
+#define GantryStatus_ALL { GantryStatus_GantryOk, GantryStatus_GantryErrorInvalidArgument, GantryStatus_GantryErrorInvalidHandle, GantryStatus_GantryErrorUnsupported, GantryStatus_GantryErrorOutOfMemory, GantryStatus_GantryErrorNotFound, GantryStatus_GantryErrorBackend, GantryStatus_GantryErrorState, GantryStatus_GantryErrorAborted, GantryStatus_GantryErrorModel, GantryStatus_GantryErrorBufferTooSmall, GantryStatus_GantryErrorBusy, GantryStatus_GantryErrorPanic, GantryStatus_GantryErrorDriverMissing, GantryStatus_GantryErrorLibraryMissing, GantryStatus_GantryErrorDeviceUnavailable, GantryStatus_GantryErrorKernelCompile, GantryStatus_GantryErrorDeviceOom, GantryStatus_GantryErrorDeviceLost, GantryStatus_GantryErrorTransport, GantryStatus_GantryErrorProtocol, GantryStatus_GantryErrorReentrant, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -239,12 +259,18 @@ extern "C" {
 // backend alive until they are freed.
 //
 // Threading: any thread.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_backend_free(struct GantryBackend backend);
 
 // The backend's name into `name` (`cap` bytes, NUL-terminated; the length to
 // `len` when not null).
 //
 // Threading: any thread.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `name` is null or valid for `cap` bytes; `len` is null or valid for one write.
@@ -257,6 +283,9 @@ enum GantryStatus gantry_backend_name(struct GantryBackend backend,
 // `GANTRY_ERROR_UNSUPPORTED` elsewhere).
 //
 // Threading: any thread; computes that start later use the new count.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_backend_set_n_threads(struct GantryBackend backend, size_t n_threads);
 
 // Installs `callback` (or removes it, when null) as the backend's abort
@@ -268,7 +297,12 @@ enum GantryStatus gantry_backend_set_n_threads(struct GantryBackend backend, siz
 //
 // Threading: any thread. The callback is called from the threads that
 // compute (not necessarily the caller's), possibly concurrently; it must be
-// quick and must not call back into Gantry.
+// quick. A call into Gantry from inside it returns `GANTRY_ERROR_REENTRANT`
+// (it could wait for the locks the compute holds) and does nothing; the
+// compute goes on. Other threads may call Gantry meanwhile, as at any time.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `callback` is null or a function of this signature that stays callable,
@@ -283,6 +317,9 @@ enum GantryStatus gantry_backend_set_abort_callback(struct GantryBackend backend
 // Threading: any thread. A context may be used from several threads; calls
 // on it are serialized (a compute holds it for its whole duration).
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_context_new(struct GantryContext *out);
@@ -290,12 +327,18 @@ enum GantryStatus gantry_context_new(struct GantryContext *out);
 // Frees a context, its tensors and buffers. Its tensor handles become stale.
 //
 // Threading: any thread; waits for calls in flight on it.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_context_free(struct GantryContext ctx);
 
 // A new tensor of `dtype` (a `GantryDType` value) with `n_dims` (1 to 4) sizes `ne` (innermost
 // first, as ggml's `ne`), not yet in any memory.
 //
 // Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `ne` is null or valid for `n_dims` reads; `out` is null or valid for one write.
@@ -309,16 +352,25 @@ enum GantryStatus gantry_tensor_new(struct GantryContext ctx,
 // `gantry_scheduler_alloc`).
 //
 // Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_tensor_set_input(struct GantryContext ctx, struct GantryTensor t);
 
 // Marks `t` as a graph output (its memory is not reused before it is read).
 //
 // Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_tensor_set_output(struct GantryContext ctx, struct GantryTensor t);
 
 // Names `t` (for messages and debugging; up to 63 bytes kept).
 //
 // Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `name` is null or a NUL-terminated string.
@@ -331,6 +383,9 @@ enum GantryStatus gantry_tensor_set_name(struct GantryContext ctx,
 // `GantryDType` answer `GANTRY_ERROR_UNSUPPORTED`).
 //
 // Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `ne` is null or valid for 4 writes; `dtype` is null or valid for one write.
@@ -345,6 +400,9 @@ enum GantryStatus gantry_tensor_shape(struct GantryContext ctx,
 //
 // Threading: as the context.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `tensors` is null or valid for `n` reads.
 enum GantryStatus gantry_context_alloc_weights(struct GantryContext ctx,
@@ -358,6 +416,9 @@ enum GantryStatus gantry_context_alloc_weights(struct GantryContext ctx,
 //
 // Threading: as the context. Blocks until the data is in the tensor's memory.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `data` is null or valid for `n` reads.
 enum GantryStatus gantry_tensor_set_f32(struct GantryContext ctx,
@@ -369,6 +430,9 @@ enum GantryStatus gantry_tensor_set_f32(struct GantryContext ctx,
 // indices, positions).
 //
 // Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `data` is null or valid for `n` reads.
@@ -382,6 +446,9 @@ enum GantryStatus gantry_tensor_set_i32(struct GantryContext ctx,
 //
 // Threading: as the context.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `data` is null or valid for `n` reads.
 enum GantryStatus gantry_tensor_set_bytes(struct GantryContext ctx,
@@ -393,6 +460,9 @@ enum GantryStatus gantry_tensor_set_bytes(struct GantryContext ctx,
 // dtype the engine converts to f32).
 //
 // Threading: as the context. Blocks until the data is read.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for `n` writes.
@@ -407,6 +477,9 @@ enum GantryStatus gantry_tensor_get_f32(struct GantryContext ctx,
 //
 // Threading: as the context.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `outputs` is null or valid for `n` reads; `out` is null or valid for one write.
 enum GantryStatus gantry_graph_build(struct GantryContext ctx,
@@ -418,6 +491,9 @@ enum GantryStatus gantry_graph_build(struct GantryContext ctx,
 //
 // Threading: any thread.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `n_nodes` is null or valid for one write.
 enum GantryStatus gantry_graph_n_nodes(struct GantryGraph graph, size_t *n_nodes);
@@ -425,6 +501,9 @@ enum GantryStatus gantry_graph_n_nodes(struct GantryGraph graph, size_t *n_nodes
 // Frees a graph (its tensors stay in the context).
 //
 // Threading: any thread.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_graph_free(struct GantryGraph graph);
 
 // A CPU backend on the host's job system `jobs` (copied): every kernel
@@ -436,7 +515,12 @@ enum GantryStatus gantry_graph_free(struct GantryGraph graph);
 // Threading: any thread. `jobs->run` is called from the thread that
 // computes (the caller of `gantry_scheduler_compute`), possibly from
 // several threads at once when several schedulers compute, for as long as
-// the backend (or anything made with it) lives.
+// the backend (or anything made with it) lives. `jobs->concurrency` is 1 to
+// the most threads a CPU backend takes on this machine (four per hardware
+// thread, at least 64).
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `jobs` is null or points to a `GantryJobSystem` whose `run` keeps the
@@ -451,6 +535,9 @@ enum GantryStatus gantry_cpu_backend_new_with_jobs(const struct GantryJobSystem 
 //
 // Threading: any thread; blocks while the file is read.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `path` is a NUL-terminated string; `params` is null or valid for one read
 // (its `backends` null or a NUL-terminated string); `out` is null or valid for one write.
@@ -461,11 +548,17 @@ enum GantryStatus gantry_model_load(const char *path,
 // Frees a model, its memory and backends.
 //
 // Threading: any thread; waits for calls in flight on it.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_model_free(struct GantryModel model);
 
 // The model's vocabulary size.
 //
 // Threading: as the model (calls on one model are serialized).
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `n_vocab` is null or valid for one write.
@@ -477,6 +570,9 @@ enum GantryStatus gantry_model_n_vocab(struct GantryModel model, size_t *n_vocab
 // with `GANTRY_ERROR_BUFFER_TOO_SMALL`.
 //
 // Threading: as the model.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `text` is a NUL-terminated string; `tokens` is null or valid for `cap`
@@ -492,6 +588,9 @@ enum GantryStatus gantry_model_tokenize(struct GantryModel model,
 // length to `len` when not null).
 //
 // Threading: as the model.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `tokens` is null or valid for `n` reads; `text` null or valid for `cap`
@@ -512,7 +611,12 @@ enum GantryStatus gantry_model_detokenize(struct GantryModel model,
 // when not null.
 //
 // Threading: as the model. The callback runs on the calling thread, between
-// decode steps; it must not call this model's functions.
+// decode steps. A call into Gantry from inside it returns
+// `GANTRY_ERROR_REENTRANT` and does nothing; generation goes on. Other
+// threads may call Gantry meanwhile (this model's functions wait for it).
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `prompt` is null or valid for `n_prompt` reads; `callback` null or a
@@ -530,6 +634,11 @@ enum GantryStatus gantry_model_generate(struct GantryModel model,
 
 // `a + b`, `b` broadcast over `a` (its sizes divide `a`'s).
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_add(struct GantryContext ctx,
@@ -538,6 +647,11 @@ enum GantryStatus gantry_add(struct GantryContext ctx,
                              struct GantryTensor *out);
 
 // `a - b`, broadcasting `b`.
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -548,6 +662,11 @@ enum GantryStatus gantry_sub(struct GantryContext ctx,
 
 // `a * b` elementwise, broadcasting `b`.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_mul(struct GantryContext ctx,
@@ -556,6 +675,11 @@ enum GantryStatus gantry_mul(struct GantryContext ctx,
                              struct GantryTensor *out);
 
 // `a / b` elementwise, broadcasting `b`.
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -567,6 +691,11 @@ enum GantryStatus gantry_div(struct GantryContext ctx,
 // The matrix product of ggml: `a` is `[k, m]` (weights: `m` rows of `k`),
 // `b` is `[k, n]`; the result is `[m, n]` in f32.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_mul_mat(struct GantryContext ctx,
@@ -575,6 +704,11 @@ enum GantryStatus gantry_mul_mat(struct GantryContext ctx,
                                  struct GantryTensor *out);
 
 // Rows of `a` picked by the I32 indices `b`.
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -585,6 +719,11 @@ enum GantryStatus gantry_get_rows(struct GantryContext ctx,
 
 // `x * sigmoid(x)`.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_silu(struct GantryContext ctx,
@@ -592,6 +731,11 @@ enum GantryStatus gantry_silu(struct GantryContext ctx,
                               struct GantryTensor *out);
 
 // GELU (tanh approximation).
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -601,6 +745,11 @@ enum GantryStatus gantry_gelu(struct GantryContext ctx,
 
 // `max(x, 0)`.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_relu(struct GantryContext ctx,
@@ -608,6 +757,11 @@ enum GantryStatus gantry_relu(struct GantryContext ctx,
                               struct GantryTensor *out);
 
 // Softmax along rows (`ne0`).
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -617,6 +771,11 @@ enum GantryStatus gantry_soft_max(struct GantryContext ctx,
 
 // The sum of each row: `[1, ne1, ne2, ne3]`.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_sum_rows(struct GantryContext ctx,
@@ -624,6 +783,11 @@ enum GantryStatus gantry_sum_rows(struct GantryContext ctx,
                                   struct GantryTensor *out);
 
 // The transpose (a view swapping the first two dimensions).
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -633,6 +797,11 @@ enum GantryStatus gantry_transpose(struct GantryContext ctx,
 
 // A contiguous copy.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_cont(struct GantryContext ctx,
@@ -640,6 +809,11 @@ enum GantryStatus gantry_cont(struct GantryContext ctx,
                               struct GantryTensor *out);
 
 // `a * scale + bias`.
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `out` is null or valid for one write.
@@ -651,6 +825,11 @@ enum GantryStatus gantry_scale(struct GantryContext ctx,
 
 // RMS normalization along rows: `x / sqrt(mean(x²) + eps)`.
 //
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_rms_norm(struct GantryContext ctx,
@@ -659,6 +838,11 @@ enum GantryStatus gantry_rms_norm(struct GantryContext ctx,
                                   struct GantryTensor *out);
 
 // The same data with the `n_dims` sizes `ne` (the element count must match).
+//
+// Threading: as the context.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `ne` is null or valid for `n_dims` reads; `out` is null or valid for one write.
@@ -674,6 +858,9 @@ enum GantryStatus gantry_reshape(struct GantryContext ctx,
 // Threading: any thread. A registry may be shared between threads; calls on
 // it are serialized.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for one write.
 enum GantryStatus gantry_registry_new(struct GantryRegistry *out);
@@ -681,12 +868,18 @@ enum GantryStatus gantry_registry_new(struct GantryRegistry *out);
 // Frees a registry. Backends started from it stay valid.
 //
 // Threading: any thread; waits for calls in flight on it.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_registry_free(struct GantryRegistry registry);
 
 // How many devices the registry holds (indices `0..count` for
 // `gantry_registry_device`).
 //
 // Threading: any thread.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `count` is null or valid for one write.
@@ -698,6 +891,9 @@ enum GantryStatus gantry_registry_device_count(struct GantryRegistry registry, s
 // A buffer too small gets `GANTRY_ERROR_BUFFER_TOO_SMALL` with the length written.
 //
 // Threading: any thread.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 //
 // # Safety
 // `name` is null or valid for `cap` bytes; `len` and `info` are null or valid for one write.
@@ -713,6 +909,9 @@ enum GantryStatus gantry_registry_device(struct GantryRegistry registry,
 // Threading: any thread. The backend is a separate handle: free it with
 // `gantry_backend_free`.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `name` is null or a NUL-terminated string; `out` is null or valid for one write.
 enum GantryStatus gantry_registry_backend(struct GantryRegistry registry,
@@ -726,6 +925,9 @@ enum GantryStatus gantry_registry_backend(struct GantryRegistry registry,
 //
 // Threading: any thread.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `out` is null or valid for `cap` writes; `n_out` is null or valid for one write.
 enum GantryStatus gantry_registry_backends_by_priority(struct GantryRegistry registry,
@@ -738,6 +940,12 @@ enum GantryStatus gantry_registry_backends_by_priority(struct GantryRegistry reg
 //
 // Threading: any thread. Calls on one scheduler are serialized.
 //
+// Binding: the new scheduler is bound to no context yet; the first it
+// reserves, allocates or computes in becomes its own.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `backends` is null or valid for `n` reads; `params` is null or valid for
 // one read; `out` is null or valid for one write.
@@ -746,10 +954,14 @@ enum GantryStatus gantry_scheduler_new(const struct GantryBackend *backends,
                                        const struct GantrySchedulerParams *params,
                                        struct GantryScheduler *out);
 
-// Frees a scheduler. Its compute memory stays in the context it last used
-// until `gantry_scheduler_release` or the context is freed.
+// Frees a scheduler. Its compute memory stays in the context it is bound to
+// until that context is freed (call `gantry_scheduler_release` first to
+// give it back now).
 //
 // Threading: any thread; waits for calls in flight on it.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_free(struct GantryScheduler sched);
 
 // Sets the memory budget of `backend`'s device for this scheduler: the
@@ -758,6 +970,9 @@ enum GantryStatus gantry_scheduler_free(struct GantryScheduler sched);
 // allocation on, before any compute memory grows.
 //
 // Threading: as the scheduler.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_set_budget(struct GantryScheduler sched,
                                               struct GantryBackend backend,
                                               size_t bytes);
@@ -771,6 +986,13 @@ enum GantryStatus gantry_scheduler_set_budget(struct GantryScheduler sched,
 //
 // Threading: as the scheduler and context. Blocks while memory is allocated.
 //
+// Binding: the scheduler is bound to the first context it reserves,
+// allocates or computes in (its memory lives there); another context is
+// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `bytes` is null or valid for `cap` writes; `n_out` is null or valid for one write.
 enum GantryStatus gantry_scheduler_reserve(struct GantryScheduler sched,
@@ -783,6 +1005,13 @@ enum GantryStatus gantry_scheduler_reserve(struct GantryScheduler sched,
 // Places, splits and allocates `graph`: after it, inputs can be written.
 //
 // Threading: as the scheduler and context.
+//
+// Binding: the scheduler is bound to the first context it reserves,
+// allocates or computes in (its memory lives there); another context is
+// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_alloc(struct GantryScheduler sched,
                                          struct GantryContext ctx,
                                          struct GantryGraph graph);
@@ -792,7 +1021,17 @@ enum GantryStatus gantry_scheduler_alloc(struct GantryScheduler sched,
 //
 // Threading: as the scheduler and context; the calling thread waits (the
 // CPU backend's threads do the work). An abort callback returning `true`
-// makes it return `GANTRY_ERROR_ABORTED`.
+// makes it return `GANTRY_ERROR_ABORTED`. Runs the backends' abort
+// callbacks and job systems' `run` (see there); calls they make into the
+// API on the thread running them return `GANTRY_ERROR_REENTRANT`, and
+// this call goes on.
+//
+// Binding: the scheduler is bound to the first context it reserves,
+// allocates or computes in (its memory lives there); another context is
+// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_compute(struct GantryScheduler sched,
                                            struct GantryContext ctx,
                                            struct GantryGraph graph);
@@ -805,7 +1044,15 @@ enum GantryStatus gantry_scheduler_compute(struct GantryScheduler sched,
 // backend computes within this call (on its threads, or the host's job
 // system), so there it returns when the work is done.
 //
-// Threading: as the scheduler and context.
+// Threading: as the scheduler and context. Runs callbacks as
+// `gantry_scheduler_compute` does.
+//
+// Binding: the scheduler is bound to the first context it reserves,
+// allocates or computes in (its memory lives there); another context is
+// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_compute_async(struct GantryScheduler sched,
                                                  struct GantryContext ctx,
                                                  struct GantryGraph graph);
@@ -816,6 +1063,9 @@ enum GantryStatus gantry_scheduler_compute_async(struct GantryScheduler sched,
 //
 // Threading: as the scheduler.
 //
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
+//
 // # Safety
 // `done` is null or valid for one write.
 enum GantryStatus gantry_scheduler_is_done(struct GantryScheduler sched, bool *done);
@@ -823,11 +1073,21 @@ enum GantryStatus gantry_scheduler_is_done(struct GantryScheduler sched, bool *d
 // Waits until the compute started last has finished on every backend.
 //
 // Threading: as the scheduler; the calling thread waits.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_wait(struct GantryScheduler sched);
 
 // Gives the scheduler's compute memory in `ctx` back.
 //
 // Threading: as the scheduler and context.
+//
+// Binding: the scheduler is bound to the first context it reserves,
+// allocates or computes in (its memory lives there); another context is
+// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+//
+// Callbacks: not from inside one of Gantry's callbacks on its thread
+// (`GANTRY_ERROR_REENTRANT`, nothing done).
 enum GantryStatus gantry_scheduler_release(struct GantryScheduler sched, struct GantryContext ctx);
 
 // The message of the last call on this thread, or `""` when it succeeded.
@@ -835,12 +1095,18 @@ enum GantryStatus gantry_scheduler_release(struct GantryScheduler sched, struct 
 // Threading: per thread. The pointer stays valid, and the text unchanged,
 // until the next call of this API on the same thread; copy it to keep it.
 // Never null.
+//
+// Callbacks: may be called from inside one of Gantry's callbacks (it takes
+// no lock).
 const char *gantry_last_error(void);
 
 // A static name of the status value `status` (`"GANTRY_ERROR_INVALID_HANDLE"`;
 // `"GANTRY_STATUS_UNKNOWN"` for a value that is none).
 //
 // Threading: any thread. Never null.
+//
+// Callbacks: may be called from inside one of Gantry's callbacks (it takes
+// no lock).
 const char *gantry_status_name(int32_t status);
 
 #ifdef __cplusplus

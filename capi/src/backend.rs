@@ -8,6 +8,7 @@ use gantry::{AbortCallback, Backend, SetAbortCallback, SetThreadCount};
 use crate::entry::{Failure, entry};
 use crate::handles::{Table, lock};
 use crate::ptr::write_string;
+use crate::reentry::in_callback;
 use crate::status::GantryStatus;
 
 /// A backend: a stream of work on one device, from
@@ -40,6 +41,9 @@ pub(crate) fn backend_of(handle: GantryBackend) -> Result<Arc<dyn Backend>, Fail
 /// backend alive until they are freed.
 ///
 /// Threading: any thread.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_backend_free(backend: GantryBackend) -> GantryStatus {
     entry("gantry_backend_free", || BACKENDS.remove(backend.id).map(drop))
@@ -49,6 +53,9 @@ pub extern "C" fn gantry_backend_free(backend: GantryBackend) -> GantryStatus {
 /// `len` when not null).
 ///
 /// Threading: any thread.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `name` is null or valid for `cap` bytes; `len` is null or valid for one write.
@@ -70,6 +77,9 @@ pub unsafe extern "C" fn gantry_backend_name(
 /// `GANTRY_ERROR_UNSUPPORTED` elsewhere).
 ///
 /// Threading: any thread; computes that start later use the new count.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_backend_set_n_threads(backend: GantryBackend, n_threads: usize) -> GantryStatus {
     entry("gantry_backend_set_n_threads", || {
@@ -86,7 +96,10 @@ pub extern "C" fn gantry_backend_set_n_threads(backend: GantryBackend, n_threads
 }
 
 /// A callback polled between nodes of a compute; returning `true` stops it
-/// (the compute then fails with `GANTRY_ERROR_ABORTED`).
+/// (the compute then fails with `GANTRY_ERROR_ABORTED`). It runs while the
+/// compute holds its scheduler, graph and context: a call into the API from
+/// inside it returns `GANTRY_ERROR_REENTRANT` (only `gantry_last_error` and
+/// `gantry_status_name` answer there).
 pub type GantryAbortCallback = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
 
 /// The C callback and its pointer, called from whichever thread computes.
@@ -104,9 +117,13 @@ unsafe impl Sync for CAbort {}
 
 impl CAbort {
     fn poll(&self) -> bool {
-        // SAFETY: the caller installed a valid function with this signature
-        // and promised `user_data` stays valid while it is installed.
-        unsafe { (self.callback)(self.user_data) }
+        // The compute that polls holds its scheduler, graph and context:
+        // calls back into the API from here are refused, not deadlocked.
+        in_callback("the abort callback", || {
+            // SAFETY: the caller installed a valid function with this signature
+            // and promised `user_data` stays valid while it is installed.
+            unsafe { (self.callback)(self.user_data) }
+        })
     }
 }
 
@@ -119,7 +136,12 @@ impl CAbort {
 ///
 /// Threading: any thread. The callback is called from the threads that
 /// compute (not necessarily the caller's), possibly concurrently; it must be
-/// quick and must not call back into Gantry.
+/// quick. A call into Gantry from inside it returns `GANTRY_ERROR_REENTRANT`
+/// (it could wait for the locks the compute holds) and does nothing; the
+/// compute goes on. Other threads may call Gantry meanwhile, as at any time.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `callback` is null or a function of this signature that stays callable,

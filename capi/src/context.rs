@@ -4,6 +4,7 @@
 use std::ffi::c_char;
 use std::sync::LazyLock;
 
+use gantry::engine::Limits;
 use gantry::{BufferUsage, Context, DType, MAX_DIMS, TensorId};
 use slotmap::{Key, KeyData};
 
@@ -114,6 +115,14 @@ pub(crate) fn live(c: &Context, t: GantryTensor) -> Result<TensorId, Failure> {
     Ok(id)
 }
 
+/// Fails unless `n`, a number of tensors a C caller passes (`what` in the
+/// message), is at most [`Limits::max_tensors`]: it sizes a list before any
+/// of them is looked at.
+pub(crate) fn check_tensor_count(what: &str, n: usize) -> CallResult {
+    let max = Limits::DEFAULT.max_tensors;
+    Limits::DEFAULT.check_count(what, n as u64, max).map(drop).map_err(Failure::invalid)
+}
+
 /// The C handle of a tensor.
 pub(crate) fn tensor_out(t: TensorId) -> GantryTensor {
     GantryTensor { id: t.data().as_ffi() }
@@ -123,6 +132,9 @@ pub(crate) fn tensor_out(t: TensorId) -> GantryTensor {
 ///
 /// Threading: any thread. A context may be used from several threads; calls
 /// on it are serialized (a compute holds it for its whole duration).
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -137,6 +149,9 @@ pub unsafe extern "C" fn gantry_context_new(out: *mut GantryContext) -> GantrySt
 /// Frees a context, its tensors and buffers. Its tensor handles become stale.
 ///
 /// Threading: any thread; waits for calls in flight on it.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_context_free(ctx: GantryContext) -> GantryStatus {
     entry("gantry_context_free", || CONTEXTS.remove(ctx.id).map(drop))
@@ -146,6 +161,9 @@ pub extern "C" fn gantry_context_free(ctx: GantryContext) -> GantryStatus {
 /// first, as ggml's `ne`), not yet in any memory.
 ///
 /// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `ne` is null or valid for `n_dims` reads; `out` is null or valid for one write.
@@ -174,6 +192,9 @@ pub unsafe extern "C" fn gantry_tensor_new(
 /// `gantry_scheduler_alloc`).
 ///
 /// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_tensor_set_input(ctx: GantryContext, t: GantryTensor) -> GantryStatus {
     entry("gantry_tensor_set_input", || with_context(ctx, |c| Ok(c.set_input(tensor_id(t)?)?)))
@@ -182,6 +203,9 @@ pub extern "C" fn gantry_tensor_set_input(ctx: GantryContext, t: GantryTensor) -
 /// Marks `t` as a graph output (its memory is not reused before it is read).
 ///
 /// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_tensor_set_output(ctx: GantryContext, t: GantryTensor) -> GantryStatus {
     entry("gantry_tensor_set_output", || with_context(ctx, |c| Ok(c.set_output(tensor_id(t)?)?)))
@@ -190,6 +214,9 @@ pub extern "C" fn gantry_tensor_set_output(ctx: GantryContext, t: GantryTensor) 
 /// Names `t` (for messages and debugging; up to 63 bytes kept).
 ///
 /// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `name` is null or a NUL-terminated string.
@@ -211,6 +238,9 @@ pub unsafe extern "C" fn gantry_tensor_set_name(
 /// `GantryDType` answer `GANTRY_ERROR_UNSUPPORTED`).
 ///
 /// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `ne` is null or valid for 4 writes; `dtype` is null or valid for one write.
@@ -248,6 +278,9 @@ pub unsafe extern "C" fn gantry_tensor_shape(
 ///
 /// Threading: as the context.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `tensors` is null or valid for `n` reads.
 #[unsafe(no_mangle)]
@@ -258,6 +291,7 @@ pub unsafe extern "C" fn gantry_context_alloc_weights(
     n: usize,
 ) -> GantryStatus {
     entry("gantry_context_alloc_weights", || -> CallResult {
+        check_tensor_count("n", n)?;
         // SAFETY: the caller's contract.
         let tensors = unsafe { slice(tensors, n, "tensors")? };
         let ids: Vec<TensorId> = tensors.iter().map(|&t| tensor_id(t)).collect::<Result<_, _>>()?;

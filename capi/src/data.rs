@@ -11,6 +11,9 @@ use crate::status::GantryStatus;
 ///
 /// Threading: as the context. Blocks until the data is in the tensor's memory.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `data` is null or valid for `n` reads.
 #[unsafe(no_mangle)]
@@ -31,6 +34,9 @@ pub unsafe extern "C" fn gantry_tensor_set_f32(
 /// indices, positions).
 ///
 /// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `data` is null or valid for `n` reads.
@@ -53,6 +59,9 @@ pub unsafe extern "C" fn gantry_tensor_set_i32(
 ///
 /// Threading: as the context.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `data` is null or valid for `n` reads.
 #[unsafe(no_mangle)]
@@ -74,6 +83,9 @@ pub unsafe extern "C" fn gantry_tensor_set_bytes(
 ///
 /// Threading: as the context. Blocks until the data is read.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for `n` writes.
 #[unsafe(no_mangle)]
@@ -84,12 +96,21 @@ pub unsafe extern "C" fn gantry_tensor_get_f32(
     n: usize,
 ) -> GantryStatus {
     entry("gantry_tensor_get_f32", || {
-        let values = with_context(ctx, |c| Ok(c.read_f32(live(c, t)?)?))?;
-        if values.len() != n {
-            return Err(Failure::invalid(format!("the tensor has {} elements, the buffer {n}", values.len())));
-        }
         // SAFETY: the caller's contract.
-        unsafe { slice_mut(out, n, "out")? }.copy_from_slice(&values);
-        Ok(())
+        let out = unsafe { slice_mut(out, n, "out")? };
+        with_context(ctx, |c| {
+            let t = live(c, t)?;
+            // Checked before anything is read (or a copy of the tensor made).
+            let elements = c.desc(t)?.nelements();
+            if elements != n {
+                return Err(Failure::invalid(format!("the tensor has {elements} elements, the buffer {n}")));
+            }
+            let values = c.read_f32(t)?;
+            if values.len() != n {
+                return Err(Failure::invalid(format!("the tensor read {} values, the buffer has {n}", values.len())));
+            }
+            out.copy_from_slice(&values);
+            Ok(())
+        })
     })
 }

@@ -6,6 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use gantry::engine::BackendErrorKind;
 
+use crate::reentry::refuse_inside_callback;
 use crate::status::{GantryStatus, clear_last_error, set_last_error};
 
 /// Why a call failed: the status to return and the message to keep.
@@ -81,9 +82,13 @@ pub(crate) type CallResult = Result<(), Failure>;
 
 /// Runs `body` for the exported function `name`: `GANTRY_OK` when it
 /// succeeds (clearing the last error), its status when it fails, and
-/// `GANTRY_ERROR_PANIC` when it panics — the panic stops here.
+/// `GANTRY_ERROR_PANIC` when it panics — the panic stops here. Called from
+/// inside one of the host's callbacks it runs nothing and answers
+/// `GANTRY_ERROR_REENTRANT` (the body could wait for a lock its own thread
+/// holds; see the `reentry` module).
 pub(crate) fn entry(name: &'static str, body: impl FnOnce() -> CallResult) -> GantryStatus {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    let guarded = || refuse_inside_callback().and_then(|()| body());
+    match catch_unwind(AssertUnwindSafe(guarded)) {
         Ok(Ok(())) => {
             clear_last_error();
             GantryStatus::GantryOk

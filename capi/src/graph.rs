@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use gantry::{Graph, GraphArena, TensorId};
 
-use crate::context::{GantryContext, GantryTensor, tensor_id, with_context};
+use crate::context::{GantryContext, GantryTensor, check_tensor_count, tensor_id, with_context};
 use crate::entry::{Failure, entry};
 use crate::handles::{Table, lock};
 use crate::ptr::{slice, write_out};
@@ -50,6 +50,9 @@ pub(crate) static GRAPHS: LazyLock<Table<GraphEntry>> = LazyLock::new(|| Table::
 ///
 /// Threading: as the context.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `outputs` is null or valid for `n` reads; `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -60,6 +63,7 @@ pub unsafe extern "C" fn gantry_graph_build(
     out: *mut GantryGraph,
 ) -> GantryStatus {
     entry("gantry_graph_build", || {
+        check_tensor_count("n", n)?;
         // SAFETY: the caller's contract.
         let outputs = unsafe { slice(outputs, n, "outputs")? };
         if n == 0 {
@@ -88,6 +92,9 @@ pub unsafe extern "C" fn gantry_graph_build(
 ///
 /// Threading: any thread.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `n_nodes` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -103,6 +110,9 @@ pub unsafe extern "C" fn gantry_graph_n_nodes(graph: GantryGraph, n_nodes: *mut 
 /// Frees a graph (its tensors stay in the context).
 ///
 /// Threading: any thread.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_graph_free(graph: GantryGraph) -> GantryStatus {
     entry("gantry_graph_free", || GRAPHS.remove(graph.id).map(drop))

@@ -6,12 +6,13 @@ use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use gantry::backends::cpu::{CpuBackend, CpuDevice, CpuPlatform, JobSystem};
+use gantry::backends::cpu::{CpuBackend, CpuDevice, CpuPlatform, JobSystem, max_threads};
 use gantry::{Backend, SetAbortCallback, SetThreadCount, platform_extension};
 
 use crate::backend::{BACKENDS, BackendEntry, GantryBackend};
 use crate::entry::{Failure, entry};
-use crate::ptr::write_out;
+use crate::ptr::{read_in, write_out};
+use crate::reentry::in_callback;
 use crate::status::GantryStatus;
 
 /// One task of a compute: call it once with each index the job system was
@@ -21,7 +22,11 @@ pub type GantryTaskFn = unsafe extern "C" fn(task_data: *mut c_void, index: usiz
 /// Runs `task(task_data, i)` for every `i` in `0..n_tasks`, on any threads
 /// (the caller's included), in any order, and returns once every call has
 /// returned. Tasks never wait for one another, so running them one after
-/// the other on the calling thread is correct too.
+/// the other on the calling thread is correct too. It runs in the middle of
+/// a compute (its scheduler, graph and context held): a call into the API
+/// from inside it, on the thread running it, returns
+/// `GANTRY_ERROR_REENTRANT` (so a job system that runs other jobs while it
+/// waits must not run jobs that call Gantry on that thread).
 pub type GantryRunTasksFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, n_tasks: usize, task: GantryTaskFn, task_data: *mut c_void)>;
 
@@ -68,10 +73,15 @@ impl JobSystem for CJobs {
 
     fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
         let task_data = &task as *const &(dyn Fn(usize) + Sync) as *mut c_void;
-        // SAFETY: the caller of `gantry_cpu_backend_new_with_jobs` gave a
-        // function of this signature that returns only once every task has
-        // returned, so `task` (borrowed for this call) outlives every use.
-        unsafe { (self.run)(self.user_data, n_tasks, call_task, task_data) }
+        // A kernel runs this in the middle of a compute (its scheduler,
+        // graph and context locked): calls back into the API from `run` on
+        // this thread are refused, not deadlocked.
+        in_callback("the job system's run", || {
+            // SAFETY: the caller of `gantry_cpu_backend_new_with_jobs` gave a
+            // function of this signature that returns only once every task has
+            // returned, so `task` (borrowed for this call) outlives every use.
+            unsafe { (self.run)(self.user_data, n_tasks, call_task, task_data) }
+        })
     }
 }
 
@@ -84,7 +94,12 @@ impl JobSystem for CJobs {
 /// Threading: any thread. `jobs->run` is called from the thread that
 /// computes (the caller of `gantry_scheduler_compute`), possibly from
 /// several threads at once when several schedulers compute, for as long as
-/// the backend (or anything made with it) lives.
+/// the backend (or anything made with it) lives. `jobs->concurrency` is 1 to
+/// the most threads a CPU backend takes on this machine (four per hardware
+/// thread, at least 64).
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `jobs` is null or points to a `GantryJobSystem` whose `run` keeps the
@@ -97,18 +112,21 @@ pub unsafe extern "C" fn gantry_cpu_backend_new_with_jobs(
     out: *mut GantryBackend,
 ) -> GantryStatus {
     entry("gantry_cpu_backend_new_with_jobs", || {
-        if jobs.is_null() || out.is_null() {
-            return Err(Failure::invalid(if jobs.is_null() {
-                "jobs is a null pointer"
-            } else {
-                "out is a null pointer"
-            }));
+        // SAFETY: the caller's contract (null or a valid `GantryJobSystem`).
+        let jobs = unsafe { read_in(jobs, "jobs")? };
+        if out.is_null() {
+            return Err(Failure::invalid("out is a null pointer"));
         }
-        // SAFETY: non-null, and a valid `GantryJobSystem` by the caller's contract.
-        let jobs = unsafe { *jobs };
         let run = jobs.run.ok_or_else(|| Failure::invalid("jobs->run is a null function"))?;
-        if jobs.concurrency == 0 {
-            return Err(Failure::invalid("jobs->concurrency is 0 (at least one task must be able to run)"));
+        // Kernels split their work, and size per-task scratch, by this count:
+        // bounded as a CPU backend's own thread count is.
+        let max = max_threads();
+        if jobs.concurrency == 0 || jobs.concurrency > max {
+            return Err(Failure::invalid(format!(
+                "jobs->concurrency is {}: it must be 1 to {max} on this machine (at least one task must be able to \
+                 run; more parts than that only cost memory)",
+                jobs.concurrency
+            )));
         }
         let c_jobs = CJobs { concurrency: jobs.concurrency, run, user_data: jobs.user_data };
         let backend: Arc<dyn Backend> = Arc::new(CpuBackend::with_job_system(CpuDevice::new(), Arc::new(c_jobs)));

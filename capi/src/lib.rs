@@ -13,6 +13,17 @@
 //! - **Threading** is stated per function. Objects may be used from any
 //!   thread; calls on one object are serialized by its lock; callbacks say
 //!   which thread calls them.
+//! - **No call from inside a callback.** While Gantry runs one of the
+//!   host's callbacks (abort, token, a job system's `run`) it may hold the
+//!   locks a call would need; such a call, on the callback's thread, is
+//!   answered with `GANTRY_ERROR_REENTRANT` instead of a deadlock (the
+//!   `reentry` module). Only `gantry_last_error` and `gantry_status_name`
+//!   answer there. Other threads are not affected.
+//! - **Bounded inputs.** Every size, count and index from C is checked (a
+//!   shape against the engine's `Limits`, an array length against what one
+//!   allocation can hold, a pointer for alignment) before it sizes anything.
+//! - **A scheduler is bound to one context**, the first it works in (its
+//!   memory lives there); another context is an error naming both.
 //!
 //! The map: [`status`] (codes, last error), [`registry`] (platforms,
 //! devices, starting backends), [`backend`] (threads, abort callback),
@@ -31,6 +42,7 @@ pub mod jobs;
 pub mod model;
 pub mod ops;
 mod ptr;
+mod reentry;
 pub mod registry;
 pub mod scheduler;
 pub mod status;

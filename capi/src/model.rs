@@ -11,7 +11,8 @@ use gantry::{Backend, Context, DType, RegistryDefaults, SetThreadCount};
 
 use crate::entry::{Failure, entry};
 use crate::handles::{Table, lock};
-use crate::ptr::{read_str, slice, slice_mut, write_out, write_string};
+use crate::ptr::{read_in, read_str, slice, slice_mut, write_out, write_string};
+use crate::reentry::in_callback;
 use crate::status::GantryStatus;
 
 /// A loaded model with its context, backends and one generation session.
@@ -51,7 +52,10 @@ static MODELS: LazyLock<Table<ModelEntry>> = LazyLock::new(|| Table::new("model"
 
 /// Called with each generated token and its text (`piece`, `len` bytes of
 /// UTF-8, not NUL-terminated; empty while a character's bytes are
-/// incomplete); return `true` to go on, `false` to stop.
+/// incomplete); return `true` to go on, `false` to stop. It runs while the
+/// generation holds its model: a call into the API from inside it returns
+/// `GANTRY_ERROR_REENTRANT` (only `gantry_last_error` and
+/// `gantry_status_name` answer there).
 pub type GantryTokenCallback =
     Option<unsafe extern "C" fn(token: u32, piece: *const c_char, len: usize, user_data: *mut c_void) -> bool>;
 
@@ -73,8 +77,11 @@ fn load(path: &str, p: &GantryModelParams, backends: Option<&str>) -> Result<Mod
     let first = backends.first().ok_or_else(|| Failure::invalid("no backends"))?;
     let mut ctx = Context::new();
     let model = DecoderModel::load(path, &mut ctx, first.device(), None)?;
+    // Capped, as documented, at the length the model was trained for (which
+    // its loader bounds): a larger count from C only sizes a larger cache.
+    let asked = if p.n_ctx == 0 { 2048 } else { p.n_ctx as usize };
     let params = SessionParams {
-        n_ctx: if p.n_ctx == 0 { 2048 } else { p.n_ctx as usize },
+        n_ctx: asked.min(model.hp.n_ctx_train.max(1)),
         kv_dtype: if p.kv_f32 { DType::F32 } else { DType::F16 },
         ..SessionParams::default()
     };
@@ -86,6 +93,9 @@ fn load(path: &str, p: &GantryModelParams, backends: Option<&str>) -> Result<Mod
 /// copied, where the first backend reads host memory); `params` may be null.
 ///
 /// Threading: any thread; blocks while the file is read.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `params` is null or valid for one read
@@ -103,7 +113,7 @@ pub unsafe extern "C" fn gantry_model_load(
             GantryModelParams { backends: std::ptr::null(), n_ctx: 0, n_threads: 0, kv_f32: false }
         } else {
             // SAFETY: the caller's contract.
-            unsafe { params.read() }
+            unsafe { read_in(params, "params")? }
         };
         // SAFETY: the caller's contract.
         let backends = if p.backends.is_null() { None } else { Some(unsafe { read_str(p.backends, "backends")? }) };
@@ -119,6 +129,9 @@ pub unsafe extern "C" fn gantry_model_load(
 /// Frees a model, its memory and backends.
 ///
 /// Threading: any thread; waits for calls in flight on it.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_model_free(model: GantryModel) -> GantryStatus {
     entry("gantry_model_free", || MODELS.remove(model.id).map(drop))
@@ -127,6 +140,9 @@ pub extern "C" fn gantry_model_free(model: GantryModel) -> GantryStatus {
 /// The model's vocabulary size.
 ///
 /// Threading: as the model (calls on one model are serialized).
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `n_vocab` is null or valid for one write.
@@ -146,6 +162,9 @@ pub unsafe extern "C" fn gantry_model_n_vocab(model: GantryModel, n_vocab: *mut 
 /// with `GANTRY_ERROR_BUFFER_TOO_SMALL`.
 ///
 /// Threading: as the model.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `text` is a NUL-terminated string; `tokens` is null or valid for `cap`
@@ -183,6 +202,9 @@ pub unsafe extern "C" fn gantry_model_tokenize(
 ///
 /// Threading: as the model.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `tokens` is null or valid for `n` reads; `text` null or valid for `cap`
 /// writes; `len` null or valid for one write.
@@ -214,7 +236,12 @@ pub unsafe extern "C" fn gantry_model_detokenize(
 /// when not null.
 ///
 /// Threading: as the model. The callback runs on the calling thread, between
-/// decode steps; it must not call this model's functions.
+/// decode steps. A call into Gantry from inside it returns
+/// `GANTRY_ERROR_REENTRANT` and does nothing; generation goes on. Other
+/// threads may call Gantry meanwhile (this model's functions wait for it).
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `prompt` is null or valid for `n_prompt` reads; `callback` null or a
@@ -244,16 +271,17 @@ pub unsafe extern "C" fn gantry_model_generate(
         let m = MODELS.get(model.id)?;
         let mut m = lock(&m, "model")?;
         let ModelEntry { session, ctx, model, .. } = &mut *m;
-        let n_vocab = model.hp.n_vocab;
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(Failure::invalid(format!("token {bad} is outside the vocabulary ({n_vocab})")));
-        }
+        // The count first: it bounds the scan of the tokens below.
         if prompt.len() >= session.n_ctx() {
             return Err(Failure::invalid(format!(
                 "{} prompt tokens do not fit a context of {}",
                 prompt.len(),
                 session.n_ctx()
             )));
+        }
+        let n_vocab = model.hp.n_vocab;
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Failure::invalid(format!("token {bad} is outside the vocabulary ({n_vocab})")));
         }
         session.clear(ctx)?;
         let mut sampler = Sampler::new(SamplerParams { temperature, top_k: 40, seed, ..SamplerParams::default() });
@@ -264,9 +292,13 @@ pub unsafe extern "C" fn gantry_model_generate(
             generated += 1;
             let piece = decoder.push(next)?;
             if let Some(cb) = callback {
-                // SAFETY: the caller's contract: a valid callback; the piece
-                // outlives the call.
-                let go_on = unsafe { cb(next, piece.as_ptr().cast(), piece.len(), user_data) };
+                // The model is locked: calls back into the API from the
+                // callback are refused, not deadlocked.
+                let go_on = in_callback("the token callback", || {
+                    // SAFETY: the caller's contract: a valid callback; the piece
+                    // outlives the call.
+                    unsafe { cb(next, piece.as_ptr().cast(), piece.len(), user_data) }
+                });
                 if !go_on {
                     break;
                 }

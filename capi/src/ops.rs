@@ -9,6 +9,7 @@
 //! The functions are written out one by one (no macro) because cbindgen
 //! reads the source as written.
 
+use gantry::engine::Limits;
 use gantry::{Context, MAX_DIMS, Result, TensorId};
 
 use crate::context::{GantryContext, GantryTensor, live, tensor_out, with_context};
@@ -36,7 +37,8 @@ unsafe fn op(
     })
 }
 
-/// Sizes from C (`n_dims` of them, each positive).
+/// Sizes from C (`n_dims` of them, each positive, and together within the
+/// elements a tensor may have: [`Limits::max_tensor_elements`]).
 ///
 /// # Safety
 /// `ne` is null or valid for `n_dims` reads.
@@ -46,13 +48,22 @@ pub(crate) unsafe fn shape_from(ne: *const i64, n_dims: usize) -> Result<Vec<usi
     }
     // SAFETY: the caller's contract.
     let ne = unsafe { slice(ne, n_dims, "ne")? };
-    ne.iter()
+    let shape: Vec<usize> = ne
+        .iter()
         .map(|&n| usize::try_from(n).ok().filter(|&n| n > 0))
         .collect::<Option<_>>()
-        .ok_or_else(|| Failure::invalid(format!("sizes must be positive: {ne:?}")))
+        .ok_or_else(|| Failure::invalid(format!("sizes must be positive: {ne:?}")))?;
+    // Before any size or stride is computed from them (which could overflow).
+    Limits::DEFAULT.check_shape(&shape).map_err(Failure::invalid)?;
+    Ok(shape)
 }
 
 /// `a + b`, `b` broadcast over `a` (its sizes divide `a`'s).
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -69,6 +80,11 @@ pub unsafe extern "C" fn gantry_add(
 
 /// `a - b`, broadcasting `b`.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -84,6 +100,11 @@ pub unsafe extern "C" fn gantry_sub(
 
 /// `a * b` elementwise, broadcasting `b`.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -98,6 +119,11 @@ pub unsafe extern "C" fn gantry_mul(
 }
 
 /// `a / b` elementwise, broadcasting `b`.
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -115,6 +141,11 @@ pub unsafe extern "C" fn gantry_div(
 /// The matrix product of ggml: `a` is `[k, m]` (weights: `m` rows of `k`),
 /// `b` is `[k, n]`; the result is `[m, n]` in f32.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -129,6 +160,11 @@ pub unsafe extern "C" fn gantry_mul_mat(
 }
 
 /// Rows of `a` picked by the I32 indices `b`.
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -145,6 +181,11 @@ pub unsafe extern "C" fn gantry_get_rows(
 
 /// `x * sigmoid(x)`.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -154,6 +195,11 @@ pub unsafe extern "C" fn gantry_silu(ctx: GantryContext, a: GantryTensor, out: *
 }
 
 /// GELU (tanh approximation).
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -165,6 +211,11 @@ pub unsafe extern "C" fn gantry_gelu(ctx: GantryContext, a: GantryTensor, out: *
 
 /// `max(x, 0)`.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -174,6 +225,11 @@ pub unsafe extern "C" fn gantry_relu(ctx: GantryContext, a: GantryTensor, out: *
 }
 
 /// Softmax along rows (`ne0`).
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -185,6 +241,11 @@ pub unsafe extern "C" fn gantry_soft_max(ctx: GantryContext, a: GantryTensor, ou
 
 /// The sum of each row: `[1, ne1, ne2, ne3]`.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -194,6 +255,11 @@ pub unsafe extern "C" fn gantry_sum_rows(ctx: GantryContext, a: GantryTensor, ou
 }
 
 /// The transpose (a view swapping the first two dimensions).
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -205,6 +271,11 @@ pub unsafe extern "C" fn gantry_transpose(ctx: GantryContext, a: GantryTensor, o
 
 /// A contiguous copy.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -214,6 +285,11 @@ pub unsafe extern "C" fn gantry_cont(ctx: GantryContext, a: GantryTensor, out: *
 }
 
 /// `a * scale + bias`.
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for one write.
@@ -231,6 +307,11 @@ pub unsafe extern "C" fn gantry_scale(
 
 /// RMS normalization along rows: `x / sqrt(mean(x²) + eps)`.
 ///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -245,6 +326,11 @@ pub unsafe extern "C" fn gantry_rms_norm(
 }
 
 /// The same data with the `n_dims` sizes `ne` (the element count must match).
+///
+/// Threading: as the context.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `ne` is null or valid for `n_dims` reads; `out` is null or valid for one write.

@@ -7,6 +7,45 @@ use std::ffi::{CStr, c_char};
 use crate::entry::{CallResult, Failure};
 use crate::status::GantryStatus;
 
+/// Fails unless `p` is non-null and aligned for `T` (a misaligned pointer
+/// is undefined behaviour to read or write through, and aborts the process
+/// in a debug build: it is refused instead).
+fn check_ptr<T>(p: *const T, what: &str) -> CallResult {
+    if p.is_null() {
+        return Err(Failure::invalid(format!("{what} is a null pointer")));
+    }
+    if !p.is_aligned() {
+        return Err(Failure::invalid(format!(
+            "{what} ({p:p}) is not aligned to the {} bytes its type needs",
+            align_of::<T>()
+        )));
+    }
+    Ok(())
+}
+
+/// Fails unless `n` values of `T` fit in one allocation (`isize::MAX`
+/// bytes): a larger length from C cannot be a real array, and would be
+/// undefined behaviour to make a slice of.
+fn check_len<T>(n: usize, what: &str) -> CallResult {
+    match n.checked_mul(size_of::<T>()) {
+        Some(bytes) if bytes <= isize::MAX as usize => Ok(()),
+        _ => Err(Failure::invalid(format!(
+            "{what} has length {n}: {n} values of {} bytes cannot be one array",
+            size_of::<T>()
+        ))),
+    }
+}
+
+/// The value at `p` (null is an error).
+///
+/// # Safety
+/// `p` is null or valid for a read of one `T`.
+pub(crate) unsafe fn read_in<T: Copy>(p: *const T, what: &str) -> Result<T, Failure> {
+    check_ptr(p, what)?;
+    // SAFETY: non-null and aligned (checked), readable by the caller's contract.
+    Ok(unsafe { p.read() })
+}
+
 /// The NUL-terminated UTF-8 string at `p`.
 ///
 /// # Safety
@@ -31,7 +70,10 @@ pub(crate) unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&
     if p.is_null() {
         return Err(Failure::invalid(format!("{what} is a null pointer (length {n})")));
     }
-    // SAFETY: non-null, and valid for `n` reads by the caller's contract.
+    check_len::<T>(n, what)?;
+    check_ptr(p, what)?;
+    // SAFETY: non-null and aligned (checked), `n` values fit one allocation
+    // (checked), and valid for `n` reads by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
@@ -47,7 +89,10 @@ pub(crate) unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result
     if p.is_null() {
         return Err(Failure::invalid(format!("{what} is a null pointer (length {n})")));
     }
-    // SAFETY: non-null, and valid and exclusive for `n` values by the caller's contract.
+    check_len::<T>(n, what)?;
+    check_ptr(p.cast_const(), what)?;
+    // SAFETY: non-null and aligned (checked), `n` values fit one allocation
+    // (checked), and valid and exclusive for `n` values by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
 }
 
@@ -56,10 +101,9 @@ pub(crate) unsafe fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result
 /// # Safety
 /// `p` is null or valid for a write of one `T`.
 pub(crate) unsafe fn write_out<T>(p: *mut T, value: T, what: &str) -> CallResult {
-    if p.is_null() {
-        return Err(Failure::invalid(format!("{what} is a null pointer")));
-    }
-    // SAFETY: non-null and writable by the caller's contract; `T` is a plain C value.
+    check_ptr(p.cast_const(), what)?;
+    // SAFETY: non-null and aligned (checked), writable by the caller's
+    // contract; `T` is a plain C value.
     unsafe { p.write(value) };
     Ok(())
 }
@@ -74,8 +118,8 @@ pub(crate) unsafe fn write_out<T>(p: *mut T, value: T, what: &str) -> CallResult
 /// valid for one write.
 pub(crate) unsafe fn write_string(buf: *mut c_char, cap: usize, len_out: *mut usize, s: &str) -> CallResult {
     if !len_out.is_null() {
-        // SAFETY: non-null and writable by the caller's contract.
-        unsafe { len_out.write(s.len()) };
+        // SAFETY: the caller's contract (non-null: valid for one write).
+        unsafe { write_out(len_out, s.len(), "len")? };
     }
     if buf.is_null() || cap < s.len() + 1 {
         return Err(Failure::new(

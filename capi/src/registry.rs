@@ -58,6 +58,9 @@ pub struct GantryDeviceInfo {
 /// Threading: any thread. A registry may be shared between threads; calls on
 /// it are serialized.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -72,6 +75,9 @@ pub unsafe extern "C" fn gantry_registry_new(out: *mut GantryRegistry) -> Gantry
 /// Frees a registry. Backends started from it stay valid.
 ///
 /// Threading: any thread; waits for calls in flight on it.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_registry_free(registry: GantryRegistry) -> GantryStatus {
     entry("gantry_registry_free", || REGISTRIES.remove(registry.id).map(drop))
@@ -81,6 +87,9 @@ pub extern "C" fn gantry_registry_free(registry: GantryRegistry) -> GantryStatus
 /// `gantry_registry_device`).
 ///
 /// Threading: any thread.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `count` is null or valid for one write.
@@ -109,6 +118,9 @@ fn device_at(registry: &Registry, index: usize) -> Result<DeviceId, Failure> {
 /// A buffer too small gets `GANTRY_ERROR_BUFFER_TOO_SMALL` with the length written.
 ///
 /// Threading: any thread.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `name` is null or valid for `cap` bytes; `len` and `info` are null or valid for one write.
@@ -163,6 +175,9 @@ pub(crate) fn start_backend(registry: &Registry, id: DeviceId) -> Result<Backend
 /// Threading: any thread. The backend is a separate handle: free it with
 /// `gantry_backend_free`.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `name` is null or a NUL-terminated string; `out` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -195,6 +210,9 @@ pub unsafe extern "C" fn gantry_registry_backend(
 /// needed goes to `n_out` and the call fails with `GANTRY_ERROR_BUFFER_TOO_SMALL`.
 ///
 /// Threading: any thread.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `out` is null or valid for `cap` writes; `n_out` is null or valid for one write.

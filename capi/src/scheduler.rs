@@ -3,18 +3,23 @@
 use std::sync::{Arc, LazyLock};
 
 use gantry::Backend;
-use gantry::sched::{Scheduler, SchedulerParams};
+use gantry::engine::Limits;
+use gantry::sched::{MAX_BACKENDS, MAX_COPIES, Scheduler, SchedulerParams};
 
 use crate::backend::{GantryBackend, backend_of};
 use crate::context::{CONTEXTS, GantryContext};
 use crate::entry::{CallResult, Failure, entry};
 use crate::graph::{GRAPHS, GantryGraph};
 use crate::handles::{Table, lock};
-use crate::ptr::{slice, slice_mut, write_out};
+use crate::ptr::{read_in, slice, slice_mut, write_out};
 use crate::status::GantryStatus;
 
 /// A scheduler: runs graphs across its backends (priority order, the CPU
-/// last), placing, splitting and planning memory.
+/// last), placing, splitting and planning memory. It is bound to one
+/// context: the first it reserves, allocates or computes in, where its
+/// compute memory lives. Calls with another context fail with
+/// `GANTRY_ERROR_STATE` (naming both) and change nothing; make one
+/// scheduler per context.
 ///
 /// A zero-initialized value (`{0}`) is the null handle.
 #[repr(C)]
@@ -28,18 +33,57 @@ pub struct GantryScheduler {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GantrySchedulerParams {
-    /// Nodes a graph is expected to have (0: 4096).
+    /// Nodes a graph is expected to have, at most 65536 (0: 4096).
     pub graph_size: usize,
     /// Pipeline copies, 1 to 8 (0: 1).
     pub n_copies: usize,
 }
 
-pub(crate) static SCHEDULERS: LazyLock<Table<Scheduler>> = LazyLock::new(|| Table::new("scheduler"));
+/// A scheduler and the context it is bound to.
+///
+/// The engine's scheduler keeps its compute buffers and placement copies as
+/// ids inside the context it worked in; the same ids in another context name
+/// that context's own buffers (its weights), which a reserve or release there
+/// would free or overwrite. So a scheduler is bound to the first context it
+/// reserves, allocates or computes in, and every later call with another one
+/// is refused before either context is touched.
+pub(crate) struct SchedulerEntry {
+    sched: Scheduler,
+    /// The handle of the context it is bound to (`None` until its first use).
+    bound: Option<u64>,
+}
+
+impl SchedulerEntry {
+    /// Fails, naming both contexts, unless `ctx` is the context this
+    /// scheduler is bound to or it is bound to none yet.
+    fn check_bound(&self, sched: GantryScheduler, ctx: GantryContext) -> CallResult {
+        match self.bound {
+            Some(bound) if bound != ctx.id => Err(Failure::new(
+                GantryStatus::GantryErrorState,
+                format!(
+                    "scheduler {:#x} is bound to context {bound:#x} (the first it reserved, allocated or computed \
+                     in; its memory lives there), not context {:#x}: nothing was done in either; use one \
+                     scheduler per context",
+                    sched.id, ctx.id
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+pub(crate) static SCHEDULERS: LazyLock<Table<SchedulerEntry>> = LazyLock::new(|| Table::new("scheduler"));
 
 /// A scheduler over the `n` backends (priority order, the last a CPU);
 /// `params` may be null for the defaults.
 ///
 /// Threading: any thread. Calls on one scheduler are serialized.
+///
+/// Binding: the new scheduler is bound to no context yet; the first it
+/// reserves, allocates or computes in becomes its own.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `backends` is null or valid for `n` reads; `params` is null or valid for
@@ -52,17 +96,33 @@ pub unsafe extern "C" fn gantry_scheduler_new(
     out: *mut GantryScheduler,
 ) -> GantryStatus {
     entry("gantry_scheduler_new", || {
+        if n == 0 || n > MAX_BACKENDS {
+            return Err(Failure::invalid(format!(
+                "a scheduler takes 1 to {MAX_BACKENDS} backends (the CPU last), not {n}"
+            )));
+        }
         // SAFETY: the caller's contract.
         let handles = unsafe { slice(backends, n, "backends")? };
-        if n == 0 {
-            return Err(Failure::invalid("a scheduler needs at least one backend (the CPU last)"));
-        }
         let backends: Vec<Arc<dyn Backend>> = handles.iter().map(|&b| backend_of(b)).collect::<Result<_, _>>()?;
-        // SAFETY: the caller's contract (null or one readable value).
-        let c = if params.is_null() { GantrySchedulerParams::default() } else { unsafe { params.read() } };
+        let c = if params.is_null() {
+            GantrySchedulerParams::default()
+        } else {
+            // SAFETY: the caller's contract (null or one readable value).
+            unsafe { read_in(params, "params")? }
+        };
         let mut p = SchedulerParams::default();
         if c.graph_size != 0 {
-            p.graph_size = c.graph_size;
+            // A hint for sizing tables: bounded like every count from outside.
+            let max = Limits::DEFAULT.max_tensors;
+            p.graph_size = Limits::DEFAULT
+                .check_count("params->graph_size", c.graph_size as u64, max)
+                .map_err(Failure::invalid)?;
+        }
+        if c.n_copies > MAX_COPIES {
+            return Err(Failure::invalid(format!(
+                "params->n_copies must be 1 to {MAX_COPIES} (0: 1), not {}",
+                c.n_copies
+            )));
         }
         if c.n_copies != 0 {
             p.n_copies = c.n_copies;
@@ -71,22 +131,29 @@ pub unsafe extern "C" fn gantry_scheduler_new(
             return Err(Failure::invalid("out is a null pointer"));
         }
         let sched = Scheduler::new(&backends, p)?;
+        let id = SCHEDULERS.insert(SchedulerEntry { sched, bound: None });
         // SAFETY: the caller's contract.
-        unsafe { write_out(out, GantryScheduler { id: SCHEDULERS.insert(sched) }, "out") }
+        unsafe { write_out(out, GantryScheduler { id }, "out") }
     })
 }
 
-/// Frees a scheduler. Its compute memory stays in the context it last used
-/// until `gantry_scheduler_release` or the context is freed.
+/// Frees a scheduler. Its compute memory stays in the context it is bound to
+/// until that context is freed (call `gantry_scheduler_release` first to
+/// give it back now).
 ///
 /// Threading: any thread; waits for calls in flight on it.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_free(sched: GantryScheduler) -> GantryStatus {
     entry("gantry_scheduler_free", || SCHEDULERS.remove(sched.id).map(drop))
 }
 
 /// Runs `f` with the scheduler, context and graph behind the handles,
-/// locked in that order (every call takes them in this order).
+/// locked in that order (every call takes them in this order), once the
+/// context is known to be the scheduler's own (binding it on first use)
+/// and the graph to be the context's.
 fn with_sched_graph(
     sched: GantryScheduler,
     ctx: GantryContext,
@@ -95,12 +162,16 @@ fn with_sched_graph(
 ) -> CallResult {
     let s = SCHEDULERS.get(sched.id)?;
     let mut s = lock(&s, "scheduler")?;
+    let c = CONTEXTS.get(ctx.id)?;
+    s.check_bound(sched, ctx)?;
     let g = GRAPHS.get(graph.id)?;
     let g = lock(&g, "graph")?;
     g.check_context(ctx)?;
-    let c = CONTEXTS.get(ctx.id)?;
     let mut c = lock(&c, "context")?;
-    f(&mut s, &mut c, g.graph())
+    // Bound before the engine runs: even a failed call may have left
+    // buffers in this context.
+    s.bound = Some(ctx.id);
+    f(&mut s.sched, &mut c, g.graph())
 }
 
 /// Sets the memory budget of `backend`'s device for this scheduler: the
@@ -109,6 +180,9 @@ fn with_sched_graph(
 /// allocation on, before any compute memory grows.
 ///
 /// Threading: as the scheduler.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_set_budget(
     sched: GantryScheduler,
@@ -119,7 +193,7 @@ pub extern "C" fn gantry_scheduler_set_budget(
         let backend = backend_of(backend)?;
         let s = SCHEDULERS.get(sched.id)?;
         let mut s = lock(&s, "scheduler")?;
-        s.set_budget(&backend, (bytes > 0).then_some(bytes))?;
+        s.sched.set_budget(&backend, (bytes > 0).then_some(bytes))?;
         Ok(())
     })
 }
@@ -132,6 +206,13 @@ pub extern "C" fn gantry_scheduler_set_budget(
 /// and allocates nothing.
 ///
 /// Threading: as the scheduler and context. Blocks while memory is allocated.
+///
+/// Binding: the scheduler is bound to the first context it reserves,
+/// allocates or computes in (its memory lives there); another context is
+/// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 ///
 /// # Safety
 /// `bytes` is null or valid for `cap` writes; `n_out` is null or valid for one write.
@@ -169,6 +250,13 @@ pub unsafe extern "C" fn gantry_scheduler_reserve(
 /// Places, splits and allocates `graph`: after it, inputs can be written.
 ///
 /// Threading: as the scheduler and context.
+///
+/// Binding: the scheduler is bound to the first context it reserves,
+/// allocates or computes in (its memory lives there); another context is
+/// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_alloc(
     sched: GantryScheduler,
@@ -183,7 +271,17 @@ pub extern "C" fn gantry_scheduler_alloc(
 ///
 /// Threading: as the scheduler and context; the calling thread waits (the
 /// CPU backend's threads do the work). An abort callback returning `true`
-/// makes it return `GANTRY_ERROR_ABORTED`.
+/// makes it return `GANTRY_ERROR_ABORTED`. Runs the backends' abort
+/// callbacks and job systems' `run` (see there); calls they make into the
+/// API on the thread running them return `GANTRY_ERROR_REENTRANT`, and
+/// this call goes on.
+///
+/// Binding: the scheduler is bound to the first context it reserves,
+/// allocates or computes in (its memory lives there); another context is
+/// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_compute(
     sched: GantryScheduler,
@@ -201,7 +299,15 @@ pub extern "C" fn gantry_scheduler_compute(
 /// backend computes within this call (on its threads, or the host's job
 /// system), so there it returns when the work is done.
 ///
-/// Threading: as the scheduler and context.
+/// Threading: as the scheduler and context. Runs callbacks as
+/// `gantry_scheduler_compute` does.
+///
+/// Binding: the scheduler is bound to the first context it reserves,
+/// allocates or computes in (its memory lives there); another context is
+/// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_compute_async(
     sched: GantryScheduler,
@@ -219,6 +325,9 @@ pub extern "C" fn gantry_scheduler_compute_async(
 ///
 /// Threading: as the scheduler.
 ///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
+///
 /// # Safety
 /// `done` is null or valid for one write.
 #[unsafe(no_mangle)]
@@ -226,7 +335,7 @@ pub unsafe extern "C" fn gantry_scheduler_is_done(sched: GantryScheduler, done: 
     entry("gantry_scheduler_is_done", || {
         let s = SCHEDULERS.get(sched.id)?;
         let s = lock(&s, "scheduler")?;
-        let is_done = s.is_done()?;
+        let is_done = s.sched.is_done()?;
         // SAFETY: the caller's contract.
         unsafe { write_out(done, is_done, "done") }
     })
@@ -235,25 +344,40 @@ pub unsafe extern "C" fn gantry_scheduler_is_done(sched: GantryScheduler, done: 
 /// Waits until the compute started last has finished on every backend.
 ///
 /// Threading: as the scheduler; the calling thread waits.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_wait(sched: GantryScheduler) -> GantryStatus {
     entry("gantry_scheduler_wait", || {
         let s = SCHEDULERS.get(sched.id)?;
         let mut s = lock(&s, "scheduler")?;
-        Ok(s.synchronize()?)
+        Ok(s.sched.synchronize()?)
     })
 }
 
 /// Gives the scheduler's compute memory in `ctx` back.
 ///
 /// Threading: as the scheduler and context.
+///
+/// Binding: the scheduler is bound to the first context it reserves,
+/// allocates or computes in (its memory lives there); another context is
+/// `GANTRY_ERROR_STATE`, naming both, and nothing is done in either.
+///
+/// Callbacks: not from inside one of Gantry's callbacks on its thread
+/// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_scheduler_release(sched: GantryScheduler, ctx: GantryContext) -> GantryStatus {
     entry("gantry_scheduler_release", || {
         let s = SCHEDULERS.get(sched.id)?;
         let mut s = lock(&s, "scheduler")?;
         let c = CONTEXTS.get(ctx.id)?;
+        s.check_bound(sched, ctx)?;
+        if s.bound.is_none() {
+            // Never used: it has nothing in any context to give back.
+            return Ok(());
+        }
         let mut c = lock(&c, "context")?;
-        Ok(s.release(&mut c)?)
+        Ok(s.sched.release(&mut c)?)
     })
 }

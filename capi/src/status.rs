@@ -26,7 +26,8 @@ pub enum GantryStatus {
     /// below names (a driver call failed for another reason, a bug).
     GantryErrorBackend = 6,
     /// The call does not fit the object's state (a tensor read before it was
-    /// allocated, a scheduler asked to compute what it cannot place).
+    /// allocated, a scheduler asked to compute what it cannot place, a
+    /// scheduler given a context other than the one it is bound to).
     GantryErrorState = 7,
     /// The abort callback stopped the compute.
     GantryErrorAborted = 8,
@@ -64,11 +65,16 @@ pub enum GantryStatus {
     /// A remote server answered what this client does not speak or expect
     /// (another protocol version, a reply of the wrong kind).
     GantryErrorProtocol = 20,
+    /// Called from inside a callback Gantry was running on this thread (the
+    /// abort callback, the token callback, a job system's `run`), where the
+    /// call could wait for a lock its own thread holds: nothing was done.
+    /// Only `gantry_last_error` and `gantry_status_name` may be called there.
+    GantryErrorReentrant = 21,
 }
 
 impl GantryStatus {
     /// Every status, in order.
-    pub const ALL: [Self; 21] = [
+    pub const ALL: [Self; 22] = [
         Self::GantryOk,
         Self::GantryErrorInvalidArgument,
         Self::GantryErrorInvalidHandle,
@@ -90,6 +96,7 @@ impl GantryStatus {
         Self::GantryErrorDeviceLost,
         Self::GantryErrorTransport,
         Self::GantryErrorProtocol,
+        Self::GantryErrorReentrant,
     ];
 }
 
@@ -119,6 +126,9 @@ pub(crate) fn clear_last_error() {
 /// Threading: per thread. The pointer stays valid, and the text unchanged,
 /// until the next call of this API on the same thread; copy it to keep it.
 /// Never null.
+///
+/// Callbacks: may be called from inside one of Gantry's callbacks (it takes
+/// no lock).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_last_error() -> *const c_char {
     LAST_ERROR.with(|slot| slot.borrow().as_ptr())
@@ -128,6 +138,9 @@ pub extern "C" fn gantry_last_error() -> *const c_char {
 /// `"GANTRY_STATUS_UNKNOWN"` for a value that is none).
 ///
 /// Threading: any thread. Never null.
+///
+/// Callbacks: may be called from inside one of Gantry's callbacks (it takes
+/// no lock).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_status_name(status: i32) -> *const c_char {
     // C may pass any integer: match on the values, not on the enum.
@@ -156,6 +169,7 @@ pub extern "C" fn gantry_status_name(status: i32) -> *const c_char {
             GantryStatus::GantryErrorDeviceLost => b"GANTRY_ERROR_DEVICE_LOST\0",
             GantryStatus::GantryErrorTransport => b"GANTRY_ERROR_TRANSPORT\0",
             GantryStatus::GantryErrorProtocol => b"GANTRY_ERROR_PROTOCOL\0",
+            GantryStatus::GantryErrorReentrant => b"GANTRY_ERROR_REENTRANT\0",
         },
     };
     name.as_ptr().cast()
