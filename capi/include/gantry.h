@@ -7,6 +7,12 @@
  * message of the last failed call on this thread. Handles are opaque numbers:
  * a null ({0}) or freed handle is answered with GANTRY_ERROR_INVALID_HANDLE.
  * Enum-typed inputs are taken as int32_t values. No panic crosses this API.
+ *
+ * Callbacks (abort, token, a job system's run) may call only
+ * gantry_last_error() and gantry_status_name(): any other call from inside
+ * one, on the thread running it, returns GANTRY_ERROR_REENTRANT and does
+ * nothing (each function's "Callbacks:" line says so). A scheduler is bound
+ * to the first context it reserves, allocates or computes in.
  */
 
 #ifndef GANTRY_H
