@@ -66,6 +66,25 @@ impl ChatTemplate {
         Self::new(&source, text, &piece(tokenizer.bos()), &piece(tokenizer.eos())).map(Some)
     }
 
+    /// Reads and compiles the template file at `path` (`--chat-template`):
+    /// a regular file only (a FIFO would block the read), of at most
+    /// [`Limits::max_template_output`] bytes; errors name the path.
+    pub fn from_file(path: &std::path::Path, bos: &str, eos: &str) -> Result<Self> {
+        let name = path.display().to_string();
+        crate::model::regular_file::check_regular(path)?;
+        let max = Limits::DEFAULT.max_template_output;
+        let io = |source| Error::Io { context: format!("reading {name}"), source };
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > max as u64 {
+            return Err(Error::InvalidModel {
+                file: name,
+                reason: format!("a chat template of {len} bytes (at most {max})"),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Self::new(&name, &text, bos, eos)
+    }
+
     /// Compiles `template`; `source` names it in errors (a file and key).
     pub fn new(source: &str, template: &str, bos: &str, eos: &str) -> Result<Self> {
         Self::with_limits(source, template, bos, eos, &Limits::DEFAULT)
@@ -325,6 +344,20 @@ mod tests {
         assert_eq!(t.render(&[ChatMessage::new("user", "0123456789")], false).unwrap(), "0123456789");
         let err = t.render(&[ChatMessage::new("user", "0123456789!")], false).unwrap_err().to_string();
         assert!(err.contains("chat.jinja") && err.contains("10 bytes"), "{err}");
+    }
+
+    #[test]
+    fn template_files_are_regular_files() {
+        let dir = std::env::temp_dir().join(format!("gantry-chat-template-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = ChatTemplate::from_file(&dir, "", "").unwrap_err().to_string();
+        assert!(err.contains(&dir.display().to_string()) && err.contains("folder"), "{err}");
+        let file = dir.join("t.jinja");
+        std::fs::write(&file, "{{ messages[0]['content'] }}").unwrap();
+        let t = ChatTemplate::from_file(&file, "", "").unwrap();
+        assert_eq!(t.render(&[ChatMessage::new("user", "hi")], false).unwrap(), "hi");
+        let err = ChatTemplate::from_file(&dir.join("none.jinja"), "", "").unwrap_err().to_string();
+        assert!(err.contains("none.jinja"), "{err}");
     }
 
     #[test]

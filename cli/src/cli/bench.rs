@@ -24,7 +24,7 @@ use clap::{Args, ValueEnum};
 use gantry::model::bert::{BertModel, EncodedBatch, Encoder, EncoderParams};
 use gantry::model::decoder::{Batch, DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::profile::Profiler;
-use gantry::{Backend, Context, DType, Error, SplitMix64, TensorId};
+use gantry::{Backend, Context, DType, Error, Limits, SplitMix64, TensorId};
 
 use super::common::{BackendArgs, bytes, load_decoder};
 use super::memory_floor::{parallel_read_bandwidth, product_weight_bytes};
@@ -153,15 +153,21 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");
     let reps = args.repetitions.max(1);
     let print = |header: &Header, row: &Row, first: bool| print_row(args.output, header, row, first);
+    if let Some(&b) = args.embed_batch.iter().find(|&&b| b > Limits::DEFAULT.max_context) {
+        // Each batch is a `Vec` of that many sentences.
+        return Err(Error::Model(format!("-b/--embed-batch {b}: at most {} sentences", Limits::DEFAULT.max_context)));
+    }
     if args.model.is_dir() {
-        bench_encoder(&args.model, &backends, &args.embed_batch, reps, threads, backend, print)?;
+        bench_encoder(args, &backends, reps, threads, backend, print)?;
         if args.output == Output::Json {
             println!("]");
         }
         return Ok(());
     }
+    // Before the model is loaded: a length no cache can hold is an error now.
+    let n_ctx = context_cells(args)?;
     let mut ctx = Context::new();
-    let model = load_decoder(&args.model, &mut ctx, &backends, None)?;
+    let model = load_decoder(&args.model, &mut ctx, &backends, args.devices.mmap(), None)?;
     let header = Header {
         model: describe_model(&model),
         size: model.loaded.bytes(),
@@ -172,13 +178,6 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     let kv_dtype = DType::from_name(&args.kv_type)
         .filter(|d| gantry::model::decoder::KV_DTYPES.contains(d))
         .ok_or_else(|| Error::Model(format!("--kv-type {:?}: f16, f32 or q8_0", args.kv_type)))?;
-    let longest = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0).max(args.profile_tokens + 1);
-    let deepest = args.n_depth.iter().copied().max().unwrap_or(0);
-    // Each sequence in pages of its own (`KV_PAGE` cells), as the cache hands them out.
-    let per_sequence = (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))
-        .next_multiple_of(gantry::model::decoder::KV_PAGE);
-    let parallel_cells = args.parallel.iter().map(|&s| s * per_sequence).max();
-    let n_ctx = (deepest + longest).max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
     let params = SessionParams { n_ctx, kv_dtype, ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     let mut rng = SplitMix64::new(1234);
@@ -460,18 +459,52 @@ fn bench_parallel(
     Ok(row)
 }
 
+/// The KV cells the longest test needs (context, then prompt or decode
+/// tokens; or every parallel sequence's pages), each length and the sum
+/// checked against [`Limits::max_context`] so that `-p 18446744073709551615`
+/// is an error naming the flag, not an overflow.
+fn context_cells(args: &BenchArgs) -> Result<usize, Error> {
+    let max = Limits::DEFAULT.max_context;
+    let flags: [(&str, &[usize]); 6] = [
+        ("-p/--n-prompt", &args.n_prompt),
+        ("-n/--n-gen", &args.n_gen),
+        ("-d/--n-depth", &args.n_depth),
+        ("--parallel", &args.parallel),
+        ("--parallel-prompt", std::slice::from_ref(&args.parallel_prompt)),
+        ("--profile-tokens", std::slice::from_ref(&args.profile_tokens)),
+    ];
+    for (flag, values) in flags {
+        if let Some(&n) = values.iter().find(|&&n| n > max) {
+            return Err(Error::Model(format!("{flag} {n}: at most {max} tokens")));
+        }
+    }
+    // Each at most 2^24: the sums and products below fit a `usize`.
+    let longest = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0).max(args.profile_tokens + 1);
+    let deepest = args.n_depth.iter().copied().max().unwrap_or(0);
+    // Each sequence in pages of its own (`KV_PAGE` cells), as the cache hands them out.
+    let per_sequence = (args.parallel_prompt + args.n_gen.iter().max().unwrap_or(&0))
+        .next_multiple_of(gantry::model::decoder::KV_PAGE);
+    let parallel_cells = args.parallel.iter().map(|&s| s * per_sequence).max();
+    let n_ctx = (deepest + longest).max(parallel_cells.unwrap_or(0)).max(1).next_multiple_of(256);
+    if n_ctx > max {
+        return Err(Error::Model(format!(
+            "the tests need a KV cache of {n_ctx} tokens (depth + prompt or generation, or the parallel sequences), more than {max}"
+        )));
+    }
+    Ok(n_ctx)
+}
+
 /// `embed b<B>` rows: sentences per second for batches of `B` sentences.
 fn bench_encoder(
-    dir: &Path,
+    args: &BenchArgs,
     backends: &[Arc<dyn Backend>],
-    batch_sizes: &[usize],
     reps: usize,
     threads: usize,
     backend: String,
     print: impl Fn(&Header, &Row, bool),
 ) -> Result<(), Error> {
     let mut ctx = Context::new();
-    let model = BertModel::load(dir, &mut ctx, backends[0].device())?;
+    let model = BertModel::load_with(&args.model, &mut ctx, backends[0].device(), args.devices.mmap())?;
     let header = Header {
         model: format!("bert {}L-{}", model.config.num_hidden_layers, model.config.hidden_size),
         size: model.loaded.bytes(),
@@ -488,7 +521,7 @@ fn bench_encoder(
     ];
     let mut encoder = Encoder::new(&mut ctx, &model, backends, EncoderParams::from_env())?;
     let mut first = true;
-    for &b in batch_sizes.iter().filter(|&&b| b > 0) {
+    for &b in args.embed_batch.iter().filter(|&&b| b > 0) {
         let texts: Vec<&str> = (0..b).map(|i| SENTENCES[i % SENTENCES.len()]).collect();
         let batch: EncodedBatch = model.tokenize(&texts)?;
         let mut row = Row { test: format!("embed b{b}"), samples: Vec::new(), floor: None };

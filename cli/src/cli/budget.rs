@@ -78,8 +78,12 @@ pub fn load_fitted(
     backends: &[Arc<dyn Backend>],
     budgets: &[Option<usize>],
     request: FitRequest,
+    mmap: bool,
     progress: Option<&mut dyn FnMut(LoadProgress)>,
 ) -> Result<DecoderModel> {
+    // Mapped even with `--no-mmap`: the fit reads the header only, and the
+    // mapping is gone before the model is loaded (reading the whole file
+    // here would read it twice).
     let gguf = Gguf::open(path)?;
     let hp = DecoderHparams::from_gguf(&gguf)?;
     let footprint = ModelFootprint::from_gguf(&gguf, &hp, request.n_ctx, request.kv_dtype)?;
@@ -98,7 +102,7 @@ pub fn load_fitted(
     let names: Vec<String> =
         rooms.iter().zip(counts.counts()).map(|(r, c)| format!("{} {c} ({})", r.name, budget_text(r.budget))).collect();
     eprintln!("fit: {} layers over {}", hp.n_layer, names.join(", "));
-    DecoderModel::load_split_with(path, ctx, &devices, &counts, super::common::load_options(progress))
+    DecoderModel::load_split_with(path, ctx, &devices, &counts, super::common::load_options(progress, mmap))
 }
 
 /// Holds `session`'s scheduler to `budgets` and reserves its memory for a

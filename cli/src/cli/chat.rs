@@ -71,24 +71,24 @@ pub fn run(args: &ChatArgs) -> ExitCode {
 fn run_inner(args: &ChatArgs) -> Result<(), Error> {
     let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
-    let n_ctx = args.context.n_ctx(if args.context.ctx_size == 0 { 4096 } else { 0 });
+    let n_ctx = args.context.n_ctx(if args.context.ctx_size == 0 { 4096 } else { 0 })?;
     let kv_dtype = args.context.kv_dtype()?;
     let budgets = args.devices.budgets(&backends)?;
     let model = match &budgets {
         Some(budgets) => {
             let fit = FitRequest { n_ctx, kv_dtype, n_batch: CHAT_BATCH };
-            with_load_bar(|progress| load_fitted(&args.model, &mut ctx, &backends, budgets, fit, Some(progress)))?
+            with_load_bar(|progress| {
+                load_fitted(&args.model, &mut ctx, &backends, budgets, fit, args.devices.mmap(), Some(progress))
+            })?
         }
-        None => load_decoder_with_bar(&args.model, &mut ctx, &backends)?,
+        None => load_decoder_with_bar(&args.model, &mut ctx, &backends, args.devices.mmap())?,
     };
     let tok = &model.tokenizer;
     let template = match &args.chat_template {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| Error::Io { context: format!("reading {}", path.display()), source })?;
             let piece =
                 |id: Option<u32>| id.and_then(|id| tok.token(id).ok()).map_or_else(String::new, |t| t.text.clone());
-            ChatTemplate::new(&path.display().to_string(), &text, &piece(tok.bos()), &piece(tok.eos()))?
+            ChatTemplate::from_file(path, &piece(tok.bos()), &piece(tok.eos()))?
         }
         None => ChatTemplate::from_gguf(&model.gguf, tok)?.ok_or_else(|| Error::InvalidModel {
             file: model.gguf.source().to_owned(),

@@ -51,12 +51,13 @@ pub fn load_decoder(
     path: &Path,
     ctx: &mut Context,
     backends: &[Arc<dyn Backend>],
+    mmap: bool,
     progress: Option<&mut dyn FnMut(LoadProgress)>,
 ) -> gantry::Result<DecoderModel> {
     let first = backends.first().ok_or_else(|| gantry::Error::Model("no backends to load the model for".into()))?;
     let devices: Vec<&dyn Device> =
         backends.iter().map(|b| b.device()).filter(|d| d.device_type() != DeviceType::Cpu).collect();
-    let options = load_options(progress);
+    let options = load_options(progress, mmap);
     match devices.len() {
         0 | 1 => DecoderModel::load_with(path, ctx, first.device(), options),
         _ => {
@@ -69,9 +70,15 @@ pub fn load_decoder(
 /// The loader's options for a decoder model, as [`DecoderModel::load`] and
 /// [`DecoderModel::load_split`] take them (tensors too large for a device's
 /// buffers stay in host memory), with the environment's `GANTRY_NO_REPACK`
-/// ([`LoadOptions::from_env`]).
-pub fn load_options(progress: Option<&mut dyn FnMut(LoadProgress)>) -> LoadOptions<'_> {
-    LoadOptions { progress, oversize: Some(gantry::backends::cpu::buffer_type()), ..LoadOptions::from_env() }
+/// ([`LoadOptions::from_env`]); the file mapped when `mmap`, else read into
+/// memory (`--no-mmap`).
+pub fn load_options(progress: Option<&mut dyn FnMut(LoadProgress)>, mmap: bool) -> LoadOptions<'_> {
+    LoadOptions {
+        progress,
+        oversize: Some(gantry::backends::cpu::buffer_type()),
+        use_mmap: mmap,
+        ..LoadOptions::from_env()
+    }
 }
 
 /// Where a model command computes: the CPU's threads, the backends, remote
@@ -93,9 +100,19 @@ pub struct BackendArgs {
     /// whose budget is too small. `run` and `chat` only.
     #[arg(long)]
     pub budget: Option<String>,
+    /// Read the model file into memory instead of mapping it. A mapped file that is truncated or rewritten
+    /// while the model runs kills the process (SIGBUS) or changes its weights underneath; with this flag
+    /// the file may change freely, at the cost of reading it whole first (and its size in memory).
+    #[arg(long)]
+    pub no_mmap: bool,
 }
 
 impl BackendArgs {
+    /// Whether the model file is mapped (no `--no-mmap`).
+    pub fn mmap(&self) -> bool {
+        !self.no_mmap
+    }
+
     /// The registry and the backends these flags name (see [`backends`]).
     pub fn open(&self) -> gantry::Result<(Registry, Vec<Arc<dyn Backend>>)> {
         backends(self.backends.as_deref(), self.threads, self.remote.as_deref())
@@ -168,8 +185,9 @@ pub fn load_decoder_with_bar(
     path: &Path,
     ctx: &mut Context,
     backends: &[Arc<dyn Backend>],
+    mmap: bool,
 ) -> gantry::Result<DecoderModel> {
-    with_load_bar(|progress| load_decoder(path, ctx, backends, Some(progress)))
+    with_load_bar(|progress| load_decoder(path, ctx, backends, mmap, Some(progress)))
 }
 
 /// Runs `load` with the load progress bar drawn from what it reports.
@@ -245,8 +263,19 @@ impl ContextArgs {
             .ok_or_else(|| gantry::Error::Model(format!("--kv-type {:?}: expected f16, f32 or q8_0", self.kv_type)))
     }
 
-    /// Cells of the KV cache: `--ctx-size`, or `needed` rounded up to 256.
-    pub fn n_ctx(&self, needed: usize) -> usize {
-        if self.ctx_size > 0 { self.ctx_size } else { needed.max(1).next_multiple_of(256) }
+    /// Cells of the KV cache: `--ctx-size`, or `needed` rounded up to 256;
+    /// more than [`gantry::Limits::max_context`] is an error naming the flag
+    /// (`needed` comes from `-n` and the prompt, so it saturates, not wraps).
+    pub fn n_ctx(&self, needed: usize) -> gantry::Result<usize> {
+        let max = gantry::Limits::DEFAULT.max_context;
+        let (n, what) = if self.ctx_size > 0 {
+            (self.ctx_size, "-c/--ctx-size")
+        } else {
+            (needed.max(1).checked_next_multiple_of(256).unwrap_or(usize::MAX), "the prompt and -n/--n-predict")
+        };
+        if n > max {
+            return Err(gantry::Error::Model(format!("{what} need a KV cache of {n} tokens, more than {max}")));
+        }
+        Ok(n)
     }
 }

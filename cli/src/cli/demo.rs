@@ -178,6 +178,16 @@ fn run_inner(args: &DemoArgs) -> Result<bool, Error> {
     }
     let dtype = DType::from_name(&args.dtype).ok_or_else(|| Error::Model(format!("unknown dtype {:?}", args.dtype)))?;
     let hp = demo_hparams(args.layers);
+    hp.validate()?;
+    // The prompt is a `Vec` of that many tokens and the cache holds it and
+    // the reply: each bounded, so neither the vector nor the sum overflows.
+    let max = gantry::Limits::DEFAULT.max_context;
+    if args.prompt.saturating_add(args.n_predict) > max {
+        return Err(Error::Model(format!(
+            "--prompt {} and -n {} need a KV cache of more than the {max} tokens allowed",
+            args.prompt, args.n_predict
+        )));
+    }
     println!(
         "\nmodel: {} layers, width {}, {} heads ({} KV), FFN {}, vocab {}, {} weights",
         hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab, dtype

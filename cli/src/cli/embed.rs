@@ -43,7 +43,7 @@ fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
     args.devices.refuse_budget("embed")?;
     let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
-    let model = BertModel::load(&args.model, &mut ctx, backends[0].device())?;
+    let model = BertModel::load_with(&args.model, &mut ctx, backends[0].device(), args.devices.mmap())?;
     let texts: Vec<&str> = args.texts.iter().map(String::as_str).collect();
     let batch = model.tokenize(&texts)?;
     let mut encoder = Encoder::new(&mut ctx, &model, &backends, EncoderParams::from_env())?;

@@ -71,13 +71,15 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let budgets = args.devices.budgets(&backends)?;
     // The prompt's bytes bound its tokens (and the KV cache the fit counts).
     let fit = FitRequest {
-        n_ctx: args.context.n_ctx(args.prompt.len() + 2 + args.n_predict),
+        n_ctx: args.context.n_ctx(args.prompt.len().saturating_add(2).saturating_add(args.n_predict))?,
         kv_dtype: args.context.kv_dtype()?,
         n_batch: args.prompt.len() + 2,
     };
     let model = match &budgets {
-        Some(budgets) => load_fitted(&args.model, &mut ctx, &backends, budgets, fit, Some(&mut progress)),
-        None => load_decoder(&args.model, &mut ctx, &backends, Some(&mut progress)),
+        Some(budgets) => {
+            load_fitted(&args.model, &mut ctx, &backends, budgets, fit, args.devices.mmap(), Some(&mut progress))
+        }
+        None => load_decoder(&args.model, &mut ctx, &backends, args.devices.mmap(), Some(&mut progress)),
     };
     bar.finish_and_clear();
     let model = model?;
@@ -90,7 +92,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));
     }
-    let n_ctx = args.context.n_ctx(tokens.len() + args.n_predict);
+    let n_ctx = args.context.n_ctx(tokens.len().saturating_add(args.n_predict))?;
     let params = SessionParams { n_ctx, kv_dtype: args.context.kv_dtype()?, ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
     if let Some(budgets) = &budgets {

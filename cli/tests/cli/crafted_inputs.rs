@@ -1,0 +1,135 @@
+//! The `gantry` command on crafted inputs: sizes past the limits on the
+//! command line (`bench -p`, `run -n`) and in a model file (a layer count of
+//! 2^32 − 1 with `--budget`), a chat template that loops, end in an error
+//! naming the flag, key or template, with exit status 1 (no panic, no
+//! abort); `--no-mmap` loads and runs as the mapped file does. The models
+//! are tiny GGUF files written here.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use gantry::DType;
+use gantry::model::gguf::{Array, GgufWriter};
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-cli-crafted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// A one-layer llama of width 32 and vocabulary 8 with `block_count` as given.
+fn tiny_llama(path: &Path, block_count: u32) {
+    let (e, ff, n_vocab) = (32usize, 64usize, 8usize);
+    let mut w = GgufWriter::new();
+    w.add_str("general.architecture", "llama");
+    w.add_u32("llama.embedding_length", e as u32);
+    w.add_u32("llama.block_count", block_count);
+    w.add_u32("llama.attention.head_count", 2);
+    w.add_u32("llama.feed_forward_length", ff as u32);
+    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5);
+    w.add_str("tokenizer.ggml.model", "llama");
+    let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "▁", "a", "b", "c", "d"].map(String::from).to_vec();
+    w.add_array("tokenizer.ggml.tokens", Array::String(tokens));
+    w.add_array("tokenizer.ggml.token_type", Array::I32(vec![2, 3, 3, 1, 1, 1, 1, 1]));
+    w.add_array("tokenizer.ggml.scores", Array::F32(vec![0.0; n_vocab]));
+    let mut tensors = vec![("token_embd.weight".to_string(), vec![e, n_vocab]), ("output_norm.weight".into(), vec![e])];
+    for (n, dims) in [
+        ("attn_norm", vec![e]),
+        ("attn_q", vec![e, e]),
+        ("attn_k", vec![e, e]),
+        ("attn_v", vec![e, e]),
+        ("attn_output", vec![e, e]),
+        ("ffn_norm", vec![e]),
+        ("ffn_gate", vec![e, ff]),
+        ("ffn_up", vec![e, ff]),
+        ("ffn_down", vec![ff, e]),
+    ] {
+        tensors.push((format!("blk.0.{n}.weight"), dims));
+    }
+    for (name, dims) in &tensors {
+        let n: usize = dims.iter().product();
+        let value = |i: usize| if dims.len() == 1 { 1.0f32 } else { ((i % 7) as f32 - 3.0) * 0.01 };
+        w.add_tensor(name, dims, DType::F32, (0..n).flat_map(|i| value(i).to_le_bytes()).collect()).unwrap();
+    }
+    std::fs::write(path, w.to_bytes()).unwrap();
+}
+
+fn gantry(args: &[&str], model: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .args(["--backends", "cpu", "-t", "1", "--model"])
+        .arg(model)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Exit status 1 with `want` in the message: an error, not a panic (101) or an abort (a signal).
+fn assert_error(out: &Output, want: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for w in want {
+        assert!(stderr.contains(w), "no {w:?} in: {stderr}");
+    }
+}
+
+#[test]
+fn lengths_past_the_limits_on_the_command_line_are_errors() {
+    let model = temp_path("tiny.gguf");
+    tiny_llama(&model, 1);
+    let max = usize::MAX.to_string();
+    assert_error(&gantry(&["bench", "-p", &max, "-n", "1", "-r", "1"], &model), &["-p/--n-prompt", &max]);
+    assert_error(&gantry(&["bench", "-p", "1", "-d", "16777216", "-n", "16777216"], &model), &["KV cache"]);
+    assert_error(&gantry(&["bench", "-p", "1", "--parallel", &max], &model), &["--parallel"]);
+    assert_error(&gantry(&["run", "-p", "a", "-n", &max], &model), &["-n/--n-predict"]);
+    assert_error(&gantry(&["run", "-p", "a", "-c", &max], &model), &["-c/--ctx-size"]);
+}
+
+#[test]
+fn a_huge_layer_count_with_a_budget_is_an_error_naming_the_key() {
+    let model = temp_path("blocks.gguf");
+    tiny_llama(&model, u32::MAX);
+    let out = gantry(&["run", "-p", "a", "-n", "1", "--budget", "cpu=1G"], &model);
+    assert_error(&out, &["llama.block_count", &model.display().to_string()]);
+}
+
+#[test]
+fn a_chat_template_that_loops_ends_in_an_error_naming_it() {
+    let model = temp_path("chat.gguf");
+    tiny_llama(&model, 1);
+    let template = temp_path("loop.jinja");
+    std::fs::write(&template, "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}")
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["chat", "--backends", "cpu", "-t", "1", "--chat-template"])
+        .arg(&template)
+        .arg("--model")
+        .arg(&model)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hi\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_error(&out, &["ran out of fuel", &template.display().to_string()]);
+}
+
+#[test]
+fn no_mmap_gives_the_mapped_files_logits() {
+    let model = temp_path("logits.gguf");
+    tiny_llama(&model, 1);
+    let logits = |extra: &[&str], out: &Path| {
+        let mut args = vec!["logits", "-p", "abc", "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let run = gantry(&args, &model);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        std::fs::read(out).unwrap()
+    };
+    let mapped = logits(&[], &temp_path("mapped.bin"));
+    let read = logits(&["--no-mmap"], &temp_path("read.bin"));
+    assert!(!mapped.is_empty());
+    assert_eq!(mapped, read);
+}
