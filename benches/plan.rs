@@ -54,7 +54,10 @@ fn setup(hp: DecoderHparams, n_kv: usize, backend: &Arc<dyn Backend>) -> Setup {
     ctx.set_i32(g.tokens, &[1]).unwrap();
     ctx.set_i32(g.positions, &[n_kv as i32 - 1]).unwrap();
     ctx.set_i32(g.kv_slots, &[n_kv as i32 - 1]).unwrap();
-    ctx.set_f32(g.mask, &vec![0.0; n_kv]).unwrap();
+    // A llama's layers are all global: the graph has the global mask.
+    if let Some(mask) = g.mask {
+        ctx.set_f32(mask, &vec![0.0; n_kv]).unwrap();
+    }
     Setup { ctx, arena, logits: g.logits, sched }
 }
 
