@@ -105,6 +105,9 @@ impl ChatTemplate {
             Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
         });
         env.add_function("strftime_now", |_format: String| -> String { today() });
+        // minijinja's own `range` computes its length unchecked (a step of
+        // i64::MIN, or a negative step across the whole range, overflows).
+        env.add_function("range", range);
         env.set_unknown_method_callback(python_method);
         env.add_template_owned("chat", template.to_owned()).map_err(|e| Error::InvalidModel {
             file: source.to_owned(),
@@ -204,6 +207,31 @@ fn today() -> String {
     let year = yoe + era * 400 + i64::from(month <= 2);
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     format!("{day:02} {} {year}", MONTHS[(month - 1) as usize])
+}
+
+/// The most items `range` gives (minijinja's own bound).
+const MAX_RANGE: i128 = 100_000;
+
+/// Python's `range(stop)`, `range(start, stop[, step])`, as minijinja's,
+/// with its length computed in 128 bits: any `i64` arguments give a list or
+/// an error, never an overflow.
+fn range(lower: i64, upper: Option<i64>, step: Option<i64>) -> std::result::Result<Value, JinjaError> {
+    let (start, end) = match upper {
+        Some(upper) => (i128::from(lower), i128::from(upper)),
+        None => (0, i128::from(lower)),
+    };
+    let step = i128::from(step.unwrap_or(1));
+    let len = match step {
+        0 => return Err(JinjaError::new(ErrorKind::InvalidOperation, "cannot create range with step of 0")),
+        s if s > 0 && end > start => (end - start + s - 1) / s,
+        s if s < 0 && start > end => (start - end - s - 1) / -s,
+        _ => 0,
+    };
+    if len > MAX_RANGE {
+        return Err(JinjaError::new(ErrorKind::InvalidOperation, "range has too many elements"));
+    }
+    // Every item lies between `start` and `end`, both `i64`.
+    Ok(Value::from((0..len).map(|i| (start + i * step) as i64).collect::<Vec<_>>()))
 }
 
 /// The Python methods chat templates call on strings and dicts.
@@ -344,6 +372,26 @@ mod tests {
         assert_eq!(t.render(&[ChatMessage::new("user", "0123456789")], false).unwrap(), "0123456789");
         let err = t.render(&[ChatMessage::new("user", "0123456789!")], false).unwrap_err().to_string();
         assert!(err.contains("chat.jinja") && err.contains("10 bytes"), "{err}");
+    }
+
+    #[test]
+    fn range_follows_python_and_never_overflows() {
+        let t = |src: &str| ChatTemplate::new("t", src, "", "").unwrap().render(&[], false);
+        assert_eq!(t("{{ range(3) | list }}").unwrap(), "[0, 1, 2]");
+        assert_eq!(t("{{ range(1, 7, 2) | list }}").unwrap(), "[1, 3, 5]");
+        assert_eq!(t("{{ range(5, 0, -2) | list }}").unwrap(), "[5, 3, 1]");
+        assert_eq!(t("{{ range(0, 5, -1) | list }}|{{ range(-3) | list }}").unwrap(), "[]|[]");
+        // Found by fuzzing: minijinja's own range negated i64::MIN and
+        // overflowed adding a negative step to the span.
+        for src in [
+            "{{ range(0, 1, -9223372036854775808) | list }}",
+            "{{ range(9223372036854775807, -9223372036854775808, -9223372036854775808) | list }}",
+        ] {
+            assert!(t(src).is_ok(), "{src}");
+        }
+        let err = t("{{ range(9223372036854775807, -9223372036854775808, -2) | list }}").unwrap_err().to_string();
+        assert!(err.contains("too many elements"), "{err}");
+        assert!(t("{{ range(1, 2, 0) }}").unwrap_err().to_string().contains("step of 0"));
     }
 
     #[test]

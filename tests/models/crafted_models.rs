@@ -86,6 +86,12 @@ fn bert_sizes_past_the_limits_are_errors_naming_the_key() {
         let file = dir.join("config.json").display().to_string();
         assert!(err.contains(&file) && err.contains(key) && err.contains("allowed"), "{key}: {err}");
     }
+    // Found by fuzzing: positions below BERT's two special tokens made
+    // `tokenizers` subtract with overflow.
+    let config = bert_config(BERT_H).replace("\"max_position_embeddings\": 8", "\"max_position_embeddings\": 2");
+    let (err, dir) = load_bert_err("bert-few-positions", &config, WORDPIECE, &good);
+    let file = dir.join("tokenizer.json").display().to_string();
+    assert!(err.contains(&file) && err.contains("max_position_embeddings = 2"), "{err}");
     // An empty tensor in the safetensors header with a huge dimension.
     let mut hidden = good.clone();
     hidden.push(("junk".into(), Dtype::F32, vec![0, 1 << 40]));

@@ -9,7 +9,7 @@ use gantry_arenas::GraphArena;
 use gantry_engine::sched::{Scheduler, SchedulerParams};
 use gantry_engine::{Backend, Context, Device, Limits, Mark};
 use half::f16;
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
 use super::{BertConfig, BertGraph, BertWeights, build_bert_graph};
 use crate::model::blocks::{Attention, mask_value};
@@ -92,6 +92,17 @@ fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
     crate::model::regular_file::check_regular(path)?;
     let mut tokenizer = Tokenizer::from_file(path).map_err(|e| bad(format!("not a tokenizer file: {e}")))?;
     tokenizer.with_padding(None);
+    // `tokenizers` subtracts the special tokens from the truncation length
+    // unchecked: a length not above them overflows (a panic, or a huge
+    // length in a release build).
+    let added = tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false));
+    if config.max_position_embeddings <= added {
+        return Err(bad(format!(
+            "config.json's max_position_embeddings = {} leaves no room beside the {added} special tokens the \
+             post-processor adds",
+            config.max_position_embeddings
+        )));
+    }
     let truncation = TruncationParams { max_length: config.max_position_embeddings, ..TruncationParams::default() };
     tokenizer.with_truncation(Some(truncation)).map_err(|e| bad(format!("truncation: {e}")))?;
     let vocab = tokenizer.get_vocab_size(true);
