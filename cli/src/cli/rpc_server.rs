@@ -89,7 +89,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Parses `--max-memory`: a size as `--budget` reads them (`8G`, `512M`, bytes).
 fn parse_memory(text: &str) -> Result<u64, String> {
-    super::budget::parse_size(text).map(|n| n as u64).map_err(|e| e.to_string())
+    // The message without the `model:` prefix of the loaders' error kind.
+    super::budget::parse_size(text).map(|n| n as u64).map_err(|e| match e {
+        Error::Model(message) => message,
+        other => other.to_string(),
+    })
 }
 
 /// Runs the server until the process is stopped.
