@@ -18,10 +18,13 @@
 //! Security model: only clients holding a certificate signed by the
 //! server's `--client-ca` get past the TLS handshake; servers must present a
 //! certificate of the client's authority naming the host dialled. An
-//! authenticated client can use the served devices' memory and compute as
-//! it likes, but never memory outside its own buffers: every message is
-//! decoded against the schema and checked (handles, ranges, the op rules of
-//! each node) first, and a bad one gets an error reply.
+//! authenticated client can use the served devices' memory and compute
+//! within the server's limits (`--max-memory` across all clients, a
+//! `--compute-timeout` per compute, deadlines on handshakes and streams;
+//! docs/remote.md, "The server's limits"), and never memory outside its own
+//! buffers: every message is decoded against the schema and checked
+//! (handles, ranges, shapes, strides whose elements lie apart, the op rules
+//! of each node) first, and a bad one gets an error reply.
 //!
 //! ```no_run
 //! use gantry_remote::{RemoteConfig, RemotePlatform};

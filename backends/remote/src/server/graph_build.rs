@@ -22,7 +22,9 @@
 //! built, in memory that belongs to the client's buffers.
 
 use gantry_engine::tensor::MAX_DIMS;
-use gantry_engine::{BufferId, Context, DType, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags, TensorId};
+use gantry_engine::{
+    BufferId, Context, DType, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags, TensorId, TensorLayout,
+};
 
 use crate::wire::{Limits, WireGraph, WireLocation, WireTensor};
 
@@ -115,8 +117,19 @@ fn extent(dtype: DType, ne: &[usize; MAX_DIMS], nb: &[usize; MAX_DIMS]) -> Optio
 /// Checks `t`'s shape against the shared bounds: a zero dimension counts as
 /// one, so `[0, 2^60, 1, 1]` is refused instead of taken as empty and then
 /// looped over by a kernel that walks its rows.
+///
+/// And no two of its elements may lie at one byte (a stride of zero, or
+/// smaller than the dimensions below span): a view of 16 KiB whose rows all
+/// alias would let a product over 2^36 elements run for hours on bytes the
+/// client never had to send or pay for in memory. With elements apart, the
+/// work of a node is bounded by the memory its sources really hold.
 fn check_shape(i: usize, t: &WireTensor<'_>, limits: &Limits) -> Result<()> {
-    limits.shapes().check_shape(&t.ne).map(drop).map_err(|reason| invalid(i, t, reason))
+    limits.shapes().check_shape(&t.ne).map_err(|reason| invalid(i, t, reason))?;
+    let layout = TensorLayout { dtype: t.dtype, ne: t.ne, nb: t.nb };
+    if layout.overlaps_itself() {
+        return Err(invalid(i, t, format!("strides {:?} put several elements of shape {:?} at one byte", t.nb, t.ne)));
+    }
+    Ok(())
 }
 
 /// Checks a layout on its own terms and returns its extent in bytes.
@@ -578,6 +591,32 @@ mod tests {
         let mut small = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
         small.ne = [0, 16, 1, 1];
         assert!(build(&mut ctx, b, vec![small]).is_ok());
+    }
+
+    #[test]
+    fn elements_at_one_byte_are_refused() {
+        let (mut ctx, b) = session();
+        // 2^24 rows of 4096 floats, every row at the same 16 KiB: a product
+        // over it would run for long on bytes the client never held.
+        let mut aliased = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        aliased.ne = [1024, 1 << 24, 1, 1];
+        aliased.nb = [4, 0, 0, 0];
+        let err = build(&mut ctx, b, vec![aliased]).unwrap_err().to_string();
+        assert!(err.contains("tensor 0") && err.contains("at one byte"), "{err}");
+        // Rows overlapping by half, and a zero stride along a row.
+        let mut half = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        half.ne = [8, 4, 1, 1];
+        half.nb = [4, 16, 64, 64];
+        assert!(build(&mut ctx, b, vec![half]).unwrap_err().to_string().contains("at one byte"));
+        let mut flat = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        flat.ne = [64, 1, 1, 1];
+        flat.nb = [0, 0, 0, 0];
+        assert!(build(&mut ctx, b, vec![flat]).unwrap_err().to_string().contains("at one byte"));
+        // A transposed layout puts each element at its own bytes: fine.
+        let mut transposed = tensor(DType::F32, [1, 1, 1, 1], Op::None, &[], Some((7, 0)));
+        transposed.ne = [4, 8, 1, 1];
+        transposed.nb = [32, 4, 128, 128];
+        assert!(build(&mut ctx, b, vec![transposed]).is_ok());
     }
 
     #[test]
