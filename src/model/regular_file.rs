@@ -19,6 +19,27 @@ pub(crate) fn check_regular(path: &Path) -> Result<()> {
     Err(Error::InvalidModel { file, reason: format!("{what}: model files are read from regular files") })
 }
 
+/// The whole regular file at `path`, read into memory (`--no-mmap`), with
+/// its name for errors. The memory is reserved fallibly: a file larger than
+/// the memory is an error naming it, not an abort.
+pub(crate) fn read_regular(path: &Path) -> Result<(String, Vec<u8>)> {
+    let name = path.display().to_string();
+    check_regular(path)?;
+    let io = |what: &str| {
+        let context = format!("{what} {name}");
+        move |source| Error::Io { context, source }
+    };
+    let mut file = std::fs::File::open(path).map_err(io("opening"))?;
+    let len = file.metadata().map_err(io("reading the size of"))?.len();
+    let mut bytes = Vec::new();
+    usize::try_from(len).ok().and_then(|len| bytes.try_reserve_exact(len).ok()).ok_or_else(|| Error::InvalidModel {
+        file: name.clone(),
+        reason: format!("{len} bytes do not fit in memory"),
+    })?;
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io("reading"))?;
+    Ok((name, bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,20 +85,7 @@ impl SafetensorsFile {
     /// (`--no-mmap`): the file may then change underneath without harm. The
     /// memory is reserved fallibly (a file larger than memory is an error).
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        crate::model::regular_file::check_regular(path)?;
-        let io = |what: &str| {
-            let context = format!("{what} {name}");
-            move |source| Error::Io { context, source }
-        };
-        let mut file = File::open(path).map_err(io("opening"))?;
-        let len = file.metadata().map_err(io("reading the size of"))?.len();
-        let mut bytes = Vec::new();
-        usize::try_from(len).ok().and_then(|len| bytes.try_reserve_exact(len).ok()).ok_or_else(|| {
-            Error::InvalidModel { file: name.clone(), reason: format!("{len} bytes do not fit in memory") }
-        })?;
-        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io("reading"))?;
+        let (name, bytes) = crate::model::regular_file::read_regular(path.as_ref())?;
         Self::from_vec(name, bytes)
     }
 
