@@ -14,6 +14,8 @@ pub mod gemma3;
 pub mod gguf;
 pub mod llama;
 pub(crate) mod load;
+pub mod qwen2;
+pub mod qwen3;
 mod regular_file;
 pub mod safetensors;
 pub mod sampler;

@@ -11,9 +11,12 @@
 //! - [`fill`], [`max_abs_diff`], [`reference_dir`], [`repo_root`]
 //!   (`GANTRY_REPO_ROOT`), [`TINY_LLAMA`]: what the integration tests share;
 //! - [`smollm2`]: llama.cpp's reference results for SmolLM2 and their
-//!   tolerances, for every test running the model.
+//!   tolerances, for every test running the model;
+//! - [`seeded_model`]: seeded random-weight GGUF files of each decoder
+//!   family, whose llama.cpp logits are stored in `tests/data/families/`.
 
 mod planned_llama;
+pub mod seeded_model;
 pub mod smollm2;
 
 pub use gantry_backends::testing as backends;

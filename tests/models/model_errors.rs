@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use gantry::backends::cpu::CpuDevice;
 use gantry::model::bert::{BertModel, Encoder, EncoderParams};
 use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
-use gantry::model::gguf::{Array, GgufWriter};
+use gantry::model::gguf::{Array, GgufWriter, Value};
 use gantry::{Backend, Context, DType, Device};
 use safetensors::Dtype;
 
@@ -165,6 +165,62 @@ fn gguf_models_that_cannot_load_name_the_file_and_key() {
             w.add_f32(key, value);
         });
         assert!(err.contains(&file) && err.contains(key) && err.contains("finite number above zero"), "{err}");
+    }
+}
+
+/// Every tensor and every architecture key of a file is accounted for: one
+/// the family would not use, or a key that changes the math and is not
+/// implemented, fails the load naming it — never a model computed without it.
+#[test]
+fn a_file_is_never_computed_without_a_part_it_has() {
+    let f32_tensor = |name: &str, dims: Vec<usize>| (name.to_owned(), dims, DType::F32);
+    for (case, extra) in [
+        ("output_bias", f32_tensor("blk.0.attn_output.bias", vec![N_EMBD])),
+        ("layer_past_block_count", f32_tensor("blk.1.attn_norm.weight", vec![N_EMBD])),
+        ("another_family", f32_tensor("blk.0.post_ffw_norm.weight", vec![N_EMBD])),
+    ] {
+        let name = extra.0.clone();
+        let (err, file) = load_gguf_err(case, "llama", move |t, _| t.push(extra.clone()));
+        assert!(err.contains(&file) && err.contains(&format!("'{name}'")) && err.contains("no role"), "{err}");
+    }
+
+    let (err, file) = load_gguf_err("short_rope_factors", "llama", |t, _| t.push(f32_tensor("rope_freqs.weight", vec![3])));
+    assert!(err.contains(&file) && err.contains("'rope_freqs.weight' has shape"), "{err}");
+
+    let (err, file) = load_gguf_err("qwen2_without_biases", "qwen2", |_, _| {});
+    assert!(err.contains(&file) && err.contains("'blk.0.attn_q.bias' is missing"), "{err}");
+
+    for (case, key, value, says) in [
+        ("sliding_window", "llama.attention.sliding_window", Value::U32(4096), "not implemented for llama"),
+        ("yarn", "llama.rope.scaling.type", Value::String("yarn".into()), "\"yarn\" is not implemented"),
+        ("experts", "llama.expert_count", Value::U32(8), "mixture-of-experts"),
+        ("partial_rope", "llama.rope.dimension_count", Value::U32(8), "rope over 8"),
+        ("value_heads", "llama.attention.value_length", Value::U32(32), "value heads of 32"),
+        ("softcap", "llama.final_logit_softcapping", Value::F32(30.0), "not implemented for llama"),
+    ] {
+        let (err, file) = load_gguf_err(case, "llama", move |_, w| {
+            w.add(key, value.clone());
+        });
+        assert!(err.contains(&file) && err.contains(key) && err.contains(says), "{case}: {err}");
+    }
+
+    // What the keys say and Gantry computes loads: linear scaling, scaling
+    // "none" with a factor it ignores, zero experts.
+    for (key, value) in [
+        ("llama.rope.scaling.type", Value::String("linear".into())),
+        ("llama.rope.scaling.type", Value::String("none".into())),
+        ("llama.expert_count", Value::U32(0)),
+        ("llama.rope.dimension_count", Value::U32(16)),
+    ] {
+        let path = temp_dir("gguf").join("keys_that_load.gguf");
+        tiny_llama(&path, "llama", move |_, w| {
+            w.add(key, value.clone());
+            w.add_f32("llama.rope.scaling.factor", 4.0);
+        });
+        let mut ctx = Context::new();
+        let model = DecoderModel::load(&path, &mut ctx, &cpu(), None).unwrap_or_else(|e| panic!("{key}: {e}"));
+        let none = key == "llama.rope.scaling.type" && model.hp.rope_freq_scale == 1.0;
+        assert!(none || model.hp.rope_freq_scale == 0.25, "{key}: rope scale {}", model.hp.rope_freq_scale);
     }
 }
 

@@ -29,8 +29,15 @@ impl RopeSpec {
         }
     }
 
-    /// Rotates `x` (`[head_dim, n_head, n_tokens]`) at the I32 `positions`.
-    pub fn apply(&self, ctx: &mut Context, x: TensorId, positions: TensorId) -> Result<TensorId> {
-        Ok(ctx.rope(x, positions, None, self.params())?)
+    /// Rotates `x` (`[head_dim, n_head, n_tokens]`) at the I32 `positions`;
+    /// `factors` (F32 `[n_dims / 2]`), where given, divide each pair's frequency.
+    pub fn apply(
+        &self,
+        ctx: &mut Context,
+        x: TensorId,
+        positions: TensorId,
+        factors: Option<TensorId>,
+    ) -> Result<TensorId> {
+        Ok(ctx.rope(x, positions, factors, self.params())?)
     }
 }

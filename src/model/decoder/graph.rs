@@ -4,7 +4,7 @@ use gantry_engine::{Context, DType, Limits, TensorId};
 
 use super::weights::decoder_norm;
 use super::{DecoderHparams, DecoderWeights, KvCache};
-use crate::model::blocks::{Attention, AttentionSpec, attend, feed_forward, normalize};
+use crate::model::blocks::{Attention, AttentionSpec, attend, feed_forward, linear, normalize};
 use crate::{Error, Result};
 
 /// Which positions get logits.
@@ -76,8 +76,9 @@ fn input(ctx: &mut Context, dtype: DType, shape: &[usize], name: &str) -> Result
 
 /// Builds the forward pass of a decoder model (llama.cpp's `llm_build_llama`,
 /// `llm_build_gemma3_iswa`): embeddings (scaled where the model says),
-/// then per layer a norm, Q/K/V projections, per-head Q/K norms where the
-/// model has them, the layer's rope, the new keys and values stored into the
+/// then per layer a norm, Q/K/V projections (with biases where the model
+/// has them), per-head Q/K norms where the
+/// model has them, the layer's rope (with the model's frequency factors), the new keys and values stored into the
 /// cache with SET_ROWS, grouped-query attention over the first `n_kv` cache
 /// cells with the layer's mask (global or sliding window; flash or explicit,
 /// [`Attention`]), output projection, a post-norm where the model has one,
@@ -147,21 +148,21 @@ pub fn build_decoder_graph(
         let cur = normalize(ctx, x, &decoder_norm(hp, lw.attn_norm))?;
         name(ctx, cur, "attn_norm")?;
 
-        let q = ctx.mul_mat(lw.wq, cur)?;
+        let q = linear(ctx, lw.wq, lw.bq, cur)?;
         let mut q = ctx.reshape(q, [hd, nh, n_tokens])?;
         if let Some(qn) = lw.attn_q_norm {
             q = normalize(ctx, q, &decoder_norm(hp, qn))?;
         }
-        let q = rope.apply(ctx, q, positions)?;
+        let q = rope.apply(ctx, q, positions, w.rope_freqs)?;
         name(ctx, q, "Qcur")?;
-        let k = ctx.mul_mat(lw.wk, cur)?;
+        let k = linear(ctx, lw.wk, lw.bk, cur)?;
         let mut k = ctx.reshape(k, [hd, nkv, n_tokens])?;
         if let Some(kn) = lw.attn_k_norm {
             k = normalize(ctx, k, &decoder_norm(hp, kn))?;
         }
-        let k = rope.apply(ctx, k, positions)?;
+        let k = rope.apply(ctx, k, positions, w.rope_freqs)?;
         name(ctx, k, "Kcur")?;
-        let v = ctx.mul_mat(lw.wv, cur)?;
+        let v = linear(ctx, lw.wv, lw.bv, cur)?;
         name(ctx, v, "Vcur")?;
 
         let k_rows = ctx.reshape(k, [kv_width, n_tokens])?;

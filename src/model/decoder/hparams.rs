@@ -59,6 +59,13 @@ pub struct DecoderHparams {
     pub swa_pattern: usize,
     /// Rope frequency base of sliding-window layers.
     pub rope_base_swa: f32,
+    /// Biases on the query, key and value projections (Qwen 2; optional in
+    /// llama files).
+    pub qkv_bias: bool,
+    /// Per-pair rope frequency factors (`rope_freqs.weight`, Llama 3's
+    /// long-context scaling): each pair's frequency is divided by its
+    /// factor, in every layer.
+    pub rope_factors: bool,
 }
 
 impl DecoderHparams {
@@ -88,6 +95,8 @@ impl DecoderHparams {
         sliding_window: 0,
         swa_pattern: 0,
         rope_base_swa: 10000.0,
+        qkv_bias: false,
+        rope_factors: false,
     };
 
     /// Whether layer `l` attends over a sliding window.

@@ -7,6 +7,7 @@
 //! families (`model::llama`, `model::gemma3`) read the configuration from
 //! their files.
 
+mod arch_keys;
 mod batch;
 mod fit;
 mod graph;

@@ -6,16 +6,17 @@ use std::path::Path;
 
 use gantry_engine::{Context, Device};
 
+use super::arch_keys::check_arch_keys;
 use super::{DecoderHparams, DecoderWeights};
 use crate::model::gguf::Gguf;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::{
-    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, WeightsFile, gemma3, llama, load_tensors,
+    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, WeightsFile, gemma3, llama, load_tensors, qwen2, qwen3,
 };
 use crate::{Error, Result};
 
 /// The decoder families Gantry reads from GGUF files, by `general.architecture`.
-pub const DECODER_ARCHITECTURES: [&str; 2] = ["llama", "gemma3"];
+pub const DECODER_ARCHITECTURES: [&str; 4] = ["llama", "qwen2", "qwen3", "gemma3"];
 
 /// A GGUF decoder model loaded into a context: hyperparameters, weights
 /// (over the file mapping where the device can read it), and the tokenizer.
@@ -35,11 +36,16 @@ pub struct DecoderModel {
 impl DecoderHparams {
     /// Reads the hyperparameters of a GGUF file of one of the
     /// [`DECODER_ARCHITECTURES`]; another architecture is an error naming the
-    /// file and `general.architecture`.
+    /// file and `general.architecture`. So is any `{arch}.*` key the family
+    /// does not read, and any value of one it computes only in part (a rope
+    /// scaling type other than linear, experts, partial rope): never a
+    /// model computed without what its file says.
     pub fn from_gguf(gguf: &Gguf) -> Result<Self> {
-        let hp = match gguf.architecture()? {
-            "llama" => llama::hparams_from_gguf(gguf)?,
-            "gemma3" => gemma3::hparams_from_gguf(gguf)?,
+        let (hp, family_keys) = match gguf.architecture()? {
+            "llama" => (llama::hparams_from_gguf(gguf)?, llama::KEYS),
+            "qwen2" => (qwen2::hparams_from_gguf(gguf)?, qwen2::KEYS),
+            "qwen3" => (qwen3::hparams_from_gguf(gguf)?, qwen3::KEYS),
+            "gemma3" => (gemma3::hparams_from_gguf(gguf)?, gemma3::KEYS),
             other => {
                 return Err(Error::InvalidModel {
                     file: gguf.source().to_owned(),
@@ -51,6 +57,7 @@ impl DecoderHparams {
             }
         };
         hp.validate().map_err(|e| Error::InvalidModel { file: gguf.source().to_owned(), reason: e.to_string() })?;
+        check_arch_keys(gguf, &hp, family_keys)?;
         Ok(hp)
     }
 }

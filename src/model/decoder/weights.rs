@@ -21,6 +21,12 @@ pub struct LayerWeights {
     pub wv: TensorId,
     /// Attention output projection, `[n_head * head_dim, n_embd]`.
     pub wo: TensorId,
+    /// Query bias, `[n_head * head_dim]` (`qkv_bias`).
+    pub bq: Option<TensorId>,
+    /// Key bias, `[n_head_kv * head_dim]` (`qkv_bias`).
+    pub bk: Option<TensorId>,
+    /// Value bias, `[n_head_kv * head_dim]` (`qkv_bias`).
+    pub bv: Option<TensorId>,
     /// Norm of each query head, `[head_dim]` (`qk_norm`).
     pub attn_q_norm: Option<TensorId>,
     /// Norm of each key head, `[head_dim]` (`qk_norm`).
@@ -67,6 +73,8 @@ pub struct DecoderWeights {
     pub output_norm: TensorId,
     /// Output projection `[n_embd, n_vocab]`; the token embeddings when tied.
     pub output: TensorId,
+    /// Rope frequency factors, F32 `[head_dim / 2]` (`rope_factors`).
+    pub rope_freqs: Option<TensorId>,
     /// The blocks.
     pub layers: Vec<LayerWeights>,
 }
@@ -74,16 +82,23 @@ pub struct DecoderWeights {
 impl DecoderWeights {
     /// Finds the weights by their GGUF names (`token_embd.weight`,
     /// `blk.N.attn_q.weight`, ...) in the tensors of `file` and checks every
-    /// shape against `hp`; the optional norms are required exactly when `hp`
-    /// says the model has them. A missing `output.weight` means the output
-    /// is tied to the embeddings. Errors name the file and the tensor.
+    /// shape against `hp`; the optional tensors (norms, biases, rope
+    /// factors) are required exactly when `hp` says the model has them. A
+    /// missing `output.weight` means the output is tied to the embeddings.
+    ///
+    /// Every tensor of the file must have a role: one the model would not
+    /// use (an `attn_output.bias`, a tensor of another family, a layer past
+    /// `block_count`) is an error naming it, never silently left out of the
+    /// computation. Errors name the file and the tensor.
     pub fn from_names(
         ctx: &Context,
         file: &str,
         names: &HashMap<String, TensorId>,
         hp: &DecoderHparams,
     ) -> Result<Self> {
+        let used = std::cell::RefCell::new(hashbrown::HashSet::with_capacity(names.len()));
         let get = |name: &str, shape: &[usize]| -> Result<TensorId> {
+            used.borrow_mut().insert(name.to_owned());
             let t = *names.get(name).ok_or_else(|| Error::InvalidModel {
                 file: file.to_owned(),
                 reason: format!("tensor '{name}' is missing ({} needs it)", hp.arch),
@@ -100,16 +115,23 @@ impl DecoderWeights {
             Some(_) => get("output.weight", &[e, hp.n_vocab])?,
             None => tok_embd,
         };
+        let rope_freqs = hp.rope_factors.then(|| get("rope_freqs.weight", &[hp.head_dim / 2])).transpose()?;
         let layers = (0..hp.n_layer)
             .map(|l| {
                 let n = |s: &str| format!("blk.{l}.{s}.weight");
                 let opt = |present: bool, s: &str, shape: &[usize]| present.then(|| get(&n(s), shape)).transpose();
+                let bias = |s: &str, width: usize| {
+                    hp.qkv_bias.then(|| get(&format!("blk.{l}.{s}.bias"), &[width])).transpose()
+                };
                 Ok(LayerWeights {
                     attn_norm: get(&n("attn_norm"), &[e])?,
                     wq: get(&n("attn_q"), &[e, q])?,
                     wk: get(&n("attn_k"), &[e, kv])?,
                     wv: get(&n("attn_v"), &[e, kv])?,
                     wo: get(&n("attn_output"), &[q, e])?,
+                    bq: bias("attn_q", q)?,
+                    bk: bias("attn_k", kv)?,
+                    bv: bias("attn_v", kv)?,
                     attn_q_norm: opt(hp.qk_norm, "attn_q_norm", &[hp.head_dim])?,
                     attn_k_norm: opt(hp.qk_norm, "attn_k_norm", &[hp.head_dim])?,
                     attn_post_norm: opt(hp.post_norms, "post_attention_norm", &[e])?,
@@ -121,7 +143,23 @@ impl DecoderWeights {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { tok_embd, output_norm: get("output_norm.weight", &[e])?, output, layers })
+        let output_norm = get("output_norm.weight", &[e])?;
+        let used = used.into_inner();
+        let mut unused: Vec<&str> = names.keys().map(String::as_str).filter(|n| !used.contains(*n)).collect();
+        if !unused.is_empty() {
+            unused.sort_unstable();
+            let shown = unused.iter().take(4).map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
+            let more = if unused.len() > 4 { format!(" and {} more", unused.len() - 4) } else { String::new() };
+            return Err(Error::InvalidModel {
+                file: file.to_owned(),
+                reason: format!(
+                    "tensor {shown}{more} has no role in a {} model as Gantry builds it; refusing to load rather \
+                     than compute without it",
+                    hp.arch
+                ),
+            });
+        }
+        Ok(Self { tok_embd, output_norm, output, rope_freqs, layers })
     }
 
     /// Creates every weight (unallocated), named as in GGUF files: matrices in
@@ -136,9 +174,15 @@ impl DecoderWeights {
         };
         let tok_embd = make("token_embd.weight".into(), embd_dtype, &[e, hp.n_vocab])?;
         let output_norm = make("output_norm.weight".into(), DType::F32, &[e])?;
+        let rope_freqs =
+            hp.rope_factors.then(|| make("rope_freqs.weight".into(), DType::F32, &[hp.head_dim / 2])).transpose()?;
         let mut layers = Vec::with_capacity(hp.n_layer);
         for l in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{l}.{s}.weight");
+            let mut bias = |s: &str, width: usize| -> Result<Option<TensorId>> {
+                hp.qkv_bias.then(|| make(format!("blk.{l}.{s}.bias"), DType::F32, &[width])).transpose()
+            };
+            let (bq, bk, bv) = (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?);
             let mut opt = |present: bool, s: &str, width: usize| -> Result<Option<TensorId>> {
                 present.then(|| make(n(s), DType::F32, &[width])).transpose()
             };
@@ -152,6 +196,9 @@ impl DecoderWeights {
                 wk: make(n("attn_k"), dtype, &[e, kv])?,
                 wv: make(n("attn_v"), dtype, &[e, kv])?,
                 wo: make(n("attn_output"), dtype, &[q, e])?,
+                bq,
+                bk,
+                bv,
                 attn_q_norm,
                 attn_k_norm,
                 attn_post_norm,
@@ -162,7 +209,7 @@ impl DecoderWeights {
                 ffn_post_norm,
             });
         }
-        Ok(Self { tok_embd, output_norm, output: tok_embd, layers })
+        Ok(Self { tok_embd, output_norm, output: tok_embd, rope_freqs, layers })
     }
 
     /// Every weight tensor, each once.
@@ -171,8 +218,10 @@ impl DecoderWeights {
         if self.output != self.tok_embd {
             v.push(self.output);
         }
+        v.extend(self.rope_freqs);
         for l in &self.layers {
             v.extend([l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate, l.w_up, l.w_down]);
+            v.extend([l.bq, l.bk, l.bv].into_iter().flatten());
             v.extend([l.attn_q_norm, l.attn_k_norm, l.attn_post_norm, l.ffn_post_norm].into_iter().flatten());
         }
         v
@@ -190,6 +239,9 @@ impl DecoderWeights {
                 wk: f(l.wk),
                 wv: f(l.wv),
                 wo: f(l.wo),
+                bq: l.bq.map(&f),
+                bk: l.bk.map(&f),
+                bv: l.bv.map(&f),
                 attn_q_norm: l.attn_q_norm.map(&f),
                 attn_k_norm: l.attn_k_norm.map(&f),
                 attn_post_norm: l.attn_post_norm.map(&f),
@@ -200,7 +252,13 @@ impl DecoderWeights {
                 ffn_post_norm: l.ffn_post_norm.map(&f),
             })
             .collect();
-        Self { tok_embd: f(self.tok_embd), output_norm: f(self.output_norm), output: f(self.output), layers }
+        Self {
+            tok_embd: f(self.tok_embd),
+            output_norm: f(self.output_norm),
+            output: f(self.output),
+            rope_freqs: self.rope_freqs.map(&f),
+            layers,
+        }
     }
 
     /// Fills every weight with seeded random values suited to a stable

@@ -21,6 +21,15 @@ pub const DEFAULT_SWA_PATTERN: usize = 6;
 /// (`gemma3.rope.freq_base_swa`; llama.cpp's default).
 pub const DEFAULT_ROPE_BASE_SWA: f32 = 10000.0;
 
+/// The `gemma3.*` keys this family reads beyond the common ones.
+pub const KEYS: &[&str] = &[
+    "attention.sliding_window",
+    "attention.sliding_window_pattern",
+    "rope.freq_base_swa",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+];
+
 /// Reads a `gemma3` GGUF file's hyperparameters. The converter stores the
 /// norms' weights as `1 + w`, so they are plain RMS norms here.
 pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {

@@ -307,6 +307,11 @@ impl Gguf {
 
     // ---- tensors ---------------------------------------------------------------
 
+    /// Whether the file has a tensor named `name`.
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.tensors().iter().any(|t| t.name == name)
+    }
+
     /// Every tensor info, in file order.
     pub fn tensors(&self) -> &[TensorInfo] {
         &self.tensors

@@ -8,7 +8,14 @@ use crate::model::gguf::Gguf;
 use crate::{Error, Result};
 use gantry_engine::{Limits, RopeMode};
 
-/// Reads a `llama` GGUF file's hyperparameters (`llama.embedding_length`, ...).
+/// The `llama.*` keys this family reads beyond the common ones
+/// ([`crate::model::decoder`]'s accounting refuses any other).
+pub const KEYS: &[&str] = &[];
+
+/// Reads a `llama` GGUF file's hyperparameters (`llama.embedding_length`,
+/// ...). Two parts are the file's choice, as in llama.cpp: Llama 3's rope
+/// frequency factors (`rope_freqs.weight`) and biases on the Q/K/V
+/// projections (`blk.N.attn_q.bias`, ...).
 pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
     let shape = common_shape(gguf)?;
     Ok(DecoderHparams {
@@ -17,6 +24,8 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         ffn: FeedForwardKind::Swiglu,
         rope_mode: RopeMode::Normal,
         rope_base: gguf.get_arch_positive("rope.freq_base")?.unwrap_or(10000.0),
+        rope_factors: gguf.has_tensor("rope_freqs.weight"),
+        qkv_bias: gguf.has_tensor("blk.0.attn_q.bias"),
         ..shape
     })
 }
@@ -56,7 +65,12 @@ pub(crate) fn common_shape(gguf: &Gguf) -> Result<DecoderHparams> {
         rms_eps: gguf
             .get_arch_positive("attention.layer_norm_rms_epsilon")?
             .map_or_else(|| gguf.get_arch("attention.layer_norm_rms_epsilon"), Ok)?,
-        rope_freq_scale: gguf.get_arch_positive("rope.scaling.factor")?.map_or(1.0, |f| 1.0 / f),
+        // Linear scaling by the factor (llama.cpp's default type); scaling
+        // type "none" never scales, whatever the factor says.
+        rope_freq_scale: match gguf.get_arch_opt::<&str>("rope.scaling.type")? {
+            Some("none") => 1.0,
+            _ => gguf.get_arch_positive("rope.scaling.factor")?.map_or(1.0, |f| 1.0 / f),
+        },
         n_ctx_train: gguf.get_arch_count("context_length", l.max_context)?.unwrap_or(2048),
         ..DecoderHparams::SMOLLM2_135M
     })

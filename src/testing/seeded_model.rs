@@ -1,0 +1,305 @@
+//! Seeded random-weight GGUF files of each decoder family, in llama.cpp's
+//! layout for it (tensor names, metadata keys), written with Gantry's own
+//! GGUF writer and quantizer. llama.cpp's logits on the same files are
+//! stored under `tests/data/families/` (`scripts/family_logits_llamacpp.py`),
+//! so a family is checked against an independent engine without downloading
+//! a model. The same `SeededModel` always gives the same bytes.
+//!
+//! Weights are scaled so that every part visibly moves the logits: biases,
+//! Q/K norms and rope factors far from neutral, attention sharp, the
+//! logits spread over several nats. [`SeededModel::neutral`] writes one
+//! part neutral instead (biases zero, norms and factors one), to show that
+//! the comparison would catch an engine that ignored it.
+
+use gantry_engine::{DType, SplitMix64, quant::quantize_row};
+
+use crate::model::gguf::{Array, GgufWriter};
+use crate::model::tokenizer::byte_to_char;
+use crate::{Error, Result};
+
+/// The families the seeded models cover, by how llama.cpp lays them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SeededFamily {
+    /// `llama`: RMS norms, adjacent-pair rope, SwiGLU, an untied output matrix.
+    Llama,
+    /// `llama` with Llama 3's rope frequency factors (`rope_freqs.weight`).
+    Llama3,
+    /// `qwen2`: biases on the Q/K/V projections, neox rope, tied output.
+    Qwen2,
+    /// `qwen3`: RMS norms on each query and key head, a head width that is
+    /// not the model width over the heads, neox rope, tied output.
+    Qwen3,
+}
+
+/// A part of a model that [`SeededModel::neutral`] can make a no-op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// `rope_freqs.weight`: all ones.
+    RopeFactors,
+    /// `attn_{q,k,v}.bias`: all zeros.
+    AttnBias,
+    /// `attn_{q,k}_norm.weight`: all ones.
+    QkNorm,
+}
+
+/// The token ids every seeded model's reference is computed on (no BOS;
+/// some ids repeat, so attention sees equal keys at different positions).
+pub const SEEDED_PROMPT: [u32; 17] = [300, 72, 101, 270, 111, 32, 263, 119, 180, 114, 300, 100, 33, 290, 311, 72, 58];
+
+/// The matrix types each family's references are stored for.
+pub const SEEDED_DTYPES: [DType; 3] = [DType::F32, DType::Q8_0, DType::Q4_K];
+
+/// Vocabulary size of every seeded model: 256 byte tokens, merges, two specials.
+pub const SEEDED_VOCAB: usize = 320;
+
+impl SeededFamily {
+    /// Every family, in a fixed order.
+    pub const ALL: [Self; 4] = [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3];
+
+    /// A short name for files and messages (`llama3`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Llama3 => "llama3",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+        }
+    }
+
+    /// `general.architecture`.
+    pub fn arch(self) -> &'static str {
+        match self {
+            Self::Llama | Self::Llama3 => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+        }
+    }
+
+    /// The parts of this family beyond plain llama's.
+    pub fn parts(self) -> &'static [Part] {
+        match self {
+            Self::Llama => &[],
+            Self::Llama3 => &[Part::RopeFactors],
+            Self::Qwen2 => &[Part::AttnBias],
+            Self::Qwen3 => &[Part::QkNorm],
+        }
+    }
+
+    fn head_dim(self) -> usize {
+        if self == Self::Qwen3 { 128 } else { 64 }
+    }
+
+    fn pre_tokenizer(self) -> &'static str {
+        match self {
+            Self::Llama => "smollm",
+            Self::Llama3 => "llama-bpe",
+            Self::Qwen2 | Self::Qwen3 => "qwen2",
+        }
+    }
+
+    fn rope_base(self) -> f32 {
+        match self {
+            Self::Llama => 10_000.0,
+            Self::Llama3 => 500_000.0,
+            Self::Qwen2 | Self::Qwen3 => 1_000_000.0,
+        }
+    }
+}
+
+/// The sizes every seeded model shares: every matrix row a whole number of
+/// 256-wide K-quant blocks.
+const N_EMBD: usize = 256;
+const N_LAYER: usize = 2;
+const N_HEAD: usize = 4;
+const N_HEAD_KV: usize = 2;
+const N_FF: usize = 512;
+
+/// One seeded model file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SeededModel {
+    /// The family.
+    pub family: SeededFamily,
+    /// Type of every matrix (embeddings and output included); norms, biases
+    /// and rope factors are F32.
+    pub dtype: DType,
+    /// Seeds the weights.
+    pub seed: u64,
+    /// A part written neutral, or `None`.
+    pub neutral: Option<Part>,
+}
+
+impl SeededModel {
+    /// The model of `family` in `dtype` with the seed the stored references use.
+    pub fn new(family: SeededFamily, dtype: DType) -> Self {
+        Self { family, dtype, seed: 0x5EED_0037, neutral: None }
+    }
+
+    /// The file's stem for this model (`qwen2-q8_0`), as the references are named.
+    pub fn stem(&self) -> String {
+        format!("{}-{}", self.family.name(), self.dtype.to_string().to_lowercase())
+    }
+
+    /// The GGUF file's bytes.
+    pub fn to_gguf(&self) -> Result<Vec<u8>> {
+        let f = self.family;
+        let arch = f.arch();
+        let hd = f.head_dim();
+        let mut w = GgufWriter::new();
+        w.add_str("general.architecture", arch);
+        w.add_str("general.name", &format!("seeded {}", self.stem()));
+        let key = |s: &str| format!("{arch}.{s}");
+        w.add_u32(&key("context_length"), 512);
+        w.add_u32(&key("embedding_length"), N_EMBD as u32);
+        w.add_u32(&key("block_count"), N_LAYER as u32);
+        w.add_u32(&key("feed_forward_length"), N_FF as u32);
+        w.add_u32(&key("attention.head_count"), N_HEAD as u32);
+        w.add_u32(&key("attention.head_count_kv"), N_HEAD_KV as u32);
+        w.add_f32(&key("attention.layer_norm_rms_epsilon"), 1e-6);
+        w.add_f32(&key("rope.freq_base"), f.rope_base());
+        w.add_u32(&key("rope.dimension_count"), hd as u32);
+        w.add_u32(&key("vocab_size"), SEEDED_VOCAB as u32);
+        if f == SeededFamily::Qwen3 {
+            w.add_u32(&key("attention.key_length"), hd as u32);
+            w.add_u32(&key("attention.value_length"), hd as u32);
+        }
+        add_vocabulary(&mut w, f.pre_tokenizer());
+
+        let mut rng = SplitMix64::new(self.seed);
+        let neutral = |p: Part| self.neutral == Some(p);
+        let (q, kv) = (N_HEAD * hd, N_HEAD_KV * hd);
+        let mut tensors = Tensors { w: &mut w, rng: &mut rng, dtype: self.dtype };
+        tensors.matrix("token_embd.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
+        tensors.vector("output_norm.weight", N_EMBD, Fill::AroundOne(0.2), false)?;
+        if matches!(f, SeededFamily::Llama | SeededFamily::Llama3) {
+            tensors.matrix("output.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
+        }
+        if f.parts().contains(&Part::RopeFactors) {
+            tensors.vector("rope_freqs.weight", hd / 2, Fill::Range(0.25, 4.0), neutral(Part::RopeFactors))?;
+        }
+        for l in 0..N_LAYER {
+            let n = |s: &str| format!("blk.{l}.{s}");
+            tensors.vector(&n("attn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
+            tensors.matrix(&n("attn_q.weight"), [N_EMBD, q], Scale::FanIn(1.0))?;
+            tensors.matrix(&n("attn_k.weight"), [N_EMBD, kv], Scale::FanIn(1.0))?;
+            tensors.matrix(&n("attn_v.weight"), [N_EMBD, kv], Scale::FanIn(1.0))?;
+            if f.parts().contains(&Part::AttnBias) {
+                let zero = neutral(Part::AttnBias);
+                tensors.vector(&n("attn_q.bias"), q, Fill::Range(-0.5, 0.5), zero)?;
+                tensors.vector(&n("attn_k.bias"), kv, Fill::Range(-0.5, 0.5), zero)?;
+                tensors.vector(&n("attn_v.bias"), kv, Fill::Range(-0.5, 0.5), zero)?;
+            }
+            if f.parts().contains(&Part::QkNorm) {
+                let one = neutral(Part::QkNorm);
+                tensors.vector(&n("attn_q_norm.weight"), hd, Fill::AroundOne(0.6), one)?;
+                tensors.vector(&n("attn_k_norm.weight"), hd, Fill::AroundOne(0.6), one)?;
+            }
+            tensors.matrix(&n("attn_output.weight"), [q, N_EMBD], Scale::FanIn(3.0))?;
+            tensors.vector(&n("ffn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
+            tensors.matrix(&n("ffn_gate.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
+            tensors.matrix(&n("ffn_up.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
+            tensors.matrix(&n("ffn_down.weight"), [N_FF, N_EMBD], Scale::FanIn(3.0))?;
+        }
+        Ok(w.to_bytes())
+    }
+}
+
+/// How a matrix's uniform values are scaled.
+enum Scale {
+    /// `±gain · sqrt(3 / fan_in)`: unit variance out for unit variance in, times `gain`.
+    FanIn(f32),
+}
+
+/// How a vector's values are drawn.
+enum Fill {
+    /// `1 ± spread`.
+    AroundOne(f32),
+    /// Uniform in `[lo, hi)`.
+    Range(f32, f32),
+}
+
+/// Writes tensors in order from one random stream.
+struct Tensors<'a> {
+    w: &'a mut GgufWriter,
+    rng: &'a mut SplitMix64,
+    dtype: DType,
+}
+
+impl Tensors<'_> {
+    fn matrix(&mut self, name: &str, [cols, rows]: [usize; 2], scale: Scale) -> Result<()> {
+        let Scale::FanIn(gain) = scale;
+        let a = gain * (3.0 / cols as f32).sqrt();
+        let values: Vec<f32> = (0..cols * rows).map(|_| a * self.rng.uniform()).collect();
+        let bytes = match self.dtype {
+            DType::F32 => bytemuck::cast_slice(&values).to_vec(),
+            dt if dt.is_quantized() => {
+                let row = dt
+                    .row_size(cols)
+                    .ok_or_else(|| Error::Model(format!("{name}: {cols} columns are not whole {dt} blocks")))?;
+                let mut out = vec![0u8; row * rows];
+                for (src, dst) in values.chunks(cols).zip(out.chunks_mut(row)) {
+                    quantize_row(dt, src, dst)?;
+                }
+                out
+            }
+            dt => return Err(Error::Model(format!("seeded models are F32 or quantized, not {dt}"))),
+        };
+        self.w.add_tensor(name, &[cols, rows], self.dtype, bytes)?;
+        Ok(())
+    }
+
+    /// `neutral`: drawn (so the stream stays the same) but written as the
+    /// fill's no-op (zero for a range around zero, else one).
+    fn vector(&mut self, name: &str, n: usize, fill: Fill, neutral: bool) -> Result<()> {
+        let mut values: Vec<f32> = (0..n)
+            .map(|_| {
+                let u = self.rng.uniform();
+                match fill {
+                    Fill::AroundOne(s) => 1.0 + s * u,
+                    Fill::Range(lo, hi) => lo + (hi - lo) * (u + 1.0) / 2.0,
+                }
+            })
+            .collect();
+        if neutral {
+            let no_op = match fill {
+                Fill::Range(lo, _) if lo < 0.0 => 0.0,
+                _ => 1.0,
+            };
+            values.fill(no_op);
+        }
+        self.w.add_tensor(name, &[n], DType::F32, bytemuck::cast_slice(&values).to_vec())?;
+        Ok(())
+    }
+}
+
+/// A byte-level BPE vocabulary of [`SEEDED_VOCAB`] tokens: GPT-2's 256
+/// byte characters, 62 merged pairs, then `<|bos|>` and `<|eos|>`.
+fn add_vocabulary(w: &mut GgufWriter, pre: &str) {
+    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_to_char(b).to_string()).collect();
+    let mut merges = Vec::new();
+    let space = byte_to_char(b' ');
+    for c in 'a'..='z' {
+        tokens.push(format!("{space}{c}"));
+        merges.push(format!("{space} {c}"));
+    }
+    for pair in [
+        "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of", "ed", "is", "it",
+        "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri",
+    ] {
+        let mut c = pair.chars();
+        let (a, b) = (c.next().unwrap_or('a'), c.next().unwrap_or('a'));
+        tokens.push(pair.to_owned());
+        merges.push(format!("{a} {b}"));
+    }
+    let mut types = vec![1i32; tokens.len()];
+    tokens.extend(["<|bos|>".to_owned(), "<|eos|>".to_owned()]);
+    types.extend([3, 3]);
+    debug_assert_eq!(tokens.len(), SEEDED_VOCAB);
+    w.add_str("tokenizer.ggml.model", "gpt2");
+    w.add_str("tokenizer.ggml.pre", pre);
+    w.add_array("tokenizer.ggml.tokens", Array::String(tokens));
+    w.add_array("tokenizer.ggml.token_type", Array::I32(types));
+    w.add_array("tokenizer.ggml.merges", Array::String(merges));
+    w.add_u32("tokenizer.ggml.bos_token_id", SEEDED_VOCAB as u32 - 2);
+    w.add_u32("tokenizer.ggml.eos_token_id", SEEDED_VOCAB as u32 - 1);
+    w.add_bool("tokenizer.ggml.add_bos_token", false);
+}

@@ -1,0 +1,165 @@
+//! Every decoder family against llama.cpp, without downloading a model:
+//! seeded random-weight files of each family in llama.cpp's layout
+//! (`gantry::testing::seeded_model`), in F32, Q8_0 and Q4_K, whose
+//! llama.cpp next-token distributions at every position of a 17-token
+//! prompt are stored in `tests/data/families/` (made by
+//! `scripts/family_logits_llamacpp.py` with the `xllamacpp` wheel from the
+//! files `examples/write_seeded_models.rs` writes).
+//!
+//! At every position: KL(llama.cpp ‖ Gantry) at most 0.001 in F32 and 0.03
+//! quantized, and Gantry's most likely token llama.cpp's wherever
+//! llama.cpp's two best are at least 0.5 nat apart. On the CPU, and on the
+//! first wgpu adapter with the CPU behind it where there is one.
+//!
+//! The comparison must be able to fail: the same files with each family's
+//! own part made a no-op (Llama 3's rope factors all one, Qwen 2's biases
+//! zero, Qwen 3's Q/K norms one) land far outside the F32 limit — what an
+//! engine that ignored the part would answer.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gantry::backends::cpu::CpuBackend;
+use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
+use gantry::testing::seeded_model::{SEEDED_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel};
+use gantry::{Backend, Context, DType, Device};
+use serde_json::Value;
+
+const F32_KL: f64 = 0.001;
+const QUANTIZED_KL: f64 = 0.03;
+const GREEDY_GAP: f64 = 0.5;
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/families")
+}
+
+fn manifest() -> Value {
+    let text = std::fs::read_to_string(data_dir().join("manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// llama.cpp's log-probabilities, `[17][vocab]`.
+fn reference(stem: &str) -> Vec<f32> {
+    let bytes = std::fs::read(data_dir().join(format!("{stem}.logprobs"))).unwrap();
+    assert_eq!(bytes.len(), SEEDED_PROMPT.len() * SEEDED_VOCAB * 4, "{stem}.logprobs");
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+fn fnv1a64(bytes: &[u8]) -> String {
+    let h = bytes.iter().fold(0xCBF2_9CE4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3));
+    format!("{h:016x}")
+}
+
+fn temp_file(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-families-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Gantry's logits at every position of the prompt, the model loaded for
+/// the first of `backends` (the others behind it).
+fn gantry_logits(model: &SeededModel, backends: &[Arc<dyn Backend>]) -> Vec<f32> {
+    let path = temp_file(&format!("{}-{:?}.gguf", model.stem(), model.neutral));
+    std::fs::write(&path, model.to_gguf().unwrap()).unwrap();
+    let mut ctx = Context::new();
+    let device = backends[0].device();
+    let loaded = DecoderModel::load(&path, &mut ctx, device, None);
+    let loaded = loaded.unwrap_or_else(|e| panic!("{}: {e}", model.stem()));
+    let params = SessionParams { n_ctx: 64, ..SessionParams::default() };
+    let mut s = Session::new(&mut ctx, loaded.hp, loaded.weights.clone(), backends, params).unwrap();
+    let logits = s.eval(&mut ctx, &SEEDED_PROMPT, LogitsFor::All).unwrap().to_vec();
+    std::fs::remove_file(&path).ok();
+    logits
+}
+
+fn log_softmax(row: &[f32]) -> Vec<f64> {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
+    row.iter().map(|&x| x as f64 - max - sum.ln()).collect()
+}
+
+/// The worst position's KL(reference ‖ engine), and the positions where the
+/// engine's top token is not the reference's although its gap is wide.
+fn compare(engine: &[f32], reference: &[f32]) -> (f64, usize, Vec<usize>) {
+    let (mut worst, mut worst_at, mut wrong) = (0f64, 0, Vec::new());
+    for (p, (e, r)) in engine.chunks(SEEDED_VOCAB).zip(reference.chunks(SEEDED_VOCAB)).enumerate() {
+        let e = log_softmax(e);
+        let kl: f64 = r.iter().zip(&e).map(|(&lr, &le)| (lr as f64).exp() * (lr as f64 - le)).sum();
+        if kl > worst {
+            (worst, worst_at) = (kl, p);
+        }
+        let mut order: Vec<usize> = (0..SEEDED_VOCAB).collect();
+        order.sort_by(|&a, &b| r[b].total_cmp(&r[a]));
+        let gap = (r[order[0]] - r[order[1]]) as f64;
+        let top = (0..SEEDED_VOCAB).max_by(|&a, &b| e[a].total_cmp(&e[b])).unwrap_or(0);
+        if gap >= GREEDY_GAP && top != order[0] {
+            wrong.push(p);
+        }
+    }
+    (worst, worst_at, wrong)
+}
+
+fn limit(dtype: DType) -> f64 {
+    if dtype == DType::F32 { F32_KL } else { QUANTIZED_KL }
+}
+
+/// Checks every family and type on `backends`; a failure lists every case.
+fn check_all(backends: &[Arc<dyn Backend>], on: &str) {
+    let manifest = manifest();
+    let prompt: Vec<u64> = manifest["prompt"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert_eq!(prompt, SEEDED_PROMPT.map(u64::from), "the stored references are of another prompt");
+    let mut failures = Vec::new();
+    for family in SeededFamily::ALL {
+        for dtype in SEEDED_DTYPES {
+            let model = SeededModel::new(family, dtype);
+            let stem = model.stem();
+            let bytes = model.to_gguf().unwrap();
+            let want = &manifest["files"][&stem];
+            assert_eq!(
+                (Some(bytes.len() as u64), want["fnv1a64"].as_str()),
+                (want["bytes"].as_u64(), Some(fnv1a64(&bytes).as_str())),
+                "{stem}: the seeded file is not the one llama.cpp ran on (rerun the scripts)"
+            );
+            let (kl, at, wrong) = compare(&gantry_logits(&model, backends), &reference(&stem));
+            eprintln!("{on} {stem}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}");
+            if kl > limit(dtype) || !wrong.is_empty() {
+                failures.push(format!("{stem}: KL {kl:.5} at {at} (limit {}), top-1 differs at {wrong:?}", limit(dtype)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{on}: {failures:#?}");
+}
+
+fn cpu() -> Arc<dyn Backend> {
+    Arc::new(CpuBackend::with_threads(2).unwrap())
+}
+
+#[test]
+fn every_family_matches_llama_cpp_on_the_cpu() {
+    check_all(&[cpu()], "cpu");
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn every_family_matches_llama_cpp_on_wgpu_and_the_cpu() {
+    let platform = gantry::backends::wgpu::WgpuPlatform::new();
+    let Some(dev) = platform.wgpu_devices().first() else {
+        eprintln!("skipped: no wgpu adapter on this machine");
+        return;
+    };
+    check_all(&[dev.init_backend(None).unwrap(), cpu()], "wgpu+cpu");
+}
+
+/// Each family's own part, made a no-op, moves the logits far past the F32
+/// limit: the comparison above would catch an engine that ignored it.
+#[test]
+fn a_family_part_left_out_fails_the_comparison() {
+    for family in SeededFamily::ALL {
+        for &part in family.parts() {
+            let model = SeededModel { neutral: Some(part), ..SeededModel::new(family, DType::F32) };
+            let (kl, at, wrong) = compare(&gantry_logits(&model, &[cpu()]), &reference(&model.stem()));
+            eprintln!("{} without {part:?}: worst KL {kl:.4} at {at}; top-1 differs at {wrong:?}", family.name());
+            assert!(kl > 20.0 * F32_KL, "{} without {part:?}: KL only {kl}", family.name());
+        }
+    }
+}
