@@ -123,7 +123,8 @@ fn check_all(backends: &[Arc<dyn Backend>], on: &str) {
             let (kl, at, wrong) = compare(&gantry_logits(&model, backends), &reference(&stem));
             eprintln!("{on} {stem}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}");
             if kl > limit(dtype) || !wrong.is_empty() {
-                failures.push(format!("{stem}: KL {kl:.5} at {at} (limit {}), top-1 differs at {wrong:?}", limit(dtype)));
+                failures
+                    .push(format!("{stem}: KL {kl:.5} at {at} (limit {}), top-1 differs at {wrong:?}", limit(dtype)));
             }
         }
     }
