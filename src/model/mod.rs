@@ -10,6 +10,7 @@ pub mod chat_template;
 pub mod decoder;
 mod dequantized;
 pub mod fetch;
+pub mod gemma2;
 pub mod gemma3;
 pub mod gguf;
 pub mod llama;

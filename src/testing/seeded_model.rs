@@ -6,7 +6,7 @@
 //! a model. The same `SeededModel` always gives the same bytes.
 //!
 //! Weights are scaled so that every part visibly moves the logits: biases,
-//! Q/K norms and rope factors far from neutral, attention sharp, the
+//! Q/K norms, rope factors, soft-caps and windows far from neutral, the
 //! logits spread over several nats. [`SeededModel::neutral`] writes one
 //! part neutral instead (biases zero, norms and factors one), to show that
 //! the comparison would catch an engine that ignored it.
@@ -29,6 +29,10 @@ pub enum SeededFamily {
     /// `qwen3`: RMS norms on each query and key head, a head width that is
     /// not the model width over the heads, neox rope, tied output.
     Qwen3,
+    /// `gemma2`: scaled embeddings, norms after attention and the
+    /// feed-forward network, alternating sliding-window layers, attention
+    /// and final logits soft-capped, GeGLU, tied output.
+    Gemma2,
 }
 
 /// A part of a model that [`SeededModel::neutral`] can make a no-op.
@@ -40,6 +44,11 @@ pub enum Part {
     AttnBias,
     /// `attn_{q,k}_norm.weight`: all ones.
     QkNorm,
+    /// The soft-caps (`{arch}.attn_logit_softcapping`,
+    /// `.final_logit_softcapping`): so high that they cap nothing.
+    Softcaps,
+    /// `{arch}.attention.sliding_window`: wider than the prompt.
+    SlidingWindow,
 }
 
 /// The token ids every seeded model's reference is computed on (no BOS;
@@ -54,7 +63,7 @@ pub const SEEDED_VOCAB: usize = 320;
 
 impl SeededFamily {
     /// Every family, in a fixed order.
-    pub const ALL: [Self; 4] = [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3];
+    pub const ALL: [Self; 5] = [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3, Self::Gemma2];
 
     /// A short name for files and messages (`llama3`).
     pub fn name(self) -> &'static str {
@@ -63,6 +72,7 @@ impl SeededFamily {
             Self::Llama3 => "llama3",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
+            Self::Gemma2 => "gemma2",
         }
     }
 
@@ -72,6 +82,7 @@ impl SeededFamily {
             Self::Llama | Self::Llama3 => "llama",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
+            Self::Gemma2 => "gemma2",
         }
     }
 
@@ -82,6 +93,7 @@ impl SeededFamily {
             Self::Llama3 => &[Part::RopeFactors],
             Self::Qwen2 => &[Part::AttnBias],
             Self::Qwen3 => &[Part::QkNorm],
+            Self::Gemma2 => &[Part::Softcaps, Part::SlidingWindow],
         }
     }
 
@@ -94,6 +106,8 @@ impl SeededFamily {
             Self::Llama => "smollm",
             Self::Llama3 => "llama-bpe",
             Self::Qwen2 | Self::Qwen3 => "qwen2",
+            // Gemma's vocabulary is SentencePiece; the logits do not depend on it.
+            Self::Gemma2 => "gpt-2",
         }
     }
 
@@ -102,6 +116,7 @@ impl SeededFamily {
             Self::Llama => 10_000.0,
             Self::Llama3 => 500_000.0,
             Self::Qwen2 | Self::Qwen3 => 1_000_000.0,
+            Self::Gemma2 => 10_000.0,
         }
     }
 }
@@ -144,6 +159,7 @@ impl SeededModel {
         let f = self.family;
         let arch = f.arch();
         let hd = f.head_dim();
+        let neutral = |p: Part| self.neutral == Some(p);
         let mut w = GgufWriter::new();
         w.add_str("general.architecture", arch);
         w.add_str("general.name", &format!("seeded {}", self.stem()));
@@ -162,14 +178,24 @@ impl SeededModel {
             w.add_u32(&key("attention.key_length"), hd as u32);
             w.add_u32(&key("attention.value_length"), hd as u32);
         }
+        if f == SeededFamily::Gemma2 {
+            // A window of 4 over a prompt of 17 and caps near the scores'
+            // spread: both change every position's result.
+            let window = if neutral(Part::SlidingWindow) { 512 } else { 4 };
+            w.add_u32(&key("attention.sliding_window"), window);
+            let off = neutral(Part::Softcaps);
+            w.add_f32(&key("attn_logit_softcapping"), if off { 1.0e4 } else { 2.0 });
+            w.add_f32(&key("final_logit_softcapping"), if off { 1.0e4 } else { 8.0 });
+        }
         add_vocabulary(&mut w, f.pre_tokenizer());
 
         let mut rng = SplitMix64::new(self.seed);
-        let neutral = |p: Part| self.neutral == Some(p);
         let (q, kv) = (N_HEAD * hd, N_HEAD_KV * hd);
         let mut tensors = Tensors { w: &mut w, rng: &mut rng, dtype: self.dtype };
         tensors.matrix("token_embd.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
-        tensors.vector("output_norm.weight", N_EMBD, Fill::AroundOne(0.2), false)?;
+        // Gemma 2's final soft-cap of 8 shapes logits spread about that far.
+        let output_norm = if f == SeededFamily::Gemma2 { Fill::Range(0.8, 1.6) } else { Fill::AroundOne(0.2) };
+        tensors.vector("output_norm.weight", N_EMBD, output_norm, false)?;
         if matches!(f, SeededFamily::Llama | SeededFamily::Llama3) {
             tensors.matrix("output.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
         }
@@ -194,10 +220,18 @@ impl SeededModel {
                 tensors.vector(&n("attn_k_norm.weight"), hd, Fill::AroundOne(0.6), one)?;
             }
             tensors.matrix(&n("attn_output.weight"), [q, N_EMBD], Scale::FanIn(3.0))?;
+            if f == SeededFamily::Gemma2 {
+                // After a norm a block adds about unit size to a residual of
+                // embeddings scaled by 16: scaled up, it moves the tied logits.
+                tensors.vector(&n("post_attention_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
+            }
             tensors.vector(&n("ffn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
             tensors.matrix(&n("ffn_gate.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
             tensors.matrix(&n("ffn_up.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
             tensors.matrix(&n("ffn_down.weight"), [N_FF, N_EMBD], Scale::FanIn(3.0))?;
+            if f == SeededFamily::Gemma2 {
+                tensors.vector(&n("post_ffw_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
+            }
         }
         Ok(w.to_bytes())
     }

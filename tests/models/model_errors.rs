@@ -184,7 +184,8 @@ fn a_file_is_never_computed_without_a_part_it_has() {
         assert!(err.contains(&file) && err.contains(&format!("'{name}'")) && err.contains("no role"), "{err}");
     }
 
-    let (err, file) = load_gguf_err("short_rope_factors", "llama", |t, _| t.push(f32_tensor("rope_freqs.weight", vec![3])));
+    let (err, file) =
+        load_gguf_err("short_rope_factors", "llama", |t, _| t.push(f32_tensor("rope_freqs.weight", vec![3])));
     assert!(err.contains(&file) && err.contains("'rope_freqs.weight' has shape"), "{err}");
 
     let (err, file) = load_gguf_err("qwen2_without_biases", "qwen2", |_, _| {});

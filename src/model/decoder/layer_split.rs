@@ -29,12 +29,11 @@ pub fn layer_devices(weights: &DecoderWeights, counts: &LayerCounts) -> Vec<(Ten
     }
     for (l, lw) in weights.layers.iter().enumerate() {
         let d = counts.device_of(l);
-        for t in [lw.attn_norm, lw.wq, lw.wk, lw.wv, lw.wo, lw.ffn_norm, lw.w_gate, lw.w_up, lw.w_down] {
-            out.push((t, d));
-        }
-        for t in [lw.attn_q_norm, lw.attn_k_norm, lw.attn_post_norm, lw.ffn_post_norm].into_iter().flatten() {
-            out.push((t, d));
-        }
+        out.extend(lw.tensors().map(|t| (t, d)));
+    }
+    // Llama 3's rope factors are read by every layer's rope: with the first.
+    if let Some(f) = weights.rope_freqs {
+        out.push((f, first));
     }
     out.push((weights.output_norm, last));
     out.push((weights.output, last));

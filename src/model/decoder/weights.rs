@@ -46,6 +46,25 @@ pub struct LayerWeights {
 }
 
 impl LayerWeights {
+    /// Every tensor of the layer, each once.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
+        [self.attn_norm, self.wq, self.wk, self.wv, self.wo, self.ffn_norm, self.w_gate, self.w_up, self.w_down]
+            .into_iter()
+            .chain(
+                [
+                    self.bq,
+                    self.bk,
+                    self.bv,
+                    self.attn_q_norm,
+                    self.attn_k_norm,
+                    self.attn_post_norm,
+                    self.ffn_post_norm,
+                ]
+                .into_iter()
+                .flatten(),
+            )
+    }
+
     /// The feed-forward network as a shared block.
     pub fn feed_forward(&self, hp: &DecoderHparams) -> FeedForward {
         FeedForward {
@@ -220,9 +239,7 @@ impl DecoderWeights {
         }
         v.extend(self.rope_freqs);
         for l in &self.layers {
-            v.extend([l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate, l.w_up, l.w_down]);
-            v.extend([l.bq, l.bk, l.bv].into_iter().flatten());
-            v.extend([l.attn_q_norm, l.attn_k_norm, l.attn_post_norm, l.ffn_post_norm].into_iter().flatten());
+            v.extend(l.tensors());
         }
         v
     }
