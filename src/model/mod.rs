@@ -15,6 +15,7 @@ pub mod gemma3;
 pub mod gguf;
 pub mod llama;
 pub(crate) mod load;
+pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
 mod regular_file;

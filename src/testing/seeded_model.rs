@@ -33,6 +33,10 @@ pub enum SeededFamily {
     /// feed-forward network, alternating sliding-window layers, attention
     /// and final logits soft-capped, GeGLU, tied output.
     Gemma2,
+    /// `phi3`: one fused Q/K/V matrix, the gate stacked into the up
+    /// projection, neox rope, an untied output; a sliding window in the
+    /// metadata that llama.cpp does not apply.
+    Phi3,
 }
 
 /// A part of a model that [`SeededModel::neutral`] can make a no-op.
@@ -63,7 +67,7 @@ pub const SEEDED_VOCAB: usize = 320;
 
 impl SeededFamily {
     /// Every family, in a fixed order.
-    pub const ALL: [Self; 5] = [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3, Self::Gemma2];
+    pub const ALL: [Self; 6] = [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3, Self::Gemma2, Self::Phi3];
 
     /// A short name for files and messages (`llama3`).
     pub fn name(self) -> &'static str {
@@ -73,6 +77,7 @@ impl SeededFamily {
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Gemma2 => "gemma2",
+            Self::Phi3 => "phi3",
         }
     }
 
@@ -83,6 +88,7 @@ impl SeededFamily {
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Gemma2 => "gemma2",
+            Self::Phi3 => "phi3",
         }
     }
 
@@ -94,6 +100,7 @@ impl SeededFamily {
             Self::Qwen2 => &[Part::AttnBias],
             Self::Qwen3 => &[Part::QkNorm],
             Self::Gemma2 => &[Part::Softcaps, Part::SlidingWindow],
+            Self::Phi3 => &[],
         }
     }
 
@@ -101,13 +108,17 @@ impl SeededFamily {
         if self == Self::Qwen3 { 128 } else { 64 }
     }
 
-    fn pre_tokenizer(self) -> &'static str {
+    /// The BPE pre-tokenizer of the family's vocabulary; `None`: a
+    /// SentencePiece vocabulary (Phi 3's files have one, and llama.cpp
+    /// refuses a Phi 3 file with a BPE vocabulary).
+    fn pre_tokenizer(self) -> Option<&'static str> {
         match self {
-            Self::Llama => "smollm",
-            Self::Llama3 => "llama-bpe",
-            Self::Qwen2 | Self::Qwen3 => "qwen2",
+            Self::Llama => Some("smollm"),
+            Self::Llama3 => Some("llama-bpe"),
+            Self::Qwen2 | Self::Qwen3 => Some("qwen2"),
             // Gemma's vocabulary is SentencePiece; the logits do not depend on it.
-            Self::Gemma2 => "gpt-2",
+            Self::Gemma2 => Some("gpt-2"),
+            Self::Phi3 => None,
         }
     }
 
@@ -116,7 +127,7 @@ impl SeededFamily {
             Self::Llama => 10_000.0,
             Self::Llama3 => 500_000.0,
             Self::Qwen2 | Self::Qwen3 => 1_000_000.0,
-            Self::Gemma2 => 10_000.0,
+            Self::Gemma2 | Self::Phi3 => 10_000.0,
         }
     }
 }
@@ -178,6 +189,9 @@ impl SeededModel {
             w.add_u32(&key("attention.key_length"), hd as u32);
             w.add_u32(&key("attention.value_length"), hd as u32);
         }
+        if f == SeededFamily::Phi3 {
+            w.add_u32(&key("attention.sliding_window"), 4);
+        }
         if f == SeededFamily::Gemma2 {
             // A window of 4 over a prompt of 17 and caps near the scores'
             // spread: both change every position's result.
@@ -187,7 +201,10 @@ impl SeededModel {
             w.add_f32(&key("attn_logit_softcapping"), if off { 1.0e4 } else { 2.0 });
             w.add_f32(&key("final_logit_softcapping"), if off { 1.0e4 } else { 8.0 });
         }
-        add_vocabulary(&mut w, f.pre_tokenizer());
+        match f.pre_tokenizer() {
+            Some(pre) => add_bpe_vocabulary(&mut w, pre),
+            None => add_spm_vocabulary(&mut w),
+        }
 
         let mut rng = SplitMix64::new(self.seed);
         let (q, kv) = (N_HEAD * hd, N_HEAD_KV * hd);
@@ -196,7 +213,7 @@ impl SeededModel {
         // Gemma 2's final soft-cap of 8 shapes logits spread about that far.
         let output_norm = if f == SeededFamily::Gemma2 { Fill::Range(0.8, 1.6) } else { Fill::AroundOne(0.2) };
         tensors.vector("output_norm.weight", N_EMBD, output_norm, false)?;
-        if matches!(f, SeededFamily::Llama | SeededFamily::Llama3) {
+        if matches!(f, SeededFamily::Llama | SeededFamily::Llama3 | SeededFamily::Phi3) {
             tensors.matrix("output.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
         }
         if f.parts().contains(&Part::RopeFactors) {
@@ -205,9 +222,13 @@ impl SeededModel {
         for l in 0..N_LAYER {
             let n = |s: &str| format!("blk.{l}.{s}");
             tensors.vector(&n("attn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
-            tensors.matrix(&n("attn_q.weight"), [N_EMBD, q], Scale::FanIn(1.0))?;
-            tensors.matrix(&n("attn_k.weight"), [N_EMBD, kv], Scale::FanIn(1.0))?;
-            tensors.matrix(&n("attn_v.weight"), [N_EMBD, kv], Scale::FanIn(1.0))?;
+            if f == SeededFamily::Phi3 {
+                tensors.matrix(&n("attn_qkv.weight"), [N_EMBD, q + 2 * kv], Scale::FanIn(1.0))?;
+            } else {
+                tensors.matrix(&n("attn_q.weight"), [N_EMBD, q], Scale::FanIn(1.0))?;
+                tensors.matrix(&n("attn_k.weight"), [N_EMBD, kv], Scale::FanIn(1.0))?;
+                tensors.matrix(&n("attn_v.weight"), [N_EMBD, kv], Scale::FanIn(1.0))?;
+            }
             if f.parts().contains(&Part::AttnBias) {
                 let zero = neutral(Part::AttnBias);
                 tensors.vector(&n("attn_q.bias"), q, Fill::Range(-0.5, 0.5), zero)?;
@@ -226,8 +247,12 @@ impl SeededModel {
                 tensors.vector(&n("post_attention_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
             }
             tensors.vector(&n("ffn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
-            tensors.matrix(&n("ffn_gate.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
-            tensors.matrix(&n("ffn_up.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
+            if f == SeededFamily::Phi3 {
+                tensors.matrix(&n("ffn_up.weight"), [N_EMBD, 2 * N_FF], Scale::FanIn(1.5))?;
+            } else {
+                tensors.matrix(&n("ffn_gate.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
+                tensors.matrix(&n("ffn_up.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
+            }
             tensors.matrix(&n("ffn_down.weight"), [N_FF, N_EMBD], Scale::FanIn(3.0))?;
             if f == SeededFamily::Gemma2 {
                 tensors.vector(&n("post_ffw_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
@@ -305,9 +330,15 @@ impl Tensors<'_> {
     }
 }
 
+/// Pairs of letters every seeded vocabulary has a token for.
+const BIGRAMS: [&str; 36] = [
+    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of", "ed", "is", "it", "al",
+    "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri",
+];
+
 /// A byte-level BPE vocabulary of [`SEEDED_VOCAB`] tokens: GPT-2's 256
 /// byte characters, 62 merged pairs, then `<|bos|>` and `<|eos|>`.
-fn add_vocabulary(w: &mut GgufWriter, pre: &str) {
+fn add_bpe_vocabulary(w: &mut GgufWriter, pre: &str) {
     let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_to_char(b).to_string()).collect();
     let mut merges = Vec::new();
     let space = byte_to_char(b' ');
@@ -315,10 +346,7 @@ fn add_vocabulary(w: &mut GgufWriter, pre: &str) {
         tokens.push(format!("{space}{c}"));
         merges.push(format!("{space} {c}"));
     }
-    for pair in [
-        "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of", "ed", "is", "it",
-        "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri",
-    ] {
+    for pair in BIGRAMS {
         let mut c = pair.chars();
         let (a, b) = (c.next().unwrap_or('a'), c.next().unwrap_or('a'));
         tokens.push(pair.to_owned());
@@ -335,5 +363,30 @@ fn add_vocabulary(w: &mut GgufWriter, pre: &str) {
     w.add_array("tokenizer.ggml.merges", Array::String(merges));
     w.add_u32("tokenizer.ggml.bos_token_id", SEEDED_VOCAB as u32 - 2);
     w.add_u32("tokenizer.ggml.eos_token_id", SEEDED_VOCAB as u32 - 1);
+    w.add_bool("tokenizer.ggml.add_bos_token", false);
+}
+
+/// A SentencePiece vocabulary of [`SEEDED_VOCAB`] tokens: `<unk>`, `<s>`,
+/// `</s>`, the 256 byte tokens `<0x00>`..`<0xFF>`, 56 pieces with scores
+/// (`▁a`..`▁z` and pairs of letters), then Phi 3's five chat tokens.
+fn add_spm_vocabulary(w: &mut GgufWriter) {
+    let mut tokens: Vec<String> = ["<unk>", "<s>", "</s>"].map(String::from).to_vec();
+    let mut types = vec![2i32, 3, 3];
+    tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
+    types.extend([6; 256]);
+    let pieces = ('a'..='z').map(|c| format!("\u{2581}{c}")).chain(BIGRAMS.iter().take(30).map(|p| (*p).to_owned()));
+    tokens.extend(pieces);
+    types.resize(tokens.len(), 1);
+    // Phi 3's chat tokens (llama.cpp looks for them in a phi3 vocabulary).
+    tokens.extend(["<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>"].map(String::from));
+    types.resize(tokens.len(), 3);
+    let scores: Vec<f32> = (0..tokens.len()).map(|i| if types[i] == 1 { -(i as f32) } else { 0.0 }).collect();
+    debug_assert_eq!(tokens.len(), SEEDED_VOCAB);
+    w.add_str("tokenizer.ggml.model", "llama");
+    w.add_array("tokenizer.ggml.tokens", Array::String(tokens));
+    w.add_array("tokenizer.ggml.token_type", Array::I32(types));
+    w.add_array("tokenizer.ggml.scores", Array::F32(scores));
+    w.add_u32("tokenizer.ggml.bos_token_id", 1);
+    w.add_u32("tokenizer.ggml.eos_token_id", 2);
     w.add_bool("tokenizer.ggml.add_bos_token", false);
 }

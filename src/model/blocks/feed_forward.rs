@@ -4,7 +4,7 @@
 use gantry_engine::{Context, TensorId};
 
 use super::linear;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Which feed-forward network a model uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,9 +29,11 @@ impl FeedForwardKind {
 pub struct FeedForward {
     /// The kind.
     pub kind: FeedForwardKind,
-    /// Gate projection `[n_embd, n_ff]` (gated kinds).
+    /// Gate projection `[n_embd, n_ff]` (gated kinds); `None` for a gated
+    /// kind means the gate's rows are stacked into `up` (Phi 3).
     pub gate: Option<TensorId>,
-    /// Up projection `[n_embd, n_ff]`.
+    /// Up projection `[n_embd, n_ff]`, or `[n_embd, 2 n_ff]` with the gate's
+    /// rows first when a gated kind has no `gate`.
     pub up: TensorId,
     /// Up projection's bias `[n_ff]`.
     pub up_bias: Option<TensorId>,
@@ -53,7 +55,10 @@ pub fn feed_forward(ctx: &mut Context, ffn: &FeedForward, x: TensorId) -> Result
                 _ => ctx.geglu_split(gate, up)?,
             }
         }
-        (kind, None) => return Err(Error::Model(format!("a {kind:?} feed-forward network needs a gate projection"))),
+        // One product gives gate and up stacked: the activation of the
+        // first half times the second (ggml's single-input SWIGLU / GEGLU).
+        (FeedForwardKind::Swiglu, None) => ctx.swiglu(up)?,
+        (FeedForwardKind::Geglu, None) => ctx.geglu(up)?,
     };
     linear(ctx, ffn.down, ffn.down_bias, act)
 }

@@ -2,8 +2,8 @@
 
 use gantry_engine::{Context, DType, Limits, TensorId};
 
-use super::weights::decoder_norm;
-use super::{DecoderHparams, DecoderWeights, KvCache};
+use super::weights::{QkvWeights, decoder_norm};
+use super::{DecoderHparams, DecoderWeights, KvCache, LayerWeights};
 use crate::model::blocks::{Attention, AttentionSpec, attend, feed_forward, linear, normalize};
 use crate::{Error, Result};
 
@@ -148,21 +148,19 @@ pub fn build_decoder_graph(
         let cur = normalize(ctx, x, &decoder_norm(hp, lw.attn_norm))?;
         name(ctx, cur, "attn_norm")?;
 
-        let q = linear(ctx, lw.wq, lw.bq, cur)?;
-        let mut q = ctx.reshape(q, [hd, nh, n_tokens])?;
+        let (q, k, v) = project_qkv(ctx, hp, lw, cur, n_tokens)?;
+        let mut q = q;
         if let Some(qn) = lw.attn_q_norm {
             q = normalize(ctx, q, &decoder_norm(hp, qn))?;
         }
         let q = rope.apply(ctx, q, positions, w.rope_freqs)?;
         name(ctx, q, "Qcur")?;
-        let k = linear(ctx, lw.wk, lw.bk, cur)?;
-        let mut k = ctx.reshape(k, [hd, nkv, n_tokens])?;
+        let mut k = k;
         if let Some(kn) = lw.attn_k_norm {
             k = normalize(ctx, k, &decoder_norm(hp, kn))?;
         }
         let k = rope.apply(ctx, k, positions, w.rope_freqs)?;
         name(ctx, k, "Kcur")?;
-        let v = linear(ctx, lw.wv, lw.bv, cur)?;
         name(ctx, v, "Vcur")?;
 
         let k_rows = ctx.reshape(k, [kv_width, n_tokens])?;
@@ -213,4 +211,37 @@ pub fn build_decoder_graph(
     ctx.set_name(logits, "result_output")?;
     ctx.set_output(logits)?;
     Ok(DecoderGraph { tokens, positions, kv_slots, mask, mask_swa, outputs, logits, shape })
+}
+
+/// Queries `[head_dim, n_head, n_tokens]`, keys `[head_dim, n_head_kv,
+/// n_tokens]` and values `[n_head_kv * head_dim, n_tokens]` of the normed
+/// input `cur`: three products with their biases, or one fused product
+/// whose rows are split by views (no copy).
+fn project_qkv(
+    ctx: &mut Context,
+    hp: &DecoderHparams,
+    lw: &LayerWeights,
+    cur: TensorId,
+    n_tokens: usize,
+) -> Result<(TensorId, TensorId, TensorId)> {
+    let (hd, nh, nkv) = (hp.head_dim, hp.n_head, hp.n_head_kv);
+    match lw.qkv {
+        QkvWeights::Separate { wq, wk, wv } => {
+            let q = linear(ctx, wq, lw.bq, cur)?;
+            let q = ctx.reshape(q, [hd, nh, n_tokens])?;
+            let k = linear(ctx, wk, lw.bk, cur)?;
+            let k = ctx.reshape(k, [hd, nkv, n_tokens])?;
+            Ok((q, k, linear(ctx, wv, lw.bv, cur)?))
+        }
+        QkvWeights::Fused(wqkv) => {
+            let qkv = ctx.mul_mat(wqkv, cur)?;
+            let row = ctx.desc(qkv)?.nb[1];
+            // The product is F32: each head is hd * 4 bytes of a row.
+            let head = hd * DType::F32.bytes_per_block();
+            let q = ctx.view_3d(qkv, [hd, nh, n_tokens], head, row, 0)?;
+            let k = ctx.view_3d(qkv, [hd, nkv, n_tokens], head, row, nh * head)?;
+            let v = ctx.view_2d(qkv, hd * nkv, n_tokens, row, (nh + nkv) * head)?;
+            Ok((q, k, v))
+        }
+    }
 }

@@ -66,6 +66,11 @@ pub struct DecoderHparams {
     /// long-context scaling): each pair's frequency is divided by its
     /// factor, in every layer.
     pub rope_factors: bool,
+    /// One `attn_qkv` matrix instead of three (Phi 3).
+    pub fused_qkv: bool,
+    /// The gate's rows stacked into `ffn_up` instead of an `ffn_gate`
+    /// (Phi 3).
+    pub fused_gate_up: bool,
 }
 
 impl DecoderHparams {
@@ -97,6 +102,8 @@ impl DecoderHparams {
         rope_base_swa: 10000.0,
         qkv_bias: false,
         rope_factors: false,
+        fused_qkv: false,
+        fused_gate_up: false,
     };
 
     /// Whether layer `l` attends over a sliding window.

@@ -31,6 +31,6 @@ pub use kv_cells::{BatchPlacement, KvCells, PAGE as KV_PAGE, SeqId};
 pub use layer_split::layer_devices;
 pub use model::{DECODER_ARCHITECTURES, DecoderModel};
 pub use session::{KV_BUCKET, Session, SessionParams};
-pub use weights::{DecoderWeights, LayerWeights};
+pub use weights::{DecoderWeights, LayerWeights, QkvWeights};
 pub(crate) use weights::{WeightRole, check_dtype, check_shape};
 pub use worker::{DecodeDriver, DecodeWorker};

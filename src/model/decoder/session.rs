@@ -114,7 +114,7 @@ fn kv_buffer_types(ctx: &Context, weights: &DecoderWeights, backends: &[Arc<dyn 
         .layers
         .iter()
         .map(|l| {
-            let (entry, _) = ctx.tensor_buffer(l.wq).ok()?;
+            let (entry, _) = ctx.tensor_buffer(l.wo).ok()?;
             backends.iter().position(|b| b.device().supports_buft(entry.buffer_type.as_ref()))
         })
         .collect();

@@ -8,17 +8,51 @@ use super::DecoderHparams;
 use crate::model::blocks::{FeedForward, Norm};
 use crate::{Error, Result};
 
+/// How a layer projects its input to queries, keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkvWeights {
+    /// Three matrices: queries `[n_embd, n_head * head_dim]`, keys and
+    /// values `[n_embd, n_head_kv * head_dim]` (`attn_q`, `attn_k`, `attn_v`).
+    Separate {
+        /// Query projection.
+        wq: TensorId,
+        /// Key projection.
+        wk: TensorId,
+        /// Value projection.
+        wv: TensorId,
+    },
+    /// One matrix `[n_embd, (n_head + 2 n_head_kv) * head_dim]` whose
+    /// output rows are the queries, the keys and the values in that order
+    /// (`attn_qkv`, Phi 3).
+    Fused(TensorId),
+}
+
+impl QkvWeights {
+    /// The matrices, each once.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
+        let (a, b) = match *self {
+            Self::Separate { wq, wk, wv } => ([Some(wq), Some(wk)], Some(wv)),
+            Self::Fused(w) => ([Some(w), None], None),
+        };
+        a.into_iter().chain([b]).flatten()
+    }
+
+    /// The same roles over other tensors.
+    pub fn map(&self, f: impl Fn(TensorId) -> TensorId) -> Self {
+        match *self {
+            Self::Separate { wq, wk, wv } => Self::Separate { wq: f(wq), wk: f(wk), wv: f(wv) },
+            Self::Fused(w) => Self::Fused(f(w)),
+        }
+    }
+}
+
 /// One transformer block's weights.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerWeights {
     /// Norm before attention, `[n_embd]`.
     pub attn_norm: TensorId,
-    /// Query projection, `[n_embd, n_head * head_dim]`.
-    pub wq: TensorId,
-    /// Key projection, `[n_embd, n_head_kv * head_dim]`.
-    pub wk: TensorId,
-    /// Value projection, `[n_embd, n_head_kv * head_dim]`.
-    pub wv: TensorId,
+    /// Query, key and value projections.
+    pub qkv: QkvWeights,
     /// Attention output projection, `[n_head * head_dim, n_embd]`.
     pub wo: TensorId,
     /// Query bias, `[n_head * head_dim]` (`qkv_bias`).
@@ -35,9 +69,11 @@ pub struct LayerWeights {
     pub attn_post_norm: Option<TensorId>,
     /// Norm before the feed-forward network, `[n_embd]`.
     pub ffn_norm: TensorId,
-    /// Gate projection, `[n_embd, n_ff]`.
-    pub w_gate: TensorId,
-    /// Up projection, `[n_embd, n_ff]`.
+    /// Gate projection, `[n_embd, n_ff]`; `None` when it is stacked into
+    /// `w_up` (`fused_gate_up`).
+    pub w_gate: Option<TensorId>,
+    /// Up projection, `[n_embd, n_ff]`, or `[n_embd, 2 n_ff]` with the
+    /// gate's rows first when the gate is stacked into it (Phi 3).
     pub w_up: TensorId,
     /// Down projection, `[n_ff, n_embd]`.
     pub w_down: TensorId,
@@ -48,28 +84,27 @@ pub struct LayerWeights {
 impl LayerWeights {
     /// Every tensor of the layer, each once.
     pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
-        [self.attn_norm, self.wq, self.wk, self.wv, self.wo, self.ffn_norm, self.w_gate, self.w_up, self.w_down]
+        [self.attn_norm, self.wo, self.ffn_norm, self.w_up, self.w_down].into_iter().chain(self.qkv.tensors()).chain(
+            [
+                self.w_gate,
+                self.bq,
+                self.bk,
+                self.bv,
+                self.attn_q_norm,
+                self.attn_k_norm,
+                self.attn_post_norm,
+                self.ffn_post_norm,
+            ]
             .into_iter()
-            .chain(
-                [
-                    self.bq,
-                    self.bk,
-                    self.bv,
-                    self.attn_q_norm,
-                    self.attn_k_norm,
-                    self.attn_post_norm,
-                    self.ffn_post_norm,
-                ]
-                .into_iter()
-                .flatten(),
-            )
+            .flatten(),
+        )
     }
 
     /// The feed-forward network as a shared block.
     pub fn feed_forward(&self, hp: &DecoderHparams) -> FeedForward {
         FeedForward {
             kind: hp.ffn,
-            gate: Some(self.w_gate),
+            gate: self.w_gate,
             up: self.w_up,
             up_bias: None,
             down: self.w_down,
@@ -144,9 +179,15 @@ impl DecoderWeights {
                 };
                 Ok(LayerWeights {
                     attn_norm: get(&n("attn_norm"), &[e])?,
-                    wq: get(&n("attn_q"), &[e, q])?,
-                    wk: get(&n("attn_k"), &[e, kv])?,
-                    wv: get(&n("attn_v"), &[e, kv])?,
+                    qkv: if hp.fused_qkv {
+                        QkvWeights::Fused(get(&n("attn_qkv"), &[e, q + 2 * kv])?)
+                    } else {
+                        QkvWeights::Separate {
+                            wq: get(&n("attn_q"), &[e, q])?,
+                            wk: get(&n("attn_k"), &[e, kv])?,
+                            wv: get(&n("attn_v"), &[e, kv])?,
+                        }
+                    },
                     wo: get(&n("attn_output"), &[q, e])?,
                     bq: bias("attn_q", q)?,
                     bk: bias("attn_k", kv)?,
@@ -155,8 +196,8 @@ impl DecoderWeights {
                     attn_k_norm: opt(hp.qk_norm, "attn_k_norm", &[hp.head_dim])?,
                     attn_post_norm: opt(hp.post_norms, "post_attention_norm", &[e])?,
                     ffn_norm: get(&n("ffn_norm"), &[e])?,
-                    w_gate: get(&n("ffn_gate"), &[e, ff])?,
-                    w_up: get(&n("ffn_up"), &[e, ff])?,
+                    w_gate: opt(!hp.fused_gate_up, "ffn_gate", &[e, ff])?,
+                    w_up: get(&n("ffn_up"), &[e, if hp.fused_gate_up { 2 * ff } else { ff }])?,
                     w_down: get(&n("ffn_down"), &[ff, e])?,
                     ffn_post_norm: opt(hp.post_norms, "post_ffw_norm", &[e])?,
                 })
@@ -211,9 +252,11 @@ impl DecoderWeights {
             let ffn_post_norm = opt(hp.post_norms, "post_ffw_norm", e)?;
             layers.push(LayerWeights {
                 attn_norm: make(n("attn_norm"), DType::F32, &[e])?,
-                wq: make(n("attn_q"), dtype, &[e, q])?,
-                wk: make(n("attn_k"), dtype, &[e, kv])?,
-                wv: make(n("attn_v"), dtype, &[e, kv])?,
+                qkv: QkvWeights::Separate {
+                    wq: make(n("attn_q"), dtype, &[e, q])?,
+                    wk: make(n("attn_k"), dtype, &[e, kv])?,
+                    wv: make(n("attn_v"), dtype, &[e, kv])?,
+                },
                 wo: make(n("attn_output"), dtype, &[q, e])?,
                 bq,
                 bk,
@@ -222,7 +265,7 @@ impl DecoderWeights {
                 attn_k_norm,
                 attn_post_norm,
                 ffn_norm: make(n("ffn_norm"), DType::F32, &[e])?,
-                w_gate: make(n("ffn_gate"), dtype, &[e, ff])?,
+                w_gate: Some(make(n("ffn_gate"), dtype, &[e, ff])?),
                 w_up: make(n("ffn_up"), dtype, &[e, ff])?,
                 w_down: make(n("ffn_down"), dtype, &[ff, e])?,
                 ffn_post_norm,
@@ -252,9 +295,7 @@ impl DecoderWeights {
             .iter()
             .map(|l| LayerWeights {
                 attn_norm: f(l.attn_norm),
-                wq: f(l.wq),
-                wk: f(l.wk),
-                wv: f(l.wv),
+                qkv: l.qkv.map(&f),
                 wo: f(l.wo),
                 bq: l.bq.map(&f),
                 bk: l.bk.map(&f),
@@ -263,7 +304,7 @@ impl DecoderWeights {
                 attn_k_norm: l.attn_k_norm.map(&f),
                 attn_post_norm: l.attn_post_norm.map(&f),
                 ffn_norm: f(l.ffn_norm),
-                w_gate: f(l.w_gate),
+                w_gate: l.w_gate.map(&f),
                 w_up: f(l.w_up),
                 w_down: f(l.w_down),
                 ffn_post_norm: l.ffn_post_norm.map(&f),
