@@ -1,10 +1,10 @@
 //! Writes every seeded random-weight model of `gantry::testing::seeded_model`
 //! (each family in F32, Q8_0 and Q4_K) into a folder, for
-//! `scripts/family_logits_llamacpp.py` to run llama.cpp on:
+//! `tests/data/scripts/family_logits_llamacpp.py` to run llama.cpp on:
 //!
 //! ```text
 //! cargo run --release --example write_seeded_models -- /tmp/seeded
-//! python3 scripts/family_logits_llamacpp.py /tmp/seeded tests/data/families
+//! python3 tests/data/scripts/family_logits_llamacpp.py /tmp/seeded tests/data/families
 //! ```
 
 use gantry::testing::seeded_model::{SEEDED_DTYPES, SeededFamily, SeededModel};

@@ -1,7 +1,7 @@
 //! Seeded random-weight GGUF files of each decoder family, in llama.cpp's
 //! layout for it (tensor names, metadata keys), written with Gantry's own
 //! GGUF writer and quantizer. llama.cpp's logits on the same files are
-//! stored under `tests/data/families/` (`scripts/family_logits_llamacpp.py`),
+//! stored under `tests/data/families/` (`tests/data/scripts/family_logits_llamacpp.py`),
 //! so a family is checked against an independent engine without downloading
 //! a model. The same `SeededModel` always gives the same bytes.
 //!

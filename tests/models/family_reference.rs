@@ -3,7 +3,7 @@
 //! (`gantry::testing::seeded_model`), in F32, Q8_0 and Q4_K, whose
 //! llama.cpp next-token distributions at every position of a 17-token
 //! prompt are stored in `tests/data/families/` (made by
-//! `scripts/family_logits_llamacpp.py` with the `xllamacpp` wheel from the
+//! `tests/data/scripts/family_logits_llamacpp.py` with the `xllamacpp` wheel from the
 //! files `examples/write_seeded_models.rs` writes).
 //!
 //! At every position: KL(llama.cpp ‖ Gantry) at most 0.001 in F32 and 0.03
