@@ -13,6 +13,8 @@
 #                      against the CPU (CUDA graphs on)
 #   session_cuda       the facade's session / scheduler test on cuda0 + CPU
 #   session_wgpu       the same on wgpu0 + CPU
+#   families_cuda      every decoder family's seeded files on cuda0 + CPU
+#                      against llama.cpp's stored logits
 #   workload_*         the default workload (`gantry` with no subcommand: a
 #                      seeded random llama, checked against a CPU-only run)
 #                      on cuda0,cpu; cuda0,cpu without CUDA graphs; wgpu0,cpu;
@@ -250,6 +252,9 @@ step cuda_tests cuda.log cuda 180 "$BIN/cuda-tests" --nocapture
 tally cuda_tests
 step session_cuda session.log cuda 90 "$BIN/models-tests" session_gpu::session_on_cuda --nocapture
 step session_wgpu session.log wgpu 90 "$BIN/models-tests" session_gpu::session_on_wgpu --nocapture
+# Every decoder family (Llama 3 rope factors, Qwen biases and Q/K norms,
+# Gemma 2 soft-caps and windows, Phi 3's fused products) against llama.cpp.
+step families_cuda session.log cuda 120 "$BIN/models-tests" family_reference::every_family_matches_llama_cpp_on_cuda --nocapture
 
 WORKLOAD=(--prompt 128 -n 64)
 workload workload_cuda0_cpu cuda 90 GANTRY_CUDA_GRAPHS=1 -- --backends cuda0,cpu "${WORKLOAD[@]}"

@@ -9,7 +9,8 @@
 //! At every position: KL(llama.cpp ‖ Gantry) at most 0.001 in F32 and 0.03
 //! quantized, and Gantry's most likely token llama.cpp's wherever
 //! llama.cpp's two best are at least 0.5 nat apart. On the CPU, and on the
-//! first wgpu adapter with the CPU behind it where there is one.
+//! first wgpu adapter and the first CUDA device with the CPU behind each,
+//! where there is one (each GPU test skips, saying why, where not).
 //!
 //! The comparison must be able to fail: the same files with each family's
 //! own part made a no-op (Llama 3's rope factors all one, Qwen 2's biases
@@ -31,7 +32,7 @@ const QUANTIZED_KL: f64 = 0.03;
 const GREEDY_GAP: f64 = 0.5;
 
 fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/families")
+    gantry::testing::reference_dir().join("families")
 }
 
 fn manifest() -> Value {
@@ -150,6 +151,17 @@ fn every_family_matches_llama_cpp_on_wgpu_and_the_cpu() {
         return;
     };
     check_all(&[dev.init_backend(None).unwrap(), cpu()], "wgpu+cpu");
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn every_family_matches_llama_cpp_on_cuda_and_the_cpu() {
+    let platform = gantry::backends::cuda::CudaPlatform::new();
+    let Some(dev) = platform.cuda_devices().first() else {
+        eprintln!("skipped: no CUDA device ({})", platform.unavailable().unwrap_or("none found"));
+        return;
+    };
+    check_all(&[dev.init_backend(None).unwrap(), cpu()], "cuda+cpu");
 }
 
 /// Each family's own part, made a no-op, moves the logits far past the F32
