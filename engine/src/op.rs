@@ -30,11 +30,43 @@ pub enum UnaryOp {
     Silu,
     /// `1 / (1 + e^-x)`
     Sigmoid,
+    /// `sin(x)` (ggml's `GGML_OP_SIN`, an op of its own there).
+    Sin,
+    /// `cos(x)` (ggml's `GGML_OP_COS`, an op of its own there).
+    Cos,
+    /// `ln(1 + e^x)`, and `x` itself above 20 (ggml's shortcut, where the
+    /// two agree to f32 precision and `e^x` would overflow sooner or later).
+    Softplus,
+    /// `x` above 0, else `e^x - 1`.
+    Elu,
+    /// `x * min(1, max(0, (x + 3) / 6))`
+    Hardswish,
+    /// `min(1, max(0, (x + 3) / 6))`
+    Hardsigmoid,
+    /// `x * sigmoid(1.702 x)`, GELU's sigmoid approximation.
+    GeluQuick,
+    /// 1 above 0, else 0 (NaN gives 0).
+    Step,
+    /// The sign: -1, 0 or 1 (NaN gives 0).
+    Sgn,
+    /// Round to the nearest integer, halves away from zero (C's `roundf`).
+    Round,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+    /// Round towards zero.
+    Trunc,
+    /// `e^x - 1`
+    Expm1,
 }
 
 impl UnaryOp {
     /// Every unary op.
-    pub const ALL: [UnaryOp; 12] = [
+    ///
+    /// New ops go at the end: a position here is the op's code on the remote
+    /// backend's wire and in the CUDA kernels, so existing codes never move.
+    pub const ALL: [UnaryOp; 26] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sqr,
@@ -47,6 +79,20 @@ impl UnaryOp {
         UnaryOp::GeluErf,
         UnaryOp::Silu,
         UnaryOp::Sigmoid,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Softplus,
+        UnaryOp::Elu,
+        UnaryOp::Hardswish,
+        UnaryOp::Hardsigmoid,
+        UnaryOp::GeluQuick,
+        UnaryOp::Step,
+        UnaryOp::Sgn,
+        UnaryOp::Round,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Trunc,
+        UnaryOp::Expm1,
     ];
 
     /// ggml's name.
@@ -64,6 +110,20 @@ impl UnaryOp {
             UnaryOp::GeluErf => "GELU_ERF",
             UnaryOp::Silu => "SILU",
             UnaryOp::Sigmoid => "SIGMOID",
+            UnaryOp::Sin => "SIN",
+            UnaryOp::Cos => "COS",
+            UnaryOp::Softplus => "SOFTPLUS",
+            UnaryOp::Elu => "ELU",
+            UnaryOp::Hardswish => "HARDSWISH",
+            UnaryOp::Hardsigmoid => "HARDSIGMOID",
+            UnaryOp::GeluQuick => "GELU_QUICK",
+            UnaryOp::Step => "STEP",
+            UnaryOp::Sgn => "SGN",
+            UnaryOp::Round => "ROUND",
+            UnaryOp::Floor => "FLOOR",
+            UnaryOp::Ceil => "CEIL",
+            UnaryOp::Trunc => "TRUNC",
+            UnaryOp::Expm1 => "EXPM1",
         }
     }
 }
@@ -114,14 +174,27 @@ pub enum GluOp {
     Swiglu,
     /// `gelu(x) * g` (tanh approximation)
     Geglu,
+    /// `max(x, 0) * g`
+    Reglu,
+    /// `gelu_erf(x) * g` (GELU with the exact error function)
+    GegluErf,
+    /// `gelu_quick(x) * g` (`x * sigmoid(1.702 x)`)
+    GegluQuick,
 }
 
 impl GluOp {
+    /// Every gated linear unit. New ones go at the end: a position here is
+    /// the op's code on the remote backend's wire and in the CUDA kernels.
+    pub const ALL: [GluOp; 5] = [GluOp::Swiglu, GluOp::Geglu, GluOp::Reglu, GluOp::GegluErf, GluOp::GegluQuick];
+
     /// ggml's name.
     pub const fn name(self) -> &'static str {
         match self {
             GluOp::Swiglu => "SWIGLU",
             GluOp::Geglu => "GEGLU",
+            GluOp::Reglu => "REGLU",
+            GluOp::GegluErf => "GEGLU_ERF",
+            GluOp::GegluQuick => "GEGLU_QUICK",
         }
     }
 }
@@ -254,6 +327,12 @@ pub enum Op {
         /// Upper bound.
         max: f32,
     },
+    /// `x` where positive, `negative_slope * x` where negative (ggml's
+    /// `GGML_OP_LEAKY_RELU`).
+    LeakyRelu {
+        /// Multiplies the negative elements.
+        negative_slope: f32,
+    },
     /// An element-wise function.
     Unary(UnaryOp),
     /// A gated linear unit: fused (`src0` holds both halves) or split (`src1` is the gate).
@@ -332,6 +411,7 @@ impl Op {
             Op::Binary(b) => b.name(),
             Op::Scale { .. } => "SCALE",
             Op::Clamp { .. } => "CLAMP",
+            Op::LeakyRelu { .. } => "LEAKY_RELU",
             Op::Unary(u) => u.name(),
             Op::Glu { op, .. } => op.name(),
             Op::Sum => "SUM",
@@ -364,6 +444,7 @@ impl Op {
             Op::Binary(_)
                 | Op::Scale { .. }
                 | Op::Clamp { .. }
+                | Op::LeakyRelu { .. }
                 | Op::Unary(_)
                 | Op::RmsNorm { .. }
                 | Op::SoftMax { .. }
@@ -373,7 +454,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 43] = [
+    pub const NAMES: [&'static str; 61] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -402,8 +483,26 @@ impl Op {
         "GELU_ERF",
         "SILU",
         "SIGMOID",
+        "SIN",
+        "COS",
+        "SOFTPLUS",
+        "ELU",
+        "HARDSWISH",
+        "HARDSIGMOID",
+        "GELU_QUICK",
+        "STEP",
+        "SGN",
+        "ROUND",
+        "FLOOR",
+        "CEIL",
+        "TRUNC",
+        "EXPM1",
+        "LEAKY_RELU",
         "SWIGLU",
         "GEGLU",
+        "REGLU",
+        "GEGLU_ERF",
+        "GEGLU_QUICK",
         "SUM",
         "SUM_ROWS",
         "MEAN",

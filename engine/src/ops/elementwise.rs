@@ -1,5 +1,6 @@
-//! Element-wise ops: ADD, SUB, MUL, DIV, SCALE, CLAMP, the unary functions,
-//! SWIGLU and GEGLU.
+//! Element-wise ops: ADD, SUB, MUL, DIV, SCALE, CLAMP, LEAKY_RELU, the unary
+//! functions and the gated linear units (SWIGLU, GEGLU, REGLU, GEGLU_ERF,
+//! GEGLU_QUICK).
 
 use gantry_arenas::TensorId;
 
@@ -73,6 +74,25 @@ impl Context {
         self.result_like(a, Op::Clamp { min, max }, &[a], false)
     }
 
+    /// `a` where positive, `negative_slope * a` where negative (ggml's
+    /// `ggml_leaky_relu`).
+    pub fn leaky_relu(&mut self, a: TensorId, negative_slope: f32) -> Result<TensorId> {
+        self.leaky_relu_impl(a, negative_slope, false)
+    }
+
+    /// [`Context::leaky_relu`] writing into `a`.
+    pub fn leaky_relu_inplace(&mut self, a: TensorId, negative_slope: f32) -> Result<TensorId> {
+        self.leaky_relu_impl(a, negative_slope, true)
+    }
+
+    fn leaky_relu_impl(&mut self, a: TensorId, negative_slope: f32, inplace: bool) -> Result<TensorId> {
+        self.expect_dtype("LEAKY_RELU", a, FLOATS)?;
+        if !negative_slope.is_finite() {
+            return Err(op_err!("LEAKY_RELU", "negative slope {negative_slope} of {} is not finite", self.describe(a)));
+        }
+        self.result_like(a, Op::LeakyRelu { negative_slope }, &[a], inplace)
+    }
+
     /// The element-wise function `op` of `a`.
     pub fn unary(&mut self, op: UnaryOp, a: TensorId) -> Result<TensorId> {
         self.expect_dtype(op.name(), a, FLOATS)?;
@@ -133,6 +153,62 @@ impl Context {
     pub fn sigmoid(&mut self, a: TensorId) -> Result<TensorId> {
         self.unary(UnaryOp::Sigmoid, a)
     }
+    /// `sin(a)`
+    pub fn sin(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Sin, a)
+    }
+    /// `cos(a)`
+    pub fn cos(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Cos, a)
+    }
+    /// `ln(1 + e^a)` (`a` itself above 20).
+    pub fn softplus(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Softplus, a)
+    }
+    /// `a` above 0, else `e^a - 1`.
+    pub fn elu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Elu, a)
+    }
+    /// `a * min(1, max(0, (a + 3) / 6))`
+    pub fn hardswish(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Hardswish, a)
+    }
+    /// `min(1, max(0, (a + 3) / 6))`
+    pub fn hardsigmoid(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Hardsigmoid, a)
+    }
+    /// `a * sigmoid(1.702 a)`
+    pub fn gelu_quick(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::GeluQuick, a)
+    }
+    /// 1 where `a > 0`, else 0.
+    pub fn step(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Step, a)
+    }
+    /// The sign of `a`: -1, 0 or 1.
+    pub fn sgn(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Sgn, a)
+    }
+    /// `a` rounded to the nearest integer, halves away from zero.
+    pub fn round(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Round, a)
+    }
+    /// `a` rounded down.
+    pub fn floor(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Floor, a)
+    }
+    /// `a` rounded up.
+    pub fn ceil(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Ceil, a)
+    }
+    /// `a` rounded towards zero.
+    pub fn trunc(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Trunc, a)
+    }
+    /// `e^a - 1`
+    pub fn expm1(&mut self, a: TensorId) -> Result<TensorId> {
+        self.unary(UnaryOp::Expm1, a)
+    }
 
     /// Fused gated linear unit: `a`'s rows hold `[x, g]` halves; the result
     /// (half as wide) is `act(x) * g`, or `act(g) * x` when `swapped`.
@@ -184,6 +260,36 @@ impl Context {
     /// `gelu(a) * b`.
     pub fn geglu_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         self.glu_split(GluOp::Geglu, a, b)
+    }
+
+    /// `relu(x) * g` over the halves of `a`'s rows.
+    pub fn reglu(&mut self, a: TensorId) -> Result<TensorId> {
+        self.glu(GluOp::Reglu, a, false)
+    }
+
+    /// `relu(a) * b`.
+    pub fn reglu_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.glu_split(GluOp::Reglu, a, b)
+    }
+
+    /// `gelu_erf(x) * g` over the halves of `a`'s rows.
+    pub fn geglu_erf(&mut self, a: TensorId) -> Result<TensorId> {
+        self.glu(GluOp::GegluErf, a, false)
+    }
+
+    /// `gelu_erf(a) * b`.
+    pub fn geglu_erf_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.glu_split(GluOp::GegluErf, a, b)
+    }
+
+    /// `gelu_quick(x) * g` over the halves of `a`'s rows.
+    pub fn geglu_quick(&mut self, a: TensorId) -> Result<TensorId> {
+        self.glu(GluOp::GegluQuick, a, false)
+    }
+
+    /// `gelu_quick(a) * b`.
+    pub fn geglu_quick_split(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.glu_split(GluOp::GegluQuick, a, b)
     }
 
     /// A result with `a`'s shape and dtype: new and contiguous, or a view of

@@ -1,5 +1,6 @@
-//! Cases for the element-wise ops: unary functions, SCALE, CLAMP, the
-//! binary ops with broadcasting, SWIGLU and GEGLU.
+//! Cases for the element-wise ops: unary functions, SCALE, CLAMP,
+//! LEAKY_RELU, the binary ops with broadcasting and the gated linear units
+//! (SWIGLU, GEGLU, REGLU, GEGLU_ERF, GEGLU_QUICK).
 
 use gantry_engine::{BinaryOp, DType, GluOp, UnaryOp};
 
@@ -33,7 +34,12 @@ fn unary_cases() -> Vec<Case> {
     for op in UnaryOp::ALL {
         let init = match op {
             UnaryOp::Sqrt | UnaryOp::Log => Init::Uniform { lo: 0.1, hi: 3.0 },
-            UnaryOp::Exp => Init::Uniform { lo: -5.0, hi: 5.0 },
+            UnaryOp::Exp | UnaryOp::Expm1 | UnaryOp::Elu => Init::Uniform { lo: -5.0, hi: 5.0 },
+            // A few periods, and both sides of SOFTPLUS's shortcut at 20.
+            UnaryOp::Sin | UnaryOp::Cos => Init::Uniform { lo: -10.0, hi: 10.0 },
+            UnaryOp::Softplus => Init::Uniform { lo: -25.0, hi: 25.0 },
+            // Both sides of the hard functions' knees at -3 and 3.
+            UnaryOp::Hardswish | UnaryOp::Hardsigmoid => Init::Uniform { lo: -5.0, hi: 5.0 },
             _ => Init::Uniform { lo: -3.0, hi: 3.0 },
         };
         for dtype in FLOATS {
@@ -56,6 +62,7 @@ fn unary_cases() -> Vec<Case> {
     cases
 }
 
+/// SCALE, CLAMP and LEAKY_RELU: the element-wise functions with parameters.
 fn scale_clamp_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for dtype in FLOATS {
@@ -64,6 +71,11 @@ fn scale_clamp_cases() -> Vec<Case> {
             cases.push(Case::new("SCALE", format!("SCALE({tag},s=0.5,b=0.25)"), move |ctx| {
                 let (_, a) = input(ctx, dtype, ne, layout)?;
                 let out = if inplace { ctx.scale_inplace(a, 0.5, 0.25)? } else { ctx.scale(a, 0.5, 0.25)? };
+                Ok(Built::output(out))
+            }));
+            cases.push(Case::new("LEAKY_RELU", format!("LEAKY_RELU({tag},negative_slope=0.1)"), move |ctx| {
+                let (_, a) = input(ctx, dtype, ne, layout)?;
+                let out = if inplace { ctx.leaky_relu_inplace(a, 0.1)? } else { ctx.leaky_relu(a, 0.1)? };
                 Ok(Built::output(out))
             }));
             if !inplace {
@@ -133,7 +145,7 @@ fn binary_cases() -> Vec<Case> {
 
 fn glu_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for op in [GluOp::Swiglu, GluOp::Geglu] {
+    for op in GluOp::ALL {
         for dtype in FLOATS {
             for (ne, layout) in [
                 ([64, 3, 2, 1], Layout::Contiguous),

@@ -53,6 +53,21 @@ pub fn gelu(x: f64) -> f64 {
     0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
 }
 
+/// GELU's sigmoid approximation `x * sigmoid(1.702 x)` (ggml's `gelu_quick`), in f64.
+pub fn gelu_quick(x: f64) -> f64 {
+    x / (1.0 + (-1.702 * x).exp())
+}
+
+/// `min(1, max(0, (x + 3) / 6))`, in f64.
+fn hard_sigmoid(x: f64) -> f64 {
+    ((x + 3.0) / 6.0).clamp(0.0, 1.0)
+}
+
+/// GELU with the exact error function, in f64.
+pub fn gelu_erf(x: f64) -> f64 {
+    0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2))
+}
+
 /// A unary function in f64.
 pub fn unary(op: UnaryOp, x: f64) -> f64 {
     match op {
@@ -65,18 +80,74 @@ pub fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Relu => x.max(0.0),
         UnaryOp::Gelu => gelu(x),
-        UnaryOp::GeluErf => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        UnaryOp::GeluErf => gelu_erf(x),
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Softplus => {
+            if x > 20.0 {
+                x
+            } else {
+                x.exp().ln_1p()
+            }
+        }
+        UnaryOp::Elu => {
+            if x > 0.0 {
+                x
+            } else {
+                x.exp_m1()
+            }
+        }
+        UnaryOp::Hardswish => x * hard_sigmoid(x),
+        UnaryOp::Hardsigmoid => hard_sigmoid(x),
+        UnaryOp::GeluQuick => gelu_quick(x),
+        UnaryOp::Step => {
+            if x > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        UnaryOp::Sgn => {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        }
+        // Rust's round, like C's roundf, takes halves away from zero.
+        UnaryOp::Round => x.round(),
+        UnaryOp::Floor => x.floor(),
+        UnaryOp::Ceil => x.ceil(),
+        UnaryOp::Trunc => x.trunc(),
+        UnaryOp::Expm1 => x.exp_m1(),
     }
+}
+
+/// ggml's LEAKY_RELU: `x` where positive, `slope * x` where negative, in f64.
+pub fn leaky_relu(x: f64, slope: f64) -> f64 {
+    x.max(0.0) + slope * x.min(0.0)
 }
 
 /// A gated linear unit: `act(x) * g`. Fused (`gate` absent): each row of
 /// `a` is `[x | g]` (`[g | x]` when swapped); split: `x = a`, `g = gate`.
 pub fn glu(op: GluOp, swapped: bool, a: &Array, gate: Option<&Array>) -> Result<Array, String> {
-    let act = |x: f64| match op {
-        GluOp::Swiglu => x / (1.0 + (-x).exp()),
-        GluOp::Geglu => gelu(x),
+    // (x, g) -> act(x) * g; ggml's REGLU skips the gate where x <= 0.
+    let glu = |x: f64, g: f64| match op {
+        GluOp::Swiglu => x / (1.0 + (-x).exp()) * g,
+        GluOp::Geglu => gelu(x) * g,
+        GluOp::Reglu => {
+            if x > 0.0 {
+                x * g
+            } else {
+                0.0
+            }
+        }
+        GluOp::GegluErf => gelu_erf(x) * g,
+        GluOp::GegluQuick => gelu_quick(x) * g,
     };
     let (nc, ne) = match gate {
         Some(_) => (a.ne[0], a.ne),
@@ -92,7 +163,7 @@ pub fn glu(op: GluOp, swapped: bool, a: &Array, gate: Option<&Array>) -> Result<
                 if swapped { (second, first) } else { (first, second) }
             }
         };
-        out.set(i, act(x) * g);
+        out.set(i, glu(x, g));
     }
     Ok(out)
 }

@@ -232,6 +232,9 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::Binary(op) => elementwise::binary(op, &srcs[0], &srcs[1]),
             Op::Scale { scale, bias } => elementwise::map(&srcs[0], |x| x * scale as f64 + bias as f64),
             Op::Clamp { min, max } => elementwise::map(&srcs[0], |x| x.max(min as f64).min(max as f64)),
+            Op::LeakyRelu { negative_slope } => {
+                elementwise::map(&srcs[0], |x| elementwise::leaky_relu(x, negative_slope as f64))
+            }
             Op::Unary(u) => elementwise::map(&srcs[0], |x| elementwise::unary(u, x)),
             Op::Glu { op, swapped } => elementwise::glu(op, swapped, &srcs[0], srcs.get(1)),
             Op::Sum => reduce::sum(&srcs[0]),

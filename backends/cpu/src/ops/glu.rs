@@ -1,9 +1,10 @@
-//! Gated linear units: SWIGLU and GEGLU, fused (one source holding both
+//! Gated linear units: SWIGLU, GEGLU, REGLU, GEGLU_ERF and GEGLU_QUICK, fused (one source holding both
 //! halves of each row) or split (activation input and gate in two sources).
 
 use gantry_engine::{Context, GluOp, Result, TensorDesc, TensorId};
 
 use super::bound::Bound;
+use super::unary::gelu_erf;
 use super::{is_float, shape_err, src, src_desc};
 use crate::parallel::Par;
 use crate::simd;
@@ -58,6 +59,15 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, op: GluOp, swapped: b
             match op {
                 GluOp::Swiglu => simd::silu_in_place(x),
                 GluOp::Geglu => simd::gelu_in_place(x),
+                GluOp::GegluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
+                GluOp::GegluQuick => simd::gelu_quick_in_place(x),
+                // ggml's REGLU skips the gate where x <= 0, so an infinite
+                // gate there gives 0, not relu(x) * g's NaN.
+                GluOp::Reglu => x.iter_mut().zip(g.iter_mut()).for_each(|(v, g)| {
+                    if *v <= 0.0 || v.is_nan() {
+                        (*v, *g) = (0.0, 1.0);
+                    }
+                }),
             }
             x.iter_mut().zip(g.iter()).for_each(|(v, g)| *v *= g);
             // SAFETY: as above.

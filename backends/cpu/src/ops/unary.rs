@@ -1,4 +1,5 @@
-//! Element-wise functions of one tensor: the unary ops, SCALE and CLAMP.
+//! Element-wise functions of one tensor: the unary ops, SCALE, CLAMP and
+//! LEAKY_RELU.
 //! Rows are converted to f32, transformed, and stored back, so every float
 //! dtype and any strides (views, permutes, in place) take the same path.
 
@@ -22,9 +23,23 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
     let op = d.op;
     // Transcendental functions cost more than a load and a store.
     let cost = match op {
-        Op::Unary(UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sqr | UnaryOp::Relu) | Op::Scale { .. } | Op::Clamp { .. } => {
-            1
-        }
+        Op::Unary(
+            UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Sqr
+            | UnaryOp::Relu
+            | UnaryOp::Hardswish
+            | UnaryOp::Hardsigmoid
+            | UnaryOp::Step
+            | UnaryOp::Sgn
+            | UnaryOp::Round
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Trunc,
+        )
+        | Op::Scale { .. }
+        | Op::Clamp { .. }
+        | Op::LeakyRelu { .. } => 1,
         _ => 8,
     };
     let n0 = dst.ne[0];
@@ -46,6 +61,7 @@ fn apply(op: Op, x: &mut [f32]) {
     match op {
         Op::Scale { scale, bias } => scale_bias(x, scale, bias),
         Op::Clamp { min, max } => x.iter_mut().for_each(|v| *v = v.min(max).max(min)),
+        Op::LeakyRelu { negative_slope } => simd::leaky_relu_in_place(x, negative_slope),
         Op::Unary(u) => apply_unary(u, x),
         _ => {}
     }
@@ -74,7 +90,31 @@ pub fn apply_unary(op: UnaryOp, x: &mut [f32]) {
         UnaryOp::GeluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
         UnaryOp::Silu => simd::silu_in_place(x),
         UnaryOp::Sigmoid => simd::sigmoid_in_place(x),
+        UnaryOp::Sin => x.iter_mut().for_each(|v| *v = v.sin()),
+        UnaryOp::Cos => x.iter_mut().for_each(|v| *v = v.cos()),
+        UnaryOp::Softplus => x.iter_mut().for_each(|v| *v = softplus(*v)),
+        // `exp_m1` rather than ggml's `expf(x) - 1`: the same function
+        // without the cancellation near 0.
+        UnaryOp::Elu => x.iter_mut().for_each(|v| *v = if *v > 0.0 { *v } else { v.exp_m1() }),
+        UnaryOp::Hardswish => simd::hardswish_in_place(x),
+        UnaryOp::Hardsigmoid => simd::hardsigmoid_in_place(x),
+        UnaryOp::GeluQuick => simd::gelu_quick_in_place(x),
+        UnaryOp::Step => simd::step_in_place(x),
+        UnaryOp::Sgn => simd::sgn_in_place(x),
+        UnaryOp::Round => simd::round_in_place(x),
+        UnaryOp::Floor => simd::floor_in_place(x),
+        UnaryOp::Ceil => simd::ceil_in_place(x),
+        UnaryOp::Trunc => simd::trunc_in_place(x),
+        UnaryOp::Expm1 => x.iter_mut().for_each(|v| *v = v.exp_m1()),
     }
+}
+
+/// `ln(1 + e^x)`, and `x` above 20 as ggml does (there `ln(1 + e^x)` is `x`
+/// to f32 precision). `ln_1p` keeps the small values of very negative `x`,
+/// which `ln(1 + e^x)` rounds to 0.
+#[inline]
+pub fn softplus(x: f32) -> f32 {
+    if x > 20.0 { x } else { x.exp().ln_1p() }
 }
 
 /// GELU with the error function.
@@ -112,5 +152,38 @@ mod tests {
             assert!((erf(-x) as f64 + e).abs() < 2e-7, "erf(-{x})");
         }
         assert_eq!(erf(10.0), 1.0);
+    }
+
+    #[test]
+    fn roundings_follow_c() {
+        let xs = [-2.5f32, -1.5, -0.5, -0.49999997, 0.0, 0.49999997, 0.5, 1.5, 2.5, 3.7, -3.7, 8_388_609.0];
+        for (op, f) in [
+            (UnaryOp::Round, f32::round as fn(f32) -> f32),
+            (UnaryOp::Floor, f32::floor),
+            (UnaryOp::Ceil, f32::ceil),
+            (UnaryOp::Trunc, f32::trunc),
+        ] {
+            let mut y = xs;
+            apply_unary(op, &mut y);
+            for (x, y) in xs.iter().zip(y) {
+                assert_eq!(y, f(*x), "{}({x})", op.name());
+            }
+        }
+    }
+
+    #[test]
+    fn step_sign_and_leaky_relu_at_the_edges() {
+        let xs = [-2.0f32, -0.0, 0.0, 3.0, f32::NAN];
+        let mut s = xs;
+        apply_unary(UnaryOp::Step, &mut s);
+        assert_eq!(s.map(f32::to_bits), [0.0f32, 0.0, 0.0, 1.0, 0.0].map(f32::to_bits));
+        let mut s = xs;
+        apply_unary(UnaryOp::Sgn, &mut s);
+        assert_eq!(s.map(f32::to_bits), [-1.0f32, 0.0, 0.0, 1.0, 0.0].map(f32::to_bits));
+        let mut s = [-2.0f32, 0.0, 3.0];
+        apply(Op::LeakyRelu { negative_slope: 0.1 }, &mut s);
+        assert_eq!(s, [-0.2, 0.0, 3.0]);
+        assert_eq!(softplus(30.0), 30.0);
+        assert!((softplus(-30.0) - (-30.0f64).exp() as f32).abs() < 1e-18);
     }
 }

@@ -1,5 +1,5 @@
 //! A vectorizable `exp` and the row functions built on it: softmax's shifted
-//! exponentials, SiLU, GELU (tanh approximation), sigmoid.
+//! exponentials, SiLU, GELU (tanh approximation), quick GELU, sigmoid.
 
 use super::multiversion::multiversion;
 
@@ -97,6 +97,18 @@ multiversion! {
     pub fn gelu_in_place(x: &mut [f32]) {
         for v in x.iter_mut() {
             *v = gelu(*v);
+        }
+    }
+}
+
+/// ggml's quick GELU coefficient: `gelu_quick(x) = x * sigmoid(1.702 x)`.
+const GELU_QUICK_COEF: f32 = 1.702;
+
+multiversion! {
+    /// `x[i] = x[i] / (1 + e^(-1.702 x[i]))` (ggml's `gelu_quick`), in place.
+    pub fn gelu_quick_in_place(x: &mut [f32]) {
+        for v in x.iter_mut() {
+            *v /= 1.0 + exp_fast(-GELU_QUICK_COEF * *v);
         }
     }
 }

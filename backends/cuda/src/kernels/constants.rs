@@ -27,7 +27,9 @@ pub const FA_MAX_DV: usize = 256;
 /// Error bit: a GET_ROWS / SET_ROWS index was outside the rows.
 pub const ERR_ROW_INDEX: i32 = 1;
 
-/// The kernels' code of a unary function (SCALE and CLAMP follow the unary ops).
+/// The kernels' code of a unary function (SCALE, CLAMP and LEAKY_RELU
+/// follow the unary ops): its declaration index, which is its position in
+/// [`UnaryOp::ALL`] (a test checks).
 pub const fn unary_code(op: UnaryOp) -> i64 {
     op as i64
 }
@@ -36,6 +38,8 @@ pub const fn unary_code(op: UnaryOp) -> i64 {
 pub const UNARY_SCALE: i64 = UnaryOp::ALL.len() as i64;
 /// The kernels' code of CLAMP.
 pub const UNARY_CLAMP: i64 = UNARY_SCALE + 1;
+/// The kernels' code of LEAKY_RELU.
+pub const UNARY_LEAKY_RELU: i64 = UNARY_CLAMP + 1;
 
 /// The kernels' code of a binary op.
 pub const fn binary_code(op: BinaryOp) -> i64 {
@@ -61,10 +65,11 @@ pub fn constants() -> String {
     }
     define("GT_UNARY_SCALE", UNARY_SCALE);
     define("GT_UNARY_CLAMP", UNARY_CLAMP);
+    define("GT_UNARY_LEAKY_RELU", UNARY_LEAKY_RELU);
     for op in BinaryOp::ALL {
         define(&format!("GT_BINARY_{}", op.name()), binary_code(op));
     }
-    for op in [GluOp::Swiglu, GluOp::Geglu] {
+    for op in GluOp::ALL {
         define(&format!("GT_GLU_{}", op.name()), glu_code(op));
     }
     define("GT_TENSOR_BYTES", TENSOR_BYTES as i64);
@@ -92,5 +97,11 @@ mod tests {
             assert!(c.contains(needle), "missing {needle:?} in\n{c}");
         }
         assert!(c.contains(&format!("#define GT_UNARY_CLAMP {}", UnaryOp::ALL.len() + 1)));
+        for (i, op) in UnaryOp::ALL.into_iter().enumerate() {
+            assert_eq!(unary_code(op), i as i64, "{}", op.name());
+        }
+        for (i, op) in GluOp::ALL.into_iter().enumerate() {
+            assert_eq!(glu_code(op), i as i64, "{}", op.name());
+        }
     }
 }

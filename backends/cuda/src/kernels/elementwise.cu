@@ -1,4 +1,4 @@
-// Element-wise kernels: the unary functions, SCALE, CLAMP, the binary ops
+// Element-wise kernels: the unary functions, SCALE, CLAMP, LEAKY_RELU, the binary ops
 // with src1 repeated over src0, the gated linear units and DIAG_MASK_INF.
 // One thread per result element (grid-stride); every dtype goes through
 // f32, as in the CPU backend, so F16 and BF16 results round the same way.
@@ -7,6 +7,20 @@
 __device__ __forceinline__ float gelu_tanh(float x) {
     const float u = 0.7978846f * x * (1.0f + 0.044715f * x * x);
     return x / (1.0f + expf(-2.0f * u));
+}
+
+__device__ __forceinline__ float gelu_erf(float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+}
+
+// ggml's quick GELU, x * sigmoid(1.702 x); -0 for very negative x (x / inf).
+__device__ __forceinline__ float gelu_quick(float x) {
+    return x / (1.0f + expf(-1.702f * x));
+}
+
+// min(1, max(0, (x + 3) / 6)), ggml's hard sigmoid.
+__device__ __forceinline__ float hard_gate(float x) {
+    return fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f));
 }
 
 __device__ __forceinline__ float unary_op(int op, float x, float f0, float f1) {
@@ -20,16 +34,33 @@ __device__ __forceinline__ float unary_op(int op, float x, float f0, float f1) {
     case GT_UNARY_TANH: return tanhf(x);
     case GT_UNARY_RELU: return fmaxf(x, 0.0f);
     case GT_UNARY_GELU: return gelu_tanh(x);
-    case GT_UNARY_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+    case GT_UNARY_GELU_ERF: return gelu_erf(x);
     case GT_UNARY_SILU: return x / (1.0f + expf(-x));
     case GT_UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case GT_UNARY_SIN: return sinf(x);
+    case GT_UNARY_COS: return cosf(x);
+    // log1pf where ggml has logf(1 + e^x): the same, without losing small values.
+    case GT_UNARY_SOFTPLUS: return x > 20.0f ? x : log1pf(expf(x));
+    case GT_UNARY_ELU: return x > 0.0f ? x : expm1f(x);
+    case GT_UNARY_HARDSWISH: return x * hard_gate(x);
+    case GT_UNARY_HARDSIGMOID: return hard_gate(x);
+    case GT_UNARY_GELU_QUICK: return gelu_quick(x);
+    case GT_UNARY_STEP: return x > 0.0f ? 1.0f : 0.0f;
+    case GT_UNARY_SGN: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+    case GT_UNARY_ROUND: return roundf(x);
+    case GT_UNARY_FLOOR: return floorf(x);
+    case GT_UNARY_CEIL: return ceilf(x);
+    case GT_UNARY_TRUNC: return truncf(x);
+    case GT_UNARY_EXPM1: return expm1f(x);
     case GT_UNARY_SCALE: return fmaf(x, f0, f1);
     case GT_UNARY_CLAMP: return fmaxf(fminf(x, f1), f0);
+    case GT_UNARY_LEAKY_RELU: return (x > 0.0f ? x : 0.0f) + f0 * (x < 0.0f ? x : 0.0f);
     }
     return x;
 }
 
-// dst = op(src0); i[0] the op, f[0], f[1] its parameters (scale and bias, or min and max).
+// dst = op(src0); i[0] the op, f[0], f[1] its parameters (scale and bias,
+// min and max, or LEAKY_RELU's negative slope).
 extern "C" __global__ void unary(const Args a) {
     const Tensor& d = a.dst;
     const Tensor& s = a.src[0];
@@ -93,8 +124,16 @@ extern "C" __global__ void glu(const Args a) {
             x = load_f(s.data + byte_offset4(s, xi, idx[1], idx[2], idx[3]), s.type);
             g = load_f(s.data + byte_offset4(s, gi, idx[1], idx[2], idx[3]), s.type);
         }
-        const float act = op == GT_GLU_SWIGLU ? x / (1.0f + expf(-x)) : gelu_tanh(x);
-        store_f(d.data + byte_offset(d, idx), d.type, act * g);
+        float r;
+        switch (op) {
+        case GT_GLU_SWIGLU: r = x / (1.0f + expf(-x)) * g; break;
+        case GT_GLU_GEGLU: r = gelu_tanh(x) * g; break;
+        // ggml's REGLU skips the gate where x <= 0 (an infinite gate gives 0 there).
+        case GT_GLU_REGLU: r = x > 0.0f ? x * g : 0.0f; break;
+        case GT_GLU_GEGLU_ERF: r = gelu_erf(x) * g; break;
+        default: r = gelu_quick(x) * g; break;
+        }
+        store_f(d.data + byte_offset(d, idx), d.type, r);
     }
 }
 

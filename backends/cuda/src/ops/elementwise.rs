@@ -1,10 +1,10 @@
-//! Unary functions, SCALE, CLAMP, binary ops, GLUs and DIAG_MASK_INF: the
+//! Unary functions, SCALE, CLAMP, LEAKY_RELU, binary ops, GLUs and DIAG_MASK_INF: the
 //! CPU's dtype rules, one thread per result element (`elementwise.cu`).
 
 use gantry_engine::{DType, Op, TensorDesc, TensorId, tensor::can_repeat};
 
 use super::{Planner, Refusal, is_float, require, src, strides_aligned};
-use crate::kernels::constants::{UNARY_CLAMP, UNARY_SCALE, binary_code, glu_code, unary_code};
+use crate::kernels::constants::{UNARY_CLAMP, UNARY_LEAKY_RELU, UNARY_SCALE, binary_code, glu_code, unary_code};
 use crate::kernels::{Kernel, Module};
 
 pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), Refusal> {
@@ -15,13 +15,14 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
     let x = p.tensor(a_id)?;
     let n = d.nelements();
     match d.op {
-        Op::Unary(_) | Op::Scale { .. } | Op::Clamp { .. } => {
+        Op::Unary(_) | Op::Scale { .. } | Op::Clamp { .. } | Op::LeakyRelu { .. } => {
             require(a.ne == d.ne, || format!("source shape {:?} differs from the result's {:?}", a.ne, d.ne))?;
             let mut args = p.args(dst, &[x]);
             match d.op {
                 Op::Unary(u) => args.i[0] = unary_code(u),
                 Op::Scale { scale, bias } => (args.i[0], args.f[0], args.f[1]) = (UNARY_SCALE, scale, bias),
                 Op::Clamp { min, max } => (args.i[0], args.f[0], args.f[1]) = (UNARY_CLAMP, min, max),
+                Op::LeakyRelu { negative_slope } => (args.i[0], args.f[0]) = (UNARY_LEAKY_RELU, negative_slope),
                 _ => {}
             }
             p.launch_over(Kernel::new(Module::Elementwise, "unary"), n, args);

@@ -155,6 +155,7 @@ impl<'a> Planner<'a> {
             Op::Binary(_)
             | Op::Scale { .. }
             | Op::Clamp { .. }
+            | Op::LeakyRelu { .. }
             | Op::Unary(_)
             | Op::Glu { .. }
             | Op::DiagMaskInf { .. } => elementwise::plan(self, node, &d),

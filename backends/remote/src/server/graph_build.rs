@@ -322,6 +322,7 @@ impl Builder<'_, '_> {
                 | Op::SetRows
                 | Op::Binary(_)
                 | Op::Scale { .. }
+                | Op::LeakyRelu { .. }
                 | Op::Unary(_)
                 | Op::RmsNorm { .. }
                 | Op::SoftMax { .. }
@@ -385,6 +386,14 @@ impl Builder<'_, '_> {
             Op::Clamp { min, max } => {
                 let x = a(self)?;
                 self.ctx.clamp(x, min, max)
+            }
+            Op::LeakyRelu { negative_slope } => {
+                let x = a(self)?;
+                if inplace {
+                    self.ctx.leaky_relu_inplace(x, negative_slope)
+                } else {
+                    self.ctx.leaky_relu(x, negative_slope)
+                }
             }
             Op::Unary(op) => {
                 let x = a(self)?;

@@ -157,7 +157,7 @@ fn float(u: &mut Unstructured<'_>) -> ArbResult<f32> {
 }
 
 fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
-    Ok(match u.int_in_range(0u8..=27)? {
+    Ok(match u.int_in_range(0u8..=28)? {
         0 => Op::None,
         1 => Op::View,
         2 => Op::Reshape,
@@ -181,7 +181,7 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         11 => Op::Scale { scale: float(u)?, bias: float(u)? },
         12 => Op::Clamp { min: float(u)?, max: float(u)? },
         13 => Op::Unary(UnaryOp::ALL[u.choose_index(UnaryOp::ALL.len())?]),
-        14 => Op::Glu { op: if u.arbitrary()? { GluOp::Swiglu } else { GluOp::Geglu }, swapped: u.arbitrary()? },
+        14 => Op::Glu { op: GluOp::ALL[u.choose_index(GluOp::ALL.len())?], swapped: u.arbitrary()? },
         15 => Op::Sum,
         16 => Op::SumRows,
         17 => Op::Mean,
@@ -200,6 +200,7 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         24 => Op::MulMat,
         25 => Op::Concat { dim: u.int_in_range(0..=4)? },
         26 => Op::Repeat,
+        27 => Op::LeakyRelu { negative_slope: float(u)? },
         _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
     })
 }

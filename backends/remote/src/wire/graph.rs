@@ -110,10 +110,7 @@ fn write_op(w: &mut Writer, op: &Op) {
         }
         Op::Glu { op, swapped } => {
             w.u8(14);
-            w.u8(match op {
-                GluOp::Swiglu => 0,
-                GluOp::Geglu => 1,
-            });
+            w.u8(GluOp::ALL.iter().position(|&x| x == op).unwrap_or(0) as u8);
             w.u8(u8::from(swapped));
         }
         Op::Sum => w.u8(15),
@@ -161,6 +158,10 @@ fn write_op(w: &mut Writer, op: &Op) {
             w.f32(max_bias);
             w.f32(softcap);
         }
+        Op::LeakyRelu { negative_slope } => {
+            w.u8(28);
+            w.f32(negative_slope);
+        }
     }
 }
 
@@ -191,11 +192,8 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
             Op::Unary(*UnaryOp::ALL.get(code as usize).ok_or_else(|| wire_err!("unknown unary op {code}"))?)
         }
         14 => {
-            let op = match r.u8("GLU op")? {
-                0 => GluOp::Swiglu,
-                1 => GluOp::Geglu,
-                code => return Err(wire_err!("unknown GLU op {code}")),
-            };
+            let code = r.u8("GLU op")?;
+            let op = *GluOp::ALL.get(code as usize).ok_or_else(|| wire_err!("unknown GLU op {code}"))?;
             Op::Glu { op, swapped: r.bool("GLU swapped")? }
         }
         15 => Op::Sum,
@@ -238,6 +236,7 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
             max_bias: r.f32("FLASH_ATTN_EXT max_bias")?,
             softcap: r.f32("FLASH_ATTN_EXT softcap")?,
         },
+        28 => Op::LeakyRelu { negative_slope: r.f32("LEAKY_RELU negative_slope")? },
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
     })
@@ -358,6 +357,7 @@ mod tests {
             Op::SetRows,
             Op::Scale { scale: 0.5, bias: -1.0 },
             Op::Clamp { min: -2.0, max: 3.0 },
+            Op::LeakyRelu { negative_slope: 0.01 },
             Op::Glu { op: GluOp::Geglu, swapped: true },
             Op::Sum,
             Op::SumRows,
@@ -375,6 +375,7 @@ mod tests {
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));
+        ops.extend(GluOp::ALL.map(|op| Op::Glu { op, swapped: false }));
         ops
     }
 

@@ -46,16 +46,18 @@ pub enum MapOp {
     Scale,
     /// CLAMP.
     Clamp,
+    /// LEAKY_RELU.
+    LeakyRelu,
 }
 
 /// A kernel, before its dtypes are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    /// Unary functions, SCALE, CLAMP.
+    /// Unary functions, SCALE, CLAMP, LEAKY_RELU.
     Map(MapOp),
     /// ADD, SUB, MUL, DIV.
     Binary(BinaryOp),
-    /// SWIGLU, GEGLU.
+    /// SWIGLU, GEGLU, REGLU, GEGLU_ERF, GEGLU_QUICK.
     Glu {
         /// Activation.
         op: GluOp,
@@ -153,6 +155,10 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
             b.params.f[0] = min;
             b.params.f[1] = max;
             elementwise::map(&mut b, MapOp::Clamp)
+        }
+        Op::LeakyRelu { negative_slope } => {
+            b.params.f[0] = negative_slope;
+            elementwise::map(&mut b, MapOp::LeakyRelu)
         }
         Op::Binary(op) => elementwise::binary(&mut b, op),
         Op::Glu { op, swapped } => elementwise::glu(&mut b, op, swapped),
@@ -369,13 +375,25 @@ fn dequantizer(dtype: DType) -> &'static [&'static str] {
     }
 }
 
+/// `map.wgsl`'s `MAP_OP`: a unary op's position in [`UnaryOp::ALL`], then
+/// SCALE, CLAMP and LEAKY_RELU.
 fn map_op_index(op: MapOp) -> u32 {
-    match op {
-        MapOp::Unary(u) => UnaryOp::ALL.iter().position(|&x| x == u).unwrap_or(usize::MAX) as u32,
-        MapOp::Scale => 12,
-        MapOp::Clamp => 13,
-    }
+    let unary = UnaryOp::ALL.len();
+    (match op {
+        MapOp::Unary(u) => UnaryOp::ALL.iter().position(|&x| x == u).unwrap_or(usize::MAX),
+        MapOp::Scale => unary,
+        MapOp::Clamp => unary + 1,
+        MapOp::LeakyRelu => unary + 2,
+    }) as u32
 }
+
+/// `glu.wgsl`'s `GLU_OP`: the activation's position in [`GluOp::ALL`].
+fn glu_op_index(op: GluOp) -> u32 {
+    GluOp::ALL.iter().position(|&x| x == op).unwrap_or(usize::MAX) as u32
+}
+
+/// The activations `map.wgsl` and `glu.wgsl` share.
+const ACTIVATIONS: &str = include_str!("../shaders/activations.wgsl");
 
 /// `movN(d, s)`: moves one element from slot N to dst, as an integer when both are I32.
 fn mover(stores: &[Store; 5], slot: usize) -> String {
@@ -414,13 +432,17 @@ pub fn source(key: &KernelKey) -> String {
     let mut consts = shared_constants(key);
     let mut libs: Vec<&str> = Vec::new();
     match key.kernel {
-        Kernel::Map(op) => consts += &format!("const MAP_OP: u32 = {}u;", map_op_index(op)),
+        Kernel::Map(op) => {
+            consts += &format!("const MAP_OP: u32 = {}u;", map_op_index(op));
+            libs.push(ACTIVATIONS);
+        }
         Kernel::Binary(op) => {
             let i = BinaryOp::ALL.iter().position(|&x| x == op).unwrap_or(3);
             consts += &format!("const BIN_OP: u32 = {i}u;");
         }
         Kernel::Glu { op, split } => {
-            consts += &format!("const GLU_OP: u32 = {}u;\n", if op == GluOp::Swiglu { 0 } else { 1 });
+            consts += &format!("const GLU_OP: u32 = {}u;\n", glu_op_index(op));
+            libs.push(ACTIVATIONS);
             consts.push_str(if split {
                 "fn glu_pair(c: vec4<u32>) -> vec2<f32> { return vec2<f32>(src0_ld(src0_at(c)), src1_ld(src1_at(c))); }"
             } else {
@@ -511,5 +533,26 @@ mod tests {
         let g = grid(5_000_000_000, 65535).unwrap();
         assert!(u64::from(g[0]) * u64::from(g[1]) * u64::from(g[2]) >= 5_000_000_000);
         assert!(grid(u64::MAX, 65535).is_err());
+    }
+
+    /// Each `case N:` of `map.wgsl` and `glu.wgsl` is commented with the op
+    /// whose index is N, so a reordered enum cannot silently swap functions.
+    #[test]
+    fn shader_cases_match_op_indices() {
+        let map = include_str!("../shaders/map.wgsl");
+        let named = UnaryOp::ALL.iter().map(|&u| (MapOp::Unary(u), u.name())).chain([
+            (MapOp::Scale, "SCALE"),
+            (MapOp::Clamp, "CLAMP"),
+            (MapOp::LeakyRelu, "LEAKY_RELU"),
+        ]);
+        for (op, name) in named {
+            let line = map.lines().find(|l| l.trim_start().starts_with(&format!("case {}u:", map_op_index(op))));
+            assert!(line.is_some_and(|l| l.ends_with(&format!("// {name}"))), "{name}: {line:?}");
+        }
+        let glu = include_str!("../shaders/glu.wgsl");
+        for op in GluOp::ALL {
+            let line = glu.lines().find(|l| l.trim_start().starts_with(&format!("case {}u:", glu_op_index(op))));
+            assert!(line.is_some_and(|l| l.ends_with(&format!("// {}", op.name()))), "{}: {line:?}", op.name());
+        }
     }
 }

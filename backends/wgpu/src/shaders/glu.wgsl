@@ -1,13 +1,18 @@
-// SWIGLU / GEGLU: act(x) * g, with (x, g) from `glu_pair(c)`: for the fused
-// form src0's rows hold [first half, second half] and x is the first half
-// unless p.u.x (swapped) is set; for the split form x is src0's, g src1's.
+// The gated linear units: act(x) * g, with (x, g) from `glu_pair(c)`: for
+// the fused form src0's rows hold [first half, second half] and x is the
+// first half unless p.u.x (swapped) is set; for the split form x is src0's,
+// g src1's. GLU_OP is the activation's position in GluOp::ALL.
 
-fn tanh_safe(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
-
-fn act(x: f32) -> f32 {
-    if (GLU_OP == 0u) { return x / (1.0 + exp(-x)); }
-    let sqrt_2_over_pi = 0.7978845608028654;
-    return 0.5 * x * (1.0 + tanh_safe(sqrt_2_over_pi * x * (1.0 + 0.044715 * x * x)));
+fn glu_value(x: f32, g: f32) -> f32 {
+    switch GLU_OP {
+        case 0u: { return x / (1.0 + exp(-x)) * g; } // SWIGLU
+        case 1u: { return gelu_tanh(x) * g; } // GEGLU
+        // ggml's REGLU skips the gate where x <= 0 (an infinite gate gives 0 there).
+        case 2u: { return select(0.0, x * g, x > 0.0); } // REGLU
+        case 3u: { return gelu_erf(x) * g; } // GEGLU_ERF
+        case 4u: { return gelu_quick(x) * g; } // GEGLU_QUICK
+        default: { return x * g; }
+    }
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -17,5 +22,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i >= n_elements(p.dst.ne)) { return; }
     let c = unravel(i, p.dst.ne);
     let xg = glu_pair(c);
-    dst_st(dst_at(c), act(xg.x) * xg.y);
+    dst_st(dst_at(c), glu_value(xg.x, xg.y));
 }
