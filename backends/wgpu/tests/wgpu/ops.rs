@@ -27,6 +27,26 @@ fn unary_ref(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::GeluErf => 0.5 * x64 * (1.0 + erf(x64 / std::f64::consts::SQRT_2)),
         UnaryOp::Silu => x64 / (1.0 + (-x64).exp()),
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x64).exp()),
+        UnaryOp::Sin => x64.sin(),
+        UnaryOp::Cos => x64.cos(),
+        UnaryOp::Softplus => x64.exp().ln_1p(),
+        UnaryOp::Elu => {
+            if x64 > 0.0 {
+                x64
+            } else {
+                x64.exp_m1()
+            }
+        }
+        UnaryOp::Hardswish => x64 * ((x64 + 3.0) / 6.0).clamp(0.0, 1.0),
+        UnaryOp::Hardsigmoid => ((x64 + 3.0) / 6.0).clamp(0.0, 1.0),
+        UnaryOp::GeluQuick => x64 / (1.0 + (-1.702 * x64).exp()),
+        UnaryOp::Step => f64::from(u8::from(x64 > 0.0)),
+        UnaryOp::Sgn => f64::from(u8::from(x64 > 0.0)) - f64::from(u8::from(x64 < 0.0)),
+        UnaryOp::Round => x64.round(),
+        UnaryOp::Floor => x64.floor(),
+        UnaryOp::Ceil => x64.ceil(),
+        UnaryOp::Trunc => x64.trunc(),
+        UnaryOp::Expm1 => x64.exp_m1(),
     };
     y as f32
 }
@@ -60,9 +80,12 @@ fn wgpu_unary_scale_clamp_f32() {
     let a = h.input(DType::F32, &[100], &x);
     let s = h.ctx.scale(a, 2.5, -1.0).unwrap();
     let c = h.ctx.clamp(a, -0.5, 1.25).unwrap();
-    h.compute(&[s, c]);
+    let l = h.ctx.leaky_relu(a, 0.125).unwrap();
+    h.compute(&[s, c, l]);
     assert_close("SCALE", &h.read(s), &x.iter().map(|v| v * 2.5 - 1.0).collect::<Vec<_>>(), 1e-6, 1e-6);
     assert_close("CLAMP", &h.read(c), &x.iter().map(|v| v.clamp(-0.5, 1.25)).collect::<Vec<_>>(), 0.0, 0.0);
+    let leaky: Vec<f32> = x.iter().map(|&v| if v < 0.0 { 0.125 * v } else { v }).collect();
+    assert_close("LEAKY_RELU", &h.read(l), &leaky, 0.0, 0.0);
 }
 
 #[test]
@@ -133,9 +156,15 @@ fn wgpu_binary_broadcast() {
 fn wgpu_glu() {
     let dev = device_or_skip!();
     let x = values(2 * 16 * 3, 21, -3.0, 3.0);
-    let silu = |v: f32| unary_ref(UnaryOp::Silu, v);
-    let gelu = |v: f32| unary_ref(UnaryOp::Gelu, v);
-    for (op, act) in [(GluOp::Swiglu, &silu as &dyn Fn(f32) -> f32), (GluOp::Geglu, &gelu)] {
+    for op in GluOp::ALL {
+        let unary = match op {
+            GluOp::Swiglu => UnaryOp::Silu,
+            GluOp::Geglu => UnaryOp::Gelu,
+            GluOp::Reglu => UnaryOp::Relu,
+            GluOp::GegluErf => UnaryOp::GeluErf,
+            GluOp::GegluQuick => UnaryOp::GeluQuick,
+        };
+        let act = |v: f32| unary_ref(unary, v);
         for swapped in [false, true] {
             let mut h = Harness::new(dev);
             let a = h.input(DType::F32, &[32, 3], &x);
