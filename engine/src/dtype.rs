@@ -43,6 +43,13 @@ pub enum DType {
     Q6_K,
     /// 256-weight super-block, f32 scale + 8-bit quants (activations).
     Q8_K,
+    /// 32 weights: f16 scale + 4-bit indices into a non-linear table (read only).
+    IQ4_NL,
+    /// 256-weight super-block: 6-bit sub-block scales + 4-bit indices into
+    /// IQ4_NL's table (read only).
+    IQ4_XS,
+    /// 32 weights: E8M0 shared exponent + 4-bit E2M1 floats (read only).
+    MXFP4,
 }
 
 /// Size facts of a dtype.
@@ -85,11 +92,15 @@ impl DType {
         DType::Q6_K,
     ];
 
+    /// The block-quantized weight types Gantry reads but does not write: their
+    /// values come from a lookup table (no reference quantizer here).
+    pub const LOOKUP_WEIGHTS: [DType; 3] = [DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4];
+
     /// The quantized types CPY and SET_ROWS write from F32 (ggml's set).
     pub const QUANTIZE_TARGETS: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
 
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 16] = [
+    pub const ALL: [DType; 19] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -106,6 +117,9 @@ impl DType {
         DType::Q5_K,
         DType::Q6_K,
         DType::Q8_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
+        DType::MXFP4,
     ];
 
     /// The size facts of this dtype.
@@ -127,6 +141,9 @@ impl DType {
             DType::Q5_K => quant("q5_K", QK_K, 2 + 2 + 12 + QK_K / 8 + QK_K / 2),
             DType::Q6_K => quant("q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2),
             DType::Q8_K => quant("q8_K", QK_K, 4 + QK_K + QK_K / 16 * 2),
+            DType::IQ4_NL => quant("iq4_nl", 32, 2 + 16),
+            DType::IQ4_XS => quant("iq4_xs", QK_K, 2 + 2 + QK_K / 64 + QK_K / 2),
+            DType::MXFP4 => quant("mxfp4", 32, 1 + 16),
         }
     }
 
@@ -194,8 +211,11 @@ impl DType {
             13 => DType::Q5_K,
             14 => DType::Q6_K,
             15 => DType::Q8_K,
+            20 => DType::IQ4_NL,
+            23 => DType::IQ4_XS,
             26 => DType::I32,
             30 => DType::BF16,
+            39 => DType::MXFP4,
             _ => return None,
         })
     }
@@ -217,6 +237,9 @@ impl DType {
             DType::Q5_K => 13,
             DType::Q6_K => 14,
             DType::Q8_K => 15,
+            DType::IQ4_NL => 20,
+            DType::IQ4_XS => 23,
+            DType::MXFP4 => 39,
             DType::I32 => 26,
             DType::BF16 => 30,
         }
@@ -253,6 +276,9 @@ mod tests {
             (DType::Q5_K, 256, 176),
             (DType::Q6_K, 256, 210),
             (DType::Q8_K, 256, 292),
+            (DType::IQ4_NL, 32, 18),
+            (DType::IQ4_XS, 256, 136),
+            (DType::MXFP4, 32, 17),
         ];
         for (t, bs, bytes) in expect {
             assert_eq!((t.block_size(), t.bytes_per_block()), (bs, bytes), "{t}");

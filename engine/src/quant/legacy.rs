@@ -4,7 +4,7 @@
 //! `qs[j]`, value `j + 16` in its high nibble; the 5-bit types keep the fifth
 //! bits in a little-endian `u32` `qh` (bit `j` for value `j`).
 
-use super::{F16Bits, QuantBlock};
+use super::{F16Bits, QuantBlock, QuantizeBlock};
 use crate::DType;
 
 const QK: usize = 32;
@@ -101,6 +101,16 @@ impl QuantBlock for BlockQ4_0 {
     const DTYPE: DType = DType::Q4_0;
     const ELEMS: usize = QK;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for j in 0..QK / 2 {
+            y[j] = ((self.qs[j] & 0x0F) as i32 - 8) as f32 * d;
+            y[j + QK / 2] = ((self.qs[j] >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ4_0 {
     fn quantize(x: &[f32]) -> Self {
         let max = signed_absmax(&x[..QK]);
         let d = max / -8.0;
@@ -115,20 +125,23 @@ impl QuantBlock for BlockQ4_0 {
         }
         Self { d: F16Bits::from_f32(d), qs }
     }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for j in 0..QK / 2 {
-            y[j] = ((self.qs[j] & 0x0F) as i32 - 8) as f32 * d;
-            y[j + QK / 2] = ((self.qs[j] >> 4) as i32 - 8) as f32 * d;
-        }
-    }
 }
 
 impl QuantBlock for BlockQ4_1 {
     const DTYPE: DType = DType::Q4_1;
     const ELEMS: usize = QK;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let m = self.m.to_f32();
+        for j in 0..QK / 2 {
+            y[j] = (self.qs[j] & 0x0F) as f32 * d + m;
+            y[j + QK / 2] = (self.qs[j] >> 4) as f32 * d + m;
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ4_1 {
     fn quantize(x: &[f32]) -> Self {
         let (min, max) = min_max(&x[..QK]);
         let d = (max - min) / 15.0;
@@ -143,21 +156,27 @@ impl QuantBlock for BlockQ4_1 {
         }
         Self { d: F16Bits::from_f32(d), m: F16Bits::from_f32(min), qs }
     }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let m = self.m.to_f32();
-        for j in 0..QK / 2 {
-            y[j] = (self.qs[j] & 0x0F) as f32 * d + m;
-            y[j + QK / 2] = (self.qs[j] >> 4) as f32 * d + m;
-        }
-    }
 }
 
 impl QuantBlock for BlockQ5_0 {
     const DTYPE: DType = DType::Q5_0;
     const ELEMS: usize = QK;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let qh = u32::from_le_bytes(self.qh);
+        for j in 0..QK / 2 {
+            let h0 = ((qh >> j) << 4) & 0x10;
+            let h1 = (qh >> (j + 12)) & 0x10;
+            let x0 = ((self.qs[j] & 0x0F) as u32 | h0) as i32 - 16;
+            let x1 = ((self.qs[j] >> 4) as u32 | h1) as i32 - 16;
+            y[j] = x0 as f32 * d;
+            y[j + QK / 2] = x1 as f32 * d;
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ5_0 {
     fn quantize(x: &[f32]) -> Self {
         let max = signed_absmax(&x[..QK]);
         let d = max / -16.0;
@@ -175,25 +194,26 @@ impl QuantBlock for BlockQ5_0 {
         }
         Self { d: F16Bits::from_f32(d), qh: qh.to_le_bytes(), qs }
     }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let qh = u32::from_le_bytes(self.qh);
-        for j in 0..QK / 2 {
-            let h0 = ((qh >> j) << 4) & 0x10;
-            let h1 = (qh >> (j + 12)) & 0x10;
-            let x0 = ((self.qs[j] & 0x0F) as u32 | h0) as i32 - 16;
-            let x1 = ((self.qs[j] >> 4) as u32 | h1) as i32 - 16;
-            y[j] = x0 as f32 * d;
-            y[j + QK / 2] = x1 as f32 * d;
-        }
-    }
 }
 
 impl QuantBlock for BlockQ5_1 {
     const DTYPE: DType = DType::Q5_1;
     const ELEMS: usize = QK;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let m = self.m.to_f32();
+        let qh = u32::from_le_bytes(self.qh);
+        for j in 0..QK / 2 {
+            let h0 = ((qh >> j) << 4) & 0x10;
+            let h1 = (qh >> (j + 12)) & 0x10;
+            y[j] = ((self.qs[j] & 0x0F) as u32 | h0) as f32 * d + m;
+            y[j + QK / 2] = ((self.qs[j] >> 4) as u32 | h1) as f32 * d + m;
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ5_1 {
     fn quantize(x: &[f32]) -> Self {
         let (min, max) = min_max(&x[..QK]);
         let d = (max - min) / 31.0;
@@ -211,17 +231,5 @@ impl QuantBlock for BlockQ5_1 {
             qh |= ((q1 & 0x10) >> 4) << (j + QK / 2);
         }
         Self { d: F16Bits::from_f32(d), m: F16Bits::from_f32(min), qh: qh.to_le_bytes(), qs }
-    }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let m = self.m.to_f32();
-        let qh = u32::from_le_bytes(self.qh);
-        for j in 0..QK / 2 {
-            let h0 = ((qh >> j) << 4) & 0x10;
-            let h1 = (qh >> (j + 12)) & 0x10;
-            y[j] = ((self.qs[j] & 0x0F) as u32 | h0) as f32 * d + m;
-            y[j + QK / 2] = ((self.qs[j] >> 4) as u32 | h1) as f32 * d + m;
-        }
     }
 }

@@ -12,8 +12,11 @@
 //! because bit-identical output is the contract: a model quantized here and by
 //! ggml must be the same file.
 
+mod iq4_nl;
+mod iq4_xs;
 mod k_search;
 mod legacy;
+mod mxfp4;
 mod q2_k;
 mod q3_k;
 mod q4_k;
@@ -24,8 +27,11 @@ mod q8;
 #[cfg(test)]
 mod tests;
 
+pub use iq4_nl::{BlockIQ4NL, KVALUES_IQ4NL};
+pub use iq4_xs::BlockIQ4XS;
 pub use k_search::{get_scale_min_k4, make_q3_quants, make_qkx2_quants, make_qx_quants, nearest_int};
 pub use legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+pub use mxfp4::{BlockMXFP4, KVALUES_MXFP4, e8m0_to_f32_half};
 pub use q2_k::BlockQ2K;
 pub use q3_k::BlockQ3K;
 pub use q4_k::BlockQ4K;
@@ -63,23 +69,29 @@ impl F16Bits {
 
 /// One quantized block: `ELEMS` values stored in `size_of::<Self>()` bytes.
 ///
-/// `quantize` and `dequantize` work on exactly `ELEMS` values; callers hand
-/// them `chunks_exact(ELEMS)` slices (the row functions below do).
+/// `dequantize` works on exactly `ELEMS` values; callers hand it
+/// `chunks_exact(ELEMS)` slices (the row functions below do).
 pub trait QuantBlock: bytemuck::Pod {
     /// The dtype whose blocks these are.
     const DTYPE: DType;
     /// Values per block.
     const ELEMS: usize;
 
-    /// ggml's reference quantizer for one block of `ELEMS` values.
-    fn quantize(x: &[f32]) -> Self;
-
     /// Writes the block's `ELEMS` values into `y`.
     fn dequantize(&self, y: &mut [f32]);
 }
 
+/// A block type Gantry can also write: it has ggml's reference quantizer.
+/// (The lookup-table types IQ4_NL, IQ4_XS and MXFP4 are read only: their
+/// quantizers search a table per block and nothing here writes them yet.)
+pub trait QuantizeBlock: QuantBlock {
+    /// ggml's reference quantizer for one block of `ELEMS` values (exactly
+    /// `ELEMS` values, as [`QuantBlock::dequantize`]).
+    fn quantize(x: &[f32]) -> Self;
+}
+
 /// Quantizes whole blocks of `x` into `y` (as many as both hold).
-pub fn quantize_blocks<B: QuantBlock>(x: &[f32], y: &mut [B]) {
+pub fn quantize_blocks<B: QuantizeBlock>(x: &[f32], y: &mut [B]) {
     for (xb, yb) in x.chunks_exact(B::ELEMS).zip(y.iter_mut()) {
         *yb = B::quantize(xb);
     }
@@ -111,6 +123,9 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         DType::Q5_K => quantize_row_bytes::<BlockQ5K>(src, dst),
         DType::Q6_K => quantize_row_bytes::<BlockQ6K>(src, dst),
         DType::Q8_K => quantize_row_bytes::<BlockQ8K>(src, dst),
+        DType::IQ4_NL | DType::IQ4_XS | DType::MXFP4 => {
+            Err(Error::UnsupportedDType { what: "quantize_row (read only: no quantizer for this type)".into(), dtype })
+        }
         DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {
             Err(Error::UnsupportedDType { what: "quantize_row (not a quantized type)".into(), dtype })
         }
@@ -135,6 +150,9 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<()> {
         DType::Q5_K => dequantize_row_bytes::<BlockQ5K>(src, dst),
         DType::Q6_K => dequantize_row_bytes::<BlockQ6K>(src, dst),
         DType::Q8_K => dequantize_row_bytes::<BlockQ8K>(src, dst),
+        DType::IQ4_NL => dequantize_row_bytes::<BlockIQ4NL>(src, dst),
+        DType::IQ4_XS => dequantize_row_bytes::<BlockIQ4XS>(src, dst),
+        DType::MXFP4 => dequantize_row_bytes::<BlockMXFP4>(src, dst),
         DType::F32 | DType::F16 | DType::BF16 | DType::I32 => {
             Err(Error::UnsupportedDType { what: "dequantize_row (not a quantized type)".into(), dtype })
         }
@@ -157,7 +175,7 @@ fn checked_row_bytes<B: QuantBlock>(what: &str, n: usize, have: usize) -> Result
     Ok(need)
 }
 
-fn quantize_row_bytes<B: QuantBlock>(src: &[f32], dst: &mut [u8]) -> Result<()> {
+fn quantize_row_bytes<B: QuantizeBlock>(src: &[f32], dst: &mut [u8]) -> Result<()> {
     let need = checked_row_bytes::<B>("quantize_row", src.len(), dst.len())?;
     let size = size_of::<B>();
     for (x, y) in src.chunks_exact(B::ELEMS).zip(dst[..need].chunks_exact_mut(size)) {

@@ -4,7 +4,7 @@
 //! Quants are packed 4 per byte: in each half of 128 values, `qs[32h + l]`
 //! holds values `l`, `l + 32`, `l + 64`, `l + 96` at bit shifts 0, 2, 4, 6.
 
-use super::{F16Bits, QuantBlock, make_qkx2_quants, nearest_int};
+use super::{F16Bits, QuantBlock, QuantizeBlock, make_qkx2_quants, nearest_int};
 use crate::{DType, QK_K};
 
 /// A Q2_K super-block.
@@ -36,6 +36,30 @@ impl QuantBlock for BlockQ2K {
     const DTYPE: DType = DType::Q2_K;
     const ELEMS: usize = QK_K;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let min = self.dmin.to_f32();
+        let mut out = 0;
+        let mut is = 0;
+        for half in 0..2 {
+            let q = &self.qs[32 * half..32 * half + 32];
+            for shift in [0, 2, 4, 6] {
+                for part in 0..2 {
+                    let sc = self.scales[is];
+                    is += 1;
+                    let dl = d * (sc & 0xF) as f32;
+                    let ml = min * (sc >> 4) as f32;
+                    for &qb in &q[16 * part..16 * part + 16] {
+                        y[out] = dl * ((qb >> shift) & 3) as f32 - ml;
+                        out += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ2K {
     fn quantize(x: &[f32]) -> Self {
         const Q4SCALE: f32 = 15.0;
         let x = &x[..QK_K];
@@ -100,27 +124,5 @@ impl QuantBlock for BlockQ2K {
         }
         pack_2bit(&l, &mut out.qs);
         out
-    }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let min = self.dmin.to_f32();
-        let mut out = 0;
-        let mut is = 0;
-        for half in 0..2 {
-            let q = &self.qs[32 * half..32 * half + 32];
-            for shift in [0, 2, 4, 6] {
-                for part in 0..2 {
-                    let sc = self.scales[is];
-                    is += 1;
-                    let dl = d * (sc & 0xF) as f32;
-                    let ml = min * (sc >> 4) as f32;
-                    for &qb in &q[16 * part..16 * part + 16] {
-                        y[out] = dl * ((qb >> shift) & 3) as f32 - ml;
-                        out += 1;
-                    }
-                }
-            }
-        }
     }
 }

@@ -7,7 +7,7 @@
 //! high bits are in `scales[8 + j % 4]` at shift `2·(j / 4)`.
 
 use super::q2_k::pack_2bit;
-use super::{F16Bits, QuantBlock, make_q3_quants, nearest_int};
+use super::{F16Bits, QuantBlock, QuantizeBlock, make_q3_quants, nearest_int};
 use crate::{DType, QK_K};
 
 /// A Q3_K super-block.
@@ -56,6 +56,32 @@ impl QuantBlock for BlockQ3K {
     const DTYPE: DType = DType::Q3_K;
     const ELEMS: usize = QK_K;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d_all = self.d.to_f32();
+        let scales = self.unpacked_scales();
+        let mut out = 0;
+        let mut is = 0;
+        let mut m = 1u8;
+        for half in 0..2 {
+            let q = &self.qs[32 * half..32 * half + 32];
+            for shift in [0, 2, 4, 6] {
+                for part in 0..2 {
+                    let dl = d_all * scales[is] as f32;
+                    is += 1;
+                    for i in 16 * part..16 * part + 16 {
+                        let low = ((q[i] >> shift) & 3) as i32;
+                        let v = low - if self.hmask[i] & m != 0 { 0 } else { 4 };
+                        y[out] = dl * v as f32;
+                        out += 1;
+                    }
+                }
+                m <<= 1;
+            }
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ3K {
     fn quantize(x: &[f32]) -> Self {
         let x = &x[..QK_K];
         let mut l = [0i8; QK_K];
@@ -116,29 +142,5 @@ impl QuantBlock for BlockQ3K {
         }
         pack_2bit(&low, &mut out.qs);
         out
-    }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d_all = self.d.to_f32();
-        let scales = self.unpacked_scales();
-        let mut out = 0;
-        let mut is = 0;
-        let mut m = 1u8;
-        for half in 0..2 {
-            let q = &self.qs[32 * half..32 * half + 32];
-            for shift in [0, 2, 4, 6] {
-                for part in 0..2 {
-                    let dl = d_all * scales[is] as f32;
-                    is += 1;
-                    for i in 16 * part..16 * part + 16 {
-                        let low = ((q[i] >> shift) & 3) as i32;
-                        let v = low - if self.hmask[i] & m != 0 { 0 } else { 4 };
-                        y[out] = dl * v as f32;
-                        out += 1;
-                    }
-                }
-                m <<= 1;
-            }
-        }
     }
 }

@@ -5,7 +5,7 @@
 //! Quants: in each chunk of 64 values, `qs[32c + l]` holds value `l` in its
 //! low nibble and value `l + 32` in its high nibble.
 
-use super::{F16Bits, QuantBlock, get_scale_min_k4, make_qkx2_quants, nearest_int};
+use super::{F16Bits, QuantBlock, QuantizeBlock, get_scale_min_k4, make_qkx2_quants, nearest_int};
 use crate::{DType, QK_K};
 
 /// A Q4_K super-block.
@@ -103,17 +103,6 @@ impl QuantBlock for BlockQ4K {
     const DTYPE: DType = DType::Q4_K;
     const ELEMS: usize = QK_K;
 
-    fn quantize(x: &[f32]) -> Self {
-        let (d, dmin, scales, l) = quantize_k4_groups(x, 15, -1.0, 20);
-        let mut qs = [0u8; QK_K / 2];
-        for c in 0..QK_K / 64 {
-            for i in 0..32 {
-                qs[32 * c + i] = l[64 * c + i] | (l[64 * c + i + 32] << 4);
-            }
-        }
-        Self { d, dmin, scales, qs }
-    }
-
     fn dequantize(&self, y: &mut [f32]) {
         let d = self.d.to_f32();
         let min = self.dmin.to_f32();
@@ -129,5 +118,18 @@ impl QuantBlock for BlockQ4K {
                 y[i + 32] = d2 * (q[i] >> 4) as f32 - m2;
             }
         }
+    }
+}
+
+impl QuantizeBlock for BlockQ4K {
+    fn quantize(x: &[f32]) -> Self {
+        let (d, dmin, scales, l) = quantize_k4_groups(x, 15, -1.0, 20);
+        let mut qs = [0u8; QK_K / 2];
+        for c in 0..QK_K / 64 {
+            for i in 0..32 {
+                qs[32 * c + i] = l[64 * c + i] | (l[64 * c + i + 32] << 4);
+            }
+        }
+        Self { d, dmin, scales, qs }
     }
 }

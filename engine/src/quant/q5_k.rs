@@ -4,7 +4,7 @@
 //! `2c` of `qh[l]`, that of value `64c + l + 32` bit `2c + 1`.
 
 use super::q4_k::quantize_k4_groups;
-use super::{F16Bits, QuantBlock, get_scale_min_k4};
+use super::{F16Bits, QuantBlock, QuantizeBlock, get_scale_min_k4};
 use crate::{DType, QK_K};
 
 /// A Q5_K super-block.
@@ -29,6 +29,28 @@ impl QuantBlock for BlockQ5K {
     const DTYPE: DType = DType::Q5_K;
     const ELEMS: usize = QK_K;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let min = self.dmin.to_f32();
+        for c in 0..QK_K / 64 {
+            let (sc1, m1) = get_scale_min_k4(2 * c, &self.scales);
+            let (sc2, m2) = get_scale_min_k4(2 * c + 1, &self.scales);
+            let (d1, m1) = (d * sc1 as f32, min * m1 as f32);
+            let (d2, m2) = (d * sc2 as f32, min * m2 as f32);
+            let (u1, u2) = (1u8 << (2 * c), 2u8 << (2 * c));
+            let q = &self.qs[32 * c..32 * c + 32];
+            let y = &mut y[64 * c..64 * c + 64];
+            for i in 0..32 {
+                let h1 = if self.qh[i] & u1 != 0 { 16 } else { 0 };
+                let h2 = if self.qh[i] & u2 != 0 { 16 } else { 0 };
+                y[i] = d1 * ((q[i] & 0xF) + h1) as f32 - m1;
+                y[i + 32] = d2 * ((q[i] >> 4) + h2) as f32 - m2;
+            }
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ5K {
     fn quantize(x: &[f32]) -> Self {
         let (d, dmin, scales, l) = quantize_k4_groups(x, 31, -0.5, 15);
         let mut qs = [0u8; QK_K / 2];
@@ -50,25 +72,5 @@ impl QuantBlock for BlockQ5K {
             }
         }
         Self { d, dmin, scales, qh, qs }
-    }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let min = self.dmin.to_f32();
-        for c in 0..QK_K / 64 {
-            let (sc1, m1) = get_scale_min_k4(2 * c, &self.scales);
-            let (sc2, m2) = get_scale_min_k4(2 * c + 1, &self.scales);
-            let (d1, m1) = (d * sc1 as f32, min * m1 as f32);
-            let (d2, m2) = (d * sc2 as f32, min * m2 as f32);
-            let (u1, u2) = (1u8 << (2 * c), 2u8 << (2 * c));
-            let q = &self.qs[32 * c..32 * c + 32];
-            let y = &mut y[64 * c..64 * c + 64];
-            for i in 0..32 {
-                let h1 = if self.qh[i] & u1 != 0 { 16 } else { 0 };
-                let h2 = if self.qh[i] & u2 != 0 { 16 } else { 0 };
-                y[i] = d1 * ((q[i] & 0xF) + h1) as f32 - m1;
-                y[i + 32] = d2 * ((q[i] >> 4) + h2) as f32 - m2;
-            }
-        }
     }
 }

@@ -7,7 +7,7 @@
 //! `l + 96` at shifts 0, 2, 4, 6.
 
 use super::k_search::GROUP_MAX_EPS;
-use super::{F16Bits, QuantBlock, make_qx_quants, nearest_int};
+use super::{F16Bits, QuantBlock, QuantizeBlock, make_qx_quants, nearest_int};
 use crate::{DType, QK_K};
 
 /// A Q6_K super-block.
@@ -30,6 +30,29 @@ impl QuantBlock for BlockQ6K {
     const DTYPE: DType = DType::Q6_K;
     const ELEMS: usize = QK_K;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for h in 0..2 {
+            let ql = &self.ql[64 * h..64 * h + 64];
+            let qh = &self.qh[32 * h..32 * h + 32];
+            let sc = &self.scales[8 * h..8 * h + 8];
+            let y = &mut y[128 * h..128 * h + 128];
+            for i in 0..32 {
+                let is = i / 16;
+                let q1 = ((ql[i] & 0xF) | ((qh[i] & 3) << 4)) as i32 - 32;
+                let q2 = ((ql[i + 32] & 0xF) | (((qh[i] >> 2) & 3) << 4)) as i32 - 32;
+                let q3 = ((ql[i] >> 4) | (((qh[i] >> 4) & 3) << 4)) as i32 - 32;
+                let q4 = ((ql[i + 32] >> 4) | (((qh[i] >> 6) & 3) << 4)) as i32 - 32;
+                y[i] = d * sc[is] as f32 * q1 as f32;
+                y[i + 32] = d * sc[is + 2] as f32 * q2 as f32;
+                y[i + 64] = d * sc[is + 4] as f32 * q3 as f32;
+                y[i + 96] = d * sc[is + 6] as f32 * q4 as f32;
+            }
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ6K {
     fn quantize(x: &[f32]) -> Self {
         let x = &x[..QK_K];
         let mut l = [0i8; QK_K];
@@ -79,26 +102,5 @@ impl QuantBlock for BlockQ6K {
             }
         }
         out
-    }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for h in 0..2 {
-            let ql = &self.ql[64 * h..64 * h + 64];
-            let qh = &self.qh[32 * h..32 * h + 32];
-            let sc = &self.scales[8 * h..8 * h + 8];
-            let y = &mut y[128 * h..128 * h + 128];
-            for i in 0..32 {
-                let is = i / 16;
-                let q1 = ((ql[i] & 0xF) | ((qh[i] & 3) << 4)) as i32 - 32;
-                let q2 = ((ql[i + 32] & 0xF) | (((qh[i] >> 2) & 3) << 4)) as i32 - 32;
-                let q3 = ((ql[i] >> 4) | (((qh[i] >> 4) & 3) << 4)) as i32 - 32;
-                let q4 = ((ql[i + 32] >> 4) | (((qh[i] >> 6) & 3) << 4)) as i32 - 32;
-                y[i] = d * sc[is] as f32 * q1 as f32;
-                y[i + 32] = d * sc[is + 2] as f32 * q2 as f32;
-                y[i + 64] = d * sc[is + 4] as f32 * q3 as f32;
-                y[i + 96] = d * sc[is + 6] as f32 * q4 as f32;
-            }
-        }
     }
 }

@@ -2,7 +2,7 @@
 //! (activations of the `_1` types, with the block sum) and Q8_K (activations
 //! of the K-quants, with sums per 16 values).
 
-use super::{F16Bits, QuantBlock, nearest_int};
+use super::{F16Bits, QuantBlock, QuantizeBlock, nearest_int};
 use crate::{DType, QK_K};
 
 const QK: usize = 32;
@@ -53,6 +53,15 @@ impl QuantBlock for BlockQ8_0 {
     const DTYPE: DType = DType::Q8_0;
     const ELEMS: usize = QK;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for (o, &q) in y[..QK].iter_mut().zip(&self.qs) {
+            *o = q as f32 * d;
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ8_0 {
     fn quantize(x: &[f32]) -> Self {
         let d = absmax(&x[..QK]) / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -63,6 +72,11 @@ impl QuantBlock for BlockQ8_0 {
         }
         Self { d: F16Bits::from_f32(d), qs }
     }
+}
+
+impl QuantBlock for BlockQ8_1 {
+    const DTYPE: DType = DType::Q8_1;
+    const ELEMS: usize = QK;
 
     fn dequantize(&self, y: &mut [f32]) {
         let d = self.d.to_f32();
@@ -72,10 +86,7 @@ impl QuantBlock for BlockQ8_0 {
     }
 }
 
-impl QuantBlock for BlockQ8_1 {
-    const DTYPE: DType = DType::Q8_1;
-    const ELEMS: usize = QK;
-
+impl QuantizeBlock for BlockQ8_1 {
     fn quantize(x: &[f32]) -> Self {
         let d = absmax(&x[..QK]) / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -87,19 +98,20 @@ impl QuantBlock for BlockQ8_1 {
         }
         Self { d: F16Bits::from_f32(d), s: F16Bits::from_f32(sum as f32 * d), qs }
     }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for (o, &q) in y[..QK].iter_mut().zip(&self.qs) {
-            *o = q as f32 * d;
-        }
-    }
 }
 
 impl QuantBlock for BlockQ8K {
     const DTYPE: DType = DType::Q8_K;
     const ELEMS: usize = QK_K;
 
+    fn dequantize(&self, y: &mut [f32]) {
+        for (o, &q) in y[..QK_K].iter_mut().zip(&self.qs) {
+            *o = self.d * q as f32;
+        }
+    }
+}
+
+impl QuantizeBlock for BlockQ8K {
     fn quantize(x: &[f32]) -> Self {
         let x = &x[..QK_K];
         let mut max = 0f32;
@@ -125,11 +137,5 @@ impl QuantBlock for BlockQ8K {
         }
         out.d = 1.0 / iscale;
         out
-    }
-
-    fn dequantize(&self, y: &mut [f32]) {
-        for (o, &q) in y[..QK_K].iter_mut().zip(&self.qs) {
-            *o = self.d * q as f32;
-        }
     }
 }

@@ -190,3 +190,44 @@ fn blocks_have_alignment_one_except_q8_k() {
     assert_eq!(align_of::<BlockQ6K>(), 1);
     assert_eq!(align_of::<BlockQ8K>(), 4);
 }
+
+/// The read-only lookup types against the `gguf` Python package's
+/// dequantizers on seeded random blocks (`tests/data/quant/<type>_blocks.bin`,
+/// see its README), bit for bit.
+#[test]
+fn lookup_dequantizers_give_gguf_pys_floats() {
+    for dtype in DType::LOOKUP_WEIGHTS {
+        let name = dtype.name();
+        let blocks = read(&format!("{name}_blocks.bin"));
+        let want = read_f32(&format!("{name}_dequantized_f32.bin"));
+        assert_eq!(blocks.len() / dtype.bytes_per_block() * dtype.block_size(), want.len(), "{dtype}: file sizes");
+        let mut got = vec![0f32; want.len()];
+        dequantize_row(dtype, &blocks, &mut got).unwrap();
+        if let Some(at) = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits()) {
+            panic!("{dtype}: value {at} is {} here, {} in gguf-py", got[at], want[at]);
+        }
+        assert!(want.iter().any(|v| *v != 0.0), "{dtype}: the reference is not all zeros");
+    }
+}
+
+#[test]
+fn lookup_types_refuse_to_quantize_and_check_their_rows() {
+    for dtype in DType::LOOKUP_WEIGHTS {
+        let mut dst = vec![0u8; dtype.row_size(256).unwrap()];
+        assert!(quantize_row(dtype, &[0.5; 256], &mut dst).is_err(), "{dtype}");
+        let mut y = vec![0f32; 256];
+        assert!(dequantize_row(dtype, &dst[..dst.len() - 1], &mut y).is_err(), "{dtype}: short source");
+        assert!(dequantize_row(dtype, &dst, &mut y[..255]).is_err(), "{dtype}: not whole blocks");
+    }
+}
+
+#[test]
+fn e8m0_half_scales_are_ggmls() {
+    // 2^(e − 128): subnormal for e < 2, exact everywhere.
+    assert_eq!(e8m0_to_f32_half(0).to_bits(), 0x0020_0000);
+    assert_eq!(e8m0_to_f32_half(1).to_bits(), 0x0040_0000);
+    assert_eq!(e8m0_to_f32_half(2), 2f32.powi(-126));
+    assert_eq!(e8m0_to_f32_half(128), 1.0);
+    assert_eq!(e8m0_to_f32_half(127), 0.5);
+    assert_eq!(e8m0_to_f32_half(255), 2f32.powi(127));
+}

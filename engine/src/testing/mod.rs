@@ -13,16 +13,18 @@
 //!   placements, and [`liveness`]: an independent check that no two live
 //!   tensors share bytes — the allocator's oracles;
 //! - [`test_signal`]: values with flat, zero and spiky blocks, for
-//!   quantizers and kernels; [`reference_dir`]: where the independent
-//!   references live.
+//!   quantizers and kernels; [`lookup_rows`]: random rows of the read-only
+//!   lookup types; [`reference_dir`]: where the independent references live.
 
 mod counting_alloc;
 pub mod interpreter;
 pub mod liveness;
+mod lookup_rows;
 pub mod mock_devices;
 mod test_buffer;
 
 pub use counting_alloc::CountingAllocator;
+pub use lookup_rows::lookup_rows;
 pub use test_buffer::TestBufferType;
 
 /// A deterministic test signal for quantizers and kernels: `n` values in

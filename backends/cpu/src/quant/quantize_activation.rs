@@ -9,7 +9,7 @@
 //! ggml's own AVX2 path); Q8_K rounds to even in both, so only the sign of
 //! `d` can differ (when +max and −max tie), which leaves every product equal.
 
-use gantry_engine::quant::{BlockQ8_0, BlockQ8_1, BlockQ8K, F16Bits, QuantBlock, quantize_blocks};
+use gantry_engine::quant::{BlockQ8_0, BlockQ8_1, BlockQ8K, F16Bits, QuantBlock, QuantizeBlock, quantize_blocks};
 
 use super::Isa;
 
