@@ -2,7 +2,7 @@
 //! dims 2 and 3 with src0's batch broadcast (ggml's `r2 = ne12 / ne02`).
 //!
 //! Four paths:
-//! - **quantized** src0 (Q4_0 … Q6_K) goes to the quantized driver (see
+//! - **quantized** src0 (Q4_0 … Q6_K, IQ4_NL, IQ4_XS, MXFP4) goes to the quantized driver (see
 //!   [`super::mul_mat_quant`]): activations quantized once, integer dots.
 //! - **mat-vec** for one F16 / F32 matrix times one column (token
 //!   generation): the streaming kernels of `cpu::float_matvec`.

@@ -1,4 +1,4 @@
-//! MUL_MAT with quantized src0 (Q4_0 … Q6_K weights) and F32 src1 (or src1
+//! MUL_MAT with quantized src0 (Q4_0 … Q6_K, IQ4_NL, IQ4_XS, MXFP4 weights) and F32 src1 (or src1
 //! already in the weights' dot partner, unpacked first), through
 //! the quantized driver [`quant_mul_mat`]: the activations are quantized
 //! once per compute to the weights' dot partner and multiplied with integer

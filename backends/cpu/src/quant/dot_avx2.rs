@@ -15,8 +15,8 @@ use std::arch::x86_64::*;
 
 use crate::isa::{avx2_fn, avx2_only_fn};
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K, F16Bits,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Bits, KVALUES_IQ4NL, KVALUES_MXFP4,
 };
 
 /// Runs `$step(xb, yb, acc) -> acc` over the block pairs with four
@@ -474,6 +474,75 @@ avx2_fn! {
                     let p = _mm256_maddubs_epi16(qk, a);
                     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(scales8, 8 * h + 2 * k)));
                 }
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum_ps(acc)
+    }
+}
+
+avx2_fn! {
+    /// A 16-entry byte table in both 128-bit lanes, for `vpshufb` lookups.
+    #[inline]
+    pub(crate) fn table_256(table: &[i8; 16]) -> __m256i {
+        // SAFETY: `table` is 16 bytes; unaligned load.
+        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(table.as_ptr().cast()) })
+    }
+}
+
+avx2_fn! {
+    /// The 32 table values 16 bytes of 4-bit indices select (low nibbles
+    /// first): `vpshufb` reads each index's entry from `table` (a
+    /// [`table_256`]).
+    #[inline]
+    fn lookup_32(qs: &[u8; 16], table: __m256i) -> __m256i {
+        _mm256_shuffle_epi8(table, bytes_from_nibbles_32(qs))
+    }
+}
+
+avx2_fn! {
+    /// IQ4_NL · Q8_0.
+    pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+        let table = table_256(&KVALUES_IQ4NL);
+        let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
+            let d = _mm256_set1_ps(f16_to_f32(xb.d) * f16_to_f32(yb.d));
+            // Table values −127..=113: the sign trick's |x| stays within a byte.
+            _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(lookup_32(&xb.qs, table), load256(&yb.qs)), acc)
+        });
+        hsum_ps(acc)
+    }
+}
+
+avx2_fn! {
+    /// MXFP4 · Q8_0.
+    pub fn vec_dot_mxfp4_q8_0(x: &[BlockMXFP4], y: &[BlockQ8_0]) -> f32 {
+        let table = table_256(&KVALUES_MXFP4);
+        let acc = unrolled_blocks!(x, y, |xb, yb, acc| {
+            let d = _mm256_set1_ps(xb.scale() * f16_to_f32(yb.d));
+            _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(lookup_32(&xb.qs, table), load256(&yb.qs)), acc)
+        });
+        hsum_ps(acc)
+    }
+}
+
+avx2_fn! {
+    /// IQ4_XS · Q8_K: exact i32 sums over the super-block, each sub-block's
+    /// byte products scaled by its `ls − 32` with `vpmaddwd`.
+    pub fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+        let table = table_256(&KVALUES_IQ4NL);
+        let mut acc = _mm256_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            prefetch_ahead(xb, K_PREFETCH);
+            let d = yb.d * f16_to_f32(xb.d);
+            let mut sumi = _mm256_setzero_si256();
+            for ib in 0..8 {
+                let qs: &[u8; 16] = xb.qs[16 * ib..16 * ib + 16].try_into().unwrap_or(&[0; 16]);
+                let qx = lookup_32(qs, table);
+                let a = load256_u8_i8(&yb.qs[32 * ib..]);
+                // |x|·(±a): pair sums within 2·127·127 < 32767, no saturation.
+                let p = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(a, qx));
+                let sc = _mm256_set1_epi16(xb.sub_scale(ib) as i16);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc));
             }
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }

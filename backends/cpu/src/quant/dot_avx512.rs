@@ -31,13 +31,13 @@ use std::arch::x86_64::*;
 
 use bytemuck::Zeroable;
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K, F16Bits,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Bits, KVALUES_IQ4NL, KVALUES_MXFP4,
 };
 
 use super::dot_avx2::{
     K_PREFETCH, bytes_from_nibbles_32, f16_to_f32, hsum_ps, hsum_ps128, k4_scales_mins_simd, load256, load256_u8,
-    mins_dot_bsums_simd, prefetch_ahead, q2k_scales_and_min_sums, scaled_bsums,
+    mins_dot_bsums_simd, prefetch_ahead, q2k_scales_and_min_sums, scaled_bsums, table_256,
 };
 use crate::isa::{avx512_fn, avx512_vnni_fn};
 
@@ -292,6 +292,43 @@ impl PairDot for BlockQ5_1 {
             let qx = five_bit_pair([&x[0].qs, &x[1].qs], [x[0].qh, x[1].qh]);
             // SAFETY: the caller's contract; quants ≤ 31.
             unsafe { unsigned_pair_with_mins::<VNNI>(qx, [x[0].d, x[1].d], [x[0].m, x[1].m], y) }
+        }
+    }
+}
+
+avx512_fn! {
+    /// A 16-entry byte table in all four 128-bit lanes, for `vpshufb` lookups.
+    #[inline]
+    fn table_512(table: &[i8; 16]) -> __m512i {
+        let t = table_256(table);
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(t), t)
+    }
+}
+
+impl PairDot for BlockIQ4NL {
+    type Y = BlockQ8_0;
+    avx512_fn! {
+        #[inline]
+        unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_0; 2]) -> (__m512, __m512, Option<__m512>) {
+            let qx = _mm512_shuffle_epi8(table_512(&KVALUES_IQ4NL), nibbles_pair(&x[0].qs, &x[1].qs));
+            // SAFETY: the caller's contract; table values −127..=113.
+            unsafe { signed_pair::<VNNI>(qx, [x[0].d, x[1].d], y) }
+        }
+    }
+}
+
+impl PairDot for BlockMXFP4 {
+    type Y = BlockQ8_0;
+    avx512_fn! {
+        #[inline]
+        unsafe fn pair<const VNNI: bool>(x: [&Self; 2], y: [&BlockQ8_0; 2]) -> (__m512, __m512, Option<__m512>) {
+            let qx = _mm512_shuffle_epi8(table_512(&KVALUES_MXFP4), nibbles_pair(&x[0].qs, &x[1].qs));
+            // SAFETY: the caller's contract; table values −12..=12.
+            let s = unsafe { dot_i8::<VNNI>(qx, bytes_pair(&y[0].qs, &y[1].qs)) };
+            let z = F16Bits::default();
+            let dx = _mm_setr_ps(x[0].scale(), x[1].scale(), 0.0, 0.0);
+            let d = _mm_mul_ps(dx, f16x4([y[0].d, y[1].d, z, z]));
+            (_mm512_cvtepi32_ps(s), spread(d, 0, 1), None)
         }
     }
 }
@@ -609,6 +646,39 @@ avx512_fn! {
     }
 }
 
+avx512_fn! {
+    /// IQ4_XS · Q8_K: two sub-blocks per register (table lookups by
+    /// `vpshufb`), exact i32 sums times each sub-block's `ls − 32`.
+    ///
+    /// # Safety
+    /// As [`dot_bytes`].
+    #[inline]
+    unsafe fn iq4_xs<const VNNI: bool>(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+        let table = table_512(&KVALUES_IQ4NL);
+        let mut acc = _mm512_setzero_ps();
+        for (xb, yb) in x.iter().zip(y) {
+            prefetch_ahead(xb, K_PREFETCH);
+            let d = yb.d * f16_to_f32(xb.d);
+            let mut sumi = _mm512_setzero_si512();
+            for c in 0..4 {
+                let q0: &[u8; 16] = xb.qs[32 * c..32 * c + 16].try_into().unwrap_or(&[0; 16]);
+                let q1: &[u8; 16] = xb.qs[32 * c + 16..32 * c + 32].try_into().unwrap_or(&[0; 16]);
+                let qx = _mm512_shuffle_epi8(table, nibbles_pair(q0, q1));
+                // SAFETY: the caller's contract; |table value| ≤ 127.
+                let s = unsafe { dot_i8::<VNNI>(qx, load512_i8(&yb.qs[64 * c..])) };
+                let sc = _mm512_mask_blend_epi32(
+                    0xFF00,
+                    _mm512_set1_epi32(xb.sub_scale(2 * c)),
+                    _mm512_set1_epi32(xb.sub_scale(2 * c + 1)),
+                );
+                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(s, sc));
+            }
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        }
+        _mm512_reduce_add_ps(acc)
+    }
+}
+
 /// Defines the entry points of one flavour: a module of `vec_dot_*`
 /// functions compiled with the features of `$isa_fn` (an ISA macro of
 /// `cpu::isa`), each calling its body with `VNNI = $vnni`.
@@ -629,6 +699,9 @@ macro_rules! entry_points {
                 vec_dot_q4_k_q8_k(BlockQ4K, BlockQ8K) => k4_k5::<BlockQ4K, $vnni>,
                 vec_dot_q5_k_q8_k(BlockQ5K, BlockQ8K) => k4_k5::<BlockQ5K, $vnni>,
                 vec_dot_q6_k_q8_k(BlockQ6K, BlockQ8K) => q6_k::<$vnni>,
+                vec_dot_iq4_nl_q8_0(BlockIQ4NL, BlockQ8_0) => sum_pairs::<BlockIQ4NL, $vnni>,
+                vec_dot_mxfp4_q8_0(BlockMXFP4, BlockQ8_0) => sum_pairs::<BlockMXFP4, $vnni>,
+                vec_dot_iq4_xs_q8_k(BlockIQ4XS, BlockQ8K) => iq4_xs::<$vnni>,
             );
         }
     };

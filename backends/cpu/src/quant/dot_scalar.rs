@@ -3,8 +3,8 @@
 //! arithmetic, written over the unpacked form of [`super::unpack`].
 
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
 };
 
 use super::unpack::{UnpackK, UnpackSmall};
@@ -90,5 +90,17 @@ pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
 }
 /// Q6_K · Q8_K.
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    dot_k_q8_k(x, y)
+}
+/// IQ4_NL · Q8_0 (the table values are the quants: `d·d'·Σk[q]·q'`).
+pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+    dot_small_q8_0(x, y)
+}
+/// MXFP4 · Q8_0 (doubled E2M1 values against half the exponent's scale).
+pub fn vec_dot_mxfp4_q8_0(x: &[BlockMXFP4], y: &[BlockQ8_0]) -> f32 {
+    dot_small_q8_0(x, y)
+}
+/// IQ4_XS · Q8_K (table values with the sub-block scales as group scales).
+pub fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
     dot_k_q8_k(x, y)
 }

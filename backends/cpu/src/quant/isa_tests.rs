@@ -17,8 +17,8 @@
 
 use gantry_engine::DType;
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K, F16Bits, QuantBlock,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Bits, QuantBlock, QuantizeBlock,
 };
 
 use super::tests::{assert_matches_dequantized_dots, check_dot_rows, dequantized, pool, quantized, weights};
@@ -181,6 +181,23 @@ impl RandomBlock for BlockQ6K {
     }
 }
 
+impl RandomBlock for BlockIQ4NL {
+    fn random(r: &mut Rng) -> Self {
+        BlockIQ4NL { d: r.half(), qs: r.bytes() }
+    }
+}
+impl RandomBlock for BlockIQ4XS {
+    fn random(r: &mut Rng) -> Self {
+        BlockIQ4XS { d: r.half(), scales_h: r.bytes(), scales_l: r.bytes(), qs: r.bytes() }
+    }
+}
+impl RandomBlock for BlockMXFP4 {
+    fn random(r: &mut Rng) -> Self {
+        // Exponents 2^-10 to 2^5 (random bits would reach infinity).
+        BlockMXFP4 { e: 118 + (r.next() % 16) as u8, qs: r.bytes() }
+    }
+}
+
 fn random_blocks<B: RandomBlock>(n: usize, seed: u64) -> Vec<B> {
     let mut r = Rng(gantry_engine::SplitMix64::new(seed));
     (0..n).map(|_| B::random(&mut r)).collect()
@@ -221,7 +238,7 @@ impl MinBlock for BlockQ5_1 {
 
 /// `dot_on` on every path against the scalar path, for `counts` blocks of
 /// random bits and of quantized signals.
-fn check_dot<X: RandomBlock, Y: RandomBlock>(
+fn check_dot<X: RandomBlock + QuantizeBlock, Y: RandomBlock + QuantizeBlock>(
     dot_on: fn(Isa, usize, &[X], &[Y]) -> f32,
     extra: Extra<X, Y>,
     counts: &[usize],
@@ -267,6 +284,30 @@ fn isa_dots_match_the_scalar_path() {
     check_dot::<BlockQ4K, BlockQ8K>(vec_dot_q4_k_q8_k_on, no_extra, K_COUNTS);
     check_dot::<BlockQ5K, BlockQ8K>(vec_dot_q5_k_q8_k_on, no_extra, K_COUNTS);
     check_dot::<BlockQ6K, BlockQ8K>(vec_dot_q6_k_q8_k_on, no_extra, K_COUNTS);
+    check_random_dot::<BlockIQ4NL, BlockQ8_0>(vec_dot_iq4_nl_q8_0_on, SMALL_COUNTS);
+    check_random_dot::<BlockMXFP4, BlockQ8_0>(vec_dot_mxfp4_q8_0_on, SMALL_COUNTS);
+    check_random_dot::<BlockIQ4XS, BlockQ8K>(vec_dot_iq4_xs_q8_k_on, K_COUNTS);
+}
+
+/// `dot_on` on every path against the scalar path, for `counts` blocks of
+/// random bits (the read-only lookup types: no quantized signals).
+fn check_random_dot<X: RandomBlock, Y: RandomBlock>(dot_on: fn(Isa, usize, &[X], &[Y]) -> f32, counts: &[usize]) {
+    for &nb in counts {
+        let n = nb * X::ELEMS.max(Y::ELEMS);
+        let x: Vec<X> = random_blocks(n / X::ELEMS, nb as u64);
+        let y: Vec<Y> = random_blocks(n / Y::ELEMS, 1000 + nb as u64);
+        let scalar = dot_on(Isa::Scalar, n, &x, &y);
+        let tol = 1e-5 * magnitude(&x, &y, no_extra) + 1e-6;
+        for isa in Isa::available() {
+            let got = dot_on(isa, n, &x, &y);
+            assert!(
+                (got - scalar).abs() as f64 <= tol,
+                "{}·{} random bits, {nb} blocks, {isa:?}: {got} vs scalar {scalar} (tolerance {tol})",
+                X::DTYPE,
+                Y::DTYPE
+            );
+        }
+    }
 }
 
 /// The several-row kernel of `W` on every path against the scalar dot of
@@ -318,6 +359,11 @@ fn isa_row_kernels_match_the_scalar_dots() {
     // The K-quants go row by row through their dots.
     check_dot_rows::<weight::WQ4K>(256);
     check_random_rows::<weight::WQ6K>(2, no_extra);
+    for nb in [1, 3, 9] {
+        check_random_rows::<weight::WIQ4NL>(nb, no_extra);
+        check_random_rows::<weight::WMXFP4>(nb, no_extra);
+    }
+    check_random_rows::<weight::WIQ4XS>(3, no_extra);
 }
 
 #[test]
@@ -327,7 +373,7 @@ fn isa_mul_mat_matches_the_dequantized_dots() {
     // blocks, and of 3 super-blocks (not a multiple of 512).
     let p = pool(2);
     let m = 13;
-    for dtype in DType::QUANTIZED_WEIGHTS {
+    for dtype in DType::QUANTIZED_WEIGHTS.into_iter().chain(DType::LOOKUP_WEIGHTS) {
         let k = if dtype.block_size() == 256 { 768 } else { 224 };
         let (data, stride, _) = weights(dtype, k, m, 3, 11);
         let w = QuantMatrix { dtype, data: &data, row_stride: stride, k, m };

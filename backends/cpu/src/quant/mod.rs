@@ -24,8 +24,14 @@
 //! paths, [`crate::float_matvec`]; its small-shape checks run in
 //! `isa_tests` with these.
 //!
-//! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0; Q8_1 for
-//! Q4_1, Q5_1; Q8_K for the K-quants.
+//! Dot partners (ggml's `vec_dot_type`): Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL,
+//! MXFP4; Q8_1 for Q4_1, Q5_1; Q8_K for the K-quants and IQ4_XS.
+//!
+//! The lookup types (IQ4_NL, IQ4_XS, MXFP4) have their integer dots on
+//! every path (the 4-bit indices become table values with one byte shuffle)
+//! and the float form of the tiled path; they have no several-row kernel
+//! (their batch-1 products go row by row through the dots) and no SIMD row
+//! unpacker.
 //!
 //! Files:
 //! - `quantize_activation`: f32 rows into Q8_0 / Q8_1 / Q8_K (scalar, AVX2).
@@ -78,8 +84,8 @@ pub use rows::{dequantize_rows, quantize_rows_ref};
 
 use gantry_engine::DType;
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
 };
 
 use super::Isa;
@@ -126,15 +132,18 @@ vec_dots! {
     vec_dot_q4_k_q8_k, vec_dot_q4_k_q8_k_on, BlockQ4K, BlockQ8K, 256;
     vec_dot_q5_k_q8_k, vec_dot_q5_k_q8_k_on, BlockQ5K, BlockQ8K, 256;
     vec_dot_q6_k_q8_k, vec_dot_q6_k_q8_k_on, BlockQ6K, BlockQ8K, 256;
+    vec_dot_iq4_nl_q8_0, vec_dot_iq4_nl_q8_0_on, BlockIQ4NL, BlockQ8_0, 32;
+    vec_dot_mxfp4_q8_0, vec_dot_mxfp4_q8_0_on, BlockMXFP4, BlockQ8_0, 32;
+    vec_dot_iq4_xs_q8_k, vec_dot_iq4_xs_q8_k_on, BlockIQ4XS, BlockQ8K, 256;
 }
 
 /// The dot partner of a quantized weight type (ggml's `vec_dot_type`), or
 /// `None` for types that are not weights of a quantized mul_mat here.
 pub fn dot_partner(weights: DType) -> Option<DType> {
     Some(match weights {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => DType::Q8_0,
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL | DType::MXFP4 => DType::Q8_0,
         DType::Q4_1 | DType::Q5_1 => DType::Q8_1,
-        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => DType::Q8_K,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::IQ4_XS => DType::Q8_K,
         _ => return None,
     })
 }

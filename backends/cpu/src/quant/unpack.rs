@@ -7,8 +7,8 @@
 //! float expressions match the engine's dequantizers exactly (tested).
 
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    get_scale_min_k4,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, get_scale_min_k4,
 };
 
 /// A 32-value block as `x = d·q + m`.
@@ -92,6 +92,20 @@ impl UnpackSmall for BlockQ5_1 {
 impl UnpackSmall for BlockQ8_0 {
     fn unpack(&self) -> SmallBlock {
         SmallBlock { q: self.qs, d: self.d.to_f32(), m: 0.0 }
+    }
+}
+
+impl UnpackSmall for BlockIQ4NL {
+    fn unpack(&self) -> SmallBlock {
+        SmallBlock { q: self.values(), d: self.d.to_f32(), m: 0.0 }
+    }
+}
+
+impl UnpackSmall for BlockMXFP4 {
+    fn unpack(&self) -> SmallBlock {
+        // The doubled E2M1 values against half the exponent's power of two:
+        // ggml's integer form, whose products are exact.
+        SmallBlock { q: self.values(), d: self.scale(), m: 0.0 }
     }
 }
 
@@ -194,19 +208,43 @@ impl UnpackK for BlockQ6K {
     }
 }
 
+impl UnpackK for BlockIQ4XS {
+    fn unpack(&self) -> KBlock {
+        let mut q = [0i8; 256];
+        let mut sc = [0i16; 16];
+        for ib in 0..8 {
+            q[32 * ib..32 * ib + 32].copy_from_slice(&self.sub_values(ib));
+            sc[2 * ib] = self.sub_scale(ib) as i16;
+            sc[2 * ib + 1] = sc[2 * ib];
+        }
+        KBlock { q, sc, m: [0; 16], d: self.d.to_f32(), dmin: 0.0 }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use gantry_engine::DType;
-    use gantry_engine::quant::{QuantBlock, quantize_blocks};
+    use gantry_engine::quant::{QuantBlock, QuantizeBlock, quantize_blocks};
 
     use super::*;
     use crate::quant::test_signal;
 
-    fn check_small<B: QuantBlock + UnpackSmall>() {
+    fn check_small<B: QuantizeBlock + UnpackSmall>() {
         let x = test_signal(512, 5);
         let mut blocks = vec![B::zeroed(); 16];
         quantize_blocks(&x, &mut blocks);
-        for b in &blocks {
+        check_small_blocks(&blocks);
+    }
+
+    /// Random blocks of a read-only lookup type (no quantizer).
+    fn random<B: QuantBlock>(n: usize) -> Vec<B> {
+        let k = n * B::ELEMS;
+        let data = gantry_engine::testing::lookup_rows(B::DTYPE, k, 1, B::DTYPE.row_size(k).unwrap(), 3).unwrap();
+        data.chunks_exact(size_of::<B>()).map(bytemuck::pod_read_unaligned).collect()
+    }
+
+    fn check_small_blocks<B: QuantBlock + UnpackSmall>(blocks: &[B]) {
+        for b in blocks {
             let mut want = [0f32; 32];
             b.dequantize(&mut want);
             let u = b.unpack();
@@ -221,11 +259,15 @@ mod tests {
         }
     }
 
-    fn check_k<B: QuantBlock + UnpackK>() {
+    fn check_k<B: QuantizeBlock + UnpackK>() {
         let x = test_signal(1024, 9);
         let mut blocks = vec![B::zeroed(); 4];
         quantize_blocks(&x, &mut blocks);
-        for b in &blocks {
+        check_k_blocks(&blocks);
+    }
+
+    fn check_k_blocks<B: QuantBlock + UnpackK>(blocks: &[B]) {
+        for b in blocks {
             let mut want = [0f32; 256];
             b.dequantize(&mut want);
             let u = b.unpack();
@@ -250,5 +292,8 @@ mod tests {
         check_k::<BlockQ4K>();
         check_k::<BlockQ5K>();
         check_k::<BlockQ6K>();
+        check_small_blocks(&random::<BlockIQ4NL>(16));
+        check_small_blocks(&random::<BlockMXFP4>(16));
+        check_k_blocks(&random::<BlockIQ4XS>(4));
     }
 }

@@ -3,8 +3,8 @@
 //! how it unpacks into the tiled kernel's form.
 
 use gantry_engine::quant::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1,
-    BlockQ8K, QuantBlock,
+    BlockIQ4NL, BlockIQ4XS, BlockMXFP4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, QuantBlock, QuantizeBlock,
 };
 
 use super::unpack::{UnpackK, UnpackSmall};
@@ -12,7 +12,7 @@ use super::{Isa, quantize_activation};
 
 /// A dot partner (activation) block type and where its quants sit, so the
 /// tiled kernel can read 32 quants at a time from it.
-pub(crate) trait ActBlock: QuantBlock + Send + Sync {
+pub(crate) trait ActBlock: QuantizeBlock + Send + Sync {
     /// 32-value chunks per block.
     const CHUNKS: usize;
     /// Byte offset of the quants in a block.
@@ -186,6 +186,17 @@ fn unpack_k_form<B: UnpackK>(b: &B, offset: i8, q: &mut [u8], sc: &mut [i16], mi
     u.d
 }
 
+/// The float form of a 256-value block with integer group scales and no
+/// mins (IQ4_XS): its values, and `d·sc` per 16 values (the float product
+/// the engine's dequantizer forms).
+fn k_float_form<B: UnpackK>(b: &B, q: &mut [i8], scale16: &mut [f32], _mins: &mut [f32]) {
+    let u = b.unpack();
+    q[..256].copy_from_slice(&u.q);
+    for (s, &sc) in scale16[..16].iter_mut().zip(&u.sc) {
+        *s = u.d * sc as f32;
+    }
+}
+
 macro_rules! weight_types {
     (small: $($w:ident: $block:ty, $act:ty, $min_group:expr, $unsigned:expr, $dot:ident, $rows_from:expr, $fast:path;)*) => {$(
         pub(crate) struct $w;
@@ -229,6 +240,28 @@ macro_rules! weight_types {
                 if !$fast(isa, row, q, scale16, mins) {
                     unpack_row_scalar::<Self>(row, q, scale16, mins)
                 }
+            }
+            fn unpack_k(_: &$block, _: &mut [u8], _: &mut [i16], _: &mut [f32]) -> f32 {
+                0.0
+            }
+        }
+    )*};
+    (lookup: $($w:ident: $block:ty, $act:ty, $dot:ident, $form:path;)*) => {$(
+        pub(crate) struct $w;
+        impl WeightType for $w {
+            type Block = $block;
+            type Act = $act;
+            const MIN_GROUP: usize = 0;
+            const INT_K: bool = false;
+            // Table values are signed (−127..=113 for IQ4, −12..=12 for MXFP4).
+            const UNSIGNED_Q: bool = false;
+            #[inline]
+            fn dot(isa: Isa, x: &[$block], y: &[$act]) -> f32 {
+                super::$dot(isa, x.len() * <$block as QuantBlock>::ELEMS, x, y)
+            }
+            #[inline]
+            fn unpack(b: &$block, q: &mut [i8], scale16: &mut [f32], mins: &mut [f32]) {
+                $form(b, q, scale16, mins)
             }
             fn unpack_k(_: &$block, _: &mut [u8], _: &mut [i16], _: &mut [f32]) -> f32 {
                 0.0
@@ -280,6 +313,15 @@ weight_types! { k:
     WQ6K: BlockQ6K, 32, vec_dot_q6_k_q8_k_on;
 }
 
+// The lookup types: the tiled path takes their float form (the K form's
+// unsigned quants would be table values plus 127, past what `vpmaddubsw`
+// multiplies without saturating).
+weight_types! { lookup:
+    WIQ4NL: BlockIQ4NL, BlockQ8_0, vec_dot_iq4_nl_q8_0_on, unpack_small;
+    WMXFP4: BlockMXFP4, BlockQ8_0, vec_dot_mxfp4_q8_0_on, unpack_small;
+    WIQ4XS: BlockIQ4XS, BlockQ8K, vec_dot_iq4_xs_q8_k_on, k_float_form;
+}
+
 /// Runs `f::<W>()` with the weight type `W` of `dtype`.
 macro_rules! with_weight_type {
     ($dtype:expr, $f:ident ( $($arg:expr),* )) => {
@@ -294,6 +336,9 @@ macro_rules! with_weight_type {
             DType::Q4_K => Some($f::<$crate::quant::weight::WQ4K>($($arg),*)),
             DType::Q5_K => Some($f::<$crate::quant::weight::WQ5K>($($arg),*)),
             DType::Q6_K => Some($f::<$crate::quant::weight::WQ6K>($($arg),*)),
+            DType::IQ4_NL => Some($f::<$crate::quant::weight::WIQ4NL>($($arg),*)),
+            DType::IQ4_XS => Some($f::<$crate::quant::weight::WIQ4XS>($($arg),*)),
+            DType::MXFP4 => Some($f::<$crate::quant::weight::WMXFP4>($($arg),*)),
             _ => None,
         }
     };

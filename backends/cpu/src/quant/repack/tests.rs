@@ -48,6 +48,9 @@ fn repack_then_unrepack_is_the_identity() {
 #[test]
 fn repacking_refuses_what_it_cannot_hold() {
     assert!(!repacks(DType::Q4_K) && repacked_size(DType::Q4_K, 256, 16).is_none());
+    for dtype in DType::LOOKUP_WEIGHTS {
+        assert!(!repacks(dtype) && repacked_size(dtype, 256, 16).is_none(), "{dtype} keeps its plain layout");
+    }
     assert!(repacked_size(DType::Q4_0, 48, 16).is_none(), "k not a multiple of 32");
     assert!(repacked_size(DType::Q4_0, 0, 16).is_none());
     // SmolLM2's shapes take exactly the plain bytes (no scale padding at 18 blocks).
