@@ -19,6 +19,7 @@
 mod case;
 mod cases;
 mod compare;
+mod lookup_bytes;
 pub mod reference;
 mod run;
 

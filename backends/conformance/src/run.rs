@@ -233,8 +233,12 @@ fn prepare(
     ctx.alloc_tensors(graph.nodes(), buft, BufferUsage::Compute)?;
     for (i, &leaf) in graph.leafs().iter().enumerate() {
         let d = *ctx.desc(leaf)?;
-        let values =
-            built.init_of(leaf, d.dtype).generate(&d, &mut gantry_engine::SplitMix64::from_name(&case.name, i as u64));
+        let mut rng = gantry_engine::SplitMix64::from_name(&case.name, i as u64);
+        if let Some(bytes) = crate::lookup_bytes::lookup_bytes(d.dtype, d.nbytes(), &mut rng) {
+            ctx.set_bytes(leaf, &bytes)?;
+            continue;
+        }
+        let values = built.init_of(leaf, d.dtype).generate(&d, &mut rng);
         ctx.set_f32(leaf, &values)?;
     }
     for &node in graph.nodes() {

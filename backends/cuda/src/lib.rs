@@ -30,7 +30,9 @@
 //! Coverage: every op of the core set in F32 and F16 (BF16 where the CPU
 //! takes it); MUL_MAT of F32 / F16 / BF16 weights through cuBLAS and of
 //! Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K with Q8_1 activations
-//! quantized on the GPU; GET_ROWS from every quantized type; SET_ROWS into
+//! quantized on the GPU; GET_ROWS from every quantized type but the
+//! lookup types IQ4_NL, IQ4_XS and MXFP4 (no MUL_MAT or GET_ROWS of those
+//! here: the scheduler keeps them on the CPU); SET_ROWS into
 //! F32 / F16 / BF16; FLASH_ATTN_EXT with V heads up to 256. Not covered
 //! (so `supports_op` is false and the scheduler keeps them elsewhere):
 //! quantizing on the GPU (CPY / SET_ROWS from F32 into a quantized type),

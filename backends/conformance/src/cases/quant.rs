@@ -1,5 +1,5 @@
 //! Cases for quantized tensors: MUL_MAT with quantized weights (every weight
-//! type; K not a multiple of 256 for the 32-value types; N = 1, N ≤ 8 and
+//! type, IQ4_NL / IQ4_XS / MXFP4 from random blocks; K not a multiple of 256 for the 32-value types; N = 1, N ≤ 8 and
 //! N > 8, which take different paths; batches with broadcast; permuted,
 //! transposed and padded activations; padded weights), GET_ROWS from every
 //! quantized type, CPY and SET_ROWS from F32 into Q4_0 / Q4_1 / Q5_0 / Q5_1 /
@@ -19,8 +19,11 @@ use super::matmul::mul_mat_case_with;
 use super::{Layout, input, shape};
 use crate::{Built, Case, Init, Tolerance};
 
-/// Weight types of the quantized MUL_MAT.
-const WEIGHTS: [DType; 10] = DType::QUANTIZED_WEIGHTS;
+/// Weight types of the quantized MUL_MAT: the ones Gantry quantizes, then
+/// the read-only lookup types (their leafs get seeded random blocks).
+fn weights() -> impl Iterator<Item = DType> {
+    DType::QUANTIZED_WEIGHTS.into_iter().chain(DType::LOOKUP_WEIGHTS)
+}
 
 /// Every quantized dtype (GET_ROWS reads them all).
 fn all_quantized() -> impl Iterator<Item = DType> {
@@ -95,7 +98,7 @@ fn mul_mat_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     let (qc, c) = (QLayout::Contiguous, Layout::Contiguous);
     let one = [1, 1];
-    for type_a in WEIGHTS {
+    for type_a in weights() {
         let [k0, k1] = ks(type_a);
         // N = 1 and 2 take the dot path, N = 8 just the tiled one, 9 and more too.
         for (m, n) in [(16, 1), (33, 1), (16, 2), (16, 8), (16, 9), (33, 17), (64, 45)] {
