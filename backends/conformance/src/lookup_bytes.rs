@@ -18,12 +18,16 @@ pub(crate) fn lookup_bytes(dtype: DType, nbytes: usize, rng: &mut SplitMix64) ->
         for b in block.iter_mut() {
             *b = rng.next_u64() as u8;
         }
+        // Values of order one at most, so that a wrong output element stands
+        // out of the product's error.
         if dtype == DType::MXFP4 {
-            // 2^(e − 128) of 2^-6 to 2^1.
-            block[0] = 122 + rng.below(8) as u8;
+            // 2^(e − 128) of 2^-10 to 2^-3: values up to 12·2^-3.
+            block[0] = 118 + rng.below(8) as u8;
         } else if block.len() >= 2 {
-            // d: an f16 of either sign, 2^-9 to 2^-4 (values up to about 127·d).
-            let v = rng.range(1.0, 2.0) * 2f32.powi(-9 + rng.below(6) as i32);
+            // d: an f16 of either sign; values up to 127·d (IQ4_NL, d up to
+            // 2^-6) or 32·127·d (IQ4_XS, d up to 2^-10).
+            let top = if dtype == DType::IQ4_XS { -11 } else { -7 };
+            let v = rng.range(1.0, 2.0) * 2f32.powi(top - rng.below(4) as i32);
             let d = if rng.next_u64() & 1 == 1 { -v } else { v };
             block[..2].copy_from_slice(&F16Bits::from_f32(d).0);
         }
