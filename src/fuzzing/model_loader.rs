@@ -29,8 +29,20 @@ const WILD_U64: [u64; 7] = [0, 1 << 32, 1 << 40, 1 << 62, u64::MAX, u64::MAX / 2
 /// Wild floats for rope bases, scales, epsilons and soft-caps.
 const WILD_F32: [f32; 10] = [0.0, -0.0, -1.0, 1e-45, 1e-30, 1e30, f32::MAX, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
 /// The types a tensor may be retyped to.
-const DTYPES: [DType; 9] =
-    [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q8_K];
+const DTYPES: [DType; 12] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_K,
+    DType::Q6_K,
+    DType::Q8_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::MXFP4,
+];
 /// The pieces of the texts fed to the tokenizer.
 const TEXT_PIECES: [&str; 12] = ["a", "b", "ab", " ", "▁", "\n", "é", "🦙", "<s>", "</s>", "hello", "\u{0}"];
 

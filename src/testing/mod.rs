@@ -15,6 +15,7 @@
 //! - [`seeded_model`]: seeded random-weight GGUF files of each decoder
 //!   family, whose llama.cpp logits are stored in `tests/data/families/`.
 
+mod lookup_blocks;
 mod planned_llama;
 pub mod seeded_model;
 pub mod smollm2;

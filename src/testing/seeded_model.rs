@@ -62,6 +62,10 @@ pub const SEEDED_PROMPT: [u32; 17] = [300, 72, 101, 270, 111, 32, 263, 119, 180,
 /// The matrix types each family's references are stored for.
 pub const SEEDED_DTYPES: [DType; 3] = [DType::F32, DType::Q8_0, DType::Q4_K];
 
+/// The lookup-table weight types (the llama family's references are stored
+/// for them too): their products and row reads against llama.cpp's.
+pub const SEEDED_LOOKUP_DTYPES: [DType; 3] = [DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4];
+
 /// Vocabulary size of every seeded model: 256 byte tokens, merges, two specials.
 pub const SEEDED_VOCAB: usize = 320;
 
@@ -290,6 +294,13 @@ impl Tensors<'_> {
         let values: Vec<f32> = (0..cols * rows).map(|_| a * self.rng.uniform()).collect();
         let bytes = match self.dtype {
             DType::F32 => bytemuck::cast_slice(&values).to_vec(),
+            dt if SEEDED_LOOKUP_DTYPES.contains(&dt) => {
+                let mut out = Vec::new();
+                for src in values.chunks(cols) {
+                    out.extend(super::lookup_blocks::lookup_row(dt, src)?);
+                }
+                out
+            }
             dt if dt.is_quantized() => {
                 let row = dt
                     .row_size(cols)

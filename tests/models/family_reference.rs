@@ -1,6 +1,7 @@
 //! Every decoder family against llama.cpp, without downloading a model:
 //! seeded random-weight files of each family in llama.cpp's layout
-//! (`gantry::testing::seeded_model`), in F32, Q8_0 and Q4_K, whose
+//! (`gantry::testing::seeded_model`), in F32, Q8_0 and Q4_K (llama also in
+//! the lookup-table types IQ4_NL, IQ4_XS and MXFP4), whose
 //! llama.cpp next-token distributions at every position of a 17-token
 //! prompt are stored in `tests/data/families/` (made by
 //! `tests/data/scripts/family_logits_llamacpp.py` with the `xllamacpp` wheel from the
@@ -23,7 +24,9 @@ use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
-use gantry::testing::seeded_model::{SEEDED_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel};
+use gantry::testing::seeded_model::{
+    SEEDED_DTYPES, SEEDED_LOOKUP_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel,
+};
 use gantry::{Backend, Context, DType, Device};
 use serde_json::Value;
 
@@ -112,7 +115,8 @@ fn check_all(backends: &[Arc<dyn Backend>], on: &str) {
     assert_eq!(prompt, SEEDED_PROMPT.map(u64::from), "the stored references are of another prompt");
     let mut failures = Vec::new();
     for family in SeededFamily::ALL {
-        for dtype in SEEDED_DTYPES {
+        let lookup: &[_] = if family == SeededFamily::Llama { &SEEDED_LOOKUP_DTYPES } else { &[] };
+        for &dtype in SEEDED_DTYPES.iter().chain(lookup) {
             let model = SeededModel::new(family, dtype);
             let stem = model.stem();
             let bytes = model.to_gguf().unwrap();
