@@ -250,7 +250,7 @@ fn rejects_unknown_types() {
     b[at..at + 4].copy_from_slice(&99u32.to_le_bytes());
     assert!(invalid(&b).contains("unknown value type 99"));
 
-    for ggml_type in [4u32, 16, 39, u32::MAX] {
+    for ggml_type in [4u32, 16, 22, u32::MAX] {
         let mut w = GgufWriter::new();
         w.add_raw_tensor_info("iq", &[256], ggml_type, 0);
         let r = invalid(&w.to_bytes());

@@ -225,7 +225,8 @@ mod tests {
     use gantry_conformance as conformance;
 
     /// What the CUDA backend leaves to others on purpose: quantizing on the
-    /// GPU, and attention over a quantized (Q8_0) KV cache.
+    /// GPU, attention over a quantized (Q8_0) KV cache, and reading the
+    /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder yet).
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -233,7 +234,9 @@ mod tests {
             && src_dtype(0) == Some(DType::F32);
         let quantized_kv = matches!(d.op, Op::FlashAttnExt { .. })
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
-        quantizing || quantized_kv
+        let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
+            || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
+        quantizing || quantized_kv || lookup
     }
 
     #[test]
