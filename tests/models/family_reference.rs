@@ -27,7 +27,7 @@ use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::testing::seeded_model::{
     SEEDED_DTYPES, SEEDED_LOOKUP_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel,
 };
-use gantry::{Backend, Context, DType, Device};
+use gantry::{Backend, Context, DType};
 use serde_json::Value;
 
 const F32_KL: f64 = 0.001;
@@ -149,6 +149,7 @@ fn every_family_matches_llama_cpp_on_the_cpu() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn every_family_matches_llama_cpp_on_wgpu_and_the_cpu() {
+    use gantry::Device;
     let platform = gantry::backends::wgpu::WgpuPlatform::new();
     let Some(dev) = platform.wgpu_devices().first() else {
         eprintln!("skipped: no wgpu adapter on this machine");
@@ -160,6 +161,7 @@ fn every_family_matches_llama_cpp_on_wgpu_and_the_cpu() {
 #[cfg(feature = "cuda")]
 #[test]
 fn every_family_matches_llama_cpp_on_cuda_and_the_cpu() {
+    use gantry::Device;
     let platform = gantry::backends::cuda::CudaPlatform::new();
     let Some(dev) = platform.cuda_devices().first() else {
         eprintln!("skipped: no CUDA device ({})", platform.unavailable().unwrap_or("none found"));
