@@ -8,13 +8,9 @@
 use half::f16;
 
 use gantry_engine::DType;
+use gantry_engine::quant::{KVALUES_IQ4NL as IQ4, KVALUES_MXFP4 as MXFP4, e8m0_to_f32_half};
 
 use crate::{Error, Result};
-
-/// IQ4_NL's and IQ4_XS's sixteen values (ggml's `kvalues_iq4nl`).
-const IQ4: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
-/// MXFP4's sixteen values: the E2M1 numbers doubled (ggml's `kvalues_mxfp4`).
-const MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
 /// The index of the table entry nearest to `x` (already divided by the scale).
 fn nearest(table: &[i8; 16], x: f32) -> u8 {
@@ -71,12 +67,12 @@ pub fn lookup_row(dtype: DType, row: &[f32]) -> Result<Vec<u8>> {
                 }
             }
             DType::MXFP4 => {
-                // A power-of-two scale 2^(e - 128) (E8M0, halved as ggml
-                // reads it) that brings the largest value within 12.
+                // A power-of-two scale (E8M0, halved as ggml reads it:
+                // 2^(e - 128)) that brings the largest value within 12.
                 let a = amax(xs);
                 let e = if a > 0.0 { (128.0 + (a / 12.0).log2().ceil()).clamp(2.0, 254.0) as u8 } else { 2 };
                 out.push(e);
-                out.extend_from_slice(&nibbles(&MXFP4, xs, inverse((f32::from(e) - 128.0).exp2())));
+                out.extend_from_slice(&nibbles(&MXFP4, xs, inverse(e8m0_to_f32_half(e))));
             }
             other => return Err(Error::Model(format!("{other} is not a lookup-table weight type"))),
         }

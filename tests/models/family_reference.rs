@@ -93,11 +93,11 @@ fn compare(engine: &[f32], reference: &[f32]) -> (f64, usize, Vec<usize>) {
         if kl > worst {
             (worst, worst_at) = (kl, p);
         }
-        let mut order: Vec<usize> = (0..SEEDED_VOCAB).collect();
-        order.sort_by(|&a, &b| r[b].total_cmp(&r[a]));
-        let gap = (r[order[0]] - r[order[1]]) as f64;
+        let best = (0..SEEDED_VOCAB).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap_or(0);
+        let second = (0..SEEDED_VOCAB).filter(|&i| i != best).map(|i| r[i]).fold(f32::NEG_INFINITY, f32::max);
+        let gap = f64::from(r[best] - second);
         let top = (0..SEEDED_VOCAB).max_by(|&a, &b| e[a].total_cmp(&e[b])).unwrap_or(0);
-        if gap >= GREEDY_GAP && top != order[0] {
+        if gap >= GREEDY_GAP && top != best {
             wrong.push(p);
         }
     }
