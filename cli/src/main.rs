@@ -36,6 +36,8 @@ enum Command {
     Logits(cli::logits::LogitsArgs),
     /// Sentence embeddings from a BERT folder and their cosine matrix.
     Embed(cli::embed::EmbedArgs),
+    /// An OpenAI-compatible HTTP server: chat, completions, embeddings, continuous batching.
+    Serve(cli::serve::ServeArgs),
     /// Prompt and decode speed, llama-bench's table (`--parallel` for several sequences).
     Bench(cli::bench::BenchArgs),
     /// Check (or time) every op of a backend against a reference.
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Some(Command::Chat(a)) => cli::chat::run(&a),
         Some(Command::Logits(a)) => cli::logits::run(&a),
         Some(Command::Embed(a)) => cli::embed::run(&a),
+        Some(Command::Serve(a)) => cli::serve::run(&a),
         Some(Command::Bench(a)) => cli::bench::run(&a),
         Some(Command::TestOps(a)) => cli::test_ops::run(&a),
         #[cfg(feature = "remote")]

@@ -16,4 +16,5 @@ pub mod rpc_certs;
 #[cfg(feature = "remote")]
 pub mod rpc_server;
 pub mod run;
+pub mod serve;
 pub mod test_ops;

@@ -8,3 +8,4 @@ mod chat_cli;
 mod cpu_isa_cap;
 mod crafted_inputs;
 mod remote_loopback;
+mod serve_cli;

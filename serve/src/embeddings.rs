@@ -1,0 +1,90 @@
+//! `/v1/embeddings` over a BERT folder: a thread of its own owns the
+//! encoder's context and computes each request's inputs in batches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use gantry::Context;
+use gantry::model::bert::{BertModel, Encoder};
+use tokio::sync::oneshot;
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// Most inputs one request may embed.
+pub const MAX_INPUTS: usize = 2048;
+/// Inputs per batch (the attention mask grows with inputs × tokens²).
+const BATCH: usize = 32;
+
+/// A loaded embedding model: what the thread owns.
+pub struct EmbedderSetup {
+    /// Its context (weights and compute memory).
+    pub ctx: Context,
+    /// The model (tokenizer and weights).
+    pub model: BertModel,
+    /// The encoder over the model's backends.
+    pub encoder: Encoder,
+    /// The name `/v1/models` lists and requests ask for.
+    pub name: String,
+}
+
+/// Vectors of a request's inputs, in order, and their token count.
+#[derive(Debug)]
+pub struct Embedded {
+    /// One unit vector per input.
+    pub vectors: Vec<Vec<f32>>,
+    /// Tokens of all inputs (with the model's special tokens).
+    pub tokens: usize,
+}
+
+/// A request for the embedding thread.
+pub struct EmbeddingJob {
+    /// The inputs.
+    pub texts: Vec<String>,
+    /// Where the result goes.
+    pub reply: oneshot::Sender<Result<Embedded, ApiError>>,
+}
+
+/// Runs embedding jobs until the channel closes, or `draining` is set and
+/// no job waits.
+pub fn run(mut setup: EmbedderSetup, jobs: Receiver<EmbeddingJob>, metrics: Arc<Metrics>, draining: Arc<AtomicBool>) {
+    loop {
+        let job = match jobs.recv_timeout(Duration::from_millis(50)) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) if draining.load(Ordering::SeqCst) => return,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        Metrics::sub_queue(&metrics);
+        if job.reply.is_closed() {
+            continue;
+        }
+        let result = embed(&mut setup, &job.texts);
+        match &result {
+            Ok(e) => {
+                Metrics::add(&metrics.embedding_inputs, e.vectors.len() as u64);
+                Metrics::add(&metrics.requests_ok, 1);
+            }
+            Err(_) => Metrics::add(&metrics.requests_failed, 1),
+        }
+        let _ = job.reply.send(result);
+    }
+}
+
+fn embed(setup: &mut EmbedderSetup, texts: &[String]) -> Result<Embedded, ApiError> {
+    let dim = setup.model.config.hidden_size;
+    let mut out = Embedded { vectors: Vec::with_capacity(texts.len()), tokens: 0 };
+    for chunk in texts.chunks(BATCH) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let batch = setup.model.tokenize(&refs).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        out.tokens += batch.ids.iter().map(Vec::len).sum::<usize>();
+        let vectors = setup
+            .encoder
+            .embed(&mut setup.ctx, &batch)
+            .map_err(|e| ApiError::internal(format!("the embedding model failed: {e}")))?;
+        out.vectors.extend(vectors.chunks(dim).map(<[f32]>::to_vec));
+    }
+    Ok(out)
+}

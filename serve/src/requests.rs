@@ -1,0 +1,327 @@
+//! The JSON bodies of `/v1/chat/completions` and `/v1/completions`, read
+//! into checked generation settings. Every field a client may send is read
+//! or ignored on purpose; a value out of range is a 400 naming the field.
+
+use gantry::model::chat_template::ChatMessage;
+use gantry::model::sampler::SamplerParams;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::token_choice::GenerationParams;
+
+/// Most stop strings a request may give.
+pub const MAX_STOPS: usize = 16;
+/// Most alternatives per token `top_logprobs` / `logprobs` may ask for.
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// The sampling fields both endpoints share.
+#[derive(Debug, Default, Deserialize)]
+pub struct SamplingFields {
+    /// The model asked for.
+    pub model: Option<String>,
+    max_tokens: Option<i64>,
+    max_completion_tokens: Option<i64>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<i64>,
+    min_p: Option<f64>,
+    seed: Option<i64>,
+    stop: Option<Value>,
+    presence_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    repeat_penalty: Option<f64>,
+    n: Option<i64>,
+    /// Stream the reply as server-sent events.
+    #[serde(default)]
+    pub stream: bool,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// A chat request.
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<Value>,
+    /// The shared fields.
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
+    #[serde(default)]
+    logprobs: bool,
+    top_logprobs: Option<i64>,
+}
+
+/// A completion request.
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    /// Text, token ids, or a one-element list of either.
+    pub prompt: Value,
+    /// The shared fields.
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
+    logprobs: Option<i64>,
+    #[serde(default)]
+    echo: bool,
+    suffix: Option<String>,
+}
+
+/// A completion prompt: text to tokenize, or token ids as given.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Prompt {
+    /// Text (tokenized with the model's BOS, special tokens parsed).
+    Text(String),
+    /// Token ids.
+    Tokens(Vec<u32>),
+}
+
+/// Parses a JSON body into `T`, a 400 naming what is wrong.
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))
+}
+
+fn range_f(name: &str, v: Option<f64>, lo: f64, hi: f64, default: f64) -> Result<f32, ApiError> {
+    match v {
+        None => Ok(default as f32),
+        Some(x) if x.is_finite() && (lo..=hi).contains(&x) => Ok(x as f32),
+        Some(x) => Err(ApiError::bad_request(format!("`{name}` = {x} is outside [{lo}, {hi}]"))),
+    }
+}
+
+impl SamplingFields {
+    /// Whether a streamed reply ends with a chunk of usage only (OpenAI's `stream_options`).
+    pub fn include_usage(&self) -> bool {
+        self.stream_options.as_ref().is_some_and(|o| o.include_usage)
+    }
+
+    /// The checked settings; `max_tokens_cap` is the server's `--max-tokens`.
+    pub fn params(&self, max_tokens_cap: usize, logprobs: Option<usize>) -> Result<GenerationParams, ApiError> {
+        if let Some(n) = self.n
+            && n != 1
+        {
+            return Err(ApiError::bad_request(format!("`n` = {n}: this server returns one choice per request")));
+        }
+        let max_tokens = match self.max_completion_tokens.or(self.max_tokens) {
+            None => max_tokens_cap,
+            Some(m) if m >= 1 && m as u64 <= max_tokens_cap as u64 => m as usize,
+            Some(m) => {
+                return Err(ApiError::bad_request(format!(
+                    "`max_tokens` = {m} is outside [1, {max_tokens_cap}] (this server's --max-tokens)"
+                )));
+            }
+        };
+        let top_k = match self.top_k {
+            None => 40,
+            Some(k) if (0..=1_000_000).contains(&k) => k as usize,
+            Some(k) => return Err(ApiError::bad_request(format!("`top_k` = {k} must be 0 (all) or positive"))),
+        };
+        let sampler = SamplerParams {
+            // OpenAI's default temperature is 1.
+            temperature: range_f("temperature", self.temperature, 0.0, 2.0, 1.0)?,
+            top_k,
+            top_p: range_f("top_p", self.top_p, 0.0, 1.0, 1.0)?,
+            min_p: range_f("min_p", self.min_p, 0.0, 1.0, 0.0)?,
+            repeat_penalty: range_f("repeat_penalty", self.repeat_penalty, 0.0, 10.0, 1.0)?,
+            // The seed of an unseeded request comes from the clock: each differs.
+            seed: self.seed.map_or_else(clock_seed, |s| s as u64),
+            ..SamplerParams::default()
+        };
+        if sampler.repeat_penalty <= 0.0 {
+            return Err(ApiError::bad_request("`repeat_penalty` must be positive (1 = off)"));
+        }
+        if sampler.top_p <= 0.0 {
+            return Err(ApiError::bad_request("`top_p` must be above 0"));
+        }
+        Ok(GenerationParams {
+            sampler,
+            presence_penalty: range_f("presence_penalty", self.presence_penalty, -2.0, 2.0, 0.0)?,
+            frequency_penalty: range_f("frequency_penalty", self.frequency_penalty, -2.0, 2.0, 0.0)?,
+            logprobs,
+            max_tokens,
+            stop: stops(self.stop.as_ref())?,
+        })
+    }
+}
+
+/// A seed that differs between requests that give none.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `stop`: a string or a list of strings.
+fn stops(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned).ok_or(()))
+            .collect::<Result<_, _>>()
+            .map_err(|()| ApiError::bad_request("`stop` must be a string or a list of strings"))?,
+        Some(_) => return Err(ApiError::bad_request("`stop` must be a string or a list of strings")),
+    };
+    if list.len() > MAX_STOPS {
+        return Err(ApiError::bad_request(format!("`stop` has {} strings; at most {MAX_STOPS}", list.len())));
+    }
+    Ok(list)
+}
+
+impl ChatRequest {
+    /// The conversation as the chat template takes it.
+    pub fn messages(&self) -> Result<Vec<ChatMessage>, ApiError> {
+        if self.messages.is_empty() {
+            return Err(ApiError::bad_request("`messages` is empty"));
+        }
+        self.messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let role = m
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ApiError::bad_request(format!("`messages[{i}].role` is missing")))?;
+                let content = content_text(m.get("content"))
+                    .map_err(|why| ApiError::bad_request(format!("`messages[{i}].content`: {why}")))?;
+                Ok(ChatMessage::new(role, &content))
+            })
+            .collect()
+    }
+
+    /// How many alternatives per token the reply's log-probabilities list (`None`: no log-probabilities).
+    pub fn logprobs(&self) -> Result<Option<usize>, ApiError> {
+        match (self.logprobs, self.top_logprobs) {
+            (false, None | Some(0)) => Ok(None),
+            (false, Some(_)) => Err(ApiError::bad_request("`top_logprobs` needs `logprobs`: true")),
+            (true, None) => Ok(Some(0)),
+            (true, Some(n)) if (0..=MAX_TOP_LOGPROBS as i64).contains(&n) => Ok(Some(n as usize)),
+            (true, Some(n)) => {
+                Err(ApiError::bad_request(format!("`top_logprobs` = {n} is outside [0, {MAX_TOP_LOGPROBS}]")))
+            }
+        }
+    }
+}
+
+/// A message's text: a string, null, or a list of `{"type": "text", "text": ...}` parts.
+fn content_text(v: Option<&Value>) -> Result<String, String> {
+    match v {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for p in parts {
+                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    (kind, _) => return Err(format!("a part of type {kind:?}; this model reads text parts only")),
+                }
+            }
+            Ok(text)
+        }
+        Some(_) => Err("expected a string or a list of text parts".into()),
+    }
+}
+
+impl CompletionRequest {
+    /// The prompt.
+    pub fn prompt(&self) -> Result<Prompt, ApiError> {
+        let bad = || ApiError::bad_request("`prompt` must be a string, a list of token ids, or a list of one of those");
+        let one = |v: &Value| -> Result<Prompt, ApiError> {
+            match v {
+                Value::String(s) => Ok(Prompt::Text(s.clone())),
+                Value::Array(ids) => ids
+                    .iter()
+                    .map(|i| i.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(bad))
+                    .collect::<Result<_, _>>()
+                    .map(Prompt::Tokens),
+                _ => Err(bad()),
+            }
+        };
+        match &self.prompt {
+            Value::Array(items) if items.iter().all(|i| i.is_string() || i.is_array()) && !items.is_empty() => {
+                match items.as_slice() {
+                    [only] => one(only),
+                    _ => Err(ApiError::bad_request(format!(
+                        "`prompt` lists {} prompts; this server takes one per request",
+                        items.len()
+                    ))),
+                }
+            }
+            v => one(v),
+        }
+    }
+
+    /// Alternatives per token (`logprobs` = N), `None` without.
+    pub fn logprobs(&self) -> Result<Option<usize>, ApiError> {
+        match self.logprobs {
+            None => Ok(None),
+            Some(n) if (0..=MAX_TOP_LOGPROBS as i64).contains(&n) => Ok(Some(n as usize)),
+            Some(n) => Err(ApiError::bad_request(format!("`logprobs` = {n} is outside [0, {MAX_TOP_LOGPROBS}]"))),
+        }
+    }
+
+    /// Refuses what this server does not do (`echo`, `suffix`).
+    pub fn check_unsupported(&self) -> Result<(), ApiError> {
+        if self.echo {
+            return Err(ApiError::bad_request("`echo` is not supported"));
+        }
+        if self.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::bad_request("`suffix` (fill in the middle) is not supported"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(body: &str) -> ChatRequest {
+        parse(body.as_bytes()).expect("valid")
+    }
+
+    #[test]
+    fn fields_out_of_range_name_themselves() {
+        let r = chat(r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":3}"#);
+        let e = r.sampling.params(100, None).expect_err("temperature 3");
+        assert!(e.message.contains("temperature"), "{e}");
+        let r = chat(r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":101}"#);
+        assert!(r.sampling.params(100, None).expect_err("too many").message.contains("--max-tokens"));
+        let r = chat(r#"{"messages":[{"role":"user","content":"hi"}],"n":2}"#);
+        assert!(r.sampling.params(100, None).is_err());
+        let r = chat(r#"{"messages":[{"role":"user","content":"hi"}],"stop":7}"#);
+        assert!(r.sampling.params(100, None).expect_err("stop").message.contains("stop"));
+        assert!(parse::<ChatRequest>(b"{\"messages\": 3}").is_err());
+        assert!(parse::<ChatRequest>(b"not json").is_err());
+    }
+
+    #[test]
+    fn messages_take_text_parts_and_settings_their_defaults() {
+        let r = chat(
+            r#"{"messages":[{"role":"system","content":null},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+                "seed":5,"stop":["x","y"],"max_completion_tokens":3,"logprobs":true,"top_logprobs":2}"#,
+        );
+        let m = r.messages().expect("messages");
+        assert_eq!((m[0].content.as_str(), m[1].content.as_str()), ("", "ab"));
+        let p = r.sampling.params(100, r.logprobs().expect("lp")).expect("params");
+        assert_eq!((p.max_tokens, p.sampler.seed, p.stop.len(), p.logprobs), (3, 5, 2, Some(2)));
+        assert_eq!(p.sampler.temperature, 1.0);
+        let image = chat(r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}"#);
+        assert!(image.messages().is_err());
+    }
+
+    #[test]
+    fn completion_prompts() {
+        let p = |body: &str| parse::<CompletionRequest>(body.as_bytes()).expect("valid").prompt();
+        assert_eq!(p(r#"{"prompt":"hi"}"#).expect("text"), Prompt::Text("hi".into()));
+        assert_eq!(p(r#"{"prompt":[1,2]}"#).expect("ids"), Prompt::Tokens(vec![1, 2]));
+        assert_eq!(p(r#"{"prompt":[[3]]}"#).expect("nested"), Prompt::Tokens(vec![3]));
+        assert_eq!(p(r#"{"prompt":["a"]}"#).expect("one"), Prompt::Text("a".into()));
+        assert!(p(r#"{"prompt":["a","b"]}"#).is_err());
+        assert!(p(r#"{"prompt":[-1]}"#).is_err());
+        assert!(p(r#"{"prompt":{}}"#).is_err());
+    }
+}

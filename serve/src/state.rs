@@ -1,0 +1,118 @@
+//! What the routes share: the options, the metrics, and — once loaded —
+//! the model's tokenizer, chat template and the engine's queue.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, OnceLock};
+
+use gantry::model::chat_template::ChatTemplate;
+use gantry::model::tokenizer::Tokenizer;
+
+use crate::ServeOptions;
+use crate::embeddings::EmbeddingJob;
+use crate::error::ApiError;
+use crate::job::Job;
+use crate::metrics::Metrics;
+
+/// A decoder being served.
+pub struct ServedDecoder {
+    /// The name requests ask for.
+    pub name: String,
+    /// Its tokenizer (the routes tokenize; the engine decodes pieces).
+    pub tokenizer: Arc<Tokenizer>,
+    /// Its chat template, when the file (or `--chat-template`) has one.
+    pub template: Option<ChatTemplate>,
+    /// Tokens one sequence holds, prompt and reply.
+    pub seq_ctx: usize,
+    /// The engine's queue.
+    pub jobs: SyncSender<Job>,
+}
+
+/// An embedding model being served.
+pub struct ServedEmbedder {
+    /// The name requests ask for.
+    pub name: String,
+    /// Its thread's queue.
+    pub jobs: SyncSender<EmbeddingJob>,
+}
+
+/// The routes' shared state.
+pub struct AppState {
+    /// The server's settings.
+    pub options: ServeOptions,
+    /// Counters and histograms.
+    pub metrics: Arc<Metrics>,
+    /// Set once the decoder has loaded.
+    pub decoder: OnceLock<ServedDecoder>,
+    /// Set once the embedding model has loaded.
+    pub embedder: OnceLock<ServedEmbedder>,
+    /// Set when loading is over (whatever was asked has loaded).
+    pub ready: AtomicBool,
+    /// Set on SIGINT/SIGTERM: new requests are refused, running ones finish.
+    pub draining: Arc<AtomicBool>,
+    /// Makes reply ids unique.
+    pub serial: AtomicU64,
+}
+
+impl AppState {
+    /// A state for `options`, nothing loaded yet.
+    pub fn new(options: ServeOptions) -> Self {
+        Self {
+            options,
+            metrics: Arc::new(Metrics::default()),
+            decoder: OnceLock::new(),
+            embedder: OnceLock::new(),
+            ready: AtomicBool::new(false),
+            draining: Arc::new(AtomicBool::new(false)),
+            serial: AtomicU64::new(0),
+        }
+    }
+
+    /// The next reply serial.
+    pub fn next_serial(&self) -> u64 {
+        self.serial.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// 503 while loading or shutting down.
+    pub fn check_open(&self) -> Result<(), ApiError> {
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("the server is shutting down"));
+        }
+        if !self.ready.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("the model is loading"));
+        }
+        Ok(())
+    }
+
+    /// The names of the models served.
+    pub fn model_names(&self) -> Vec<&str> {
+        let mut names = Vec::new();
+        if let Some(d) = self.decoder.get() {
+            names.push(d.name.as_str());
+        }
+        if let Some(e) = self.embedder.get() {
+            names.push(e.name.as_str());
+        }
+        names
+    }
+
+    /// The decoder, when `requested` names it (or names nothing).
+    pub fn decoder_for(&self, requested: Option<&str>) -> Result<&ServedDecoder, ApiError> {
+        self.check_open()?;
+        match self.decoder.get() {
+            Some(d) if requested.is_none_or(|r| r == d.name) => Ok(d),
+            Some(_) => Err(ApiError::model_not_found(requested.unwrap_or(""), &self.model_names())),
+            None => Err(ApiError::no_model("text generation model", "--model FILE.gguf")),
+        }
+    }
+
+    /// The embedding model, when `requested` names it (or names nothing).
+    pub fn embedder_for(&self, requested: Option<&str>) -> Result<&ServedEmbedder, ApiError> {
+        self.check_open()?;
+        match self.embedder.get() {
+            Some(e) if requested.is_none_or(|r| r == e.name) => Ok(e),
+            Some(_) => Err(ApiError::model_not_found(requested.unwrap_or(""), &self.model_names())),
+            None => Err(ApiError::no_model("embedding model", "--embedding-model DIR")),
+        }
+    }
+}
