@@ -221,7 +221,7 @@ impl Engine {
         Metrics::add(&self.metrics.prompt_tokens_reused, keep as u64);
         Metrics::add(&self.metrics.slots_busy, 1);
         slot.running = Some(Running {
-            chooser: TokenChooser::new(&job.params, &job.prompt),
+            chooser: TokenChooser::new(&job.params, &job.prompt, self.tokenizer.eog_tokens()),
             stops: StopStrings::new(job.params.stop.clone()),
             job,
             prompt_done: keep,
@@ -313,7 +313,7 @@ impl Engine {
         }
         // Rows are in batch order: each slot has at most one.
         let n_vocab = self.n_vocab;
-        let mut finished: Vec<(usize, FinishReason)> = Vec::new();
+        let mut finished: Vec<(usize, Result<FinishReason, ApiError>)> = Vec::new();
         for (k, row) in self.rows.iter().enumerate() {
             let Some(row_logits) = logits.get(k * n_vocab..(k + 1) * n_vocab) else { continue };
             let slot = &mut self.slots[row.slot];
@@ -324,8 +324,11 @@ impl Engine {
                 finished.push((row.slot, reason));
             }
         }
-        for (i, reason) in finished {
-            self.finish(i, reason);
+        for (i, outcome) in finished {
+            match outcome {
+                Ok(reason) => self.finish(i, reason),
+                Err(e) => self.fail(i, e),
+            }
         }
         Metrics::set(&self.metrics.kv_cells_used, self.session.n_used() as u64);
     }
@@ -333,7 +336,8 @@ impl Engine {
     /// Ends slot `i`'s request normally: the held text, then `Done`.
     fn finish(&mut self, i: usize, reason: FinishReason) {
         let Some(r) = &mut self.slots[i].running else { return };
-        let mut tail = if reason == FinishReason::Length { r.stops.finish() } else { String::new() };
+        // A stop string cleared what was held; an end token or the length releases it.
+        let mut tail = r.stops.finish();
         if !r.pending_utf8.is_empty() {
             tail.push_str(&String::from_utf8_lossy(&r.pending_utf8));
         }
@@ -370,7 +374,7 @@ impl Engine {
 }
 
 /// Chooses a request's next token from its row of logits and reports it;
-/// `Some` when the request is done.
+/// `Some` when the request is done (`Err`: it failed).
 fn choose_next(
     r: &mut Running,
     row: &[f32],
@@ -378,8 +382,11 @@ fn choose_next(
     tokenizer: &Tokenizer,
     settings: &EngineSettings,
     metrics: &Metrics,
-) -> Option<FinishReason> {
-    let token = r.chooser.choose(row);
+) -> Option<Result<FinishReason, ApiError>> {
+    let token = match r.chooser.choose(row, r.job.constraint.as_mut()) {
+        Ok(t) => t,
+        Err(e) => return Some(Err(ApiError::internal(format!("constrained decoding failed: {e}")))),
+    };
     let now = Instant::now();
     match r.last_token_at {
         None => metrics.time_to_first_token.observe(now.duration_since(r.job.arrived)),
@@ -387,9 +394,14 @@ fn choose_next(
     }
     r.last_token_at = Some(now);
     if tokenizer.is_eog(token) {
-        return Some(FinishReason::Stop);
+        return Some(Ok(FinishReason::Stop));
     }
     r.chooser.accept(token);
+    if let Some(c) = &mut r.job.constraint
+        && let Err(e) = c.accept(token)
+    {
+        return Some(Err(ApiError::internal(format!("constrained decoding failed: {e}"))));
+    }
     r.generated += 1;
     Metrics::add(&metrics.generated_tokens, 1);
     let lp = r.job.params.logprobs.map(|top| logprobs(row, token, top));
@@ -399,11 +411,11 @@ fn choose_next(
     let released = r.stops.push(&text);
     let _ = r.job.events.send(Event::Token { text: released.text, logprobs: lp });
     if released.stopped {
-        return Some(FinishReason::Stop);
+        return Some(Ok(FinishReason::Stop));
     }
     // The chosen token would need one more cell of the sequence's context.
-    if r.generated >= r.job.params.max_tokens || cached + 1 >= settings.seq_ctx {
-        return Some(FinishReason::Length);
+    if r.generated >= r.job.params.max_tokens || cached + 1 > settings.seq_ctx {
+        return Some(Ok(FinishReason::Length));
     }
     r.next = Some(token);
     None

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use gantry::model::grammar::Constraint;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::ApiError;
@@ -17,6 +18,8 @@ pub struct Job {
     pub prompt: Vec<u32>,
     /// How tokens are chosen and when it ends.
     pub params: GenerationParams,
+    /// The grammar the reply must follow (`response_format`), if any.
+    pub constraint: Option<Constraint>,
     /// Where its events go.
     pub events: UnboundedSender<Event>,
     /// When the request arrived (time to first token counts from here).

@@ -194,6 +194,13 @@ fn install(state: &Arc<AppState>, loaded: Loaded) -> Vec<std::thread::JoinHandle
             shutdown_grace: options.shutdown_grace,
         };
         let tokenizer = Arc::new(d.tokenizer);
+        let grammar = match gantry::model::grammar::GrammarVocab::new(tokenizer.clone()) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                tracing::warn!(error = %e, "no constrained decoding: response_format will be refused");
+                None
+            }
+        };
         let (jobs, incoming) = std::sync::mpsc::sync_channel(options.queue);
         let engine = engine::Engine::new(d.ctx, d.session, tokenizer.clone(), settings, state.metrics.clone());
         let draining = state.draining.clone();
@@ -201,7 +208,8 @@ fn install(state: &Arc<AppState>, loaded: Loaded) -> Vec<std::thread::JoinHandle
             Ok(t) => threads.push(t),
             Err(e) => tracing::error!(error = %e, "could not start the engine thread"),
         }
-        let _ = state.decoder.set(ServedDecoder { name: d.name, tokenizer, template: d.template, seq_ctx, jobs });
+        let _ =
+            state.decoder.set(ServedDecoder { name: d.name, tokenizer, template: d.template, seq_ctx, grammar, jobs });
     }
     if let Some(e) = loaded.embedder {
         let (jobs, incoming) = std::sync::mpsc::sync_channel(options.queue);

@@ -32,6 +32,9 @@ pub struct SamplingFields {
     frequency_penalty: Option<f64>,
     repeat_penalty: Option<f64>,
     n: Option<i64>,
+    #[serde(default)]
+    ignore_eos: bool,
+    response_format: Option<Value>,
     /// Stream the reply as server-sent events.
     #[serde(default)]
     pub stream: bool,
@@ -93,7 +96,37 @@ fn range_f(name: &str, v: Option<f64>, lo: f64, hi: f64, default: f64) -> Result
     }
 }
 
+/// What shape the reply must have (`response_format`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// Any text.
+    Text,
+    /// A JSON value valid under this schema (`json_object` is `{"type": "object"}`).
+    JsonSchema(Value),
+}
+
 impl SamplingFields {
+    /// `response_format`: `{"type": "text"}`, `{"type": "json_object"}` or
+    /// `{"type": "json_schema", "json_schema": {"schema": {...}}}`.
+    pub fn response_format(&self) -> Result<ResponseFormat, ApiError> {
+        let Some(f) = self.response_format.as_ref().filter(|f| !f.is_null()) else { return Ok(ResponseFormat::Text) };
+        let object = || serde_json::json!({"type": "object"});
+        match f.get("type").and_then(Value::as_str) {
+            Some("text") => Ok(ResponseFormat::Text),
+            // llama-server's extension: a schema beside json_object.
+            Some("json_object") => Ok(ResponseFormat::JsonSchema(f.get("schema").cloned().unwrap_or_else(object))),
+            Some("json_schema") => match f.get("json_schema").and_then(|j| j.get("schema")) {
+                Some(schema) if schema.is_object() || schema.is_boolean() => {
+                    Ok(ResponseFormat::JsonSchema(schema.clone()))
+                }
+                _ => Err(ApiError::bad_request("`response_format.json_schema.schema` must be a JSON schema object")),
+            },
+            other => Err(ApiError::bad_request(format!(
+                "`response_format.type` {other:?}: expected \"text\", \"json_object\" or \"json_schema\""
+            ))),
+        }
+    }
+
     /// Whether a streamed reply ends with a chunk of usage only (OpenAI's `stream_options`).
     pub fn include_usage(&self) -> bool {
         self.stream_options.as_ref().is_some_and(|o| o.include_usage)
@@ -144,6 +177,7 @@ impl SamplingFields {
             logprobs,
             max_tokens,
             stop: stops(self.stop.as_ref())?,
+            ignore_eos: self.ignore_eos,
         })
     }
 }
@@ -309,6 +343,22 @@ mod tests {
         let p = r.sampling.params(100, r.logprobs().expect("lp")).expect("params");
         assert_eq!((p.max_tokens, p.sampler.seed, p.stop.len(), p.logprobs), (3, 5, 2, Some(2)));
         assert_eq!(p.sampler.temperature, 1.0);
+        let f = chat(
+            r#"{"messages":[],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"array"}}}}"#,
+        );
+        assert_eq!(
+            f.sampling.response_format().expect("format"),
+            ResponseFormat::JsonSchema(serde_json::json!({"type":"array"}))
+        );
+        let f = chat(r#"{"messages":[],"response_format":{"type":"json_object"}}"#);
+        assert_eq!(
+            f.sampling.response_format().expect("format"),
+            ResponseFormat::JsonSchema(serde_json::json!({"type":"object"}))
+        );
+        assert!(chat(r#"{"messages":[],"response_format":{"type":"yaml"}}"#).sampling.response_format().is_err());
+        assert!(
+            chat(r#"{"messages":[],"response_format":{"type":"json_schema"}}"#).sampling.response_format().is_err()
+        );
         let image = chat(r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}"#);
         assert!(image.messages().is_err());
     }

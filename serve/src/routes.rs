@@ -22,7 +22,7 @@ use crate::embeddings::{EmbeddingJob, MAX_INPUTS};
 use crate::error::ApiError;
 use crate::job::{Event, Job, Usage};
 use crate::metrics::Metrics;
-use crate::requests::{ChatRequest, CompletionRequest, Prompt, SamplingFields, parse};
+use crate::requests::{ChatRequest, CompletionRequest, Prompt, ResponseFormat, SamplingFields, parse};
 use crate::responses::{Endpoint, ReplyHeader, chat_logprobs, completion_logprobs};
 use crate::state::{AppState, ServedDecoder};
 use crate::token_choice::{GenerationParams, TokenLogprobs};
@@ -186,11 +186,23 @@ async fn generate(
             ),
         ));
     }
+    let constraint = match sampling.response_format()? {
+        ResponseFormat::Text => None,
+        ResponseFormat::JsonSchema(schema) => {
+            let vocab = decoder.grammar.as_ref().ok_or_else(|| {
+                ApiError::bad_request("`response_format`: constrained decoding is not available for this model")
+            })?;
+            Some(
+                gantry::model::grammar::Constraint::json_schema(vocab, &schema)
+                    .map_err(|e| ApiError::bad_request(format!("`response_format`: {e}")))?,
+            )
+        }
+    };
     let arrived = Instant::now();
     let timeout = state.options.request_timeout;
     let (events, receiver) = unbounded_channel();
     let wants_logprobs = params.logprobs.is_some();
-    let job = Job { prompt, params, events, arrived, deadline: arrived + timeout };
+    let job = Job { prompt, params, constraint, events, arrived, deadline: arrived + timeout };
     Metrics::add(&state.metrics.queue_length, 1);
     if let Err(e) = decoder.jobs.try_send(job) {
         Metrics::sub_queue(&state.metrics);

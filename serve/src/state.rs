@@ -6,6 +6,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, OnceLock};
 
 use gantry::model::chat_template::ChatTemplate;
+use gantry::model::grammar::GrammarVocab;
 use gantry::model::tokenizer::Tokenizer;
 
 use crate::ServeOptions;
@@ -24,6 +25,9 @@ pub struct ServedDecoder {
     pub template: Option<ChatTemplate>,
     /// Tokens one sequence holds, prompt and reply.
     pub seq_ctx: usize,
+    /// The vocabulary for constrained replies (`None`: it could not be built; the
+    /// log says why, and `response_format` is refused).
+    pub grammar: Option<GrammarVocab>,
     /// The engine's queue.
     pub jobs: SyncSender<Job>,
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use gantry::model::grammar::Constraint;
 use gantry::model::sampler::{Sampler, SamplerParams};
 
 /// How one request's tokens are chosen and when it ends.
@@ -22,6 +23,9 @@ pub struct GenerationParams {
     pub max_tokens: usize,
     /// Strings that end the generation (not included in the text).
     pub stop: Vec<String>,
+    /// Never choose an end-of-generation token (llama-server's `ignore_eos`, for
+    /// benchmarks that want every reply `max_tokens` long).
+    pub ignore_eos: bool,
 }
 
 /// A token's log-probability and the most likely alternatives at its position.
@@ -42,14 +46,17 @@ pub struct TokenChooser {
     frequency: f32,
     /// How often each generated token appeared.
     counts: HashMap<u32, u32>,
+    /// Tokens never chosen (end-of-generation tokens with `ignore_eos`).
+    banned: Vec<u32>,
     /// The logits after the penalties.
     penalised: Vec<f32>,
 }
 
 impl TokenChooser {
     /// A chooser for `params`; `prompt` feeds the repeat penalty's window, as
-    /// llama.cpp's sampler sees the prompt.
-    pub fn new(params: &GenerationParams, prompt: &[u32]) -> Self {
+    /// llama.cpp's sampler sees the prompt; `eog` are the end-of-generation
+    /// tokens `ignore_eos` bans.
+    pub fn new(params: &GenerationParams, prompt: &[u32], eog: &[u32]) -> Self {
         let mut sampler = Sampler::new(params.sampler);
         for &t in prompt {
             sampler.accept(t);
@@ -59,23 +66,36 @@ impl TokenChooser {
             presence: params.presence_penalty,
             frequency: params.frequency_penalty,
             counts: HashMap::new(),
+            banned: if params.ignore_eos { eog.to_vec() } else { Vec::new() },
             penalised: Vec::new(),
         }
     }
 
-    /// The next token for `logits` (one position's).
-    pub fn choose(&mut self, logits: &[f32]) -> u32 {
-        if self.counts.is_empty() || (self.presence == 0.0 && self.frequency == 0.0) {
-            return self.sampler.sample(logits);
+    /// The next token for `logits` (one position's), among those
+    /// `constraint` allows when there is one (an error when its grammar fails).
+    pub fn choose(&mut self, logits: &[f32], constraint: Option<&mut Constraint>) -> gantry::Result<u32> {
+        let penalise = !self.counts.is_empty() && (self.presence != 0.0 || self.frequency != 0.0);
+        if !penalise && self.banned.is_empty() && constraint.is_none() {
+            return Ok(self.sampler.sample(logits));
         }
         self.penalised.clear();
         self.penalised.extend_from_slice(logits);
-        for (&token, &n) in &self.counts {
-            if let Some(l) = self.penalised.get_mut(token as usize) {
-                *l -= self.presence + self.frequency * n as f32;
+        if penalise {
+            for (&token, &n) in &self.counts {
+                if let Some(l) = self.penalised.get_mut(token as usize) {
+                    *l -= self.presence + self.frequency * n as f32;
+                }
             }
         }
-        self.sampler.sample(&self.penalised)
+        for &t in &self.banned {
+            if let Some(l) = self.penalised.get_mut(t as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        if let Some(c) = constraint {
+            c.mask(&mut self.penalised)?;
+        }
+        Ok(self.sampler.sample(&self.penalised))
     }
 
     /// Records a generated token.
@@ -122,24 +142,35 @@ mod tests {
             logprobs: None,
             max_tokens: 8,
             stop: Vec::new(),
+            ignore_eos: false,
         }
     }
 
     #[test]
     fn penalties_lower_generated_tokens() {
         let logits = [1.0, 0.9, 0.0];
-        let mut plain = TokenChooser::new(&greedy(0.0, 0.0), &[]);
+        let mut plain = TokenChooser::new(&greedy(0.0, 0.0), &[], &[]);
         plain.accept(0);
-        assert_eq!(plain.choose(&logits), 0);
-        let mut presence = TokenChooser::new(&greedy(0.2, 0.0), &[]);
+        assert_eq!(plain.choose(&logits, None).expect("no grammar"), 0);
+        let mut presence = TokenChooser::new(&greedy(0.2, 0.0), &[], &[]);
         presence.accept(0);
-        assert_eq!(presence.choose(&logits), 1);
+        assert_eq!(presence.choose(&logits, None).expect("no grammar"), 1);
         // Frequency: 0.05 per time; twice is enough, once is not.
-        let mut frequency = TokenChooser::new(&greedy(0.0, 0.06), &[]);
+        let mut frequency = TokenChooser::new(&greedy(0.0, 0.06), &[], &[]);
         frequency.accept(0);
-        assert_eq!(frequency.choose(&logits), 0);
+        assert_eq!(frequency.choose(&logits, None).expect("no grammar"), 0);
         frequency.accept(0);
-        assert_eq!(frequency.choose(&logits), 1);
+        assert_eq!(frequency.choose(&logits, None).expect("no grammar"), 1);
+    }
+
+    #[test]
+    fn ignore_eos_never_chooses_an_end_token() {
+        let params = GenerationParams { ignore_eos: true, ..greedy(0.0, 0.0) };
+        assert_eq!(TokenChooser::new(&params, &[], &[0]).choose(&[5.0, 1.0, 0.0], None).expect("no grammar"), 1);
+        assert_eq!(
+            TokenChooser::new(&greedy(0.0, 0.0), &[], &[0]).choose(&[5.0, 1.0, 0.0], None).expect("no grammar"),
+            0
+        );
     }
 
     #[test]

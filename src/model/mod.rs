@@ -13,6 +13,8 @@ pub mod fetch;
 pub mod gemma2;
 pub mod gemma3;
 pub mod gguf;
+#[cfg(feature = "grammar")]
+pub mod grammar;
 pub mod llama;
 pub(crate) mod load;
 pub mod phi3;

@@ -40,11 +40,29 @@ pub struct RunArgs {
     /// Keep generating past end-of-generation tokens (for benchmarks: always `-n` tokens).
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Constrain the continuation to JSON valid under this JSON schema file (through llguidance;
+    /// the text after the prompt is then one JSON value).
+    #[arg(long)]
+    pub json_schema: Option<PathBuf>,
     /// Before timing, run the prompt and one decode step once and clear the KV cache, so
     /// that the timings leave out building the graphs and planning memory (as llama.cpp's
     /// warm-up does).
     #[arg(long)]
     pub warmup: bool,
+}
+
+/// The constraint of `--json-schema FILE` for `tokenizer`.
+fn json_constraint(
+    path: &std::path::Path,
+    tokenizer: &gantry::model::tokenizer::Tokenizer,
+) -> Result<gantry::model::grammar::Constraint, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| Error::Io { context: format!("reading --json-schema {}", path.display()), source })?;
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Model(format!("--json-schema {}: not JSON: {e}", path.display())))?;
+    let vocab = gantry::model::grammar::GrammarVocab::new(std::sync::Arc::new(tokenizer.clone()))?;
+    gantry::model::grammar::Constraint::json_schema(&vocab, &schema)
+        .map_err(|e| Error::Model(format!("--json-schema {}: {e}", path.display())))
 }
 
 /// Runs the model on the prompt and streams the continuation.
@@ -102,6 +120,26 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     for &t in &tokens {
         sampler.accept(t);
     }
+    let mut constraint = match &args.json_schema {
+        Some(path) => Some(json_constraint(path, &model.tokenizer)?),
+        None => None,
+    };
+    let mut masked: Vec<f32> = Vec::new();
+    // The next token: sampled, among what the schema allows when there is one.
+    let mut choose = |logits: &[f32]| -> Result<u32, Error> {
+        let Some(c) = constraint.as_mut() else {
+            let token = sampler.sample(logits);
+            sampler.accept(token);
+            return Ok(token);
+        };
+        masked.clear();
+        masked.extend_from_slice(logits);
+        c.mask(&mut masked)?;
+        let token = sampler.sample(&masked);
+        sampler.accept(token);
+        c.accept(token)?;
+        Ok(token)
+    };
 
     if args.warmup {
         session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
@@ -110,7 +148,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     }
     let t0 = Instant::now();
     let logits = session.eval(&mut ctx, &tokens, LogitsFor::Last)?;
-    let mut next = sampler.sample(logits);
+    let mut next = choose(logits)?;
     let prompt_time = t0.elapsed();
     let names: Vec<&str> = backends.iter().map(|b| b.name()).collect();
     eprintln!(
@@ -141,9 +179,8 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         if generated == args.n_predict || session.n_past() >= session.n_ctx() {
             break;
         }
-        sampler.accept(next);
         let logits = session.eval(&mut ctx, &[next], LogitsFor::Last)?;
-        next = sampler.sample(logits);
+        next = choose(logits)?;
     }
     let decode_time = t1.elapsed();
     let wire_after = wire_bytes(&registry);

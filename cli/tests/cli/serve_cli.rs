@@ -153,6 +153,14 @@ fn chat_streams_concurrency_disconnects_errors_and_shutdown() {
     let prompt_tokens = usage["prompt_tokens"].as_u64().expect("prompt tokens");
     assert_eq!(usage["prompt_tokens_details"]["cached_tokens"].as_u64(), Some(prompt_tokens - 1), "{usage}");
 
+    // Replies constrained to a JSON schema parse and validate.
+    let j = server.client(SMOLLM2, "json", &[]);
+    for reply in j["replies"].as_array().expect("replies") {
+        assert_eq!(reply["finish"], "stop", "a constrained reply did not end: {reply}");
+        check_person(reply["text"].as_str().expect("text"));
+    }
+    assert_eq!(j["bad_schema"]["status"], 400, "{j}");
+
     // 16 seeded streams at once: each as it is alone.
     let c = server.client(SMOLLM2, "concurrent", &["16", "24"]);
     let (together, alone) = (c["together"].as_array().expect("list"), c["alone"].as_array().expect("list"));
@@ -197,6 +205,39 @@ fn chat_streams_concurrency_disconnects_errors_and_shutdown() {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
     drop(server);
+}
+
+/// `text` is JSON valid under openai_client.py's PERSON schema.
+fn check_person(text: &str) {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"));
+    let object = v.as_object().unwrap_or_else(|| panic!("not an object: {text}"));
+    assert_eq!(object.len(), 2, "extra or missing keys: {text}");
+    assert!(v["name"].as_str().is_some_and(|n| n.chars().count() <= 24), "name: {text}");
+    assert!(v["age"].as_u64().is_some_and(|a| a <= 150), "age: {text}");
+}
+
+#[test]
+fn gantry_run_json_schema_gives_valid_json() {
+    let Some(model) = smollm2() else { return };
+    let schema = std::env::temp_dir().join(format!("gantry-person-{}.json", std::process::id()));
+    let person = r#"{"type":"object","additionalProperties":false,"required":["name","age"],
+        "properties":{"name":{"type":"string","maxLength":24},"age":{"type":"integer","minimum":0,"maximum":150}}}"#;
+    std::fs::write(&schema, person).expect("schema file");
+    for (temp, seed) in [("0", "1"), ("0.9", "2"), ("0.9", "3")] {
+        let prompt = "A person, as JSON:";
+        let out = Command::new(GANTRY)
+            .args(["run", "--backends", "cpu", "-t", "2", "-n", "120", "--temp", temp, "--seed", seed, "-p", prompt])
+            .arg("--json-schema")
+            .arg(&schema)
+            .arg("-m")
+            .arg(&model)
+            .output()
+            .expect("gantry run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8(out.stdout).expect("utf-8");
+        check_person(stdout.strip_prefix(prompt).expect("the prompt first").trim_end());
+    }
+    let _ = std::fs::remove_file(&schema);
 }
 
 #[cfg(unix)]

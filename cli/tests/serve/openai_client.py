@@ -8,6 +8,7 @@ usage: openai_client.py BASE_URL MODEL CHECK [ARGS...]
 checks:
   chat PROMPT MAX_TOKENS          one greedy chat, whole and streamed
   stream PROMPT MAX_TOKENS        one greedy streamed chat
+  json                            replies constrained to a JSON schema (chat, stream, completion)
   concurrent N MAX_TOKENS         N seeded streams at once, then each alone
   disconnect                      a stream dropped after two chunks; the slot afterwards
   errors SEQ_CTX                  the bad requests and their statuses
@@ -88,6 +89,30 @@ def check_chat():
 
 def check_stream():
     return streamed_chat(ARGS[0], int(ARGS[1]), temperature=0)
+
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 24},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 150}}}
+
+
+def check_json():
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+    replies = []
+    for temperature, seed in [(0, 1), (0.9, 2), (0.9, 3), (1.2, 4)]:
+        r = client.chat.completions.create(
+            model=MODEL, messages=chat_messages("Describe a person as JSON with a name and an age."),
+            max_tokens=120, temperature=temperature, seed=seed, response_format=fmt)
+        replies.append({"text": r.choices[0].message.content, "finish": r.choices[0].finish_reason})
+    streamed = streamed_chat("Invent a character.", 120, temperature=0.9, seed=7, response_format=fmt)
+    replies.append({"text": streamed["text"], "finish": streamed["finish"]})
+    completion = client.completions.create(model=MODEL, prompt="A person, as JSON:", max_tokens=120, temperature=0.9,
+                                           seed=5, extra_body={"response_format": fmt})
+    replies.append({"text": completion.choices[0].text, "finish": completion.choices[0].finish_reason})
+    bad = status_of(lambda: client.chat.completions.create(
+        model=MODEL, messages=chat_messages("x"),
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/nowhere"}}}))
+    return {"schema": PERSON, "replies": replies, "bad_schema": bad}
 
 
 def check_concurrent():
@@ -184,5 +209,5 @@ def check_embed():
             "usage": floats.usage.model_dump()}
 
 
-print(json.dumps({"chat": check_chat, "stream": check_stream, "concurrent": check_concurrent, "disconnect": check_disconnect,
+print(json.dumps({"chat": check_chat, "stream": check_stream, "json": check_json, "concurrent": check_concurrent, "disconnect": check_disconnect,
                   "errors": check_errors, "busy": check_busy, "embed": check_embed}[CHECK]()))

@@ -1,0 +1,167 @@
+//! Constrained decoding (feature `grammar`): a reply that must follow a JSON
+//! schema (or be any JSON object) gets, at each step, the set of tokens
+//! that keep it valid, computed by `llguidance` — the library llama.cpp and
+//! vLLM use — over a token trie of the model's vocabulary. Tokens outside
+//! the set get a logit of −∞ before sampling; once the grammar is complete
+//! only the end-of-generation token remains.
+//!
+//! ```no_run
+//! # fn demo(tokenizer: std::sync::Arc<gantry::model::tokenizer::Tokenizer>, logits: &mut [f32]) -> gantry::Result<()> {
+//! use gantry::model::grammar::{Constraint, GrammarVocab};
+//! let vocab = GrammarVocab::new(tokenizer)?; // once per model
+//! let schema = serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
+//! let mut constraint = Constraint::json_schema(&vocab, &schema)?; // once per reply
+//! constraint.mask(logits)?; // each step, before sampling
+//! # let token = 0;
+//! constraint.accept(token)?; // the chosen token
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use toktrie::{TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
+
+use crate::model::tokenizer::{TokenAttr, Tokenizer};
+use crate::{Error, Result};
+
+/// The model's vocabulary as `llguidance` reads it, and its parser factory:
+/// built once per model (a trie of every token's bytes).
+#[derive(Clone)]
+pub struct GrammarVocab {
+    factory: Arc<ParserFactory>,
+}
+
+impl std::fmt::Debug for GrammarVocab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrammarVocab").finish_non_exhaustive()
+    }
+}
+
+/// `llguidance`'s view of a Gantry tokenizer.
+struct VocabEnv {
+    tokenizer: Arc<Tokenizer>,
+    trie: TokTrie,
+}
+
+impl TokenizerEnv for VocabEnv {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
+        // Grammar literals are text; bytes that are not UTF-8 are tokenized as their lossy text.
+        self.tokenizer.encode(&String::from_utf8_lossy(s), false, false).unwrap_or_default()
+    }
+}
+
+impl GrammarVocab {
+    /// The vocabulary of `tokenizer`. Control tokens are written as
+    /// `llguidance`'s special tokens (never produced by a grammar's text);
+    /// the end-of-generation token is the tokenizer's EOS (else its first
+    /// end-of-generation token).
+    pub fn new(tokenizer: Arc<Tokenizer>) -> Result<Self> {
+        let n_vocab = tokenizer.n_vocab();
+        let eos = tokenizer
+            .eos()
+            .or_else(|| tokenizer.eog_tokens().first().copied())
+            .ok_or_else(|| Error::Model("constrained decoding needs an end-of-generation token".into()))?;
+        let mut words = Vec::with_capacity(n_vocab);
+        for id in 0..n_vocab as u32 {
+            let token = tokenizer.token(id)?;
+            let special = token.attr.intersects(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN)) || tokenizer.is_eog(id);
+            let piece = tokenizer.token_to_piece(id, true)?;
+            words.push(if special {
+                let mut w = vec![TokTrie::SPECIAL_TOKEN_MARKER];
+                w.extend_from_slice(piece);
+                w
+            } else {
+                piece.to_vec()
+            });
+        }
+        let n = u32::try_from(n_vocab).map_err(|_| Error::Model("the vocabulary is too large".into()))?;
+        let info = TokRxInfo { tok_bos: tokenizer.bos(), ..TokRxInfo::new(n, eos) };
+        let trie = TokTrie::from(&info, &words);
+        let env: TokEnv = Arc::new(VocabEnv { tokenizer, trie });
+        let mut factory = ParserFactory::new_simple(&env).map_err(|e| grammar_error("the vocabulary", e))?;
+        factory.quiet();
+        Ok(Self { factory: Arc::new(factory) })
+    }
+}
+
+fn grammar_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Model(format!("{what}: {e}"))
+}
+
+/// The whitespace a JSON reply may put between tokens (see [`Constraint::json_schema`]).
+const JSON_WHITESPACE: &str = r"(\x20|\x0A{1,2}[\x20\x09]{0,20})";
+
+/// One reply's grammar state.
+pub struct Constraint {
+    matcher: Matcher,
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constraint").finish_non_exhaustive()
+    }
+}
+
+impl Constraint {
+    /// A reply that is a JSON value valid under `schema`; an error says why
+    /// the schema cannot be compiled.
+    ///
+    /// Whitespace between JSON tokens is bounded as llama.cpp's JSON grammars
+    /// bound it (a space, or one or two newlines and up to 20 spaces or tabs),
+    /// so that a model cannot fill a reply with blanks; a schema's own
+    /// `x-guidance` options replace this.
+    pub fn json_schema(vocab: &GrammarVocab, schema: &serde_json::Value) -> Result<Self> {
+        let mut schema = schema.clone();
+        if let Some(object) = schema.as_object_mut()
+            && !object.contains_key("x-guidance")
+        {
+            object.insert("x-guidance".into(), serde_json::json!({"whitespace_pattern": JSON_WHITESPACE}));
+        }
+        Self::new(vocab, TopLevelGrammar::from_json_schema(schema), "the JSON schema")
+    }
+
+    /// A reply that is any JSON object (OpenAI's `json_object`).
+    pub fn json_object(vocab: &GrammarVocab) -> Result<Self> {
+        Self::json_schema(vocab, &serde_json::json!({"type": "object"}))
+    }
+
+    fn new(vocab: &GrammarVocab, grammar: TopLevelGrammar, what: &str) -> Result<Self> {
+        let parser = vocab.factory.create_parser(grammar).map_err(|e| grammar_error(what, e))?;
+        let matcher = Matcher::new(Ok(parser));
+        if let Some(e) = matcher.get_error() {
+            return Err(grammar_error(what, e));
+        }
+        Ok(Self { matcher })
+    }
+
+    /// Sets every token the grammar does not allow next to −∞ in `logits`
+    /// (one position's, `[n_vocab]`).
+    pub fn mask(&mut self, logits: &mut [f32]) -> Result<()> {
+        let allowed = self.matcher.compute_mask_or_eos().map_err(|e| grammar_error("the grammar's next tokens", e))?;
+        for (i, l) in logits.iter_mut().enumerate() {
+            if !allowed.is_allowed(i as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances the grammar by the chosen token.
+    pub fn accept(&mut self, token: u32) -> Result<()> {
+        if self.matcher.is_stopped() {
+            return Ok(());
+        }
+        self.matcher.consume_token(token).map_err(|e| grammar_error("the grammar refused a token", e))
+    }
+
+    /// Whether the reply is complete (the grammar allows only the end).
+    pub fn is_complete(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+}
