@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use gantry::Context;
 use gantry::model::decoder::{Batch, SeqId, Session};
-use gantry::model::tokenizer::Tokenizer;
+use gantry::model::tokenizer::{Tokenizer, take_complete_utf8};
 
 use crate::error::ApiError;
 use crate::job::{Event, FinishReason, Job, Usage};
@@ -407,7 +407,7 @@ fn choose_next(
     let lp = r.job.params.logprobs.map(|top| logprobs(row, token, top));
     let piece = tokenizer.token_to_piece(token, false).unwrap_or_default();
     r.pending_utf8.extend_from_slice(piece);
-    let text = take_utf8(&mut r.pending_utf8);
+    let text = take_complete_utf8(&mut r.pending_utf8);
     let released = r.stops.push(&text);
     let _ = r.job.events.send(Event::Token { text: released.text, logprobs: lp });
     if released.stopped {
@@ -419,48 +419,4 @@ fn choose_next(
     }
     r.next = Some(token);
     None
-}
-
-/// The complete UTF-8 text at the start of `bytes` (taken out of it); an
-/// incomplete character at the end stays, an invalid byte becomes U+FFFD.
-fn take_utf8(bytes: &mut Vec<u8>) -> String {
-    let mut out = String::new();
-    loop {
-        match std::str::from_utf8(bytes) {
-            Ok(s) => {
-                out.push_str(s);
-                bytes.clear();
-                return out;
-            }
-            Err(e) => {
-                let valid = e.valid_up_to();
-                out.push_str(&String::from_utf8_lossy(&bytes[..valid]));
-                match e.error_len() {
-                    None => {
-                        bytes.drain(..valid);
-                        return out;
-                    }
-                    Some(bad) => {
-                        out.push(char::REPLACEMENT_CHARACTER);
-                        bytes.drain(..valid + bad);
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::take_utf8;
-
-    #[test]
-    fn utf8_is_released_whole_characters_at_a_time() {
-        let mut b = "é".as_bytes()[..1].to_vec();
-        assert_eq!(take_utf8(&mut b), "");
-        b.extend_from_slice(&"é".as_bytes()[1..]);
-        b.extend_from_slice(b"x\xffy");
-        assert_eq!(take_utf8(&mut b), "éx\u{fffd}y");
-        assert!(b.is_empty());
-    }
 }

@@ -36,7 +36,7 @@ use crate::{Error, Result};
 use crate::model::gguf::Gguf;
 
 pub use pretokenize::PreTokenizer;
-pub use stream::StreamDecoder;
+pub use stream::{StreamDecoder, take_complete_utf8};
 pub use unicode::{Category, byte_to_char, category, char_to_byte};
 pub use vocab::{SpecialTokens, Token, TokenAttr, VocabKind};
 

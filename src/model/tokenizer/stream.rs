@@ -28,32 +28,7 @@ impl<'t> StreamDecoder<'t> {
     /// Adds token `id`; returns the text that became complete (maybe empty).
     pub fn push(&mut self, id: TokenId) -> Result<String> {
         self.pending.extend_from_slice(self.tokenizer.token_to_piece(id, self.special)?);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return Ok(out);
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    // The prefix up to `valid` was just checked to be UTF-8.
-                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
-                    match e.error_len() {
-                        // An incomplete character at the end: wait for more bytes.
-                        None => {
-                            self.pending.drain(..valid);
-                            return Ok(out);
-                        }
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending.drain(..valid + bad);
-                        }
-                    }
-                }
-            }
-        }
+        Ok(take_complete_utf8(&mut self.pending))
     }
 
     /// Bytes held back waiting for the rest of a character.
@@ -64,5 +39,37 @@ impl<'t> StreamDecoder<'t> {
     /// Ends the stream: whatever is held back, with U+FFFD for an unfinished character.
     pub fn finish(self) -> String {
         String::from_utf8_lossy(&self.pending).into_owned()
+    }
+}
+
+/// Takes the complete UTF-8 text at the start of `pending` out of it: an
+/// incomplete character at the end stays (the rest of it comes with the
+/// next piece), an invalid byte becomes U+FFFD.
+pub fn take_complete_utf8(pending: &mut Vec<u8>) -> String {
+    let mut out = String::new();
+    loop {
+        match std::str::from_utf8(pending) {
+            Ok(s) => {
+                out.push_str(s);
+                pending.clear();
+                return out;
+            }
+            Err(e) => {
+                let valid = e.valid_up_to();
+                // The prefix up to `valid` was just checked to be UTF-8.
+                out.push_str(std::str::from_utf8(&pending[..valid]).unwrap_or_default());
+                match e.error_len() {
+                    // An incomplete character at the end: wait for more bytes.
+                    None => {
+                        pending.drain(..valid);
+                        return out;
+                    }
+                    Some(bad) => {
+                        out.push(char::REPLACEMENT_CHARACTER);
+                        pending.drain(..valid + bad);
+                    }
+                }
+            }
+        }
     }
 }
