@@ -62,12 +62,10 @@ pub fn run(mut setup: EmbedderSetup, jobs: Receiver<EmbeddingJob>, metrics: Arc<
             continue;
         }
         let result = embed(&mut setup, &job.texts);
-        match &result {
-            Ok(e) => {
-                Metrics::add(&metrics.embedding_inputs, e.vectors.len() as u64);
-                Metrics::add(&metrics.requests_ok, 1);
-            }
-            Err(_) => Metrics::add(&metrics.requests_failed, 1),
+        // Failures are counted by the route that answers them.
+        if let Ok(e) = &result {
+            Metrics::add(&metrics.embedding_inputs, e.vectors.len() as u64);
+            Metrics::add(&metrics.requests_ok, 1);
         }
         let _ = job.reply.send(result);
     }

@@ -82,6 +82,8 @@ pub struct Engine {
     rows: Vec<Row>,
     /// Tokens each slot adds to the cache in the running step.
     fed: Vec<usize>,
+    /// Slots whose request ended in the running step, and how (kept to reuse its memory).
+    finished: Vec<(usize, Result<FinishReason, ApiError>)>,
     /// The slot whose prompt goes first in the next step (round robin).
     prompt_turn: usize,
     n_vocab: usize,
@@ -112,6 +114,7 @@ impl Engine {
             batch: Batch::new(),
             rows: Vec::new(),
             fed: vec![0; settings.parallel],
+            finished: Vec::new(),
             prompt_turn: 0,
             n_vocab,
         }
@@ -180,8 +183,8 @@ impl Engine {
         self.slots.iter().filter(|s| s.running.is_some()).count()
     }
 
+    /// Tells `job`'s route it failed (the route counts it, whole or streamed).
     fn refuse(&self, job: &Job, error: ApiError) {
-        Metrics::add(&self.metrics.requests_failed, 1);
         let _ = job.events.send(Event::Failed(error));
     }
 
@@ -313,7 +316,7 @@ impl Engine {
         }
         // Rows are in batch order: each slot has at most one.
         let n_vocab = self.n_vocab;
-        let mut finished: Vec<(usize, Result<FinishReason, ApiError>)> = Vec::new();
+        let mut finished = std::mem::take(&mut self.finished);
         for (k, row) in self.rows.iter().enumerate() {
             let Some(row_logits) = logits.get(k * n_vocab..(k + 1) * n_vocab) else { continue };
             let slot = &mut self.slots[row.slot];
@@ -324,12 +327,13 @@ impl Engine {
                 finished.push((row.slot, reason));
             }
         }
-        for (i, outcome) in finished {
+        for (i, outcome) in finished.drain(..) {
             match outcome {
                 Ok(reason) => self.finish(i, reason),
                 Err(e) => self.fail(i, e),
             }
         }
+        self.finished = finished;
         Metrics::set(&self.metrics.kv_cells_used, self.session.n_used() as u64);
     }
 
@@ -354,7 +358,6 @@ impl Engine {
     /// Ends slot `i`'s request with `error` (if one runs there).
     fn fail(&mut self, i: usize, error: ApiError) {
         let Some(r) = &self.slots[i].running else { return };
-        Metrics::add(&self.metrics.requests_failed, 1);
         let _ = r.job.events.send(Event::Failed(error));
         self.release(i);
     }

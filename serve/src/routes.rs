@@ -214,7 +214,8 @@ async fn generate(
     let header = ReplyHeader::new(endpoint, &decoder.name, state.next_serial());
     let tokenizer = decoder.tokenizer.clone();
     if sampling.stream {
-        let stream = sse_stream(header, receiver, tokenizer, wants_logprobs, sampling.include_usage());
+        let stream =
+            sse_stream(header, receiver, tokenizer, wants_logprobs, sampling.include_usage(), state.metrics.clone());
         return Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response());
     }
     collect(header, receiver, &tokenizer, wants_logprobs, timeout).await
@@ -264,6 +265,7 @@ fn sse_stream(
     tokenizer: Arc<gantry::model::tokenizer::Tokenizer>,
     wants_logprobs: bool,
     include_usage: bool,
+    metrics: Arc<Metrics>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     struct Progress {
         events: UnboundedReceiver<Event>,
@@ -278,6 +280,7 @@ fn sse_stream(
     futures_util::stream::unfold(start, move |mut p| {
         let header = header.clone();
         let tokenizer = tokenizer.clone();
+        let metrics = metrics.clone();
         async move {
             if let Some(e) = p.tail.pop() {
                 return Some((Ok(e), p));
@@ -291,6 +294,7 @@ fn sse_stream(
                 None => {
                     p.done = true;
                     p.tail.push(done_event);
+                    Metrics::add(&metrics.requests_failed, 1);
                     data(ApiError::internal("the engine dropped this request").body())
                 }
                 Some(Event::Token { text, logprobs }) => {
@@ -326,6 +330,7 @@ fn sse_stream(
                 Some(Event::Failed(e)) => {
                     p.done = true;
                     p.tail.push(done_event);
+                    Metrics::add(&metrics.requests_failed, 1);
                     data(e.body())
                 }
             };
