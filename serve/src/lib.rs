@@ -35,6 +35,7 @@ mod routes;
 pub mod state;
 pub mod stop_strings;
 pub mod token_choice;
+pub mod tools;
 
 use std::future::Future;
 use std::sync::atomic::Ordering;

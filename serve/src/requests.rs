@@ -58,6 +58,10 @@ pub struct ChatRequest {
     #[serde(default)]
     logprobs: bool,
     top_logprobs: Option<i64>,
+    /// Functions the model may call.
+    pub tools: Option<Value>,
+    /// Whether and which it must call.
+    pub tool_choice: Option<Value>,
 }
 
 /// A completion request.
@@ -219,8 +223,15 @@ impl ChatRequest {
                     .get("role")
                     .and_then(Value::as_str)
                     .ok_or_else(|| ApiError::bad_request(format!("`messages[{i}].role` is missing")))?;
-                let content = content_text(m.get("content"))
+                let mut content = content_text(m.get("content"))
                     .map_err(|why| ApiError::bad_request(format!("`messages[{i}].content`: {why}")))?;
+                // An earlier tool call is shown to the model as the JSON it wrote.
+                if let Some(calls) = crate::tools::calls_as_text(m) {
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    content.push_str(&calls);
+                }
                 Ok(ChatMessage::new(role, &content))
             })
             .collect()

@@ -74,6 +74,58 @@ impl ReplyHeader {
         })
     }
 
+    /// The whole reply of a chat that called a tool (`finish_reason: "tool_calls"`).
+    pub fn complete_tool_call(&self, name: &str, arguments: &str, usage: Usage) -> Value {
+        json!({
+            "id": self.id,
+            "object": self.object(false),
+            "created": self.created,
+            "model": self.model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": null, "tool_calls": [self.tool_call(name, arguments, None)]},
+                "logprobs": null,
+                "finish_reason": "tool_calls",
+            }],
+            "usage": usage_json(usage),
+        })
+    }
+
+    /// The streamed chunks of a chat that called a tool: the call whole, then
+    /// the end with its usage.
+    pub fn tool_call_chunks(&self, name: &str, arguments: &str, usage: Usage) -> [Value; 2] {
+        let base = |choice: Value| {
+            json!({
+                "id": self.id,
+                "object": self.object(true),
+                "created": self.created,
+                "model": self.model,
+                "choices": [choice],
+            })
+        };
+        let call = base(json!({
+            "index": 0,
+            "delta": {"role": "assistant", "content": null, "tool_calls": [self.tool_call(name, arguments, Some(0))]},
+            "logprobs": null,
+            "finish_reason": null,
+        }));
+        let mut end = base(json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": "tool_calls"}));
+        end["usage"] = usage_json(usage);
+        [call, end]
+    }
+
+    fn tool_call(&self, name: &str, arguments: &str, index: Option<usize>) -> Value {
+        let mut call = json!({
+            "id": format!("call_{}", &self.id[self.id.find('-').map_or(0, |i| i + 1)..]),
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        });
+        if let Some(i) = index {
+            call["index"] = i.into();
+        }
+        call
+    }
+
     /// A streamed chunk: a piece of text (the first chat chunk also names
     /// the role), or the end (`finish` with its usage).
     pub fn chunk(

@@ -20,12 +20,13 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::embeddings::{EmbeddingJob, MAX_INPUTS};
 use crate::error::ApiError;
-use crate::job::{Event, Job, Usage};
+use crate::job::{Event, FinishReason, Job, Usage};
 use crate::metrics::Metrics;
 use crate::requests::{ChatRequest, CompletionRequest, Prompt, ResponseFormat, SamplingFields, parse};
 use crate::responses::{Endpoint, ReplyHeader, chat_logprobs, completion_logprobs};
 use crate::state::{AppState, ServedDecoder};
 use crate::token_choice::{GenerationParams, TokenLogprobs};
+use crate::tools::{ToolReply, ToolUse, read_reply};
 
 /// The router over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -119,7 +120,14 @@ async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> R
     let request: ChatRequest = parse(&body)?;
     let decoder = state.decoder_for(request.sampling.model.as_deref())?;
     let params = request.sampling.params(state.options.max_tokens, request.logprobs()?)?;
-    let messages = request.messages()?;
+    let mut messages = request.messages()?;
+    let tools = crate::tools::parse(request.tools.as_ref(), request.tool_choice.as_ref())?;
+    if let Some(t) = &tools {
+        if request.sampling.response_format()? != ResponseFormat::Text {
+            return Err(ApiError::bad_request("`tools` and `response_format` cannot be used together"));
+        }
+        t.instruct(&mut messages);
+    }
     let template = decoder.template.as_ref().ok_or_else(|| {
         ApiError::bad_request("this model has no chat template (tokenizer.chat_template); use /v1/completions")
     })?;
@@ -130,7 +138,7 @@ async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> R
     let bos_text = tok.bos().and_then(|id| tok.token(id).ok()).map(|t| t.text.as_str());
     let add_bos = !bos_text.is_some_and(|b| !b.is_empty() && text.starts_with(b));
     let prompt = tok.encode(&text, add_bos, true).map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))?;
-    generate(state, decoder, Endpoint::Chat, prompt, params, &request.sampling).await
+    generate(state, decoder, Endpoint::Chat, prompt, params, &request.sampling, tools).await
 }
 
 async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
@@ -160,7 +168,7 @@ async fn completions_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Bod
             ids
         }
     };
-    generate(state, decoder, Endpoint::Completion, prompt, params, &request.sampling).await
+    generate(state, decoder, Endpoint::Completion, prompt, params, &request.sampling, None).await
 }
 
 /// Queues the job and answers: the whole reply, or a stream.
@@ -171,6 +179,7 @@ async fn generate(
     prompt: Vec<u32>,
     params: GenerationParams,
     sampling: &SamplingFields,
+    tools: Option<ToolUse>,
 ) -> Reply {
     if prompt.is_empty() {
         return Err(ApiError::bad_request("the prompt has no tokens"));
@@ -186,7 +195,11 @@ async fn generate(
             ),
         ));
     }
-    let constraint = match sampling.response_format()? {
+    let format = match &tools {
+        Some(t) => ResponseFormat::JsonSchema(t.schema()),
+        None => sampling.response_format()?,
+    };
+    let constraint = match format {
         ResponseFormat::Text => None,
         ResponseFormat::JsonSchema(schema) => {
             let vocab = decoder.grammar.as_ref().ok_or_else(|| {
@@ -213,24 +226,36 @@ async fn generate(
     }
     let header = ReplyHeader::new(endpoint, &decoder.name, state.next_serial());
     let tokenizer = decoder.tokenizer.clone();
+    if tools.is_some() {
+        // The call is known once the reply is whole: it is sent in one piece, streamed or not.
+        let reply = collect(receiver, timeout).await?;
+        return Ok(tool_reply(&header, reply, sampling.stream));
+    }
     if sampling.stream {
         let stream =
             sse_stream(header, receiver, tokenizer, wants_logprobs, sampling.include_usage(), state.metrics.clone());
         return Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response());
     }
-    collect(header, receiver, &tokenizer, wants_logprobs, timeout).await
+    let reply = collect(receiver, timeout).await?;
+    let logprobs = wants_logprobs.then(|| match header.endpoint {
+        Endpoint::Chat => chat_logprobs(&tokenizer, &reply.logprobs),
+        Endpoint::Completion => completion_logprobs(&tokenizer, &reply.logprobs, 0),
+    });
+    Ok(Json(header.complete(&reply.text, logprobs, reply.finish, reply.usage)).into_response())
 }
 
-/// Waits for the whole reply of a request that is not streamed.
-async fn collect(
-    header: ReplyHeader,
-    mut events: UnboundedReceiver<Event>,
-    tokenizer: &gantry::model::tokenizer::Tokenizer,
-    wants_logprobs: bool,
-    timeout: Duration,
-) -> Reply {
+/// A whole reply.
+struct Collected {
+    text: String,
+    logprobs: Vec<TokenLogprobs>,
+    finish: FinishReason,
+    usage: Usage,
+}
+
+/// Waits for the whole reply.
+async fn collect(mut events: UnboundedReceiver<Event>, timeout: Duration) -> Result<Collected, ApiError> {
     let mut text = String::new();
-    let mut lps: Vec<TokenLogprobs> = Vec::new();
+    let mut logprobs: Vec<TokenLogprobs> = Vec::new();
     // The engine ends a job at its deadline; this is the backstop.
     let deadline = tokio::time::Instant::now() + timeout + Duration::from_secs(5);
     loop {
@@ -239,21 +264,47 @@ async fn collect(
             .map_err(|_| ApiError::timed_out(timeout.as_secs_f64()))?
             .ok_or_else(|| ApiError::internal("the engine dropped this request"))?;
         match event {
-            Event::Token { text: t, logprobs } => {
+            Event::Token { text: t, logprobs: lp } => {
                 text.push_str(&t);
-                lps.extend(logprobs);
+                logprobs.extend(lp);
             }
             Event::Text(t) => text.push_str(&t),
-            Event::Done { finish, usage } => {
-                let logprobs = wants_logprobs.then(|| match header.endpoint {
-                    Endpoint::Chat => chat_logprobs(tokenizer, &lps),
-                    Endpoint::Completion => completion_logprobs(tokenizer, &lps, 0),
-                });
-                return Ok(Json(header.complete(&text, logprobs, finish, usage)).into_response());
-            }
+            Event::Done { finish, usage } => return Ok(Collected { text, logprobs, finish, usage }),
             Event::Failed(e) => return Err(e),
         }
     }
+}
+
+/// The reply of a chat with tools: a call, or words (or, cut short, the raw text).
+fn tool_reply(header: &ReplyHeader, reply: Collected, stream: bool) -> Response {
+    let (text, finish) = match read_reply(&reply.text) {
+        Some(ToolReply::Call { name, arguments }) => {
+            if !stream {
+                return Json(header.complete_tool_call(&name, &arguments, reply.usage)).into_response();
+            }
+            let chunks = header.tool_call_chunks(&name, &arguments, reply.usage);
+            return sse_of(chunks.into_iter().collect());
+        }
+        Some(ToolReply::Text(t)) => (t, reply.finish),
+        None => (reply.text, reply.finish),
+    };
+    if !stream {
+        return Json(header.complete(&text, None, finish, reply.usage)).into_response();
+    }
+    sse_of(vec![
+        header.chunk(Some(&text), true, None, None),
+        header.chunk(None, false, None, Some((finish, reply.usage))),
+    ])
+}
+
+/// A stream of these chunks, then `[DONE]`.
+fn sse_of(chunks: Vec<Value>) -> Response {
+    let events = chunks
+        .into_iter()
+        .map(|c| SseEvent::default().data(c.to_string()))
+        .chain(std::iter::once(SseEvent::default().data("[DONE]")))
+        .map(Ok::<_, Infallible>);
+    Sse::new(futures_util::stream::iter(events)).into_response()
 }
 
 /// The events of a streamed request as server-sent events, ending with

@@ -161,6 +161,24 @@ fn chat_streams_concurrency_disconnects_errors_and_shutdown() {
     }
     assert_eq!(j["bad_schema"]["status"], 400, "{j}");
 
+    // Tool calls: a call of get_weather whose arguments follow its schema, whole and streamed.
+    let t = server.client(SMOLLM2, "tools", &[]);
+    let named = r#"{"type": "function", "function": {"name": "get_weather"}}"#;
+    for case in ["\"required\"", named] {
+        let r = &t[case];
+        assert_eq!(r["finish"], "tool_calls", "{case}: {r}");
+        check_weather_call(&r["calls"][0]);
+    }
+    assert_eq!(t["stream"]["finish"], "tool_calls", "{t}");
+    check_weather_call(&t["stream"]["calls"][0]);
+    let auto = &t["\"auto\""];
+    match auto["finish"].as_str() {
+        Some("tool_calls") => check_weather_call(&auto["calls"][0]),
+        _ => assert!(auto["content"].is_string(), "auto: neither a call nor words: {auto}"),
+    }
+    assert!(t["second_turn"]["content"].as_str().is_some_and(|c| !c.is_empty()), "{t}");
+    assert_eq!((t["with_format"]["status"].as_u64(), t["unknown_tool"]["status"].as_u64()), (Some(400), Some(400)));
+
     // 16 seeded streams at once: each as it is alone.
     let c = server.client(SMOLLM2, "concurrent", &["16", "24"]);
     let (together, alone) = (c["together"].as_array().expect("list"), c["alone"].as_array().expect("list"));
@@ -205,6 +223,14 @@ fn chat_streams_concurrency_disconnects_errors_and_shutdown() {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
     drop(server);
+}
+
+/// A call of openai_client.py's get_weather with arguments valid under its schema.
+fn check_weather_call(call: &Value) {
+    assert_eq!(call["name"], "get_weather", "{call}");
+    let arguments: Value = serde_json::from_str(call["arguments"].as_str().expect("arguments text")).expect("JSON");
+    let object = arguments.as_object().unwrap_or_else(|| panic!("arguments: {arguments}"));
+    assert!(object.len() == 1 && arguments["city"].as_str().is_some_and(|c| c.chars().count() <= 40), "{arguments}");
 }
 
 /// `text` is JSON valid under openai_client.py's PERSON schema.

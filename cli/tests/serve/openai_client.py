@@ -9,6 +9,7 @@ checks:
   chat PROMPT MAX_TOKENS          one greedy chat, whole and streamed
   stream PROMPT MAX_TOKENS        one greedy streamed chat
   json                            replies constrained to a JSON schema (chat, stream, completion)
+  tools                           tool calls (required, auto, named, streamed) and a second turn
   concurrent N MAX_TOKENS         N seeded streams at once, then each alone
   disconnect                      a stream dropped after two chunks; the slot afterwards
   errors SEQ_CTX                  the bad requests and their statuses
@@ -115,6 +116,47 @@ def check_json():
     return {"schema": PERSON, "replies": replies, "bad_schema": bad}
 
 
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}},
+                   "required": ["city"], "additionalProperties": False}}}]
+
+
+def check_tools():
+    msgs = chat_messages("What is the weather in Paris?")
+    out = {}
+    for choice in ["required", "auto", {"type": "function", "function": {"name": "get_weather"}}]:
+        r = client.chat.completions.create(model=MODEL, messages=msgs, tools=WEATHER, tool_choice=choice,
+                                           max_tokens=80, temperature=0)
+        m = r.choices[0].message
+        out[json.dumps(choice)] = {
+            "finish": r.choices[0].finish_reason, "content": m.content,
+            "calls": [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                      for c in (m.tool_calls or [])]}
+    calls, finish = [], None
+    for chunk in client.chat.completions.create(model=MODEL, messages=msgs, tools=WEATHER, tool_choice="required",
+                                                max_tokens=80, temperature=0, stream=True):
+        for c in chunk.choices:
+            finish = c.finish_reason or finish
+            for tc in c.delta.tool_calls or []:
+                calls.append({"name": tc.function.name, "arguments": tc.function.arguments})
+    out["stream"] = {"finish": finish, "calls": calls}
+    # The second turn: the call and its result go back to the model.
+    first = out['"required"']["calls"][0]
+    follow = msgs + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": first["id"], "type": "function", "function": {"name": first["name"], "arguments": first["arguments"]}}]},
+        {"role": "tool", "tool_call_id": first["id"], "content": "{\"temperature_c\": 18, \"sky\": \"clear\"}"}]
+    r = client.chat.completions.create(model=MODEL, messages=follow, tools=WEATHER, tool_choice="none", max_tokens=24,
+                                       temperature=0)
+    out["second_turn"] = {"finish": r.choices[0].finish_reason, "content": r.choices[0].message.content}
+    out["with_format"] = status_of(lambda: client.chat.completions.create(
+        model=MODEL, messages=msgs, tools=WEATHER, response_format={"type": "json_object"}))
+    out["unknown_tool"] = status_of(lambda: client.chat.completions.create(
+        model=MODEL, messages=msgs, tools=WEATHER, tool_choice={"type": "function", "function": {"name": "nope"}}))
+    return out
+
+
 def check_concurrent():
     n, max_tokens = int(ARGS[0]), int(ARGS[1])
     prompts = [f"Tell me about the number {i}." if i % 2 else f"Write a short line about colour {i}." for i in range(n)]
@@ -209,5 +251,5 @@ def check_embed():
             "usage": floats.usage.model_dump()}
 
 
-print(json.dumps({"chat": check_chat, "stream": check_stream, "json": check_json, "concurrent": check_concurrent, "disconnect": check_disconnect,
+print(json.dumps({"chat": check_chat, "stream": check_stream, "json": check_json, "tools": check_tools, "concurrent": check_concurrent, "disconnect": check_disconnect,
                   "errors": check_errors, "busy": check_busy, "embed": check_embed}[CHECK]()))

@@ -1,0 +1,262 @@
+//! Tool calls for any model, llama.cpp's "generic" way: the tools are
+//! described in a system message, and the reply is constrained (through
+//! `llguidance`) to a JSON object that either calls one of them —
+//! `{"tool_call": {"name": ..., "arguments": {...}}}`, the arguments valid
+//! under the tool's parameter schema — or, with `tool_choice: "auto"`,
+//! answers in words: `{"response": "..."}`. The route turns that object
+//! back into OpenAI's `tool_calls` or `content`.
+
+use gantry::model::chat_template::ChatMessage;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+
+/// Most tools one request may offer.
+pub const MAX_TOOLS: usize = 128;
+
+/// A function the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// Its name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON schema of its arguments.
+    pub parameters: Value,
+}
+
+/// Whether and which tool the reply must call (`tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// A call or a reply in words (the default).
+    Auto,
+    /// A call of some tool.
+    Required,
+    /// A call of this tool.
+    Named(String),
+}
+
+/// The tools of a request and how they may be used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolUse {
+    /// The tools offered.
+    pub tools: Vec<Tool>,
+    /// The rule.
+    pub choice: ToolChoice,
+}
+
+/// Reads `tools` and `tool_choice`; `None` when no tool may be called
+/// (none given, or `tool_choice: "none"`).
+pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<ToolUse>, ApiError> {
+    let bad = |m: String| ApiError::bad_request(m);
+    let list = match tools {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(bad("`tools` must be a list".into())),
+    };
+    if list.len() > MAX_TOOLS {
+        return Err(bad(format!("`tools` has {} tools; at most {MAX_TOOLS}", list.len())));
+    }
+    let mut parsed = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        if t.get("type").and_then(Value::as_str) != Some("function") {
+            return Err(bad(format!("`tools[{i}].type` must be \"function\"")));
+        }
+        let f = t.get("function").ok_or_else(|| bad(format!("`tools[{i}].function` is missing")))?;
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| bad(format!("`tools[{i}].function.name` is missing")))?;
+        let parameters = match f.get("parameters") {
+            None | Some(Value::Null) => json!({"type": "object"}),
+            Some(p) if p.is_object() => p.clone(),
+            Some(_) => return Err(bad(format!("`tools[{i}].function.parameters` must be a JSON schema object"))),
+        };
+        parsed.push(Tool {
+            name: name.to_owned(),
+            description: f.get("description").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            parameters,
+        });
+    }
+    if parsed.is_empty() {
+        return Ok(None);
+    }
+    let choice = match choice {
+        None | Some(Value::Null) => ToolChoice::Auto,
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => return Ok(None),
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            other => return Err(bad(format!("`tool_choice` {other:?}: none, auto, required or a function"))),
+        },
+        Some(v) => {
+            let name = v.get("function").and_then(|f| f.get("name")).and_then(Value::as_str).ok_or_else(|| {
+                bad("`tool_choice` must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}".into())
+            })?;
+            if !parsed.iter().any(|t| t.name == name) {
+                return Err(bad(format!("`tool_choice` names {name:?}, which is not among `tools`")));
+            }
+            ToolChoice::Named(name.to_owned())
+        }
+    };
+    Ok(Some(ToolUse { tools: parsed, choice }))
+}
+
+impl ToolUse {
+    /// The schema the reply must follow.
+    pub fn schema(&self) -> Value {
+        let calls: Vec<Value> = self
+            .tools
+            .iter()
+            .filter(|t| match &self.choice {
+                ToolChoice::Named(n) => &t.name == n,
+                _ => true,
+            })
+            .map(|t| {
+                json!({
+                    "type": "object",
+                    "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                    "required": ["name", "arguments"],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        let call = json!({
+            "type": "object",
+            "properties": {"tool_call": {"anyOf": calls}},
+            "required": ["tool_call"],
+            "additionalProperties": false,
+        });
+        match self.choice {
+            ToolChoice::Auto => json!({"anyOf": [call, {
+                "type": "object",
+                "properties": {"response": {"type": "string"}},
+                "required": ["response"],
+                "additionalProperties": false,
+            }]}),
+            _ => call,
+        }
+    }
+
+    /// The system message that tells the model the tools and the format,
+    /// put before the conversation (merged into its own system message).
+    pub fn instruct(&self, messages: &mut Vec<ChatMessage>) {
+        let tools: Vec<Value> = self
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
+        let how = match &self.choice {
+            ToolChoice::Auto => {
+                "Respond in JSON: {\"tool_call\": {\"name\": TOOL, \"arguments\": {...}}} to call a tool, or \
+                 {\"response\": \"...\"} to answer directly."
+                    .to_owned()
+            }
+            ToolChoice::Required => {
+                "Respond in JSON: {\"tool_call\": {\"name\": TOOL, \"arguments\": {...}}}.".to_owned()
+            }
+            ToolChoice::Named(n) => {
+                format!("Respond in JSON, calling {n}: {{\"tool_call\": {{\"name\": {n:?}, \"arguments\": {{...}}}}}}.")
+            }
+        };
+        let text =
+            format!("You can call these tools:\n{}\n{how}", serde_json::to_string_pretty(&tools).unwrap_or_default());
+        match messages.first_mut() {
+            Some(m) if m.role == "system" => m.content = format!("{}\n\n{text}", m.content),
+            _ => messages.insert(0, ChatMessage::new("system", &text)),
+        }
+    }
+}
+
+/// The assistant's earlier tool calls (`tool_calls` of a message), written as
+/// the JSON this format has the model produce, so that the model sees them.
+pub fn calls_as_text(message: &Value) -> Option<String> {
+    let calls = message.get("tool_calls")?.as_array()?;
+    let texts: Vec<String> = calls
+        .iter()
+        .filter_map(|c| {
+            let f = c.get("function")?;
+            let arguments = match f.get("arguments") {
+                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
+                Some(v) => v.clone(),
+                None => json!({}),
+            };
+            Some(json!({"tool_call": {"name": f.get("name")?, "arguments": arguments}}).to_string())
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+/// What a constrained reply said: a call (name, arguments as JSON text) or words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolReply {
+    /// A call.
+    Call {
+        /// The tool.
+        name: String,
+        /// Its arguments, a JSON object as text (OpenAI's `arguments`).
+        arguments: String,
+    },
+    /// An answer in words.
+    Text(String),
+}
+
+/// Reads a reply of [`ToolUse::schema`]'s shape (`None`: it is not one, e.g. cut short).
+pub fn read_reply(text: &str) -> Option<ToolReply> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    if let Some(call) = v.get("tool_call") {
+        return Some(ToolReply::Call {
+            name: call.get("name")?.as_str()?.to_owned(),
+            arguments: call.get("arguments")?.to_string(),
+        });
+    }
+    Some(ToolReply::Text(v.get("response")?.as_str()?.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weather() -> Value {
+        json!([{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+    }
+
+    #[test]
+    fn choices_and_errors() {
+        assert_eq!(parse(None, None).expect("none"), None);
+        assert_eq!(parse(Some(&weather()), Some(&json!("none"))).expect("none"), None);
+        let t = parse(Some(&weather()), None).expect("tools").expect("some");
+        assert_eq!(t.choice, ToolChoice::Auto);
+        let named = json!({"type": "function", "function": {"name": "get_weather"}});
+        assert_eq!(
+            parse(Some(&weather()), Some(&named)).expect("named").expect("some").choice,
+            ToolChoice::Named("get_weather".into())
+        );
+        let other = json!({"type": "function", "function": {"name": "nope"}});
+        assert!(parse(Some(&weather()), Some(&other)).is_err());
+        assert!(parse(Some(&json!([{"type": "retrieval"}])), None).is_err());
+        assert!(parse(Some(&weather()), Some(&json!("sometimes"))).is_err());
+    }
+
+    #[test]
+    fn replies_read_back_and_the_system_message_is_merged() {
+        assert_eq!(
+            read_reply(r#"{"tool_call": {"name": "f", "arguments": {"a": 1}}}"#),
+            Some(ToolReply::Call { name: "f".into(), arguments: json!({"a": 1}).to_string() })
+        );
+        assert_eq!(read_reply(r#"{"response": "hi"}"#), Some(ToolReply::Text("hi".into())));
+        assert_eq!(read_reply(r#"{"tool_call": {"na"#), None);
+        let t = parse(Some(&weather()), Some(&json!("required"))).expect("tools").expect("some");
+        let mut messages = vec![ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Weather?")];
+        t.instruct(&mut messages);
+        assert_eq!(messages.len(), 2);
+        assert!(messages[0].content.starts_with("Be brief.") && messages[0].content.contains("get_weather"));
+        assert!(t.schema()["anyOf"].is_null(), "required: a call only");
+        let m = json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]});
+        let text: Value = serde_json::from_str(&calls_as_text(&m).expect("text")).expect("JSON");
+        assert_eq!(text, json!({"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}));
+    }
+}
