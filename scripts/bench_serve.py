@@ -2,7 +2,8 @@
 """`gantry serve` under load, beside llama.cpp's `llama-server` on the same
 model, machine and settings (issue 39's measurement; a script, never a test).
 
-For each server in turn, and for each client count N: N clients send
+Both servers run at once (idle while the other is measured); for each
+client count N, on one and then the other: N clients send
 streamed chat requests back to back for --duration seconds, with prompt
 lengths and reply lengths drawn from a fixed seed (`ignore_eos`, so every
 reply is as long as asked on both servers). Reported per row: requests/s,
@@ -166,35 +167,41 @@ def start_llama(args, port):
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def run_server(name, start, args):
-    port = free_port()
-    proc = start(args, port)
+def main_rows(servers, args):
+    """Both servers up at once; each row runs on one, then the other (the same minute of the machine)."""
+    procs = {}
     try:
-        wait_healthy(port, proc)
-        load(port, "bench", 2, 5, 0)  # warm-up
-        rss0 = rss_mib(proc.pid)
-        rows = []
+        for name, start in servers:
+            port = free_port()
+            procs[name] = (start(args, port), port)
+        for name, (proc, port) in procs.items():
+            wait_healthy(port, proc)
+            load(port, "bench", 2, 5, 0)  # warm-up
+        rss0 = {name: rss_mib(proc.pid) for name, (proc, _) in procs.items()}
+        rows = {name: [] for name in procs}
         for n in args.clients:
-            row = load(port, "bench", n, args.duration, 1234 + n)
-            row["server"] = name
-            rows.append(row)
-            print(f"  {name:12} N={n:3}: {row['req_s']:6.2f} req/s {row['tok_s']:8.1f} tok/s  "
-                  f"TTFT p50 {row['ttft_p50'] * 1e3:7.0f} ms p99 {row['ttft_p99'] * 1e3:7.0f} ms  "
-                  f"ITL p50 {row['itl_p50'] * 1e3:6.1f} ms p99 {row['itl_p99'] * 1e3:6.1f} ms  "
-                  f"failed {row['failed']}", flush=True)
-        rss1 = rss_mib(proc.pid)
+            for name, (proc, port) in procs.items():
+                row = load(port, "bench", n, args.duration, 1234 + n)
+                rows[name].append(row)
+                print(f"  {name:12} N={n:3}: {row['req_s']:6.2f} req/s {row['tok_s']:8.1f} tok/s  "
+                      f"TTFT p50 {row['ttft_p50'] * 1e3:7.0f} ms p99 {row['ttft_p99'] * 1e3:7.0f} ms  "
+                      f"ITL p50 {row['itl_p50'] * 1e3:6.1f} ms p99 {row['itl_p99'] * 1e3:6.1f} ms  "
+                      f"failed {row['failed']}", flush=True)
+        rss1 = {name: rss_mib(proc.pid) for name, (proc, _) in procs.items()}
         soak = None
-        if args.soak and name == "gantry":
+        if args.soak:
+            proc, port = procs["gantry"]
             s0 = rss_mib(proc.pid)
             row = load(port, "bench", 16, args.soak, 99)
             soak = (s0, rss_mib(proc.pid), row)
-        return rows, (rss0, rss1), soak
+        return rows, rss0, rss1, soak
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc, _ in procs.values():
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def main():
@@ -215,30 +222,28 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"# {time.strftime('%Y-%m-%d')}, {cpu}, {os.cpu_count()} cores; model {Path(args.model).name}; "
           f"--parallel {args.parallel}, context {args.ctx}, {args.threads} threads, {args.duration:.0f} s per row")
-    results = {}
     servers = [("gantry", start_gantry)]
     if Path(args.llama_server).is_file():
         servers.append(("llama-server", start_llama))
     else:
         print(f"# no llama-server at {args.llama_server}: Gantry alone")
-    for name, start in servers:
-        results[name] = run_server(name, start, args)
+    rows, rss0, rss1, soak = main_rows(servers, args)
     print("\n| clients | server | req/s | gen tok/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | failed |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for i, n in enumerate(args.clients):
-        for name in results:
-            r = results[name][0][i]
+        for name in rows:
+            r = rows[name][i]
             print(f"| {n} | {name} | {r['req_s']:.2f} | {r['tok_s']:.1f} | {r['ttft_p50'] * 1e3:.0f} ms | "
                   f"{r['ttft_p99'] * 1e3:.0f} ms | {r['itl_p50'] * 1e3:.1f} ms | {r['itl_p99'] * 1e3:.1f} ms | "
                   f"{r['failed']} |")
-        if "llama-server" in results:
-            g, l = results["gantry"][0][i], results["llama-server"][0][i]
-            print(f"|  | ratio | {g['req_s'] / max(l['req_s'], 1e-9):.2f}x | {g['tok_s'] / max(l['tok_s'], 1e-9):.2f}x | "
-                  f"{g['ttft_p50'] / l['ttft_p50']:.2f}x | {g['ttft_p99'] / l['ttft_p99']:.2f}x | "
-                  f"{g['itl_p50'] / l['itl_p50']:.2f}x | {g['itl_p99'] / l['itl_p99']:.2f}x | |")
-    for name, (_, (r0, r1), _) in results.items():
-        print(f"# {name} RSS after warm-up {r0:.0f} MiB, after the rows {r1:.0f} MiB")
-    soak = results["gantry"][2]
+        if "llama-server" in rows:
+            g, l = rows["gantry"][i], rows["llama-server"][i]
+            print(f"|  | gantry / llama-server | {g['req_s'] / max(l['req_s'], 1e-9):.2f}x | "
+                  f"{g['tok_s'] / max(l['tok_s'], 1e-9):.2f}x | {g['ttft_p50'] / l['ttft_p50']:.2f}x | "
+                  f"{g['ttft_p99'] / l['ttft_p99']:.2f}x | {g['itl_p50'] / l['itl_p50']:.2f}x | "
+                  f"{g['itl_p99'] / l['itl_p99']:.2f}x | |")
+    for name in rows:
+        print(f"# {name} RSS after the warm-up {rss0[name]:.0f} MiB, after the rows {rss1[name]:.0f} MiB")
     if soak:
         s0, s1, row = soak
         print(f"# soak: gantry, 16 clients for {args.soak:.0f} s: RSS {s0:.0f} MiB at the start, {s1:.0f} MiB at the end; "
