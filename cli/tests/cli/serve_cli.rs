@@ -301,7 +301,7 @@ fn sigterm_lets_a_running_stream_finish() {
 fn a_full_queue_gets_503_and_a_missing_key_401() {
     let (true, Some(model)) = (have_openai(), smollm2()) else { return };
     let m = model.to_str().expect("utf-8 path");
-    let server = Server::start(&["-m", m, "-P", "1", "--queue", "1", "--api-key", "sekrit"]);
+    let server = Server::start(&["-m", m, "-P", "1", "--queue", "1", "--api-key", "sekrit", "--header-timeout", "1"]);
     let b = server.client(SMOLLM2, "busy", &["sekrit"]);
     let results = b["results"].as_array().expect("results");
     let ok = results.iter().filter(|r| r["status"] == 200).count();
@@ -311,6 +311,13 @@ fn a_full_queue_gets_503_and_a_missing_key_401() {
     assert!(busy.iter().all(|r| r["retry_after"] == "1"), "{b}");
     assert_eq!(b["unauthorized"]["status"], 401, "{b}");
     assert_eq!(b["health_without_key"], 200, "{b}");
+    // Stalled clients hold nothing for long: --header-timeout 1.
+    let stalled = &b["stalled"];
+    for case in ["half_header", "half_body", "idle_keepalive"] {
+        assert_eq!(stalled[case]["closed"], true, "{case}: {stalled}");
+        assert!(stalled[case]["seconds"].as_f64().is_some_and(|s| s < 4.0), "{case}: {stalled}");
+    }
+    assert!(stalled["half_body"]["reply"].as_str().is_some_and(|r| r.contains(" 408 ")), "{stalled}");
 }
 
 #[test]

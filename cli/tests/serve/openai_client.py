@@ -241,7 +241,41 @@ def check_busy():
         t.join()
     unauthorized = status_of(lambda: client.completions.create(model=MODEL, prompt="x", max_tokens=1))
     health = raw("GET", "/health")
-    return {"results": results, "unauthorized": unauthorized, "health_without_key": health["status"]}
+    return {"results": results, "unauthorized": unauthorized, "health_without_key": health["status"],
+            "stalled": stalled_clients(key)}
+
+
+def stalled_clients(key):
+    """With --header-timeout 1: half a header is cut off, half a body gets 408; an idle kept-alive connection closes."""
+    import socket
+    u = urllib.parse.urlparse(BASE)
+    out = {}
+
+    def closed_within(sock, seconds):
+        sock.settimeout(seconds)
+        t0 = time.time()
+        try:
+            data = sock.recv(4096)
+        except socket.timeout:
+            return {"closed": False, "seconds": seconds, "reply": ""}
+        return {"closed": True, "seconds": time.time() - t0, "reply": data.decode("utf-8", "replace")[:40]}
+
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+    out["half_header"] = closed_within(s, 5)
+    s.close()
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+              "Content-Length: 100\r\n\r\n{\"prompt\":".encode())
+    out["half_body"] = closed_within(s, 5)
+    s.close()
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    s.recv(4096)
+    out["idle_keepalive"] = closed_within(s, 5)
+    s.close()
+    return out
 
 
 def check_embed():
