@@ -166,6 +166,9 @@ impl<'a> Planner<'a> {
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 attention::plan(self, node, &d, [scale, max_bias, softcap])
             }
+            Op::MulMatId | Op::AddId | Op::Argsort { .. } | Op::TopK | Op::Cumsum | Op::SwigluOai { .. } => {
+                Err(format!("{} has no CUDA kernel", d.op.name()))
+            }
         }
     }
 }
@@ -225,8 +228,9 @@ mod tests {
     use gantry_conformance as conformance;
 
     /// What the CUDA backend leaves to others on purpose: quantizing on the
-    /// GPU, attention over a quantized (Q8_0) KV cache, and reading the
-    /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder yet).
+    /// GPU, attention over a quantized (Q8_0) KV cache, reading the
+    /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder
+    /// yet), and the ops that have no CUDA kernel yet.
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -236,7 +240,11 @@ mod tests {
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
         let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
-        quantizing || quantized_kv || lookup
+        // Attention sinks and the routing ops have no CUDA kernel yet.
+        let no_kernel = matches!(d.op, Op::Argsort { .. } | Op::TopK | Op::Cumsum)
+            || matches!(d.op, Op::SoftMax { .. }) && d.srcs[2].is_some()
+            || matches!(d.op, Op::MulMatId | Op::AddId | Op::SwigluOai { .. });
+        quantizing || quantized_kv || lookup || no_kernel
     }
 
     #[test]

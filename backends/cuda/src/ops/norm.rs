@@ -31,6 +31,7 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
             p.launch(Kernel::new(Module::Norm, "norm_rows"), grid, [BLOCK, 1, 1], 0, args);
         }
         Op::SoftMax { scale, max_bias } => {
+            require(d.srcs[2].is_none(), || "SOFT_MAX with attention sinks has no CUDA kernel".into())?;
             let mask = match d.srcs[1] {
                 None => None,
                 Some(m_id) => {

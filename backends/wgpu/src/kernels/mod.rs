@@ -178,6 +178,9 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::Rope(rp) => rope::rope(&mut b, &rp),
         Op::MulMat => matmul::mul_mat(&mut b),
         Op::FlashAttnExt { scale, max_bias, softcap } => attention::flash_attn(&mut b, scale, max_bias, softcap),
+        Op::MulMatId | Op::AddId | Op::Argsort { .. } | Op::TopK | Op::Cumsum | Op::SwigluOai { .. } => {
+            Err(format!("{} has no wgpu kernel", d.op.name()))
+        }
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(None),
     }
 }

@@ -23,6 +23,9 @@ pub(super) fn alibi(n_head: usize, max_bias: f32) -> (u32, f32, f32) {
 }
 
 pub(super) fn soft_max(b: &mut Builder<'_>, scale: f32, max_bias: f32) -> Planned {
+    if b.d.srcs[2].is_some() {
+        return Err("SOFT_MAX with attention sinks has no wgpu kernel".into());
+    }
     b.bind_dst()?;
     let s = b.bind_src(0)?;
     if b.d.srcs[1].is_some() {
