@@ -145,7 +145,8 @@ mod tests {
         // One shared row per token, broadcast over 4 slots.
         let x1 = ctx.tensor(DType::F32, [32, 1, 3]).unwrap();
         let ids4 = ctx.tensor(DType::I32, [4, 3]).unwrap();
-        assert_eq!(ctx.desc(ctx.mul_mat_id(w, x1, ids4).unwrap()).unwrap().ne, [6, 4, 3, 1]);
+        let y4 = ctx.mul_mat_id(w, x1, ids4).unwrap();
+        assert_eq!(ctx.desc(y4).unwrap().ne, [6, 4, 3, 1]);
 
         let bad_k = ctx.tensor(DType::F32, [16, 2, 3]).unwrap();
         assert!(reason(ctx.mul_mat_id(w, bad_k, ids).unwrap_err()).contains("differ in length"));
