@@ -6,10 +6,12 @@
 mod attention;
 mod copy;
 mod elementwise;
+mod experts;
 mod mul_mat;
 mod norm;
 mod reduce;
 mod rope;
+mod routing;
 
 use gantry_engine::{Context, DType, Op, TensorDesc, TensorId};
 
@@ -158,6 +160,7 @@ impl<'a> Planner<'a> {
             | Op::LeakyRelu { .. }
             | Op::Unary(_)
             | Op::Glu { .. }
+            | Op::SwigluOai { .. }
             | Op::DiagMaskInf { .. } => elementwise::plan(self, node, &d),
             Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::plan(self, node, &d),
             Op::Norm { .. } | Op::RmsNorm { .. } | Op::SoftMax { .. } => norm::plan(self, node, &d),
@@ -166,9 +169,9 @@ impl<'a> Planner<'a> {
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 attention::plan(self, node, &d, [scale, max_bias, softcap])
             }
-            Op::MulMatId | Op::AddId | Op::Argsort { .. } | Op::TopK | Op::Cumsum | Op::SwigluOai { .. } => {
-                Err(format!("{} has no CUDA kernel", d.op.name()))
-            }
+            Op::MulMatId => experts::plan_mul_mat_id(self, node, &d),
+            Op::AddId => experts::plan_add_id(self, node, &d),
+            Op::Argsort { .. } | Op::TopK | Op::Cumsum => routing::plan(self, node, &d),
         }
     }
 }
@@ -230,7 +233,7 @@ mod tests {
     /// What the CUDA backend leaves to others on purpose: quantizing on the
     /// GPU, attention over a quantized (Q8_0) KV cache, reading the
     /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder
-    /// yet), and the ops that have no CUDA kernel yet.
+    /// yet), and SOFT_MAX's attention sinks (no kernel yet).
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -240,10 +243,8 @@ mod tests {
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
         let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
-        // Attention sinks and the routing ops have no CUDA kernel yet.
-        let no_kernel = matches!(d.op, Op::Argsort { .. } | Op::TopK | Op::Cumsum)
-            || matches!(d.op, Op::SoftMax { .. }) && d.srcs[2].is_some()
-            || matches!(d.op, Op::MulMatId | Op::AddId | Op::SwigluOai { .. });
+        // Attention sinks have no CUDA kernel yet.
+        let no_kernel = matches!(d.op, Op::SoftMax { .. }) && d.srcs[2].is_some();
         quantizing || quantized_kv || lookup || no_kernel
     }
 
