@@ -222,8 +222,8 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
         }
         // Sources by slot, for ops whose optional sources leave gaps (a
         // SOFT_MAX with sinks in slot 2 and no mask in slot 1).
-        let mut slots: [Option<Array>; 4] = [None, None, None, None];
-        if matches!(d.op, Op::SoftMax { .. }) {
+        let mut slots: [Option<Array>; 5] = [None, None, None, None, None];
+        if matches!(d.op, Op::SoftMax { .. } | Op::FlashAttnExt { .. }) {
             for (slot, s) in slots.iter_mut().zip(d.srcs) {
                 if let Some(s) = s {
                     *slot = Some(mem.read(s)?);
@@ -273,7 +273,8 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
                 &srcs[0],
                 &srcs[1],
                 &srcs[2],
-                srcs.get(3),
+                slots[3].as_ref(),
+                slots[4].as_ref(),
                 scale as f64,
                 max_bias as f64,
                 softcap as f64,

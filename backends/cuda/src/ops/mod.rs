@@ -166,6 +166,9 @@ impl<'a> Planner<'a> {
             Op::Norm { .. } | Op::RmsNorm { .. } | Op::SoftMax { .. } => norm::plan(self, node, &d),
             Op::Rope(p) => rope::plan(self, node, &d, &p),
             Op::MulMat => mul_mat::plan(self, node, &d),
+            Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
+                Err("FLASH_ATTN_EXT with attention sinks has no CUDA kernel".into())
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 attention::plan(self, node, &d, [scale, max_bias, softcap])
             }
@@ -244,7 +247,8 @@ mod tests {
         let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
         // Attention sinks have no CUDA kernel yet.
-        let no_kernel = matches!(d.op, Op::SoftMax { .. }) && d.srcs[2].is_some();
+        let no_kernel = matches!(d.op, Op::SoftMax { .. }) && d.srcs[2].is_some()
+            || matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
         quantizing || quantized_kv || lookup || no_kernel
     }
 

@@ -495,7 +495,10 @@ impl Builder<'_, '_> {
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 let (q, k, v) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
                 let mask = self.opt_src(t, 3);
-                self.ctx.flash_attn_ext(q, k, v, mask, scale, max_bias, softcap)
+                match self.opt_src(t, 4) {
+                    Some(sinks) => self.ctx.flash_attn_ext_sinks(q, k, v, mask, sinks, scale, max_bias, softcap),
+                    None => self.ctx.flash_attn_ext(q, k, v, mask, scale, max_bias, softcap),
+                }
             }
         };
         ctx_op(built)

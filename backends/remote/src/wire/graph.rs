@@ -433,7 +433,7 @@ mod tests {
                     ne: [i, 2, 3, 4],
                     nb: [4, 8 * i, 16, 32],
                     op,
-                    srcs: [i.checked_sub(1).map(|s| s as u32), None, None, None],
+                    srcs: [i.checked_sub(1).map(|s| s as u32), None, None, None, None],
                     location: (i % 2 == 0).then_some(WireLocation { buffer: i as u64, offset: 64 }),
                     name: "blk.0.attn_q",
                 })
@@ -457,7 +457,7 @@ mod tests {
             ne: [1; 4],
             nb: [4; 4],
             op: Op::MulMat,
-            srcs: [Some(0), None, None, None],
+            srcs: [Some(0), None, None, None, None],
             location: None,
             name: "",
         };

@@ -192,6 +192,9 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::DiagMaskInf { n_past } => norm::diag_mask_inf(&mut b, n_past),
         Op::Rope(rp) => rope::rope(&mut b, &rp),
         Op::MulMat => matmul::mul_mat(&mut b),
+        Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
+            Err("FLASH_ATTN_EXT with attention sinks has no wgpu kernel".into())
+        }
         Op::FlashAttnExt { scale, max_bias, softcap } => attention::flash_attn(&mut b, scale, max_bias, softcap),
         Op::MulMatId => experts::mul_mat_id(&mut b),
         Op::AddId => experts::add_id(&mut b),
