@@ -65,10 +65,9 @@ impl Sizes {
     }
 }
 
-/// Where each part of the scratch starts, in floats, and its total.
+/// Where each part of the scratch starts, in floats, and its total. The
+/// packed activation columns (`slots · k` floats) come first.
 struct ScratchLayout {
-    /// Packed activation columns, `slots · k` floats.
-    cols: usize,
     /// Packed results, `slots · m` floats.
     out: usize,
     /// The slots sorted by expert (u32 each).
@@ -85,13 +84,12 @@ impl ScratchLayout {
     fn new(s: Sizes, driver_bytes: usize) -> Result<Self> {
         let overflow = || Error::Overflow("MUL_MAT_ID scratch".into());
         let slots = s.slots();
-        let cols = 0;
         let out = slots.checked_mul(s.k).ok_or_else(overflow)?;
         let order = out.checked_add(slots.checked_mul(s.m).ok_or_else(overflow)?).ok_or_else(overflow)?;
         let ends = order.checked_add(slots).ok_or_else(overflow)?;
         let driver = ends.checked_add(s.n_expert).ok_or_else(overflow)?;
         let total = driver.checked_add(driver_bytes.div_ceil(size_of::<f32>())).ok_or_else(overflow)?;
-        Ok(Self { cols, out, order, ends, driver, total })
+        Ok(Self { out, order, ends, driver, total })
     }
 }
 
@@ -108,10 +106,12 @@ enum Experts<'a> {
 
 /// Bytes of the product driver's scratch for up to `cols` columns.
 fn driver_bytes(dtype: DType, k: usize, cols: usize, threads: usize, repacked: bool) -> Result<usize> {
-    match () {
-        _ if repacked => repacked_scratch_size(dtype, k, cols),
-        _ if dtype.is_quantized() => quant_mul_mat_scratch_size(dtype, k, cols, threads),
-        _ => Ok(0),
+    if repacked {
+        repacked_scratch_size(dtype, k, cols)
+    } else if dtype.is_quantized() {
+        quant_mul_mat_scratch_size(dtype, k, cols, threads)
+    } else {
+        Ok(0)
     }
 }
 
@@ -180,7 +180,6 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     let order: &mut [u32] = bytemuck::cast_slice_mut(order);
     let ends: &mut [u32] = bytemuck::cast_slice_mut(ends);
     let driver: &mut [u8] = bytemuck::cast_slice_mut(driver);
-    debug_assert_eq!(layout.cols, 0);
 
     sort_slots_by_expert(ctx, t, d, &ids, s, order, ends)?;
     gather_columns(&b, s, order, cols, par);

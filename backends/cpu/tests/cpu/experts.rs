@@ -61,3 +61,38 @@ fn a_bias_id_out_of_range_is_an_error_not_a_read() {
         .expect("an id outside the bias rows must fail the compute");
     assert!(err.contains("ADD_ID") && err.contains("row 3") && err.contains("outside the 3 rows"), "{err}");
 }
+
+/// `out` of a one-expert MUL_MAT_ID over Q8_0 weights, the weights in
+/// `weights_buft`, the rest in plain CPU memory.
+fn one_expert_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>) -> Vec<f32> {
+    let (k, m, n_tokens) = (64, 32, 5);
+    let mut ctx = Context::new();
+    let w = ctx.tensor(DType::Q8_0, [k, m, 1]).unwrap();
+    let x = ctx.tensor(DType::F32, [k, 1, n_tokens]).unwrap();
+    let ids = ctx.tensor(DType::I32, [2, n_tokens]).unwrap();
+    let y = ctx.mul_mat_id(w, x, ids).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[y]).unwrap();
+    ctx.alloc_tensors(&[w], weights_buft, BufferUsage::Weights).unwrap();
+    let cpu_buft = gantry_cpu::buffer_type();
+    ctx.alloc_tensors(&[x, ids], &cpu_buft, BufferUsage::Weights).unwrap();
+    ctx.alloc_tensors(graph.nodes(), &cpu_buft, BufferUsage::Compute).unwrap();
+    let wv: Vec<f32> = (0..k * m).map(|i| ((i * 7) % 23) as f32 / 11.0 - 1.0).collect();
+    ctx.set_f32(w, &wv).unwrap();
+    ctx.set_f32(x, &(0..k * n_tokens).map(|i| ((i * 5) % 17) as f32 / 8.0 - 1.0).collect::<Vec<_>>()).unwrap();
+    ctx.set_f32(ids, &[0.0; 10]).unwrap();
+    let cpu = CpuBackend::with_threads(2).unwrap();
+    cpu.graph_compute(&ctx, graph).into_result().unwrap();
+    ctx.read_f32(y).unwrap()
+}
+
+#[test]
+fn repacked_experts_give_the_plain_product() {
+    let plain = one_expert_product(&gantry_cpu::buffer_type());
+    let repacked = one_expert_product(&gantry_cpu::repack_buffer_type());
+    assert!(plain.iter().any(|&v| v != 0.0));
+    // Both quantize the activations to Q8_0 and dot whole blocks: the same sums, in another order.
+    for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
+        assert!((p - r).abs() <= 1e-4 * p.abs().max(1.0), "slot value {i}: plain {p}, repacked {r}");
+    }
+}
