@@ -311,11 +311,13 @@ fn multiply_expert(
     let f = size_of::<f32>();
     match experts {
         Experts::Plain(a) => {
-            // SAFETY (of the three `Bound`s): expert x < a.ne[2] lies inside
-            // a's memory (checked when a was bound), with a's row strides;
-            // `cols` holds n columns of k floats and `out` n columns of m,
-            // both dense and aligned, valid for this call.
-            let a_x = Bound { base: unsafe { a.row(0, x, 0) }, dtype: a.dtype, ne: [k, m, 1, 1], nb: a.nb };
+            // The three operands as bound tensors: expert x < a.ne[2] lies
+            // inside a's memory (checked when a was bound), with a's row
+            // strides; `cols` holds n columns of k floats and `out` n
+            // columns of m, both dense and aligned, valid for this call.
+            // SAFETY: x < a.ne[2] and row 0 exists (m > 0: the node is not empty).
+            let base = unsafe { a.row(0, x, 0) };
+            let a_x = Bound { base, dtype: a.dtype, ne: [k, m, 1, 1], nb: a.nb };
             let b_x = Bound {
                 base: cols.as_ptr() as *mut u8,
                 dtype: DType::F32,
