@@ -525,7 +525,10 @@ mod tests {
         let (r, _) = reply(&mut s, &Request::AllocBuffer { device: 0, size: 64 }, &[]);
         assert!(matches!(r, Response::Error(ref m) if m.contains("must be hello")), "{r:?}");
         let (r, _) = reply(&mut s, &Request::Hello { version: PROTOCOL_VERSION + 1, client: "t" }, &[]);
-        assert!(matches!(r, Response::Error(ref m) if m.contains(&format!("speaks version {PROTOCOL_VERSION}"))), "{r:?}");
+        assert!(
+            matches!(r, Response::Error(ref m) if m.contains(&format!("speaks version {PROTOCOL_VERSION}"))),
+            "{r:?}"
+        );
         hello(&mut s);
         let (r, _) = reply(&mut s, &Request::AllocBuffer { device: 0, size: 64 }, &[]);
         assert!(matches!(r, Response::Buffer { .. }), "{r:?}");
