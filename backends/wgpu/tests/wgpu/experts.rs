@@ -22,6 +22,8 @@ struct Block {
     ctx: Context,
     x: TensorId,
     outs: [TensorId; 2],
+    /// TOP_K, MUL_MAT_ID, ADD_ID, SWIGLU_OAI, then the sink SOFT_MAX.
+    watched: [TensorId; 5],
 }
 
 /// Router, top-2 routing, gate and up experts with biases, SWIGLU_OAI; the
@@ -48,17 +50,18 @@ fn build(weights_on: &Arc<dyn Backend>) -> Block {
     let ids = ctx.top_k(logits, N_USED).unwrap();
     let probs = ctx.soft_max_ext_sinks(logits, None, sinks, 1.0, 0.0).unwrap();
     let xs = ctx.reshape(x, [K, 1, N_TOKENS, 1]).unwrap();
-    let g = ctx.mul_mat_id(gate, xs, ids).unwrap();
-    let g = ctx.add_id(g, gate_bias, ids).unwrap();
+    let product = ctx.mul_mat_id(gate, xs, ids).unwrap();
+    let g = ctx.add_id(product, gate_bias, ids).unwrap();
     let u = ctx.mul_mat_id(up, xs, ids).unwrap();
     let act = ctx.swiglu_oai_split(g, u, 1.702, 7.0).unwrap();
     for t in [act, probs] {
         ctx.set_output(t).unwrap();
     }
-    Block { ctx, x, outs: [act, probs] }
+    Block { ctx, x, outs: [act, probs], watched: [ids, product, g, act, probs] }
 }
 
-fn run(backends: &[Arc<dyn Backend>], input: &[f32]) -> (Vec<Vec<f32>>, usize) {
+/// The outputs, the number of splits and the backend of each watched node.
+fn run(backends: &[Arc<dyn Backend>], input: &[f32]) -> (Vec<Vec<f32>>, usize, Vec<String>) {
     let mut b = build(&backends[0]);
     let mut sched = Scheduler::new(backends, SchedulerParams::default()).unwrap();
     let arena = GraphArena::new();
@@ -68,8 +71,10 @@ fn run(backends: &[Arc<dyn Backend>], input: &[f32]) -> (Vec<Vec<f32>>, usize) {
     sched.graph_compute(&mut b.ctx, graph).unwrap();
     let outs = b.outs.iter().map(|&t| b.ctx.read_f32(t).unwrap()).collect();
     let splits = sched.n_splits();
+    let placed =
+        b.watched.iter().map(|&t| sched.tensor_backend(t).map_or("?".into(), |be| be.name().to_string())).collect();
     sched.release(&mut b.ctx).unwrap();
-    (outs, splits)
+    (outs, splits, placed)
 }
 
 #[test]
@@ -78,9 +83,11 @@ fn an_expert_block_split_between_wgpu_and_the_cpu_agrees_with_the_cpu() {
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(2).unwrap());
     let gpu = dev.init_backend(None).unwrap();
     let input = values(K * N_TOKENS, 77, -1.0, 1.0);
-    let (want, _) = run(std::slice::from_ref(&cpu), &input);
-    let (got, splits) = run(&[gpu, cpu], &input);
+    let (want, _, _) = run(std::slice::from_ref(&cpu), &input);
+    let (got, splits, placed) = run(&[gpu.clone(), cpu.clone()], &input);
     assert!(splits >= 2, "the sink softmax runs on the CPU, the rest on wgpu: {splits} splits");
+    let expected = [gpu.name(), gpu.name(), gpu.name(), gpu.name(), cpu.name()];
+    assert_eq!(placed, expected, "TOP_K, MUL_MAT_ID, ADD_ID, SWIGLU_OAI on wgpu; the sink SOFT_MAX on the CPU");
     // The CPU multiplies Q8_0 weights with activations quantized to Q8_0,
     // wgpu with F32 ones: ggml's MUL_MAT tolerance (NMSE 5e-4).
     let (err, norm) = got[0]
