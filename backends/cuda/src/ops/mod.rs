@@ -236,7 +236,7 @@ mod tests {
     /// What the CUDA backend leaves to others on purpose: quantizing on the
     /// GPU, attention over a quantized (Q8_0) KV cache, reading the
     /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder
-    /// yet), and SOFT_MAX's attention sinks (no kernel yet).
+    /// yet), and FLASH_ATTN_EXT's attention sinks (no kernel yet).
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -246,9 +246,8 @@ mod tests {
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
         let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
-        // Attention sinks have no CUDA kernel yet.
-        let no_kernel = matches!(d.op, Op::SoftMax { .. }) && d.srcs[2].is_some()
-            || matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
+        // FLASH_ATTN_EXT's attention sinks have no CUDA kernel yet.
+        let no_kernel = matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
         quantizing || quantized_kv || lookup || no_kernel
     }
 

@@ -458,6 +458,17 @@ fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
     }
 }
 
+/// `sink_at(h)`: head `h`'s attention sink from `slot`, or -inf without
+/// sinks (a logit that adds nothing to a softmax).
+fn sink_reader(stores: &[Store; 5], slot: usize) -> String {
+    let n = SLOT_NAMES[slot];
+    if stores[slot] == Store::Unused {
+        "fn sink_at(h: u32) -> f32 { return bitcast<f32>(0xff800000u); }\n".to_string()
+    } else {
+        format!("fn sink_at(h: u32) -> f32 {{ return {n}_ld({n}_at(vec4<u32>(h, 0u, 0u, 0u))); }}\n")
+    }
+}
+
 /// The WGSL source of a kernel instance.
 pub fn source(key: &KernelKey) -> String {
     let st = &key.stores;
@@ -520,7 +531,10 @@ pub fn source(key: &KernelKey) -> String {
 }"
             });
         }
-        Kernel::SoftMax => consts += &mask_reader(st, 2),
+        Kernel::SoftMax => {
+            consts += &mask_reader(st, 2);
+            consts += &sink_reader(st, 3);
+        }
         Kernel::FlashAttn => consts += &mask_reader(st, 4),
         Kernel::SetRows
         | Kernel::SumRows

@@ -23,13 +23,16 @@ pub(super) fn alibi(n_head: usize, max_bias: f32) -> (u32, f32, f32) {
 }
 
 pub(super) fn soft_max(b: &mut Builder<'_>, scale: f32, max_bias: f32) -> Planned {
-    if b.d.srcs[2].is_some() {
-        return Err("SOFT_MAX with attention sinks has no wgpu kernel".into());
-    }
     b.bind_dst()?;
     let s = b.bind_src(0)?;
     if b.d.srcs[1].is_some() {
         b.bind_src(1)?;
+    }
+    if b.d.srcs[2].is_some() {
+        let sinks = b.bind_src(2)?;
+        if sinks.dtype != DType::F32 || sinks.ne != [s.ne[2], 1, 1, 1] {
+            return Err(format!("sinks {} {:?} for {} heads", sinks.dtype, sinks.ne, s.ne[2]));
+        }
     }
     let (n_head_log2, m0, m1) = alibi(s.ne[2], max_bias);
     b.params.f[..4].copy_from_slice(&[scale, max_bias, m0, m1]);

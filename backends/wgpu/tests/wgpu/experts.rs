@@ -1,8 +1,9 @@
 //! A gpt-oss-style mixture-of-experts block on wgpu beside the CPU: routing
-//! (TOP_K), expert products (MUL_MAT_ID over Q8_0 experts), expert biases
-//! (ADD_ID) and SWIGLU_OAI run on wgpu, while the router's softmax with an
-//! attention-style sink (which wgpu has no kernel for) goes to the CPU: the
-//! scheduler cuts the graph, and the result is the CPU-only one.
+//! (TOP_K), the gate experts' products (MUL_MAT_ID over Q8_0), expert biases
+//! (ADD_ID), SWIGLU_OAI and the router's softmax with a sink run on wgpu,
+//! while the up experts' product over IQ4_NL weights (which wgpu has no
+//! kernel for; the weights in host memory) runs on the CPU: the scheduler
+//! cuts the graph, and the result is the CPU-only one.
 
 use std::sync::Arc;
 
@@ -22,7 +23,8 @@ struct Block {
     ctx: Context,
     x: TensorId,
     outs: [TensorId; 2],
-    /// TOP_K, MUL_MAT_ID, ADD_ID, SWIGLU_OAI, then the sink SOFT_MAX.
+    /// TOP_K, the gate MUL_MAT_ID, ADD_ID, the sink SOFT_MAX, then the up
+    /// (IQ4_NL) MUL_MAT_ID.
     watched: [TensorId; 5],
 }
 
@@ -41,7 +43,16 @@ fn build(weights_on: &Arc<dyn Backend>) -> Block {
     };
     let router = weight(&mut ctx, DType::F32, &[K, N_EXPERT], 1);
     let gate = weight(&mut ctx, DType::Q8_0, &[K, M, N_EXPERT], 2);
-    let up = weight(&mut ctx, DType::Q8_0, &[K, M, N_EXPERT], 3);
+    // IQ4_NL is read-only (nothing quantizes into it): seeded blocks of a
+    // small f16 scale and random nibbles, in host memory.
+    let up = ctx.tensor(DType::IQ4_NL, [K, M, N_EXPERT]).unwrap();
+    let nbytes = ctx.desc(up).unwrap().nbytes();
+    let buf = ctx.alloc_buffer(&gantry_cpu::buffer_type(), nbytes, BufferUsage::Weights).unwrap();
+    ctx.place(up, buf, 0).unwrap();
+    let nibbles = values(nbytes, 3, 0.0, 256.0);
+    let scale = half::f16::from_f32(0.01).to_le_bytes();
+    let blocks: Vec<u8> = (0..nbytes).map(|i| if i % 18 < 2 { scale[i % 18] } else { nibbles[i] as u8 }).collect();
+    ctx.set_bytes(up, &blocks).unwrap();
     let gate_bias = weight(&mut ctx, DType::F32, &[M, N_EXPERT], 4);
     let sinks = weight(&mut ctx, DType::F32, &[1], 5);
     let x = ctx.tensor(DType::F32, [K, N_TOKENS]).unwrap();
@@ -57,7 +68,7 @@ fn build(weights_on: &Arc<dyn Backend>) -> Block {
     for t in [act, probs] {
         ctx.set_output(t).unwrap();
     }
-    Block { ctx, x, outs: [act, probs], watched: [ids, product, g, act, probs] }
+    Block { ctx, x, outs: [act, probs], watched: [ids, product, g, probs, u] }
 }
 
 /// The outputs, the number of splits and the backend of each watched node.
@@ -85,9 +96,12 @@ fn an_expert_block_split_between_wgpu_and_the_cpu_agrees_with_the_cpu() {
     let input = values(K * N_TOKENS, 77, -1.0, 1.0);
     let (want, _, _) = run(std::slice::from_ref(&cpu), &input);
     let (got, splits, placed) = run(&[gpu.clone(), cpu.clone()], &input);
-    assert!(splits >= 2, "the sink softmax runs on the CPU, the rest on wgpu: {splits} splits");
+    assert!(splits >= 2, "the IQ4_NL product runs on the CPU, the rest on wgpu: {splits} splits");
     let expected = [gpu.name(), gpu.name(), gpu.name(), gpu.name(), cpu.name()];
-    assert_eq!(placed, expected, "TOP_K, MUL_MAT_ID, ADD_ID, SWIGLU_OAI on wgpu; the sink SOFT_MAX on the CPU");
+    assert_eq!(
+        placed, expected,
+        "TOP_K, MUL_MAT_ID, ADD_ID, the sink SOFT_MAX on wgpu; the IQ4_NL MUL_MAT_ID on the CPU"
+    );
     // The CPU multiplies Q8_0 weights with activations quantized to Q8_0,
     // wgpu with F32 ones: ggml's MUL_MAT tolerance (NMSE 5e-4).
     let (err, norm) = got[0]
@@ -95,7 +109,7 @@ fn an_expert_block_split_between_wgpu_and_the_cpu_agrees_with_the_cpu() {
         .zip(&want[0])
         .fold((0f64, 0f64), |(e, n), (&g, &w)| (e + f64::from(g - w).powi(2), n + f64::from(w).powi(2)));
     assert!(norm > 0.0 && err / norm < 5e-4, "experts (wgpu): NMSE {}", err / norm);
-    assert_close("router softmax with a sink (CPU)", &got[1], &want[1], 1e-6, 1e-6);
+    assert_close("router softmax with a sink (wgpu)", &got[1], &want[1], 1e-6, 1e-6);
     // The sink takes part of each token's probability mass.
     for row in want[1].chunks(N_EXPERT) {
         let total: f32 = row.iter().sum();
