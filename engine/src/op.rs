@@ -199,6 +199,25 @@ impl GluOp {
     }
 }
 
+/// The order ARGSORT sorts each row in (ggml's `ggml_sort_order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SortOrder {
+    /// Smallest first.
+    Asc,
+    /// Largest first.
+    Desc,
+}
+
+impl SortOrder {
+    /// ggml's integer code (`GGML_SORT_ORDER_ASC` = 0, `DESC` = 1).
+    pub const fn ggml_code(self) -> i32 {
+        match self {
+            SortOrder::Asc => 0,
+            SortOrder::Desc => 1,
+        }
+    }
+}
+
 /// How ROPE pairs up the dimensions it rotates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RopeMode {
@@ -383,6 +402,36 @@ pub enum Op {
     },
     /// `src0` tiled to the result's shape.
     Repeat,
+    /// Mixture-of-experts product (ggml's `GGML_OP_MUL_MAT_ID`): srcs the
+    /// expert weights `[k, m, n_expert]`, the F32 activations `[k, n_b,
+    /// n_tokens]` and the I32 expert ids `[n_used, n_tokens]`; slot `e` of
+    /// token `t` is expert `ids[e, t]`'s weights times activation row `e %
+    /// n_b` of token `t`.
+    MulMatId,
+    /// `src0[:, e, t] + src1[:, src2[e, t]]`: a per-expert bias picked by the
+    /// I32 ids (ggml's `GGML_OP_ADD_ID`).
+    AddId,
+    /// The indices (I32) that sort each row.
+    Argsort {
+        /// Ascending or descending.
+        order: SortOrder,
+    },
+    /// The indices (I32) of the `ne0` largest elements of each row, largest
+    /// first (ggml leaves their order unspecified).
+    TopK,
+    /// Inclusive running sum along each row.
+    Cumsum,
+    /// gpt-oss's gated unit: `x = min(a, limit)`, `g = clamp(b, -limit,
+    /// limit)`, `x * sigmoid(alpha * x) * (g + 1)`; fused (`src0` holds both
+    /// halves) or split (`src1` is the gate).
+    SwigluOai {
+        /// Multiplies `x` inside the sigmoid.
+        alpha: f32,
+        /// Clamps `x` from above and the gate on both sides.
+        limit: f32,
+        /// Fused form: `x` is the second half and the gate the first.
+        swapped: bool,
+    },
     /// Fused attention: `softmax(Q K^T * scale + mask) V`; srcs Q, K, V, optional mask.
     FlashAttnExt {
         /// Multiplies `Q K^T`.
@@ -426,6 +475,12 @@ impl Op {
             Op::MulMat => "MUL_MAT",
             Op::Concat { .. } => "CONCAT",
             Op::Repeat => "REPEAT",
+            Op::MulMatId => "MUL_MAT_ID",
+            Op::AddId => "ADD_ID",
+            Op::Argsort { .. } => "ARGSORT",
+            Op::TopK => "TOP_K",
+            Op::Cumsum => "CUMSUM",
+            Op::SwigluOai { .. } => "SWIGLU_OAI",
             Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
         }
     }
@@ -442,6 +497,7 @@ impl Op {
         matches!(
             self,
             Op::Binary(_)
+                | Op::AddId
                 | Op::Scale { .. }
                 | Op::Clamp { .. }
                 | Op::LeakyRelu { .. }
@@ -454,7 +510,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 61] = [
+    pub const NAMES: [&'static str; 67] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -515,6 +571,12 @@ impl Op {
         "MUL_MAT",
         "CONCAT",
         "REPEAT",
+        "MUL_MAT_ID",
+        "ADD_ID",
+        "ARGSORT",
+        "TOP_K",
+        "CUMSUM",
+        "SWIGLU_OAI",
         "FLASH_ATTN_EXT",
     ];
 }

@@ -137,7 +137,9 @@ impl CpuPlan {
                 // Their kernels weigh their own work (a GLU's exponentials
                 // cost several times an element's load and store: 16 decoding
                 // sequences' 24 K values took 28 µs on one thread).
-                Op::MulMat | Op::FlashAttnExt { .. } | Op::Glu { .. } => n_threads,
+                Op::MulMat | Op::MulMatId | Op::FlashAttnExt { .. } | Op::Glu { .. } | Op::SwigluOai { .. } => {
+                    n_threads
+                }
                 _ => (d.nelements() / MIN_WORK_PER_THREAD + 1).min(n_threads),
             };
             self.work_floats = self.work_floats.max(ops::work_floats(ctx, node, d, n_threads)?);

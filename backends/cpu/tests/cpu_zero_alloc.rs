@@ -9,10 +9,12 @@ use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, RopeMode, 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
-/// A small transformer-ish graph touching most kernel families, and a
+/// A small transformer-ish graph touching most kernel families, a
 /// product of 48 columns (the GEMM, split over the threads, its packed
-/// operands in the backend's scratch): the argmax and the product.
-fn build(ctx: &mut Context) -> gantry_engine::Result<(Vec<TensorId>, [TensorId; 2])> {
+/// operands in the backend's scratch) and a mixture-of-experts block
+/// (routing, expert products grouped in the scratch, biases, sinks): the
+/// argmax, the product and the block's output.
+fn build(ctx: &mut Context) -> gantry_engine::Result<(Vec<TensorId>, [TensorId; 3])> {
     let x = ctx.tensor(DType::F32, [64, 4])?;
     let w = ctx.tensor(DType::F16, [64, 64])?;
     let pos = ctx.tensor(DType::I32, [4])?;
@@ -43,15 +45,34 @@ fn build(ctx: &mut Context) -> gantry_engine::Result<(Vec<TensorId>, [TensorId; 
     let wide = ctx.tensor(DType::F32, [128, 48])?;
     let w2 = ctx.tensor(DType::F16, [128, 96])?;
     let product = ctx.mul_mat(w2, wide)?;
-    Ok((vec![x, w, pos, mask, cache, slots, wide, w2], [y, product]))
+    let router = ctx.tensor(DType::F32, [64, 4])?;
+    let experts = ctx.tensor(DType::Q8_0, [64, 32, 4])?;
+    let bias = ctx.tensor(DType::F32, [32, 4])?;
+    let sinks = ctx.tensor(DType::F32, [1])?;
+    let logits = ctx.mul_mat(router, h)?;
+    let ids = ctx.top_k(logits, 2)?;
+    let probs = ctx.soft_max_ext_sinks(logits, None, sinks, 1.0, 0.0)?;
+    let order = ctx.argsort(probs, gantry_engine::SortOrder::Asc)?;
+    let xs = ctx.reshape(h, [64, 1, 4, 1])?;
+    let moe = ctx.mul_mat_id(experts, xs, ids)?;
+    let moe = ctx.add_id(moe, bias, ids)?;
+    let moe = ctx.swiglu_oai_split(moe, moe, 1.702, 7.0)?;
+    let moe = ctx.cumsum(moe)?;
+    // Each token's experts from least to most likely, their bias rows added up.
+    let order = ctx.reshape(order, [16])?;
+    let picked = ctx.get_rows(bias, order)?;
+    let picked = ctx.reshape(picked, [32, 2, 8, 1])?;
+    let moe = ctx.concat(moe, picked, 2)?;
+    let inputs = vec![x, w, pos, mask, cache, slots, wide, w2, router, experts, bias, sinks];
+    Ok((inputs, [y, product, moe]))
 }
 
 fn computing_a_graph_again_allocates_nothing() {
     let backend = CpuBackend::with_threads(2).unwrap();
     let mut ctx = Context::new();
-    let (inputs, [out, product]) = build(&mut ctx).unwrap();
+    let (inputs, [out, product, moe]) = build(&mut ctx).unwrap();
     let arena = GraphArena::new();
-    let graph = ctx.build_graph(&arena, &[out, product]).unwrap();
+    let graph = ctx.build_graph(&arena, &[out, product, moe]).unwrap();
     ctx.alloc_tensors(graph.leafs(), &cpu::buffer_type(), BufferUsage::Weights).unwrap();
     ctx.alloc_tensors(graph.nodes(), &cpu::buffer_type(), BufferUsage::Compute).unwrap();
     for (i, &t) in inputs.iter().enumerate() {
@@ -60,14 +81,15 @@ fn computing_a_graph_again_allocates_nothing() {
         ctx.set_f32(t, &values).unwrap();
     }
     assert!(backend.graph_compute(&ctx, graph).is_success(), "first compute");
-    let first = (ctx.read_i32(out).unwrap(), ctx.read_f32(product).unwrap());
+    let first = (ctx.read_i32(out).unwrap(), ctx.read_f32(product).unwrap(), ctx.read_f32(moe).unwrap());
 
     for _ in 0..3 {
         let (status, allocations) = CountingAllocator::count_every_thread(|| backend.graph_compute(&ctx, graph));
         assert!(status.is_success());
         assert_eq!(allocations, 0, "heap allocations in a steady-state compute");
     }
-    assert_eq!((ctx.read_i32(out).unwrap(), ctx.read_f32(product).unwrap()), first);
+    let again = (ctx.read_i32(out).unwrap(), ctx.read_f32(product).unwrap(), ctx.read_f32(moe).unwrap());
+    assert_eq!(again, first);
 }
 
 /// A decoder-like block through the scheduler with fusion on (RMS_NORM+MUL

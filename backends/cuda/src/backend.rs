@@ -19,7 +19,7 @@ use super::cublas::Blas;
 use super::device::CudaDevice;
 use super::gpu::Gpu;
 use super::graphs::{GraphAction, GraphCache, graphs_enabled};
-use super::kernels::constants::ERR_ROW_INDEX;
+use super::kernels::constants::{ERR_EXPERT_ID, ERR_ROW_INDEX};
 use super::launch::{Launch, resolve_scratch};
 use super::ops::Planner;
 use super::plan::CudaPlan;
@@ -416,6 +416,10 @@ impl Backend for CudaBackend {
             0 => Ok(()),
             bits if bits & ERR_ROW_INDEX != 0 => Err(Error::OutOfBounds(format!(
                 "{}: a GET_ROWS or SET_ROWS row index was outside the rows; those rows were not written",
+                self.name()
+            ))),
+            bits if bits & ERR_EXPERT_ID != 0 => Err(Error::OutOfBounds(format!(
+                "{}: a MUL_MAT_ID or ADD_ID id was outside the experts; those slots hold NaN",
                 self.name()
             ))),
             bits => Err(self.gpu().error_of(BackendErrorKind::Other, format!("a kernel reported {bits}"))),

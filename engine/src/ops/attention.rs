@@ -1,4 +1,4 @@
-//! Fused attention: FLASH_ATTN_EXT.
+//! Fused attention: FLASH_ATTN_EXT, with or without attention sinks.
 
 use gantry_arenas::TensorId;
 
@@ -69,5 +69,44 @@ impl Context {
             Op::FlashAttnExt { scale, max_bias, softcap },
             &srcs[..n],
         )
+    }
+
+    /// [`Context::flash_attn_ext`] with attention sinks (ggml's
+    /// `ggml_flash_attn_ext_add_sinks`, gpt-oss): `sinks` is F32 `[n_head]`,
+    /// one logit per query head that joins each softmax with no value of
+    /// its own, so the weights of the keys sum to less than one. The sinks
+    /// sit in source slot 4, as in ggml.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "ggml_flash_attn_ext's arguments and the sinks ggml adds to its node"
+    )]
+    pub fn flash_attn_ext_sinks(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        mask: Option<TensorId>,
+        sinks: TensorId,
+        scale: f32,
+        max_bias: f32,
+        softcap: f32,
+    ) -> Result<TensorId> {
+        const OP: &str = "FLASH_ATTN_EXT";
+        let dq = self.src(OP, q)?;
+        let ds = self.expect_dtype(OP, sinks, &[DType::F32])?;
+        self.expect_contiguous(OP, sinks, &ds)?;
+        if ds.ne != [dq.ne[2], 1, 1, 1] {
+            return Err(op_err!(
+                OP,
+                "the sinks {} must hold one value per head ({}) of Q {}",
+                self.describe(sinks),
+                dq.ne[2],
+                self.describe(q)
+            ));
+        }
+        let t = self.flash_attn_ext(q, k, v, mask, scale, max_bias, softcap)?;
+        // Nobody has seen the new node yet, so this is part of making it.
+        self.desc_mut_untracked(t)?.srcs[4] = Some(sinks);
+        Ok(t)
     }
 }

@@ -292,10 +292,52 @@ impl Context {
         self.glu_split(GluOp::GegluQuick, a, b)
     }
 
+    /// gpt-oss's gated unit over the halves of the F32 `a`'s rows
+    /// (ggml's `ggml_swiglu_oai` with one source): `x` the first half (the
+    /// second when `swapped`), `g` the other; see [`Context::swiglu_oai_split`].
+    pub fn swiglu_oai(&mut self, a: TensorId, alpha: f32, limit: f32, swapped: bool) -> Result<TensorId> {
+        const OP: &str = "SWIGLU_OAI";
+        let d = self.expect_dtype(OP, a, &[DType::F32])?;
+        self.expect_contiguous_rows(OP, a, &d)?;
+        check_oai_params(alpha, limit)?;
+        if d.ne[0] % 2 != 0 {
+            return Err(op_err!(OP, "the fused form needs an even row length, {} has {}", self.describe(a), d.ne[0]));
+        }
+        let mut ne = d.ne;
+        ne[0] /= 2;
+        self.push_op(DType::F32, ne, Op::SwigluOai { alpha, limit, swapped }, &[a])
+    }
+
+    /// gpt-oss's gated unit (ggml's `ggml_swiglu_oai`): with `x = min(a,
+    /// limit)` and `g = clamp(b, -limit, limit)`, the result is `x *
+    /// sigmoid(alpha * x) * (g + 1)`. `a` and `b` are F32 of one shape with
+    /// contiguous rows.
+    pub fn swiglu_oai_split(&mut self, a: TensorId, b: TensorId, alpha: f32, limit: f32) -> Result<TensorId> {
+        const OP: &str = "SWIGLU_OAI";
+        let da = self.expect_dtype(OP, a, &[DType::F32])?;
+        let db = self.expect_dtype(OP, b, &[DType::F32])?;
+        self.expect_contiguous_rows(OP, a, &da)?;
+        self.expect_contiguous_rows(OP, b, &db)?;
+        check_oai_params(alpha, limit)?;
+        if da.ne != db.ne {
+            return Err(op_err!(OP, "{} and {} must have the same shape", self.describe(a), self.describe(b)));
+        }
+        self.push_op(DType::F32, da.ne, Op::SwigluOai { alpha, limit, swapped: false }, &[a, b])
+    }
+
     /// A result with `a`'s shape and dtype: new and contiguous, or a view of
     /// `a` when computed in place.
     pub(crate) fn result_like(&mut self, a: TensorId, op: Op, srcs: &[TensorId], inplace: bool) -> Result<TensorId> {
         let d = self.src(op.name(), a)?;
         if inplace { self.push_view(a, ViewLayout::of(&d), 0, op, srcs) } else { self.push_op(d.dtype, d.ne, op, srcs) }
     }
+}
+
+/// SWIGLU_OAI's scalars must be numbers: a NaN limit would clamp nothing
+/// and give NaN on one backend and a value on another.
+fn check_oai_params(alpha: f32, limit: f32) -> Result<()> {
+    if alpha.is_nan() || limit.is_nan() {
+        return Err(op_err!("SWIGLU_OAI", "alpha {alpha} and limit {limit} must not be NaN"));
+    }
+    Ok(())
 }

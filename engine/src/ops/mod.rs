@@ -5,12 +5,14 @@
 
 mod attention;
 mod elementwise;
+mod experts;
 mod layout;
 mod matmul;
 mod norm;
 mod reduce;
 mod rope;
 mod rows;
+mod sort;
 
 use gantry_arenas::TensorId;
 

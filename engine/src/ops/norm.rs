@@ -82,6 +82,38 @@ impl Context {
         }
     }
 
+    /// [`Context::soft_max_ext`] with attention sinks (ggml's
+    /// `ggml_soft_max_add_sinks`, gpt-oss): `sinks` is F32 `[n_head]`, one
+    /// logit per head (dim 2 of `a`) that joins each row's softmax without
+    /// an output of its own, so a row's probabilities sum to less than one.
+    pub fn soft_max_ext_sinks(
+        &mut self,
+        a: TensorId,
+        mask: Option<TensorId>,
+        sinks: TensorId,
+        scale: f32,
+        max_bias: f32,
+    ) -> Result<TensorId> {
+        const OP: &str = "SOFT_MAX";
+        let da = self.src(OP, a)?;
+        let ds = self.expect_dtype(OP, sinks, &[DType::F32])?;
+        self.expect_contiguous(OP, sinks, &ds)?;
+        if ds.ne != [da.ne[2], 1, 1, 1] {
+            return Err(op_err!(
+                OP,
+                "the sinks {} must hold one value per head ({}) of {}",
+                self.describe(sinks),
+                da.ne[2],
+                self.describe(a)
+            ));
+        }
+        let t = self.soft_max_impl(a, mask, scale, max_bias, false)?;
+        // Slot 2, as in ggml: slot 1 stays the (optional) mask. Nobody has
+        // seen the new node yet, so this is part of making it.
+        self.desc_mut_untracked(t)?.srcs[2] = Some(sinks);
+        Ok(t)
+    }
+
     /// Sets `a[j, i] = -inf` for columns `j > n_past + i` of each row `i`.
     pub fn diag_mask_inf(&mut self, a: TensorId, n_past: usize) -> Result<TensorId> {
         self.expect_dtype("DIAG_MASK_INF", a, &[DType::F32])?;

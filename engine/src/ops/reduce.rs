@@ -1,4 +1,4 @@
-//! Reductions: SUM, SUM_ROWS, MEAN, ARGMAX.
+//! Reductions: SUM, SUM_ROWS, MEAN, ARGMAX, and CUMSUM's running sums.
 
 use gantry_arenas::TensorId;
 
@@ -34,5 +34,12 @@ impl Context {
             return Err(op_err!("ARGMAX", "rows of {} are too long for i32 indices", self.describe(a)));
         }
         self.push_op(DType::I32, [d.ne[1], 1, 1, 1], Op::Argmax, &[a])
+    }
+
+    /// The inclusive running sum along each row of the F32 `a` (ggml's
+    /// `ggml_cumsum`): `out[i] = a[0] + ... + a[i]`, `a`'s shape.
+    pub fn cumsum(&mut self, a: TensorId) -> Result<TensorId> {
+        self.expect_dtype("CUMSUM", a, &[DType::F32])?;
+        self.result_like(a, Op::Cumsum, &[a], false)
     }
 }

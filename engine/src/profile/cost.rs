@@ -27,7 +27,7 @@ pub fn node_cost(ctx: &Context, d: &TensorDesc) -> (u64, u64) {
     let sources = || d.srcs.iter().map(|&s| nbytes(ctx, s)).sum::<u64>();
     match d.op {
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => (0, 0),
-        Op::MulMat => (sources() + out, 2 * ne(ctx, d.srcs[0])[0] * elems),
+        Op::MulMat | Op::MulMatId => (sources() + out, 2 * ne(ctx, d.srcs[0])[0] * elems),
         Op::FlashAttnExt { .. } => {
             let [dk, n_q, heads, seqs] = ne(ctx, d.srcs[0]);
             let n_kv = ne(ctx, d.srcs[1])[1];

@@ -201,7 +201,7 @@ pub fn build_alloc_graph(
             // convention), counted as a consumer of `input`, never as a view.
             let dep = ctx.insert_scratch(TensorDesc {
                 op: Op::None,
-                srcs: [Some(input), None, None, None],
+                srcs: [Some(input), None, None, None, None],
                 view_src: Some(d.view_src.unwrap_or(input)),
                 view_offset: if d.view_src.is_some() { d.view_offset } else { 0 },
                 flags: TensorFlags::NONE,

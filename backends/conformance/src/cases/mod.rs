@@ -6,12 +6,14 @@
 
 mod attention;
 mod elementwise;
+mod experts;
 mod layout;
 mod matmul;
 mod norm;
 mod quant;
 mod reduce;
 mod rope;
+mod sort;
 
 use gantry_engine::{Context, DType, Result, TensorId};
 
@@ -28,6 +30,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(matmul::cases());
     cases.extend(attention::cases());
     cases.extend(quant::cases());
+    cases.extend(experts::cases());
+    cases.extend(sort::cases());
     cases
 }
 

@@ -84,6 +84,29 @@ fn soft_max_cases() -> Vec<Case> {
             }
         }
     }
+    // Attention sinks (gpt-oss): one logit per head joins each row's sum.
+    for ne in [[16, 16, 4, 1], [37, 5, 4, 3], [1, 1, 1, 1], [7, 3, 8, 1]] {
+        for mask in [None, Some(DType::F16), Some(DType::F32)] {
+            let mtag = mask.map_or("none".to_string(), |m| m.to_string());
+            let name = format!("SOFT_MAX(ne={},mask={mtag},sinks=true,scale=0.5)", shape(ne));
+            cases.push(
+                Case::new("SOFT_MAX", name, move |ctx| {
+                    let a = ctx.tensor(DType::F32, ne)?;
+                    let m = mask.map(|mt| ctx.tensor(mt, mask_shape(ne, false))).transpose()?;
+                    let sinks = ctx.tensor(DType::F32, [ne[2]])?;
+                    let out = ctx.soft_max_ext_sinks(a, m, sinks, 0.5, 0.0)?;
+                    let built = Built::output(out)
+                        .init(a, Init::Uniform { lo: -4.0, hi: 4.0 })
+                        .init(sinks, Init::Uniform { lo: -4.0, hi: 4.0 });
+                    Ok(match m {
+                        Some(m) => built.init(m, Init::Mask { p_inf: 0.5 }),
+                        None => built,
+                    })
+                })
+                .tolerance(Tolerance::Nmse(1e-6)),
+            );
+        }
+    }
     cases.push(
         Case::new("SOFT_MAX", "SOFT_MAX(ne=[32,6,4,1],mask=f16,inplace)".into(), |ctx| {
             let a = ctx.tensor(DType::F32, [32, 6, 4])?;

@@ -5,12 +5,15 @@ use super::{Array, alibi_slope};
 /// `out[:, h, q, b] = sum_c softmax_c(s_c) v[:, c, h / rv2, b / rv3]` with
 /// `s_c = cap(dot(q[:, q, h, b], k[:, c, h / rk2, b / rk3]) * scale) + slope(h) * mask[c, q, h % m2, b % m3]`
 /// and `cap(s) = softcap * tanh(s / softcap)` when softcap is not 0. Keys
-/// masked with `-inf` are left out; a query with none left gets zeros.
+/// masked with `-inf` are left out; a query with none left gets zeros. A
+/// head's sink `sinks[h]` joins the softmax's sum with no value.
+#[expect(clippy::too_many_arguments, reason = "FLASH_ATTN_EXT's five sources and three scalars")]
 pub fn flash_attn_ext(
     q: &Array,
     k: &Array,
     v: &Array,
     mask: Option<&Array>,
+    sinks: Option<&Array>,
     scale: f64,
     max_bias: f64,
     softcap: f64,
@@ -36,8 +39,9 @@ pub fn flash_attn_ext(
                     }
                     scores.push((c, s + m));
                 }
-                let max = scores.iter().map(|&(_, s)| s).fold(f64::NEG_INFINITY, f64::max);
-                let total: f64 = scores.iter().map(|&(_, s)| (s - max).exp()).sum();
+                let sink = sinks.map(|s| s.at([h, 0, 0, 0]));
+                let max = scores.iter().map(|&(_, s)| s).chain(sink).fold(f64::NEG_INFINITY, f64::max);
+                let total: f64 = scores.iter().map(|&(_, s)| s).chain(sink).map(|s| (s - max).exp()).sum();
                 if scores.is_empty() || total == 0.0 {
                     continue;
                 }

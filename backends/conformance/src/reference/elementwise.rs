@@ -149,6 +149,22 @@ pub fn glu(op: GluOp, swapped: bool, a: &Array, gate: Option<&Array>) -> Result<
         GluOp::GegluErf => gelu_erf(x) * g,
         GluOp::GegluQuick => gelu_quick(x) * g,
     };
+    gated(a, gate, swapped, glu)
+}
+
+/// gpt-oss's SWIGLU_OAI: `x = min(x, limit)`, `g = clamp(g, -limit,
+/// limit)`, `x * sigmoid(alpha x) * (g + 1)`.
+pub fn swiglu_oai(a: &Array, gate: Option<&Array>, swapped: bool, alpha: f64, limit: f64) -> Result<Array, String> {
+    gated(a, gate, swapped, |x, g| {
+        let x = x.min(limit);
+        let g = g.max(-limit).min(limit);
+        x / (1.0 + (-alpha * x).exp()) * (g + 1.0)
+    })
+}
+
+/// A gated unit `f(x, g)`: `x` and `g` from two sources, or the halves of
+/// `a`'s rows (`x` the first unless `swapped`).
+fn gated(a: &Array, gate: Option<&Array>, swapped: bool, f: impl Fn(f64, f64) -> f64) -> Result<Array, String> {
     let (nc, ne) = match gate {
         Some(_) => (a.ne[0], a.ne),
         None => (a.ne[0] / 2, [a.ne[0] / 2, a.ne[1], a.ne[2], a.ne[3]]),
@@ -163,7 +179,7 @@ pub fn glu(op: GluOp, swapped: bool, a: &Array, gate: Option<&Array>) -> Result<
                 if swapped { (second, first) } else { (first, second) }
             }
         };
-        out.set(i, glu(x, g));
+        out.set(i, f(x, g));
     }
     Ok(out)
 }

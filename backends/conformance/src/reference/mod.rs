@@ -18,11 +18,13 @@
 
 mod attention;
 mod elementwise;
+mod experts;
 mod layout;
 mod matmul;
 mod norm;
 mod reduce;
 mod rope;
+mod sort;
 
 use std::collections::HashMap;
 
@@ -218,6 +220,16 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
         for s in d.sources() {
             srcs.push(mem.read(s)?);
         }
+        // Sources by slot, for ops whose optional sources leave gaps (a
+        // SOFT_MAX with sinks in slot 2 and no mask in slot 1).
+        let mut slots: [Option<Array>; 5] = [None, None, None, None, None];
+        if matches!(d.op, Op::SoftMax { .. } | Op::FlashAttnExt { .. }) {
+            for (slot, s) in slots.iter_mut().zip(d.srcs) {
+                if let Some(s) = s {
+                    *slot = Some(mem.read(s)?);
+                }
+            }
+        }
         // SET_ROWS leaves the other rows of its destination as they are.
         let mut written_rows = None;
         let out = match d.op {
@@ -243,15 +255,26 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::Argmax => reduce::argmax(&srcs[0]),
             Op::Norm { eps } => norm::norm(&srcs[0], eps as f64),
             Op::RmsNorm { eps } => norm::rms_norm(&srcs[0], eps as f64),
-            Op::SoftMax { scale, max_bias } => norm::soft_max(&srcs[0], srcs.get(1), scale as f64, max_bias as f64),
+            Op::SoftMax { scale, max_bias } => {
+                norm::soft_max(&srcs[0], slots[1].as_ref(), slots[2].as_ref(), scale as f64, max_bias as f64)
+            }
             Op::DiagMaskInf { n_past } => norm::diag_mask_inf(&srcs[0], n_past),
             Op::Rope(p) => rope::rope(&srcs[0], &srcs[1], srcs.get(2), &p),
             Op::MulMat => matmul::mul_mat(&srcs[0], &srcs[1]),
+            Op::MulMatId => experts::mul_mat_id(&srcs[0], &srcs[1], &srcs[2]),
+            Op::AddId => experts::add_id(&srcs[0], &srcs[1], &srcs[2]),
+            Op::Argsort { order } => sort::argsort(&srcs[0], order),
+            Op::TopK => sort::top_k(&srcs[0], d.ne[0]),
+            Op::Cumsum => sort::cumsum(&srcs[0]),
+            Op::SwigluOai { alpha, limit, swapped } => {
+                elementwise::swiglu_oai(&srcs[0], srcs.get(1), swapped, alpha as f64, limit as f64)
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => attention::flash_attn_ext(
                 &srcs[0],
                 &srcs[1],
                 &srcs[2],
-                srcs.get(3),
+                slots[3].as_ref(),
+                slots[4].as_ref(),
                 scale as f64,
                 max_bias as f64,
                 softcap as f64,

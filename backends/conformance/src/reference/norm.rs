@@ -30,9 +30,16 @@ pub fn rms_norm(a: &Array, eps: f64) -> Result<Array, String> {
 }
 
 /// `softmax(x * scale + slope(head) * mask)` per row; the mask row is
-/// `mask[:, i1, i2 % m2, i3 % m3]`, the head is `i2`. A row whose logits
-/// are all `-inf` becomes zeros.
-pub fn soft_max(a: &Array, mask: Option<&Array>, scale: f64, max_bias: f64) -> Result<Array, String> {
+/// `mask[:, i1, i2 % m2, i3 % m3]`, the head is `i2`. A head's sink
+/// `sinks[i2]` joins the row's sum as one more logit without an output. A
+/// row whose logits are all `-inf` (and no sink) becomes zeros.
+pub fn soft_max(
+    a: &Array,
+    mask: Option<&Array>,
+    sinks: Option<&Array>,
+    scale: f64,
+    max_bias: f64,
+) -> Result<Array, String> {
     let mut out = a.clone();
     let [n0, n1, n2, n3] = a.ne;
     for i3 in 0..n3 {
@@ -45,11 +52,12 @@ pub fn soft_max(a: &Array, mask: Option<&Array>, scale: f64, max_bias: f64) -> R
                         *v += slope * m.at([i0, i1, i2 % m.ne[2], i3 % m.ne[3]]);
                     }
                 }
-                let max = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let sink = sinks.map(|k| k.at([i2, 0, 0, 0]));
+                let max = w.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
                 if max == f64::NEG_INFINITY {
                     w.iter_mut().for_each(|v| *v = 0.0);
                 } else {
-                    let sum: f64 = w.iter().map(|v| (v - max).exp()).sum();
+                    let sum: f64 = w.iter().cloned().chain(sink).map(|v| (v - max).exp()).sum();
                     w.iter_mut().for_each(|v| *v = (*v - max).exp() / sum);
                 }
                 for (i0, v) in w.into_iter().enumerate() {

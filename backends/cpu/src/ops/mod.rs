@@ -2,13 +2,16 @@
 //! its kernel. Each family module has `supports` (what its kernels take:
 //! the single source of truth for [`crate::supports_op`]) and `compute`.
 
+mod add_id;
 mod binary;
 pub(crate) mod bound;
 mod concat_repeat;
 mod copy;
+mod cumsum;
 mod flash_attn;
 mod glu;
 mod mul_mat;
+mod mul_mat_id;
 mod mul_mat_quant;
 pub(crate) mod mul_mat_shared;
 mod norm;
@@ -20,6 +23,7 @@ pub(crate) mod rope_angles;
 pub(crate) mod rope_set_rows;
 mod rows;
 mod softmax;
+mod sort;
 mod unary;
 
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
@@ -47,6 +51,11 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::Rope(_) => rope::supports(ctx, d),
         Op::MulMat => mul_mat::supports(ctx, d),
         Op::Concat { .. } | Op::Repeat => concat_repeat::supports(ctx, d),
+        Op::MulMatId => mul_mat_id::supports(ctx, d),
+        Op::AddId => add_id::supports(ctx, d),
+        Op::Argsort { .. } | Op::TopK => sort::supports(ctx, d),
+        Op::Cumsum => cumsum::supports(ctx, d),
+        Op::SwigluOai { .. } => glu::supports(ctx, d),
         Op::FlashAttnExt { .. } => flash_attn::supports(ctx, d),
     }
 }
@@ -89,13 +98,20 @@ pub fn dispatch(
         Op::GetRows | Op::SetRows => rows::compute(ctx, t, &d, par),
         Op::Binary(op) => binary::compute(ctx, t, &d, op, par),
         Op::Scale { .. } | Op::Clamp { .. } | Op::LeakyRelu { .. } | Op::Unary(_) => unary::compute(ctx, t, &d, par),
-        Op::Glu { op, swapped } => glu::compute(ctx, t, &d, op, swapped, par),
+        Op::Glu { op, swapped } => glu::compute(ctx, t, &d, glu::Gate::Glu(op), swapped, par),
+        Op::SwigluOai { alpha, limit, swapped } => {
+            glu::compute(ctx, t, &d, glu::Gate::Oai { alpha, limit }, swapped, par)
+        }
         Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::compute(ctx, t, &d, par),
         Op::Norm { .. } | Op::RmsNorm { .. } => norm::compute(ctx, t, &d, par),
         Op::SoftMax { .. } | Op::DiagMaskInf { .. } => softmax::compute(ctx, t, &d, par),
         Op::Rope(p) => rope::compute(ctx, t, &d, &p, par, memory.rope_angles),
         Op::MulMat => mul_mat::compute(ctx, t, &d, par, memory.shared),
         Op::Concat { .. } | Op::Repeat => concat_repeat::compute(ctx, t, &d, par),
+        Op::MulMatId => mul_mat_id::compute(ctx, t, &d, par, memory.shared),
+        Op::AddId => add_id::compute(ctx, t, &d, par),
+        Op::Argsort { .. } | Op::TopK => sort::compute(ctx, t, &d, par),
+        Op::Cumsum => cumsum::compute(ctx, t, &d, par),
         Op::FlashAttnExt { scale, max_bias, softcap } => {
             flash_attn::compute(ctx, t, &d, flash_attn::Params { scale, max_bias, softcap }, par)
         }
@@ -107,6 +123,7 @@ pub fn dispatch(
 pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize) -> Result<usize> {
     match d.op {
         Op::MulMat => mul_mat::work_floats(ctx, t, d, n_threads),
+        Op::MulMatId => mul_mat_id::work_floats(ctx, t, d, n_threads),
         _ => Ok(0),
     }
 }

@@ -209,6 +209,29 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     Ok(())
 }
 
+/// One product of 2-d operands in a plain dtype (F32, F16, BF16), already
+/// bound: `a` is `[k, m]`, `b` F32 `[k, n]`, `dst` F32 `[m, n]` with dense
+/// rows (MUL_MAT_ID's per-expert products go through here, on MUL_MAT's own
+/// paths). Returns `false`, having done nothing, for another dtype.
+pub(super) fn plain_product(a: &Bound, b: &Bound, dst: &Bound, par: &Par<'_>) -> Result<bool> {
+    let Some(Src0Path::Plain(kernels)) = src0_path(a.dtype) else { return Ok(false) };
+    let dims = Dims { k: a.ne[0], m: a.ne[1], n: b.ne[1], ne2: 1, ne3: 1, r2: 1, r3: 1 };
+    if dims.n == 1 && mat_vec(a, b, dst, dims, par)? {
+        return Ok(true);
+    }
+    if dims.n <= DOT_MAX_COLS {
+        mul_mat_dots(a, kernels, b, dst, dims, par);
+    } else {
+        mul_mat_sgemm(a, kernels.lhs, b, dst, dims, par);
+    }
+    Ok(true)
+}
+
+/// Whether MUL_MAT multiplies weights of `dtype` against F32 columns.
+pub(super) fn takes_weights(dtype: DType) -> bool {
+    src0_path(dtype).is_some()
+}
+
 /// Floats of the shared scratch node `t` needs on `n_threads` threads: the
 /// quantized path's packed columns and driver scratch (the GEMM packs into
 /// per-thread scratch).

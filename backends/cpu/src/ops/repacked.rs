@@ -1,7 +1,8 @@
 //! Tensors in a `CPU_REPACK` buffer ([`crate::RepackBuffer`]): which
 //! ops may read them, and their repacked bytes for the kernels that can.
 //!
-//! Only MUL_MAT (the tensor as its weights, F32 columns) and GET_ROWS (the
+//! Only MUL_MAT and MUL_MAT_ID (the tensor as its weights, F32 columns; for
+//! MUL_MAT_ID one expert, as the buffer holds 2-d matrices) and GET_ROWS (the
 //! tensor as its rows) read a repacked tensor, and only the tensor itself,
 //! never a view of it (a view's offsets are the plain layout's); an op that
 //! would read one otherwise, or write one, is not supported, so the
@@ -46,6 +47,15 @@ pub fn supports(ctx: &Context, t: TensorId, d: &TensorDesc) -> Option<bool> {
                 && whole(d.srcs[0])
                 && others_plain
                 && src1_dtype == Some(DType::F32)
+                && d.dtype == DType::F32
+        }
+        // Expert weights: a 2-d repacked matrix is one expert.
+        Op::MulMatId => {
+            repacked(d.srcs[0])
+                && whole(d.srcs[0])
+                && others_plain
+                && src1_dtype == Some(DType::F32)
+                && d.srcs[2].and_then(|s| ctx.get(s)).map(|i| i.dtype) == Some(DType::I32)
                 && d.dtype == DType::F32
         }
         Op::GetRows => {

@@ -1,5 +1,6 @@
 //! SOFT_MAX (scale, optional F32/F16 mask broadcast over dims 2 and 3,
-//! ALiBi slopes per head) and DIAG_MASK_INF.
+//! ALiBi slopes per head, optional attention sinks: one F32 logit per head
+//! that joins each row's normalisation) and DIAG_MASK_INF.
 
 use gantry_engine::{Context, DType, Op, Result, TensorDesc, TensorId};
 
@@ -14,7 +15,11 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
         None => true,
         Some(_) => src_desc(ctx, d, 1).is_some_and(|m| matches!(m.dtype, DType::F32 | DType::F16)),
     };
-    is_float(s.dtype) && s.dtype == d.dtype && mask_ok
+    let sinks_ok = match d.srcs[2] {
+        None => true,
+        Some(_) => src_desc(ctx, d, 2).is_some_and(|k| k.dtype == DType::F32),
+    };
+    is_float(s.dtype) && s.dtype == d.dtype && mask_ok && sinks_ok
 }
 
 /// ALiBi: the slope of head `h` of `n_head` for `max_bias` (1 when off),
@@ -51,6 +56,12 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
                     return Err(shape_err(ctx, t, d, format!("mask {:?} does not fit logits {:?}", m.ne, s.ne)));
                 }
             }
+            let sinks = d.srcs[2].map(|k| Bound::src(ctx, k)).transpose()?;
+            if let Some(k) = &sinks
+                && k.ne != [s.ne[2], 1, 1, 1]
+            {
+                return Err(shape_err(ctx, t, d, format!("sinks {:?} do not fit {} heads", k.ne, s.ne[2])));
+            }
             let n_head = s.ne[2];
             par.for_each(s.nrows(), 6 * n0, 2 * n0, |rows, tmp| {
                 let (w, mrow) = tmp.split_at_mut(n0);
@@ -66,12 +77,18 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
                         unsafe { m.load_row(i1, i2 % m.ne[2], i3 % m.ne[3], mrow) };
                         simd::axpy(w, slope, mrow);
                     }
-                    let max = simd::max(w);
+                    // SAFETY: i2 < ne[2], the sinks' length (checked above).
+                    let sink = sinks.as_ref().map(|k| unsafe { k.get(i2, 0, 0, 0) });
+                    let max = sink.map_or(simd::max(w), |sk| simd::max(w).max(sk));
                     if max == f32::NEG_INFINITY {
                         // Every logit masked: no distribution; write zeros rather than NaN.
                         w.fill(0.0);
                     } else {
-                        let sum = simd::exp_shifted(mrow, w, max);
+                        let mut sum = simd::exp_shifted(mrow, w, max);
+                        if let Some(sk) = sink {
+                            // The sink's share of the normalisation, with no output of its own.
+                            sum += f64::from((sk - max).exp());
+                        }
                         w.copy_from_slice(mrow);
                         simd::scale(w, (1.0 / sum) as f32);
                     }

@@ -6,6 +6,7 @@
 mod backend;
 mod compare_backends;
 mod conformance;
+mod experts;
 mod fusion;
 mod graph_plans;
 mod tensor_read;

@@ -98,7 +98,7 @@ extern "C" __global__ void binary(const Args a) {
     }
 }
 
-// dst = act(x) * g. i[0] the activation, i[1] = 1 when swapped, i[2] = 1
+// dst = act(x) * g (SWIGLU_OAI: f[0] alpha, f[1] limit). i[0] the activation, i[1] = 1 when swapped, i[2] = 1
 // when the gate is src1 (split form); fused, x and g are the two halves of
 // each src0 row: x the first half (the second when swapped), g the other.
 extern "C" __global__ void glu(const Args a) {
@@ -131,6 +131,14 @@ extern "C" __global__ void glu(const Args a) {
         // ggml's REGLU skips the gate where x <= 0 (an infinite gate gives 0 there).
         case GT_GLU_REGLU: r = x > 0.0f ? x * g : 0.0f; break;
         case GT_GLU_GEGLU_ERF: r = gelu_erf(x) * g; break;
+        // gpt-oss: f[0] = alpha, f[1] = limit; C++'s min / clamp, as ggml.
+        case GT_GLU_SWIGLU_OAI: {
+            const float alpha = a.f[0], limit = a.f[1];
+            const float xc = limit < x ? limit : x;
+            const float gc = g < -limit ? -limit : (limit < g ? limit : g);
+            r = xc / (1.0f + expf(-alpha * xc)) * (gc + 1.0f);
+            break;
+        }
         default: r = gelu_quick(x) * g; break;
         }
         store_f(d.data + byte_offset(d, idx), d.type, r);

@@ -25,6 +25,7 @@ const REDUCE: &str = include_str!("reduce.cu");
 const NORM: &str = include_str!("norm.cu");
 const ROPE: &str = include_str!("rope.cu");
 const FLASH_ATTN: &str = include_str!("flash_attn.cu");
+const EXPERTS: &str = include_str!("experts.cu");
 
 /// One compiled unit: a group of kernels built together from one source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,7 +38,7 @@ pub enum Module {
     GetRowsQuant,
     /// Quantizing activations to Q8_1.
     Quantize,
-    /// The quantized mat-vec and matrix product.
+    /// The quantized mat-vec and matrix product, and MUL_MAT_ID's quantized mat-vec.
     MulMatQuant,
     /// SUM, SUM_ROWS, MEAN, ARGMAX.
     Reduce,
@@ -47,11 +48,13 @@ pub enum Module {
     Rope,
     /// FLASH_ATTN_EXT.
     FlashAttn,
+    /// MUL_MAT_ID with float experts, ADD_ID, ARGSORT / TOP_K, CUMSUM.
+    Experts,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 9] = [
+    pub const ALL: [Module; 10] = [
         Module::Elementwise,
         Module::Copy,
         Module::GetRowsQuant,
@@ -61,6 +64,7 @@ impl Module {
         Module::Norm,
         Module::Rope,
         Module::FlashAttn,
+        Module::Experts,
     ];
 
     /// A short name (file names of the disk cache, messages).
@@ -75,6 +79,7 @@ impl Module {
             Module::Norm => "norm",
             Module::Rope => "rope",
             Module::FlashAttn => "flash_attn",
+            Module::Experts => "experts",
         }
     }
 
@@ -85,11 +90,12 @@ impl Module {
             Module::Copy => &["cpy", "copy_block_rows", "concat", "repeat", "get_rows", "set_rows"],
             Module::GetRowsQuant => &["get_rows_q"],
             Module::Quantize => &["quantize_q8_1"],
-            Module::MulMatQuant => &["mul_mat_vec_q", "mul_mat_q"],
+            Module::MulMatQuant => &["mul_mat_vec_q", "mul_mat_q", "mul_mat_id_vec_q"],
             Module::Reduce => &["sum_all", "sum_rows", "argmax"],
             Module::Norm => &["norm_rows", "soft_max"],
             Module::Rope => &["rope"],
             Module::FlashAttn => &["flash_attn_vec"],
+            Module::Experts => &["mul_mat_id_f", "add_id", "sort_rows", "cumsum"],
         }
     }
 
@@ -105,6 +111,7 @@ impl Module {
             Module::Norm => &[NORM],
             Module::Rope => &[ROPE],
             Module::FlashAttn => &[FLASH_ATTN],
+            Module::Experts => &[EXPERTS],
         }
     }
 

@@ -58,6 +58,11 @@ extern "C" __global__ void soft_max(const Args a) {
         mx = fmaxf(mx, w);
     }
     mx = block_max(mx, scratch);
+    // An attention sink (i[3] = 1, src[2] one F32 per head) joins the row's
+    // softmax as one more logit with no output of its own.
+    const bool sinks = a.i[3] != 0;
+    const float sink = sinks ? *(const float*)(a.src[2].data + i2 * a.src[2].nb[0]) : GT_NEG_INF;
+    mx = fmaxf(mx, sink);
     float sum = 0.0f;
     if (mx != GT_NEG_INF) {
         for (i64 i0 = threadIdx.x; i0 < n; i0 += blockDim.x) {
@@ -69,6 +74,9 @@ extern "C" __global__ void soft_max(const Args a) {
         }
     }
     sum = block_sum(sum, scratch);
+    if (sinks) {
+        sum += expf(sink - mx);
+    }
     const float inv = mx == GT_NEG_INF ? 0.0f : 1.0f / sum;
     // Every read of the row is done before any write (the op may run in place).
     __syncthreads();

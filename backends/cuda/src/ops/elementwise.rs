@@ -1,10 +1,12 @@
-//! Unary functions, SCALE, CLAMP, LEAKY_RELU, binary ops, GLUs and DIAG_MASK_INF: the
+//! Unary functions, SCALE, CLAMP, LEAKY_RELU, binary ops, GLUs (SWIGLU_OAI too) and DIAG_MASK_INF: the
 //! CPU's dtype rules, one thread per result element (`elementwise.cu`).
 
 use gantry_engine::{DType, Op, TensorDesc, TensorId, tensor::can_repeat};
 
 use super::{Planner, Refusal, is_float, require, src, strides_aligned};
-use crate::kernels::constants::{UNARY_CLAMP, UNARY_LEAKY_RELU, UNARY_SCALE, binary_code, glu_code, unary_code};
+use crate::kernels::constants::{
+    GLU_SWIGLU_OAI, UNARY_CLAMP, UNARY_LEAKY_RELU, UNARY_SCALE, binary_code, glu_code, unary_code,
+};
 use crate::kernels::{Kernel, Module};
 
 pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), Refusal> {
@@ -64,6 +66,30 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
             };
             args.i[0] = glu_code(op);
             args.i[1] = i64::from(swapped);
+            p.launch_over(Kernel::new(Module::Elementwise, "glu"), n, args);
+        }
+        Op::SwigluOai { alpha, limit, swapped } => {
+            require(a.dtype == DType::F32, || format!("SWIGLU_OAI of {}", a.dtype))?;
+            let rows_match = a.ne[1..] == d.ne[1..];
+            let mut args = match d.srcs[1] {
+                None => {
+                    require(rows_match && a.ne[0] == 2 * d.ne[0], || {
+                        format!("{:?} does not halve into {:?}", a.ne, d.ne)
+                    })?;
+                    p.args(dst, &[x])
+                }
+                Some(g_id) => {
+                    let g = p.desc(g_id)?;
+                    require(g.dtype == DType::F32 && strides_aligned(&g) && a.ne == d.ne && g.ne == d.ne, || {
+                        format!("{:?} and gate {} {:?} into {:?}", a.ne, g.dtype, g.ne, d.ne)
+                    })?;
+                    let mut args = p.args(dst, &[x, p.tensor(g_id)?]);
+                    args.i[2] = 1;
+                    args
+                }
+            };
+            (args.i[0], args.i[1]) = (GLU_SWIGLU_OAI, i64::from(swapped));
+            (args.f[0], args.f[1]) = (alpha, limit);
             p.launch_over(Kernel::new(Module::Elementwise, "glu"), n, args);
         }
         Op::DiagMaskInf { n_past } => {

@@ -6,10 +6,12 @@
 mod attention;
 mod copy;
 mod elementwise;
+mod experts;
 mod mul_mat;
 mod norm;
 mod reduce;
 mod rope;
+mod routing;
 
 use gantry_engine::{Context, DType, Op, TensorDesc, TensorId};
 
@@ -158,14 +160,21 @@ impl<'a> Planner<'a> {
             | Op::LeakyRelu { .. }
             | Op::Unary(_)
             | Op::Glu { .. }
+            | Op::SwigluOai { .. }
             | Op::DiagMaskInf { .. } => elementwise::plan(self, node, &d),
             Op::Sum | Op::SumRows | Op::Mean | Op::Argmax => reduce::plan(self, node, &d),
             Op::Norm { .. } | Op::RmsNorm { .. } | Op::SoftMax { .. } => norm::plan(self, node, &d),
             Op::Rope(p) => rope::plan(self, node, &d, &p),
             Op::MulMat => mul_mat::plan(self, node, &d),
+            Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
+                Err("FLASH_ATTN_EXT with attention sinks has no CUDA kernel".into())
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 attention::plan(self, node, &d, [scale, max_bias, softcap])
             }
+            Op::MulMatId => experts::plan_mul_mat_id(self, node, &d),
+            Op::AddId => experts::plan_add_id(self, node, &d),
+            Op::Argsort { .. } | Op::TopK | Op::Cumsum => routing::plan(self, node, &d),
         }
     }
 }
@@ -225,8 +234,9 @@ mod tests {
     use gantry_conformance as conformance;
 
     /// What the CUDA backend leaves to others on purpose: quantizing on the
-    /// GPU, attention over a quantized (Q8_0) KV cache, and reading the
-    /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder yet).
+    /// GPU, attention over a quantized (Q8_0) KV cache, reading the
+    /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder
+    /// yet), and FLASH_ATTN_EXT's attention sinks (no kernel yet).
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -236,7 +246,9 @@ mod tests {
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
         let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
-        quantizing || quantized_kv || lookup
+        // FLASH_ATTN_EXT's attention sinks have no CUDA kernel yet.
+        let no_kernel = matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
+        quantizing || quantized_kv || lookup || no_kernel
     }
 
     #[test]

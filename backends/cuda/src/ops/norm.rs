@@ -4,6 +4,7 @@ use gantry_engine::{DType, Op, TensorDesc, TensorId};
 
 use super::{BLOCK, Planner, Refusal, is_float, require, src, strides_aligned};
 use crate::kernels::{Kernel, Module};
+use crate::launch::TensorArg;
 
 /// ALiBi's two bases and the largest power of two not above `n_head`
 /// (the CPU's `alibi_slope`, split so the kernel raises them per head).
@@ -48,14 +49,21 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
                     Some(p.tensor(m_id)?)
                 }
             };
-            let mut args = match mask {
-                Some(m) => {
-                    let mut a = p.args(dst, &[x, m]);
-                    a.i[0] = 1;
-                    a
+            let sinks = match d.srcs[2] {
+                None => None,
+                Some(k_id) => {
+                    let k = p.desc(k_id)?;
+                    require(k.dtype == DType::F32 && k.ne == [s.ne[2], 1, 1, 1], || {
+                        format!("sinks {} {:?} for {} heads", k.dtype, k.ne, s.ne[2])
+                    })?;
+                    Some(p.tensor(k_id)?)
                 }
-                None => p.args(dst, &[x]),
             };
+            // The mask in slot 1 (zeros without one), the sinks in slot 2.
+            let none = TensorArg { data: 0, ..x };
+            let mut args = p.args(dst, &[x, mask.unwrap_or(none), sinks.unwrap_or(none)]);
+            args.i[0] = i64::from(mask.is_some());
+            args.i[3] = i64::from(sinks.is_some());
             args.f[0] = scale;
             if max_bias > 0.0 && mask.is_some() {
                 let (m0, m1, n_head_log2) = alibi_bases(max_bias, s.ne[2]);

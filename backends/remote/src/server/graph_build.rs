@@ -433,7 +433,12 @@ impl Builder<'_, '_> {
             }
             Op::SoftMax { scale, max_bias } => {
                 let (x, mask) = (a(self)?, self.opt_src(t, 1));
-                if inplace {
+                if let Some(sinks) = self.opt_src(t, 2) {
+                    if inplace {
+                        return Err(invalid(i, t, "SOFT_MAX with sinks has no in-place form".into()));
+                    }
+                    self.ctx.soft_max_ext_sinks(x, mask, sinks, scale, max_bias)
+                } else if inplace {
                     self.ctx.soft_max_ext_inplace(x, mask, scale, max_bias)
                 } else {
                     self.ctx.soft_max_ext(x, mask, scale, max_bias)
@@ -459,10 +464,41 @@ impl Builder<'_, '_> {
                 let x = a(self)?;
                 self.ctx.repeat_to(x, t.ne)
             }
+            Op::MulMatId => {
+                let (w, x, ids) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
+                self.ctx.mul_mat_id(w, x, ids)
+            }
+            Op::AddId => {
+                let (x, bias, ids) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
+                self.ctx.add_id(x, bias, ids)
+            }
+            Op::Argsort { order } => {
+                let x = a(self)?;
+                self.ctx.argsort(x, order)
+            }
+            Op::TopK => {
+                let x = a(self)?;
+                self.ctx.top_k(x, t.ne[0])
+            }
+            Op::Cumsum => {
+                let x = a(self)?;
+                self.ctx.cumsum(x)
+            }
+            Op::SwigluOai { alpha, limit, swapped } => {
+                let x = a(self)?;
+                match self.opt_src(t, 1) {
+                    Some(g) if !swapped => self.ctx.swiglu_oai_split(x, g, alpha, limit),
+                    Some(_) => return Err(invalid(i, t, "the split SWIGLU_OAI form has no swapped variant".into())),
+                    None => self.ctx.swiglu_oai(x, alpha, limit, swapped),
+                }
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 let (q, k, v) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
                 let mask = self.opt_src(t, 3);
-                self.ctx.flash_attn_ext(q, k, v, mask, scale, max_bias, softcap)
+                match self.opt_src(t, 4) {
+                    Some(sinks) => self.ctx.flash_attn_ext_sinks(q, k, v, mask, sinks, scale, max_bias, softcap),
+                    None => self.ctx.flash_attn_ext(q, k, v, mask, scale, max_bias, softcap),
+                }
             }
         };
         ctx_op(built)

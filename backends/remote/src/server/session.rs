@@ -487,6 +487,7 @@ mod tests {
     use super::*;
     use crate::wire::{WireLocation, WireTensor};
     use gantry_cpu::CpuBackend;
+    use gantry_engine::MAX_SRC;
 
     fn state() -> Arc<ServerState> {
         let backend = Arc::new(CpuBackend::with_threads(1).unwrap());
@@ -524,7 +525,10 @@ mod tests {
         let (r, _) = reply(&mut s, &Request::AllocBuffer { device: 0, size: 64 }, &[]);
         assert!(matches!(r, Response::Error(ref m) if m.contains("must be hello")), "{r:?}");
         let (r, _) = reply(&mut s, &Request::Hello { version: PROTOCOL_VERSION + 1, client: "t" }, &[]);
-        assert!(matches!(r, Response::Error(ref m) if m.contains("speaks version 1")), "{r:?}");
+        assert!(
+            matches!(r, Response::Error(ref m) if m.contains(&format!("speaks version {PROTOCOL_VERSION}"))),
+            "{r:?}"
+        );
         hello(&mut s);
         let (r, _) = reply(&mut s, &Request::AllocBuffer { device: 0, size: 64 }, &[]);
         assert!(matches!(r, Response::Buffer { .. }), "{r:?}");
@@ -580,7 +584,7 @@ mod tests {
         };
         let x: Vec<u8> = [1.0f32, -2.0, 3.0, -4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
         reply(&mut s, &Request::WriteBuffer { buffer, offset: 0, len: 16 }, &x);
-        let t = |computed, op, srcs: [Option<u32>; 4], offset| WireTensor {
+        let t = |computed, op, srcs: [Option<u32>; MAX_SRC], offset| WireTensor {
             computed,
             view: false,
             dtype: gantry_engine::DType::F32,
@@ -594,8 +598,8 @@ mod tests {
         let neg = gantry_engine::Op::Unary(gantry_engine::UnaryOp::Neg);
         let graph = WireGraph {
             tensors: vec![
-                t(false, gantry_engine::Op::None, [None; 4], 0),
-                t(true, neg, [Some(0), None, None, None], 64),
+                t(false, gantry_engine::Op::None, [None; MAX_SRC], 0),
+                t(true, neg, [Some(0), None, None, None, None], 64),
             ],
         };
         let tensors_before = s.ctx.tensor_count();

@@ -32,7 +32,8 @@ use std::sync::{Arc, OnceLock};
 use arbitrary::{Result as ArbResult, Unstructured};
 use gantry_cpu::{CpuBackend, CpuDevice};
 use gantry_engine::{
-    BinaryOp, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, UnaryOp, tensor::contiguous_strides,
+    BinaryOp, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, SortOrder, UnaryOp,
+    tensor::contiguous_strides,
 };
 
 use crate::server::{ServedDevice, ServerState, Session, WeightCache};
@@ -157,7 +158,7 @@ fn float(u: &mut Unstructured<'_>) -> ArbResult<f32> {
 }
 
 fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
-    Ok(match u.int_in_range(0u8..=28)? {
+    Ok(match u.int_in_range(0u8..=34)? {
         0 => Op::None,
         1 => Op::View,
         2 => Op::Reshape,
@@ -201,6 +202,12 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         25 => Op::Concat { dim: u.int_in_range(0..=4)? },
         26 => Op::Repeat,
         27 => Op::LeakyRelu { negative_slope: float(u)? },
+        28 => Op::MulMatId,
+        29 => Op::AddId,
+        30 => Op::Argsort { order: if u.arbitrary()? { SortOrder::Asc } else { SortOrder::Desc } },
+        31 => Op::TopK,
+        32 => Op::Cumsum,
+        33 => Op::SwigluOai { alpha: float(u)?, limit: float(u)?, swapped: u.arbitrary()? },
         _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
     })
 }

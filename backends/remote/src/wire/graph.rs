@@ -11,7 +11,7 @@
 //! `server::graph_build`), so a node never reaches a kernel with a shape,
 //! stride or type the op rules do not allow.
 
-use gantry_engine::{BinaryOp, DType, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, UnaryOp};
+use gantry_engine::{BinaryOp, DType, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
 
 use super::codec::{Reader, WireError, Writer, wire_err};
 
@@ -162,6 +162,23 @@ fn write_op(w: &mut Writer, op: &Op) {
             w.u8(28);
             w.f32(negative_slope);
         }
+        Op::MulMatId => w.u8(29),
+        Op::AddId => w.u8(30),
+        Op::Argsort { order } => {
+            w.u8(31);
+            w.u8(match order {
+                SortOrder::Asc => 0,
+                SortOrder::Desc => 1,
+            });
+        }
+        Op::TopK => w.u8(32),
+        Op::Cumsum => w.u8(33),
+        Op::SwigluOai { alpha, limit, swapped } => {
+            w.u8(34);
+            w.f32(alpha);
+            w.f32(limit);
+            w.u8(u8::from(swapped));
+        }
     }
 }
 
@@ -237,6 +254,22 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
             softcap: r.f32("FLASH_ATTN_EXT softcap")?,
         },
         28 => Op::LeakyRelu { negative_slope: r.f32("LEAKY_RELU negative_slope")? },
+        29 => Op::MulMatId,
+        30 => Op::AddId,
+        31 => Op::Argsort {
+            order: match r.u8("ARGSORT order")? {
+                0 => SortOrder::Asc,
+                1 => SortOrder::Desc,
+                code => return Err(wire_err!("unknown ARGSORT order {code}")),
+            },
+        },
+        32 => Op::TopK,
+        33 => Op::Cumsum,
+        34 => Op::SwigluOai {
+            alpha: r.f32("SWIGLU_OAI alpha")?,
+            limit: r.f32("SWIGLU_OAI limit")?,
+            swapped: r.bool("SWIGLU_OAI swapped")?,
+        },
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
     })
@@ -372,6 +405,13 @@ mod tests {
             Op::Concat { dim: 2 },
             Op::Repeat,
             Op::FlashAttnExt { scale: 0.1, max_bias: 0.0, softcap: 30.0 },
+            Op::MulMatId,
+            Op::AddId,
+            Op::Argsort { order: SortOrder::Asc },
+            Op::Argsort { order: SortOrder::Desc },
+            Op::TopK,
+            Op::Cumsum,
+            Op::SwigluOai { alpha: 1.702, limit: 7.0, swapped: true },
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));
@@ -393,7 +433,7 @@ mod tests {
                     ne: [i, 2, 3, 4],
                     nb: [4, 8 * i, 16, 32],
                     op,
-                    srcs: [i.checked_sub(1).map(|s| s as u32), None, None, None],
+                    srcs: [i.checked_sub(1).map(|s| s as u32), None, None, None, None],
                     location: (i % 2 == 0).then_some(WireLocation { buffer: i as u64, offset: 64 }),
                     name: "blk.0.attn_q",
                 })
@@ -417,7 +457,7 @@ mod tests {
             ne: [1; 4],
             nb: [4; 4],
             op: Op::MulMat,
-            srcs: [Some(0), None, None, None],
+            srcs: [Some(0), None, None, None, None],
             location: None,
             name: "",
         };

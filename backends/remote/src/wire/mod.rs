@@ -23,7 +23,9 @@ pub use limits::Limits;
 pub use message::{DIGEST_BYTES, Request, Response, WireDevice};
 
 /// The protocol version; client and server must speak the same one.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: five sources per tensor (FLASH_ATTN_EXT's attention sinks) and the
+/// mixture-of-experts and routing ops.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The TLS application protocol (ALPN) of Gantry's RPC.
 pub const ALPN: &[u8] = b"gantry-rpc/1";

@@ -7,12 +7,14 @@
 
 mod attention;
 mod elementwise;
+mod experts;
 mod layout;
 mod matmul;
 mod norm;
 pub mod params;
 mod reduce;
 mod rope;
+mod routing;
 mod rows;
 pub mod shader;
 mod shared_constants;
@@ -20,7 +22,7 @@ mod shared_constants;
 use std::sync::Arc;
 
 use gantry_arenas::TensorId;
-use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, TensorDesc, UnaryOp};
+use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, SortOrder, TensorDesc, UnaryOp};
 
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
@@ -104,6 +106,19 @@ pub enum Kernel {
     MulMat,
     /// FLASH_ATTN_EXT.
     FlashAttn,
+    /// SWIGLU_OAI (`glu.wgsl` with gpt-oss's activation).
+    SwigluOai {
+        /// Gate in src1 rather than in src0's second half.
+        split: bool,
+    },
+    /// MUL_MAT_ID.
+    MulMatId,
+    /// ADD_ID.
+    AddId,
+    /// ARGSORT and TOP_K.
+    Sort,
+    /// CUMSUM.
+    Cumsum,
 }
 
 /// One compiled kernel instance: kernel, binding stores, and the src0 dtype
@@ -177,7 +192,16 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::DiagMaskInf { n_past } => norm::diag_mask_inf(&mut b, n_past),
         Op::Rope(rp) => rope::rope(&mut b, &rp),
         Op::MulMat => matmul::mul_mat(&mut b),
+        Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
+            Err("FLASH_ATTN_EXT with attention sinks has no wgpu kernel".into())
+        }
         Op::FlashAttnExt { scale, max_bias, softcap } => attention::flash_attn(&mut b, scale, max_bias, softcap),
+        Op::MulMatId => experts::mul_mat_id(&mut b),
+        Op::AddId => experts::add_id(&mut b),
+        Op::Argsort { order } => routing::sort(&mut b, order),
+        Op::TopK => routing::sort(&mut b, SortOrder::Desc),
+        Op::Cumsum => routing::cumsum(&mut b),
+        Op::SwigluOai { alpha, limit, swapped } => elementwise::swiglu_oai(&mut b, alpha, limit, swapped),
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(None),
     }
 }
@@ -350,6 +374,11 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::MulMatVec => include_str!("../shaders/mul_mat_vec.wgsl"),
         Kernel::MulMat => include_str!("../shaders/mul_mat.wgsl"),
         Kernel::FlashAttn => include_str!("../shaders/flash_attn.wgsl"),
+        Kernel::SwigluOai { .. } => include_str!("../shaders/glu.wgsl"),
+        Kernel::MulMatId => include_str!("../shaders/mul_mat_id.wgsl"),
+        Kernel::AddId => include_str!("../shaders/add_id.wgsl"),
+        Kernel::Sort => include_str!("../shaders/sort.wgsl"),
+        Kernel::Cumsum => include_str!("../shaders/cumsum.wgsl"),
     }
 }
 
@@ -386,6 +415,9 @@ fn map_op_index(op: MapOp) -> u32 {
         MapOp::LeakyRelu => unary + 2,
     }) as u32
 }
+
+/// `glu.wgsl`'s `GLU_OP` for SWIGLU_OAI: after every [`GluOp`].
+const SWIGLU_OAI_INDEX: u32 = GluOp::ALL.len() as u32;
 
 /// `glu.wgsl`'s `GLU_OP`: the activation's position in [`GluOp::ALL`].
 fn glu_op_index(op: GluOp) -> u32 {
@@ -426,6 +458,17 @@ fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
     }
 }
 
+/// `sink_at(h)`: head `h`'s attention sink from `slot`, or -inf without
+/// sinks (a logit that adds nothing to a softmax).
+fn sink_reader(stores: &[Store; 5], slot: usize) -> String {
+    let n = SLOT_NAMES[slot];
+    if stores[slot] == Store::Unused {
+        "fn sink_at(h: u32) -> f32 { return bitcast<f32>(0xff800000u); }\n".to_string()
+    } else {
+        format!("fn sink_at(h: u32) -> f32 {{ return {n}_ld({n}_at(vec4<u32>(h, 0u, 0u, 0u))); }}\n")
+    }
+}
+
 /// The WGSL source of a kernel instance.
 pub fn source(key: &KernelKey) -> String {
     let st = &key.stores;
@@ -440,8 +483,12 @@ pub fn source(key: &KernelKey) -> String {
             let i = BinaryOp::ALL.iter().position(|&x| x == op).unwrap_or(3);
             consts += &format!("const BIN_OP: u32 = {i}u;");
         }
-        Kernel::Glu { op, split } => {
-            consts += &format!("const GLU_OP: u32 = {}u;\n", glu_op_index(op));
+        Kernel::Glu { op: _, split } | Kernel::SwigluOai { split } => {
+            let index = match key.kernel {
+                Kernel::Glu { op, .. } => glu_op_index(op),
+                _ => SWIGLU_OAI_INDEX,
+            };
+            consts += &format!("const GLU_OP: u32 = {index}u;\n");
             libs.push(ACTIVATIONS);
             consts.push_str(if split {
                 "fn glu_pair(c: vec4<u32>) -> vec2<f32> { return vec2<f32>(src0_ld(src0_at(c)), src1_ld(src1_at(c))); }"
@@ -463,7 +510,9 @@ pub fn source(key: &KernelKey) -> String {
             consts += &mover(st, 1);
             consts += zeroer(st);
         }
-        Kernel::GetRowsQuant | Kernel::MulMatVec | Kernel::MulMat => libs.extend(dequantizer(key.dtype)),
+        Kernel::GetRowsQuant | Kernel::MulMatVec | Kernel::MulMat | Kernel::MulMatId => {
+            libs.extend(dequantizer(key.dtype))
+        }
         Kernel::Norm { rms } => consts += &format!("const NORM_RMS: bool = {rms};"),
         Kernel::Quantize { set_rows } => {
             let qtype = QUANT_TARGETS.iter().position(|&t| t == key.dtype).unwrap_or(usize::MAX);
@@ -482,9 +531,20 @@ pub fn source(key: &KernelKey) -> String {
 }"
             });
         }
-        Kernel::SoftMax => consts += &mask_reader(st, 2),
+        Kernel::SoftMax => {
+            consts += &mask_reader(st, 2);
+            consts += &sink_reader(st, 3);
+        }
         Kernel::FlashAttn => consts += &mask_reader(st, 4),
-        Kernel::SetRows | Kernel::SumRows | Kernel::Sum | Kernel::Argmax | Kernel::DiagMaskInf | Kernel::Rope => {}
+        Kernel::SetRows
+        | Kernel::SumRows
+        | Kernel::Sum
+        | Kernel::Argmax
+        | Kernel::DiagMaskInf
+        | Kernel::Rope
+        | Kernel::AddId
+        | Kernel::Sort
+        | Kernel::Cumsum => {}
     }
     if key.kernel == Kernel::Rope {
         consts.push_str(if st[3] == Store::Unused {
@@ -554,5 +614,7 @@ mod tests {
             let line = glu.lines().find(|l| l.trim_start().starts_with(&format!("case {}u:", glu_op_index(op))));
             assert!(line.is_some_and(|l| l.ends_with(&format!("// {}", op.name()))), "{}: {line:?}", op.name());
         }
+        let line = glu.lines().find(|l| l.trim_start().starts_with(&format!("case {SWIGLU_OAI_INDEX}u:")));
+        assert!(line.is_some_and(|l| l.ends_with("// SWIGLU_OAI")), "SWIGLU_OAI: {line:?}");
     }
 }

@@ -28,6 +28,12 @@ pub(super) fn soft_max(b: &mut Builder<'_>, scale: f32, max_bias: f32) -> Planne
     if b.d.srcs[1].is_some() {
         b.bind_src(1)?;
     }
+    if b.d.srcs[2].is_some() {
+        let sinks = b.bind_src(2)?;
+        if sinks.dtype != DType::F32 || sinks.ne != [s.ne[2], 1, 1, 1] {
+            return Err(format!("sinks {} {:?} for {} heads", sinks.dtype, sinks.ne, s.ne[2]));
+        }
+    }
     let (n_head_log2, m0, m1) = alibi(s.ne[2], max_bias);
     b.params.f[..4].copy_from_slice(&[scale, max_bias, m0, m1]);
     b.params.u[0] = n_head_log2;

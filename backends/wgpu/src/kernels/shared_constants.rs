@@ -9,6 +9,7 @@
 //! | `WORKGROUP_SIZE` | [`ELEMENT_WORKGROUP`] | one invocation per element (or per 8 of GET_ROWS from quantized rows): the plan counts workgroups of it |
 //! | `WORKGROUP_SIZE` | [`QUANTIZE_WORKGROUP`] | quantizing CPY / SET_ROWS, one invocation per block |
 //! | `ROWS`, `MAX_COLS` | `matmul::VEC_ROWS`, [`MAX_VEC_COLUMNS`] | `mul_mat_vec.wgsl` |
+//! | `ROWS` | `matmul::VEC_ROWS` | `mul_mat_id.wgsl` |
 //! | `BM`, `BN` | `matmul::TILE` | `mul_mat.wgsl` |
 //! | `MAX_DK`, `MAX_DV` | `attention::MAX_DK`, `attention::MAX_DV` | `flash_attn.wgsl` |
 //!
@@ -47,8 +48,13 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::GetRowsQuant
         | Kernel::SetRows
         | Kernel::DiagMaskInf
-        | Kernel::Rope => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::Rope
+        | Kernel::SwigluOai { .. }
+        | Kernel::AddId
+        | Kernel::Sort
+        | Kernel::Cumsum => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
+        Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
             constant("ROWS", VEC_ROWS);
             constant("MAX_COLS", MAX_VEC_COLUMNS as u64);

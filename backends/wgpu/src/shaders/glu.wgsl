@@ -3,6 +3,17 @@
 // first half unless p.u.x (swapped) is set; for the split form x is src0's,
 // g src1's. GLU_OP is the activation's position in GluOp::ALL.
 
+// gpt-oss: x clamped from above by p.f.y (limit), the gate on both sides,
+// x * sigmoid(alpha x) * (g + 1) with alpha p.f.x; C++'s min / clamp
+// comparisons, as ggml writes them.
+fn swiglu_oai(x0: f32, g0: f32) -> f32 {
+    let alpha = p.f.x;
+    let limit = p.f.y;
+    let x = select(x0, limit, limit < x0);
+    let g = select(select(g0, limit, limit < g0), -limit, g0 < -limit);
+    return x / (1.0 + exp(-alpha * x)) * (g + 1.0);
+}
+
 fn glu_value(x: f32, g: f32) -> f32 {
     switch GLU_OP {
         case 0u: { return x / (1.0 + exp(-x)) * g; } // SWIGLU
@@ -11,6 +22,7 @@ fn glu_value(x: f32, g: f32) -> f32 {
         case 2u: { return select(0.0, x * g, x > 0.0); } // REGLU
         case 3u: { return gelu_erf(x) * g; } // GEGLU_ERF
         case 4u: { return gelu_quick(x) * g; } // GEGLU_QUICK
+        case 5u: { return swiglu_oai(x, g); } // SWIGLU_OAI
         default: { return x * g; }
     }
 }

@@ -1,6 +1,7 @@
 // SOFT_MAX: softmax(x * scale + slope * mask) per row; one workgroup per row.
 // p.f = (scale, max_bias, m0, m1), p.u.x = n_head_log2 (ALiBi), p.u.y = 1 with a mask.
-// `mask_at(c)` reads the mask (0 without one). dst may alias src0.
+// `mask_at(c)` reads the mask (0 without one), `sink_at(h)` head h's
+// attention sink (-inf without sinks: it then adds nothing). dst may alias src0.
 
 var<workgroup> partial: array<f32, 256>;
 
@@ -42,12 +43,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         m = max(m, v);
     }
     m = reduce(m, lid, true);
+    // The sink joins the row's softmax as one more logit with no output.
+    let sink = sink_at(r.y);
+    m = max(m, sink);
     var s = 0.0;
     for (var i = lid; i < n; i += 256u) {
         let v = src0_ld(src + i * p.src0.nb.x) * p.f.x + slope * mask_at(vec4<u32>(i, r.x, r.y, r.z));
         s += exp(v - m);
     }
-    let inv = 1.0 / reduce(s, lid, false);
+    let inv = 1.0 / (reduce(s, lid, false) + exp(sink - m));
     for (var i = lid; i < n; i += 256u) {
         let v = src0_ld(src + i * p.src0.nb.x) * p.f.x + slope * mask_at(vec4<u32>(i, r.x, r.y, r.z));
         dst_st(out + i * p.dst.nb.x, exp(v - m) * inv);

@@ -9,6 +9,7 @@ mod support;
 
 mod conformance;
 mod device;
+mod experts;
 mod host_device;
 mod ops;
 mod plans;

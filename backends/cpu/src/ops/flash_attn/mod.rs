@@ -69,7 +69,11 @@ pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
         None => true,
         Some(_) => src_desc(ctx, d, 3).is_some_and(|m| matches!(m.dtype, DType::F32 | DType::F16)),
     };
-    q.dtype == DType::F32 && kv(k.dtype) && kv(v.dtype) && d.dtype == DType::F32 && mask_ok
+    let sinks_ok = match d.srcs[4] {
+        None => true,
+        Some(_) => src_desc(ctx, d, 4).is_some_and(|s| s.dtype == DType::F32),
+    };
+    q.dtype == DType::F32 && kv(k.dtype) && kv(v.dtype) && d.dtype == DType::F32 && mask_ok && sinks_ok
 }
 
 /// One FLASH_ATTN_EXT node's operands and sizes, checked.
@@ -78,6 +82,8 @@ struct Attention {
     k: Bound,
     v: Bound,
     mask: Option<Bound>,
+    /// One F32 logit per query head joining each softmax (gpt-oss).
+    sinks: Option<Bound>,
     dst: Bound,
     /// K row length (= Q's), V row length.
     dk: usize,
@@ -138,6 +144,7 @@ impl Attention {
         let k = Bound::src(ctx, src(ctx, t, d, 1)?)?;
         let v = Bound::src(ctx, src(ctx, t, d, 2)?)?;
         let mask = d.srcs[3].map(|m| Bound::src(ctx, m)).transpose()?;
+        let sinks = d.srcs[4].map(|s| Bound::src(ctx, s)).transpose()?;
         let dst = Bound::dst(ctx, t)?;
         let (dk, dv, n_q, n_head, n_batch, n_kv) = (q.ne[0], v.ne[0], q.ne[1], q.ne[2], q.ne[3], k.ne[1]);
         let divides = |a: usize, b: usize| b > 0 && a.is_multiple_of(b);
@@ -149,6 +156,9 @@ impl Attention {
             && divides(n_batch, v.ne[3])
             && dst.ne == [dv, n_head, n_q, n_batch]
             && dst.rows_are_dense();
+        if let Some(s) = &sinks {
+            ok &= s.ne == [n_head, 1, 1, 1] && s.dtype == DType::F32;
+        }
         if let Some(m) = &mask {
             ok &= m.ne[0] == n_kv && m.ne[1] >= n_q && divides(n_head, m.ne[2]) && divides(n_batch, m.ne[3]);
         }
@@ -158,8 +168,25 @@ impl Attention {
         let rk = [n_head / k.ne[2], n_batch / k.ne[3]];
         let rv = [n_head / v.ne[2], n_batch / v.ne[3]];
         let scale = if p.softcap != 0.0 { p.scale / p.softcap } else { p.scale };
-        Ok(Attention { q, k, v, mask, dst, dk, dv, n_q, n_head, n_batch, n_kv, rk, rv, scale, params: p })
+        Ok(Attention { q, k, v, mask, sinks, dst, dk, dv, n_q, n_head, n_batch, n_kv, rk, rv, scale, params: p })
     }
+}
+
+/// Folds head `h`'s attention sink into a row's online softmax: the sink is
+/// one more logit with no value, so as a new maximum it rescales what was
+/// accumulated, and its weight joins the sum (ggml's FLASH_ATTN_EXT sinks).
+#[inline]
+fn add_sink(a: &Attention, h: usize, running_max: &mut f32, sum: &mut f64, acc: &mut [f32]) {
+    let Some(s) = &a.sinks else { return };
+    // SAFETY: h < n_head, the sinks' length (checked when bound).
+    let sink = unsafe { s.get(h, 0, 0, 0) };
+    if sink > *running_max {
+        let rescale = (*running_max - sink).exp();
+        simd::scale(acc, rescale);
+        *sum *= f64::from(rescale);
+        *running_max = sink;
+    }
+    *sum += f64::from((sink - *running_max).exp());
 }
 
 /// Mask values `c0..c0 + out.len()` of mask row `[i1, i2, i3]` as f32.

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 
 use super::super::bound::Bound;
 use super::super::softmax::alibi_slope;
-use super::{Attention, KV_BLOCK, dequantize_q8_0_row, load_mask, prefetch_block};
+use super::{Attention, KV_BLOCK, add_sink, dequantize_q8_0_row, load_mask, prefetch_block};
 use crate::parallel::Par;
 use crate::simd;
 
@@ -126,6 +126,7 @@ pub(super) fn compute(a: &Attention, row_work: usize, par: &Par<'_>) {
                         }
                     }
                 }
+                add_sink(a, iq2, &mut running_max, &mut sum, acc);
                 // A query that sees no key gets zeros, as in ggml.
                 let inv = if sum == 0.0 { 0.0 } else { (1.0 / sum) as f32 };
                 simd::scale(acc, inv);

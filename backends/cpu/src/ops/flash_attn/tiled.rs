@@ -24,7 +24,7 @@ use gantry_engine::DType;
 use super::super::softmax::alibi_slope;
 use super::block_map::{BlockMap, first_bits};
 use super::rows::{k_dot, v_axpy};
-use super::{Attention, KV_BLOCK, load_kv_row, load_mask, prefetch_block};
+use super::{Attention, KV_BLOCK, add_sink, load_kv_row, load_mask, prefetch_block};
 #[cfg(target_arch = "x86_64")]
 use super::{scores, values_avx512};
 use crate::isa::Isa;
@@ -610,9 +610,10 @@ unsafe fn tile(
     }
     for r in 0..rows {
         let (iq1, iq2) = row_of(r);
+        let out = &mut acc[r * dv..(r + 1) * dv];
+        add_sink(a, iq2, &mut running_max[r], &mut sum[r], out);
         // A row that sees no key gets zeros, as in ggml.
         let inv = if sum[r] == 0.0 { 0.0 } else { (1.0 / sum[r]) as f32 };
-        let out = &mut acc[r * dv..(r + 1) * dv];
         simd::scale(out, inv);
         // SAFETY: result row (iq2, iq1, iq3) is in range and this task's.
         unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), a.dst.row(iq2, iq1, iq3) as *mut f32, dv) };

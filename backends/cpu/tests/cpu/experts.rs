@@ -1,0 +1,98 @@
+//! The mixture-of-experts ops on the CPU: their conformance cases on their
+//! own (a quick loop while working on them; the whole suite runs them too),
+//! and ids out of range reported as errors naming the op and tensors.
+
+use gantry_conformance::{self as conformance, Filter, Mode, Reference};
+use gantry_cpu::CpuBackend;
+use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};
+
+const OPS: &str = "MUL_MAT_ID,ADD_ID,ARGSORT,TOP_K,CUMSUM,SWIGLU_OAI,SOFT_MAX";
+
+#[test]
+fn expert_and_routing_cases_pass() {
+    let cpu = CpuBackend::with_threads(2).unwrap();
+    let mut log = Vec::new();
+    let summary = conformance::run(&cpu, Reference::Scalar, &Filter::ops(OPS), Mode::Test, &mut log);
+    let log = String::from_utf8(log).unwrap();
+    let problems: Vec<&str> = log.lines().filter(|l| l.contains("FAIL") || l.contains("not supported (")).collect();
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    assert_eq!((summary.failed, summary.skipped), (0, 0));
+    assert!(summary.passed > 150, "only {} cases ran", summary.passed);
+}
+
+/// Computes `out` on the CPU after writing `inputs`; the error message when it fails.
+fn compute_err(ctx: &mut Context, out: TensorId, inputs: &[(TensorId, &[f32])]) -> Option<String> {
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[out]).unwrap();
+    let cpu = CpuBackend::with_threads(2).unwrap();
+    let buft = cpu.device().buffer_type();
+    ctx.alloc_tensors(graph.leafs(), &buft, BufferUsage::Weights).unwrap();
+    ctx.alloc_tensors(graph.nodes(), &buft, BufferUsage::Compute).unwrap();
+    for (t, v) in inputs {
+        ctx.set_f32(*t, v).unwrap();
+    }
+    cpu.graph_compute(ctx, graph).into_result().err().map(|e| e.to_string())
+}
+
+#[test]
+fn an_expert_id_out_of_range_is_an_error_not_a_read() {
+    for bad in [4.0, -1.0, 1e9] {
+        let mut ctx = Context::new();
+        let w = ctx.tensor(DType::Q8_0, [32, 3, 4]).unwrap();
+        let x = ctx.tensor(DType::F32, [32, 1, 2]).unwrap();
+        let ids = ctx.tensor(DType::I32, [2, 2]).unwrap();
+        ctx.set_name(ids, "routing").unwrap();
+        let y = ctx.mul_mat_id(w, x, ids).unwrap();
+        let err = compute_err(&mut ctx, y, &[(w, &[0.5; 384]), (x, &[1.0; 64]), (ids, &[0.0, 1.0, 3.0, bad as f32])])
+            .expect("an id outside the experts must fail the compute");
+        assert!(err.contains("MUL_MAT_ID") && err.contains("routing") && err.contains("[1, 1]"), "{err}");
+        assert!(err.contains("outside the 4 experts"), "{err}");
+    }
+}
+
+#[test]
+fn a_bias_id_out_of_range_is_an_error_not_a_read() {
+    let mut ctx = Context::new();
+    let a = ctx.tensor(DType::F32, [8, 2, 1]).unwrap();
+    let b = ctx.tensor(DType::F32, [8, 3]).unwrap();
+    let ids = ctx.tensor(DType::I32, [2, 1]).unwrap();
+    let y = ctx.add_id(a, b, ids).unwrap();
+    let err = compute_err(&mut ctx, y, &[(a, &[1.0; 16]), (b, &[1.0; 24]), (ids, &[2.0, 3.0])])
+        .expect("an id outside the bias rows must fail the compute");
+    assert!(err.contains("ADD_ID") && err.contains("row 3") && err.contains("outside the 3 rows"), "{err}");
+}
+
+/// `out` of a one-expert MUL_MAT_ID over Q8_0 weights, the weights in
+/// `weights_buft`, the rest in plain CPU memory.
+fn one_expert_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>) -> Vec<f32> {
+    let (k, m, n_tokens) = (64, 32, 5);
+    let mut ctx = Context::new();
+    let w = ctx.tensor(DType::Q8_0, [k, m, 1]).unwrap();
+    let x = ctx.tensor(DType::F32, [k, 1, n_tokens]).unwrap();
+    let ids = ctx.tensor(DType::I32, [2, n_tokens]).unwrap();
+    let y = ctx.mul_mat_id(w, x, ids).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[y]).unwrap();
+    ctx.alloc_tensors(&[w], weights_buft, BufferUsage::Weights).unwrap();
+    let cpu_buft = gantry_cpu::buffer_type();
+    ctx.alloc_tensors(&[x, ids], &cpu_buft, BufferUsage::Weights).unwrap();
+    ctx.alloc_tensors(graph.nodes(), &cpu_buft, BufferUsage::Compute).unwrap();
+    let wv: Vec<f32> = (0..k * m).map(|i| ((i * 7) % 23) as f32 / 11.0 - 1.0).collect();
+    ctx.set_f32(w, &wv).unwrap();
+    ctx.set_f32(x, &(0..k * n_tokens).map(|i| ((i * 5) % 17) as f32 / 8.0 - 1.0).collect::<Vec<_>>()).unwrap();
+    ctx.set_f32(ids, &[0.0; 10]).unwrap();
+    let cpu = CpuBackend::with_threads(2).unwrap();
+    cpu.graph_compute(&ctx, graph).into_result().unwrap();
+    ctx.read_f32(y).unwrap()
+}
+
+#[test]
+fn repacked_experts_give_the_plain_product() {
+    let plain = one_expert_product(&gantry_cpu::buffer_type());
+    let repacked = one_expert_product(&gantry_cpu::repack_buffer_type());
+    assert!(plain.iter().any(|&v| v != 0.0));
+    // Both quantize the activations to Q8_0 and dot whole blocks: the same sums, in another order.
+    for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
+        assert!((p - r).abs() <= 1e-4 * p.abs().max(1.0), "slot value {i}: plain {p}, repacked {r}");
+    }
+}
