@@ -28,11 +28,12 @@
 //! unsigned `u` and start each block's sum at `−OFFSET · Σa` (the activation
 //! column's block sum), which is the same integer.
 
-use gantry_engine::DType;
 use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, F16Bits, QuantBlock};
+use gantry_engine::{DType, Result};
 
 use super::super::Isa;
 use super::super::weight::ActBlock;
+use super::Job;
 
 /// Weight rows per group: one AVX-512 register of i32 lanes.
 pub const GROUP_ROWS: usize = 16;
@@ -41,11 +42,69 @@ pub(crate) const BLOCK: usize = 32;
 /// Alignment of the areas of a group and of a prepared column.
 const AREA_ALIGN: usize = 64;
 
-fn round_up(n: usize) -> usize {
+pub(crate) fn round_up(n: usize) -> usize {
     n.div_ceil(AREA_ALIGN) * AREA_ALIGN
 }
 
-/// A weight type that has a repacked layout.
+/// A weight type with a repacked layout, as the driver, the buffer and
+/// GET_ROWS see it: its group and column layouts, packing both ways, and
+/// the kernel of each path. The 32-value types have it through
+/// [`RepackType`]; the K-quants implement it themselves
+/// ([`super::k_layout`]).
+pub(crate) trait Repacked: 'static {
+    /// The plain (ggml) block.
+    type Block: QuantBlock + Send + Sync;
+    /// The activation block it is multiplied with (its dot partner).
+    type Act: ActBlock;
+    /// The layout of one group of rows of `k` values, `None` when `k` is
+    /// not a positive multiple of the block size.
+    fn group_layout(k: usize) -> Option<GroupLayout>;
+    /// The prepared form of one activation column of `k` values.
+    fn column_layout(k: usize) -> ColumnLayout;
+    /// Writes activation blocks `a` (one column) into `out` in the form of
+    /// [`Repacked::column_layout`] for the kernels of `isa`.
+    fn prepare_column(isa: Isa, a: &[Self::Act], layout: &ColumnLayout, out: &mut [u8]);
+    /// Repacks `rows` plain rows of `k` values into one group.
+    fn pack(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()>;
+    /// The first `rows` rows of one group back into plain rows.
+    fn unpack(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()>;
+    /// Row `r` of one group, dequantized into `out[..k]`.
+    fn dequantize(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()>;
+    /// Runs `job` on the path `isa`.
+    ///
+    /// # Safety
+    /// As [`Job`] says, and `isa` is a path this CPU has.
+    unsafe fn run_job(isa: Isa, job: &Job);
+}
+
+impl<R: RepackType> Repacked for R {
+    type Block = R::Block;
+    type Act = R::Act;
+    fn group_layout(k: usize) -> Option<GroupLayout> {
+        GroupLayout::new::<R>(k)
+    }
+    fn column_layout(k: usize) -> ColumnLayout {
+        ColumnLayout::new(k)
+    }
+    fn prepare_column(isa: Isa, a: &[R::Act], layout: &ColumnLayout, out: &mut [u8]) {
+        prepare_column::<R>(isa, a, layout, out)
+    }
+    fn pack(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
+        super::pack::pack::<R>(k, rows, plain, out)
+    }
+    fn unpack(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
+        super::pack::unpack::<R>(k, rows, group, plain)
+    }
+    fn dequantize(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
+        super::pack::dequantize::<R>(k, group, r, out)
+    }
+    unsafe fn run_job(isa: Isa, job: &Job) {
+        // SAFETY: the caller's contract.
+        unsafe { super::driver::run_small_job::<R>(isa, job) }
+    }
+}
+
+/// A 32-value weight type that has a repacked layout.
 pub(crate) trait RepackType: 'static {
     /// The plain (ggml) block.
     type Block: QuantBlock + Send + Sync;
@@ -212,6 +271,7 @@ macro_rules! with_repack_type {
             DType::Q4_0 => Some($f::<$crate::quant::repack::layout::RQ4_0>($($arg),*)),
             DType::Q4_1 => Some($f::<$crate::quant::repack::layout::RQ4_1>($($arg),*)),
             DType::Q8_0 => Some($f::<$crate::quant::repack::layout::RQ8_0>($($arg),*)),
+            DType::Q4_K => Some($f::<$crate::quant::repack::k_layout::RQ4K>($($arg),*)),
             _ => None,
         }
     };
@@ -220,10 +280,12 @@ pub(crate) use with_repack_type;
 
 /// Whether `dtype` has a repacked layout.
 pub fn repacks(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0)
+    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q4_K)
 }
 
-/// Where things are in one group of rows of `k` values.
+/// Where things are in one group of rows of `k` values. For the K-quants
+/// ([`super::k_layout`]) a group is its super-blocks one after the other,
+/// `quant_stride` bytes each, and `scale_stride` and `quants_at` are 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GroupLayout {
     /// Blocks per row.
@@ -264,8 +326,8 @@ pub(crate) fn groups(m: usize) -> usize {
     m.div_ceil(GROUP_ROWS)
 }
 
-fn size<R: RepackType>(k: usize, m: usize) -> Option<usize> {
-    GroupLayout::new::<R>(k)?.bytes.checked_mul(groups(m))
+fn size<R: Repacked>(k: usize, m: usize) -> Option<usize> {
+    R::group_layout(k)?.bytes.checked_mul(groups(m))
 }
 
 /// Bytes of the repacked form of `m` rows of `k` values of `dtype`, or
@@ -299,7 +361,7 @@ impl ColumnLayout {
 }
 
 /// Writes activation blocks `a` (one column) into `out` in [`ColumnLayout`] form for `R` on `isa`.
-pub(crate) fn prepare_column<R: RepackType>(isa: Isa, a: &[R::Act], layout: &ColumnLayout, out: &mut [u8]) {
+fn prepare_column<R: RepackType>(isa: Isa, a: &[R::Act], layout: &ColumnLayout, out: &mut [u8]) {
     let (qs, rest) = out.split_at_mut(layout.d_at);
     let (d, aux) = rest.split_at_mut(layout.aux_at - layout.d_at);
     for (b, blk) in a.iter().enumerate().take(layout.nb) {

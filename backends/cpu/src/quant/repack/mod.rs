@@ -13,7 +13,10 @@
 //! (streaming the weights) and the micro-kernel of batches.
 //!
 //! Types: Q4_0, Q4_1 and Q8_0 (SmolLM2's Q4_1 layers and Q8_0 output, and
-//! Q4_0); the others keep the plain layout and [`super::quant_mul_mat`].
+//! Q4_0), and Q4_K, whose 256-value super-blocks have a layout of their own
+//! (`k_layout`: one record per super-block of 16 rows, the 6-bit scales and
+//! mins unpacked at load) and kernels of their own against Q8_K columns;
+//! the others keep the plain layout and [`super::quant_mul_mat`].
 //!
 //! Files:
 //! - `layout`: the group and column layouts, the types ([`RepackType`]).
@@ -23,6 +26,8 @@
 //! - `avx2`: 8 rows per register, `vpmaddubsw` + `vpmaddwd`.
 //! - `driver`: columns quantized once, tasks over the threads, one or
 //!   several matrices (a fused group) per call.
+//! - `k_layout`: Q4_K's records, packing both ways, its column form.
+//! - `k_scalar`, `k_avx512`, `k_avx2`: Q4_K's kernels, as the above.
 //! - `tests`: every path against the scalar kernel and the plain product.
 
 #[cfg(target_arch = "x86_64")]
@@ -30,6 +35,12 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod driver;
+#[cfg(target_arch = "x86_64")]
+mod k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod k_avx512;
+pub(crate) mod k_layout;
+mod k_scalar;
 pub(crate) mod layout;
 mod pack;
 mod scalar;
