@@ -49,8 +49,7 @@ pub(crate) fn round_up(n: usize) -> usize {
 /// A weight type with a repacked layout, as the driver, the buffer and
 /// GET_ROWS see it: its group and column layouts, packing both ways, and
 /// the kernel of each path. The 32-value types have it through
-/// [`RepackType`]; the K-quants implement it themselves
-/// ([`super::k_layout`]).
+/// [`RepackType`], the K-quants through [`super::k_records::KRecord`].
 pub(crate) trait Repacked: 'static {
     /// The plain (ggml) block.
     type Block: QuantBlock + Send + Sync;
@@ -271,7 +270,8 @@ macro_rules! with_repack_type {
             DType::Q4_0 => Some($f::<$crate::quant::repack::layout::RQ4_0>($($arg),*)),
             DType::Q4_1 => Some($f::<$crate::quant::repack::layout::RQ4_1>($($arg),*)),
             DType::Q8_0 => Some($f::<$crate::quant::repack::layout::RQ8_0>($($arg),*)),
-            DType::Q4_K => Some($f::<$crate::quant::repack::k_layout::RQ4K>($($arg),*)),
+            DType::Q4_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ4K>>($($arg),*)),
+            DType::Q6_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q6k_layout::RQ6K>>($($arg),*)),
             _ => None,
         }
     };
@@ -280,11 +280,11 @@ pub(crate) use with_repack_type;
 
 /// Whether `dtype` has a repacked layout.
 pub fn repacks(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q4_K)
+    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q4_K | DType::Q6_K)
 }
 
 /// Where things are in one group of rows of `k` values. For the K-quants
-/// ([`super::k_layout`]) a group is its super-blocks one after the other,
+/// ([`super::q4k_layout`]) a group is its super-blocks one after the other,
 /// `quant_stride` bytes each, and `scale_stride` and `quants_at` are 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GroupLayout {

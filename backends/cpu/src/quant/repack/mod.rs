@@ -13,9 +13,10 @@
 //! (streaming the weights) and the micro-kernel of batches.
 //!
 //! Types: Q4_0, Q4_1 and Q8_0 (SmolLM2's Q4_1 layers and Q8_0 output, and
-//! Q4_0), and Q4_K, whose 256-value super-blocks have a layout of their own
-//! (`k_layout`: one record per super-block of 16 rows, the 6-bit scales and
-//! mins unpacked at load) and kernels of their own against Q8_K columns;
+//! Q4_0), and Q4_K and Q6_K, whose 256-value super-blocks have layouts of
+//! their own (`k_records`: one record per super-block of 16 rows, the
+//! scales and mins unpacked at load) and kernels of their own against Q8_K
+//! columns;
 //! the others keep the plain layout and [`super::quant_mul_mat`].
 //!
 //! Files:
@@ -26,8 +27,11 @@
 //! - `avx2`: 8 rows per register, `vpmaddubsw` + `vpmaddwd`.
 //! - `driver`: columns quantized once, tasks over the threads, one or
 //!   several matrices (a fused group) per call.
-//! - `k_layout`: Q4_K's records, packing both ways, its column form.
-//! - `k_scalar`, `k_avx512`, `k_avx2`: Q4_K's kernels, as the above.
+//! - `k_records`: what the K-quants share (records per super-block, Q8_K
+//!   columns, packing both ways).
+//! - `q4k_layout`: Q4_K's record.
+//! - `q4k_scalar`, `q4k_avx512`, `q4k_avx2`: Q4_K's kernels, as the above.
+//! - `q6k_layout`, `q6k_scalar`, `q6k_avx512`, `q6k_avx2`: the same for Q6_K.
 //! - `tests`: every path against the scalar kernel and the plain product.
 
 #[cfg(target_arch = "x86_64")]
@@ -35,14 +39,21 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod driver;
-#[cfg(target_arch = "x86_64")]
-mod k_avx2;
-#[cfg(target_arch = "x86_64")]
-mod k_avx512;
-pub(crate) mod k_layout;
-mod k_scalar;
+mod k_records;
 pub(crate) mod layout;
 mod pack;
+#[cfg(target_arch = "x86_64")]
+mod q4k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q4k_avx512;
+pub(crate) mod q4k_layout;
+mod q4k_scalar;
+#[cfg(target_arch = "x86_64")]
+mod q6k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q6k_avx512;
+pub(crate) mod q6k_layout;
+mod q6k_scalar;
 mod scalar;
 
 #[cfg(test)]

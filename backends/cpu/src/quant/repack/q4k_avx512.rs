@@ -1,4 +1,4 @@
-//! AVX-512 kernels of the repacked Q4_K layout ([`super::k_layout`]): a
+//! AVX-512 kernels of the repacked Q4_K layout ([`super::q4k_layout`]): a
 //! group's 16 rows are the 16 i32 lanes of one register, as in
 //! [`super::avx512`]. Per sub-block (32 values) and activation column,
 //! eight byte products against the column's 4-byte words broadcast give
@@ -22,8 +22,8 @@ use std::arch::x86_64::*;
 
 use super::Job;
 use super::avx512::PREFETCH;
-use super::k_layout::{AUX, D, DMIN, MINS, QS, RECORD, SC};
 use super::layout::{GROUP_ROWS, groups};
+use super::q4k_layout::{AUX, D, DMIN, MINS, QS, RECORD, SC};
 use crate::isa::{avx512_fn, avx512_vnni_fn};
 use crate::prefetch::prefetch_l2;
 

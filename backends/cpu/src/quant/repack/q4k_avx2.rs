@@ -1,4 +1,4 @@
-//! AVX2 kernels of the repacked Q4_K layout: [`super::k_avx512`]'s
+//! AVX2 kernels of the repacked Q4_K layout: [`super::q4k_avx512`]'s
 //! arithmetic without VNNI on 256-bit registers, a group's 16 rows as two
 //! halves of 8 i32 lanes (the low and high 32 bytes of each 64-byte chunk,
 //! the low and high 8 bytes of each scale row, 16 of each min pair row).
@@ -11,8 +11,8 @@ use std::arch::x86_64::*;
 
 use super::Job;
 use super::avx512::PREFETCH;
-use super::k_layout::{AUX, D, DMIN, MINS, QS, RECORD, SC};
 use super::layout::{GROUP_ROWS, groups};
+use super::q4k_layout::{AUX, D, DMIN, MINS, QS, RECORD, SC};
 use crate::isa::avx2_fn;
 use crate::prefetch::prefetch_l2;
 

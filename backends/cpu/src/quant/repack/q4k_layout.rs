@@ -1,4 +1,4 @@
-//! The repacked layout of Q4_K: groups of [`GROUP_ROWS`] rows, as the
+//! The repacked layout of Q4_K: groups of 16 rows, as the
 //! 32-value types have (see [`super::layout`]), but each 256-value
 //! super-block of the 16 rows one contiguous record, its scales and mins
 //! already taken out of their 6-bit packing, so that a product does no bit
@@ -30,16 +30,12 @@
 //! i16 (`bsums[2j] + bsums[2j + 1]`, at most 32·128), the pairs the mins
 //! multiply.
 
-use gantry_engine::quant::{BlockQ4K, BlockQ8K, F16Bits, QuantBlock, get_scale_min_k4};
-use gantry_engine::{Error, Result};
+use gantry_engine::quant::{BlockQ4K, BlockQ8K, F16Bits, get_scale_min_k4};
 
 use super::Job;
-use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, Repacked, round_up};
-use super::pack::bad;
+use super::k_records::KRecord;
 use crate::quant::Isa;
 
-/// Values per super-block.
-pub(crate) const SUPER: usize = 256;
 /// Offset of the rows' f16 `d` in a record.
 pub(crate) const D: usize = 0;
 /// Offset of the rows' f16 `dmin`.
@@ -88,7 +84,7 @@ fn packed_scales(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
 }
 
 /// Writes plain block `b` as row `r` of the record `rec`.
-pub(crate) fn pack_block(b: &BlockQ4K, r: usize, rec: &mut [u8]) {
+fn pack_block(b: &BlockQ4K, r: usize, rec: &mut [u8]) {
     rec[D + 2 * r..D + 2 * r + 2].copy_from_slice(&b.d.0);
     rec[DMIN + 2 * r..DMIN + 2 * r + 2].copy_from_slice(&b.dmin.0);
     let (sc, m) = scales_mins(b);
@@ -102,7 +98,7 @@ pub(crate) fn pack_block(b: &BlockQ4K, r: usize, rec: &mut [u8]) {
 }
 
 /// Row `r` of the record `rec`, rebuilt as the plain block.
-pub(crate) fn block_of(rec: &[u8], r: usize) -> BlockQ4K {
+fn block_of(rec: &[u8], r: usize) -> BlockQ4K {
     let mut sc = [0u8; 8];
     let mut m = [0u8; 8];
     for j in 0..8 {
@@ -121,116 +117,42 @@ pub(crate) fn block_of(rec: &[u8], r: usize) -> BlockQ4K {
     }
 }
 
-/// The layout of a group of rows of `k` values (a positive multiple of 256).
-fn group_layout(k: usize) -> Option<GroupLayout> {
-    if k == 0 || !k.is_multiple_of(SUPER) {
-        return None;
-    }
-    let nb = k / SUPER;
-    Some(GroupLayout { nb, scale_stride: 0, quants_at: 0, quant_stride: RECORD, bytes: nb.checked_mul(RECORD)? })
-}
-
-/// The layout of a prepared Q8_K column of `k` values.
-fn column_layout(k: usize) -> ColumnLayout {
-    let nb = k / SUPER;
-    ColumnLayout { nb, d_at: SUPER * nb, aux_at: (SUPER + 4) * nb, bytes: round_up((SUPER + 4 + AUX) * nb) }
-}
-
-/// The layout of one group of `rows` rows, checked against a plain side of
-/// `plain_len` bytes (0: not checked) and a group of `group_len` bytes.
-fn check(k: usize, rows: usize, plain_len: usize, group_len: usize, what: &str) -> Result<GroupLayout> {
-    let layout = group_layout(k).ok_or_else(|| bad(format!("{what}: Q4_K rows of {k} values are not whole blocks")))?;
-    let row_bytes = layout.nb * size_of::<BlockQ4K>();
-    if rows > GROUP_ROWS || group_len < layout.bytes || (plain_len > 0 && plain_len < rows * row_bytes) {
-        return Err(bad(format!(
-            "{what}: {rows} Q4_K rows of {k} values need {} plain and {} repacked bytes, got {plain_len} and {group_len}",
-            rows * row_bytes,
-            layout.bytes
-        )));
-    }
-    Ok(layout)
-}
-
-impl Repacked for RQ4K {
+impl KRecord for RQ4K {
     type Block = BlockQ4K;
-    type Act = BlockQ8K;
+    const RECORD: usize = RECORD;
+    const AUX: usize = AUX;
 
-    fn group_layout(k: usize) -> Option<GroupLayout> {
-        group_layout(k)
+    fn pack_block(b: &BlockQ4K, r: usize, rec: &mut [u8]) {
+        pack_block(b, r, rec)
     }
 
-    fn column_layout(k: usize) -> ColumnLayout {
-        column_layout(k)
+    fn block_of(rec: &[u8], r: usize) -> BlockQ4K {
+        block_of(rec, r)
     }
 
-    fn prepare_column(_isa: Isa, a: &[BlockQ8K], layout: &ColumnLayout, out: &mut [u8]) {
-        let (qs, rest) = out.split_at_mut(layout.d_at);
-        let (d, aux) = rest.split_at_mut(layout.aux_at - layout.d_at);
-        for (b, blk) in a.iter().enumerate().take(layout.nb) {
-            qs[SUPER * b..SUPER * (b + 1)].copy_from_slice(bytemuck::cast_slice(&blk.qs));
-            d[4 * b..4 * b + 4].copy_from_slice(&blk.d.to_le_bytes());
-            for j in 0..8 {
-                let s = blk.bsums[2 * j].wrapping_add(blk.bsums[2 * j + 1]);
-                aux[AUX * b + 2 * j..AUX * b + 2 * j + 2].copy_from_slice(&s.to_le_bytes());
-            }
+    fn aux(a: &BlockQ8K, aux: &mut [u8]) {
+        for j in 0..8 {
+            // At most 2·16·128: no overflow.
+            let s = a.bsums[2 * j].wrapping_add(a.bsums[2 * j + 1]);
+            aux[2 * j..2 * j + 2].copy_from_slice(&s.to_le_bytes());
         }
-    }
-
-    fn pack(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
-        let layout = check(k, rows, plain.len(), out.len(), "repack")?;
-        // Padding rows (a short last group) are zero: scales 0, so they add nothing.
-        out[..layout.bytes].fill(0);
-        let row_bytes = layout.nb * size_of::<BlockQ4K>();
-        for r in 0..rows {
-            let blocks: &[BlockQ4K] = bytemuck::cast_slice(&plain[r * row_bytes..(r + 1) * row_bytes]);
-            for (b, blk) in blocks.iter().enumerate() {
-                pack_block(blk, r, &mut out[b * RECORD..(b + 1) * RECORD]);
-            }
-        }
-        Ok(())
-    }
-
-    fn unpack(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
-        let layout = check(k, rows, plain.len(), group.len(), "unrepack")?;
-        let row_bytes = layout.nb * size_of::<BlockQ4K>();
-        for r in 0..rows {
-            let blocks: &mut [BlockQ4K] = bytemuck::cast_slice_mut(&mut plain[r * row_bytes..(r + 1) * row_bytes]);
-            for (b, blk) in blocks.iter_mut().enumerate() {
-                *blk = block_of(&group[b * RECORD..(b + 1) * RECORD], r);
-            }
-        }
-        Ok(())
-    }
-
-    fn dequantize(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
-        check(k, r + 1, 0, group.len(), "dequantize")?;
-        if out.len() < k {
-            return Err(Error::InvalidOp {
-                op: "CPU_REPACK",
-                reason: format!("a row of {k} values does not fit in {} values", out.len()),
-            });
-        }
-        for (b, chunk) in out[..k].chunks_exact_mut(SUPER).enumerate() {
-            block_of(&group[b * RECORD..(b + 1) * RECORD], r).dequantize(chunk);
-        }
-        Ok(())
     }
 
     unsafe fn run_job(isa: Isa, job: &Job) {
         match isa {
             // SAFETY: the caller's contract.
-            Isa::Scalar => unsafe { super::k_scalar::run(job) },
+            Isa::Scalar => unsafe { super::q4k_scalar::run(job) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the caller's contract; `Isa::Avx2` is only handed out
             // after checking AVX2, FMA and F16C.
-            Isa::Avx2 => unsafe { super::k_avx2::run(job) },
+            Isa::Avx2 => unsafe { super::q4k_avx2::run(job) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the caller's contract; `Isa::Avx512` is only handed out
             // after checking AVX-512 F/BW/VL/DQ and AVX2/FMA/F16C.
-            Isa::Avx512 => unsafe { super::k_avx512::run_plain(job) },
+            Isa::Avx512 => unsafe { super::q4k_avx512::run_plain(job) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the caller's contract; as `Isa::Avx512`, with AVX512_VNNI checked too.
-            Isa::Avx512Vnni => unsafe { super::k_avx512::run_vnni(job) },
+            Isa::Avx512Vnni => unsafe { super::q4k_avx512::run_vnni(job) },
         }
     }
 }
