@@ -28,7 +28,7 @@
 //! unsigned `u` and start each block's sum at `−OFFSET · Σa` (the activation
 //! column's block sum), which is the same integer.
 
-use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, F16Bits, QuantBlock};
+use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Bits, QuantBlock};
 use gantry_engine::{DType, Result};
 
 use super::super::Isa;
@@ -123,10 +123,19 @@ pub(crate) trait RepackType: 'static {
 
     /// The block's f16 headers (`d`, and `m` where [`RepackType::HEADERS`] is 2).
     fn headers(b: &Self::Block) -> [F16Bits; 2];
+    /// Whether the 4-bit quants have a fifth bit each (Q5_0, Q5_1), kept in
+    /// a plane of its own after the block's nibble chunks (see [`fifth_byte`]).
+    const FIFTH: bool = false;
+
     /// The block's [`RepackType::QS`] quant bytes as they lie.
     fn quants(b: &Self::Block) -> &[u8];
-    /// The block with these headers and quant bytes.
-    fn block(headers: [F16Bits; 2], quants: &[u8]) -> Self::Block;
+    /// The block's fifth bits (bit `j`: value `j`), 0 without.
+    fn fifth(b: &Self::Block) -> u32 {
+        let _ = b;
+        0
+    }
+    /// The block with these headers, quant bytes and fifth bits.
+    fn block(headers: [F16Bits; 2], quants: &[u8], fifth: u32) -> Self::Block;
 
     /// Whether the block has a min (`x = d·q + m`).
     const HAS_MIN: bool = Self::HEADERS == 2;
@@ -193,7 +202,7 @@ impl RepackType for RQ4_0 {
     fn quants(b: &BlockQ4_0) -> &[u8] {
         &b.qs
     }
-    fn block(h: [F16Bits; 2], q: &[u8]) -> BlockQ4_0 {
+    fn block(h: [F16Bits; 2], q: &[u8], _fifth: u32) -> BlockQ4_0 {
         let mut qs = [0; 16];
         qs.copy_from_slice(q);
         BlockQ4_0 { d: h[0], qs }
@@ -218,7 +227,7 @@ impl RepackType for RQ4_1 {
     fn quants(b: &BlockQ4_1) -> &[u8] {
         &b.qs
     }
-    fn block(h: [F16Bits; 2], q: &[u8]) -> BlockQ4_1 {
+    fn block(h: [F16Bits; 2], q: &[u8], _fifth: u32) -> BlockQ4_1 {
         let mut qs = [0; 16];
         qs.copy_from_slice(q);
         BlockQ4_1 { d: h[0], m: h[1], qs }
@@ -243,7 +252,7 @@ impl RepackType for RQ8_0 {
     fn quants(b: &BlockQ8_0) -> &[u8] {
         bytemuck::cast_slice(&b.qs)
     }
-    fn block(h: [F16Bits; 2], q: &[u8]) -> BlockQ8_0 {
+    fn block(h: [F16Bits; 2], q: &[u8], _fifth: u32) -> BlockQ8_0 {
         let mut qs = [0; 32];
         qs.copy_from_slice(bytemuck::cast_slice(q));
         BlockQ8_0 { d: h[0], qs }
@@ -262,6 +271,71 @@ impl RepackType for RQ8_0 {
     }
 }
 
+/// Q5_0: `x = d·(q − 16)`, q five bits.
+pub(crate) struct RQ5_0;
+/// Q5_1: `x = d·q + m`, q five bits.
+pub(crate) struct RQ5_1;
+
+fn nibble_quants(qs: &[u8]) -> [u8; 16] {
+    let mut out = [0; 16];
+    out.copy_from_slice(qs);
+    out
+}
+
+impl RepackType for RQ5_0 {
+    type Block = BlockQ5_0;
+    type Act = BlockQ8_0;
+    const HEADERS: usize = 1;
+    const QS: usize = 16;
+    const NIBBLES: bool = true;
+    const FLIP: u8 = 0;
+    const OFFSET: i32 = 16;
+    const FIFTH: bool = true;
+    fn headers(b: &BlockQ5_0) -> [F16Bits; 2] {
+        [b.d, F16Bits::default()]
+    }
+    fn quants(b: &BlockQ5_0) -> &[u8] {
+        &b.qs
+    }
+    fn fifth(b: &BlockQ5_0) -> u32 {
+        u32::from_le_bytes(b.qh)
+    }
+    fn block(h: [F16Bits; 2], q: &[u8], fifth: u32) -> BlockQ5_0 {
+        BlockQ5_0 { d: h[0], qh: fifth.to_le_bytes(), qs: nibble_quants(q) }
+    }
+    #[inline]
+    fn aux(_isa: Isa, a: &BlockQ8_0) -> [u8; 4] {
+        start(Self::OFFSET, a)
+    }
+}
+
+impl RepackType for RQ5_1 {
+    type Block = BlockQ5_1;
+    type Act = BlockQ8_1;
+    const HEADERS: usize = 2;
+    const QS: usize = 16;
+    const NIBBLES: bool = true;
+    const FLIP: u8 = 0;
+    const OFFSET: i32 = 0;
+    const FIFTH: bool = true;
+    fn headers(b: &BlockQ5_1) -> [F16Bits; 2] {
+        [b.d, b.m]
+    }
+    fn quants(b: &BlockQ5_1) -> &[u8] {
+        &b.qs
+    }
+    fn fifth(b: &BlockQ5_1) -> u32 {
+        u32::from_le_bytes(b.qh)
+    }
+    fn block(h: [F16Bits; 2], q: &[u8], fifth: u32) -> BlockQ5_1 {
+        BlockQ5_1 { d: h[0], m: h[1], qh: fifth.to_le_bytes(), qs: nibble_quants(q) }
+    }
+    #[inline]
+    fn aux(_isa: Isa, a: &BlockQ8_1) -> [u8; 4] {
+        a.s.to_f32().to_le_bytes()
+    }
+}
+
 /// Runs `f::<R>(args)` with the repacked type `R` of `dtype`; `None` for a
 /// type without a repacked layout.
 macro_rules! with_repack_type {
@@ -270,6 +344,8 @@ macro_rules! with_repack_type {
             DType::Q4_0 => Some($f::<$crate::quant::repack::layout::RQ4_0>($($arg),*)),
             DType::Q4_1 => Some($f::<$crate::quant::repack::layout::RQ4_1>($($arg),*)),
             DType::Q8_0 => Some($f::<$crate::quant::repack::layout::RQ8_0>($($arg),*)),
+            DType::Q5_0 => Some($f::<$crate::quant::repack::layout::RQ5_0>($($arg),*)),
+            DType::Q5_1 => Some($f::<$crate::quant::repack::layout::RQ5_1>($($arg),*)),
             DType::Q4_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ4K>>($($arg),*)),
             DType::Q6_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q6k_layout::RQ6K>>($($arg),*)),
             _ => None,
@@ -280,7 +356,7 @@ pub(crate) use with_repack_type;
 
 /// Whether `dtype` has a repacked layout.
 pub fn repacks(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0 | DType::Q4_K | DType::Q6_K)
+    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K | DType::Q6_K)
 }
 
 /// Where things are in one group of rows of `k` values. For the K-quants
@@ -308,10 +384,17 @@ impl GroupLayout {
         }
         let nb = k / BLOCK;
         let scale_stride = GROUP_ROWS * 2 * R::HEADERS;
-        let quant_stride = GROUP_ROWS * R::QS;
+        let quant_stride = GROUP_ROWS * R::QS + if R::FIFTH { FIFTH_PLANE } else { 0 };
         let quants_at = round_up(nb.checked_mul(scale_stride)?);
         let bytes = quants_at.checked_add(nb.checked_mul(quant_stride)?)?;
         Some(GroupLayout { nb, scale_stride, quants_at, quant_stride, bytes })
+    }
+
+    /// Offset, within a block's quant area, of byte `t` (0..4) of row `r`'s
+    /// fifth bits (see [`fifth_byte`]).
+    #[inline]
+    pub(crate) fn fifth_at(r: usize, t: usize) -> usize {
+        GROUP_ROWS * 16 + 4 * r + t
     }
 
     /// Offset, within a block's quant area, of quant byte `j` of row `r`.
@@ -319,6 +402,35 @@ impl GroupLayout {
     pub(crate) fn quant_byte(r: usize, j: usize) -> usize {
         64 * (j / 4) + 4 * r + j % 4
     }
+}
+
+/// Bytes of a block's fifth-bit plane (Q5_0, Q5_1): 4 per row, after the
+/// 256 bytes of nibble chunks (one more 64-byte chunk).
+const FIFTH_PLANE: usize = 4 * GROUP_ROWS;
+
+/// The fifth-bit byte `t` (0..4) of a row: bit `2c` is the fifth bit of
+/// value `4c + t` and bit `2c + 1` that of value `16 + 4c + t` (c < 4), the
+/// values chunk `c`'s low and high nibbles hold; so chunk `c`'s fifth bits
+/// are one 64-byte load, shifted to bit 4 and masked, away.
+pub(crate) fn fifth_byte(fifth: u32, t: usize) -> u8 {
+    let mut v = 0u8;
+    for c in 0..4 {
+        v |= (((fifth >> (4 * c + t)) & 1) as u8) << (2 * c);
+        v |= (((fifth >> (16 + 4 * c + t)) & 1) as u8) << (2 * c + 1);
+    }
+    v
+}
+
+/// The inverse of [`fifth_byte`] over a row's 4 bytes.
+pub(crate) fn fifth_bits(bytes: [u8; 4]) -> u32 {
+    let mut fifth = 0u32;
+    for (t, &v) in bytes.iter().enumerate() {
+        for c in 0..4 {
+            fifth |= u32::from((v >> (2 * c)) & 1) << (4 * c + t);
+            fifth |= u32::from((v >> (2 * c + 1)) & 1) << (16 + 4 * c + t);
+        }
+    }
+    fifth
 }
 
 /// Groups of a matrix of `m` rows.

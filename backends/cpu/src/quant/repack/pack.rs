@@ -4,7 +4,7 @@
 use gantry_engine::quant::{F16Bits, QuantBlock};
 use gantry_engine::{DType, Error, Result};
 
-use super::layout::{GROUP_ROWS, GroupLayout, RepackType, Repacked, with_repack_type};
+use super::layout::{GROUP_ROWS, GroupLayout, RepackType, Repacked, fifth_bits, fifth_byte, with_repack_type};
 
 /// Block `b` of row `r` of a group, rebuilt as the plain block.
 fn block_of<R: RepackType>(layout: &GroupLayout, group: &[u8], r: usize, b: usize) -> R::Block {
@@ -19,7 +19,8 @@ fn block_of<R: RepackType>(layout: &GroupLayout, group: &[u8], r: usize, b: usiz
     for (j, v) in quants[..R::QS].iter_mut().enumerate() {
         *v = q[GroupLayout::quant_byte(r, j)] ^ R::FLIP;
     }
-    R::block(headers, &quants[..R::QS])
+    let fifth = if R::FIFTH { fifth_bits(std::array::from_fn(|t| q[GroupLayout::fifth_at(r, t)])) } else { 0 };
+    R::block(headers, &quants[..R::QS], fifth)
 }
 
 pub(super) fn pack<R: RepackType>(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
@@ -39,6 +40,11 @@ pub(super) fn pack<R: RepackType>(k: usize, rows: usize, plain: &[u8], out: &mut
             let q = &mut out[layout.quants_at + b * layout.quant_stride..][..layout.quant_stride];
             for (j, &v) in R::quants(blk).iter().enumerate() {
                 q[GroupLayout::quant_byte(r, j)] = v ^ R::FLIP;
+            }
+            if R::FIFTH {
+                for t in 0..4 {
+                    q[GroupLayout::fifth_at(r, t)] = fifth_byte(R::fifth(blk), t);
+                }
             }
         }
     }

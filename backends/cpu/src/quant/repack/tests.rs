@@ -12,7 +12,7 @@ use super::*;
 use crate::quant::tests::{dot_f64, pool, weights};
 use crate::quant::{Columns, ColumnsMut, Isa, QuantMatrix, quant_mul_mat_on, quant_mul_mat_scratch_size};
 
-pub(crate) const TYPES: [DType; 3] = [DType::Q4_0, DType::Q4_1, DType::Q8_0];
+pub(crate) const TYPES: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
 /// The K-quants with a repacked layout (rows of whole 256-value super-blocks).
 pub(crate) const K_TYPES: [DType; 2] = [DType::Q4_K, DType::Q6_K];
 
@@ -64,6 +64,8 @@ fn repacking_refuses_what_it_cannot_hold() {
     assert!(repacked_size(DType::Q4_0, 0, 16).is_none());
     // SmolLM2's shapes take exactly the plain bytes (no scale padding at 18 blocks).
     assert_eq!(repacked_size(DType::Q4_1, 576, 1536), DType::Q4_1.row_size(576).map(|r| r * 1536));
+    // So do Q5_0's (its fifth bits one 64-byte chunk a block of 16 rows).
+    assert_eq!(repacked_size(DType::Q5_0, 576, 1536), DType::Q5_0.row_size(576).map(|r| r * 1536));
     // An odd number of blocks pads each group's Q4_0 scale area by 32 bytes.
     assert_eq!(repacked_size(DType::Q4_0, 96, 16), Some(16 * 54 + 32));
     let mut out = vec![0u8; 10];
