@@ -16,7 +16,7 @@
 //! scheduler reports the node it cannot place.
 //!
 //! A tensor placed here must be a 2-d matrix of dense rows of a type with a
-//! repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K): [`repacks_layout`]. It takes
+//! repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): [`repacks_layout`]. It takes
 //! [`repacked_size`] bytes (its rows rounded up to whole groups of 16, and
 //! the scale areas aligned), which [`BufferType::alloc_size`] reports.
 
@@ -337,9 +337,11 @@ mod tests {
         let buft = repack_buffer_type();
         assert!(!buft.is_host() && buft.name() == "CPU_REPACK");
         assert!(gantry_engine::same_buffer_type(&buft, &repack_buffer_type()));
-        for dtype in [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q6_K] {
+        for dtype in
+            [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
+        {
             // The K-quants' rows are whole 256-value super-blocks.
-            let (ka, kb) = if matches!(dtype, DType::Q4_K | DType::Q6_K) { (512, 256) } else { (96, 64) };
+            let (ka, kb) = if matches!(dtype, DType::Q4_K | DType::Q5_K | DType::Q6_K) { (512, 256) } else { (96, 64) };
             let mut ctx = Context::new();
             let (a, bytes_a) = matrix(&mut ctx, dtype, ka, 37);
             let (b, bytes_b) = matrix(&mut ctx, dtype, kb, 5);

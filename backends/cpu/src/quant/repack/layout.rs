@@ -347,6 +347,7 @@ macro_rules! with_repack_type {
             DType::Q5_0 => Some($f::<$crate::quant::repack::layout::RQ5_0>($($arg),*)),
             DType::Q5_1 => Some($f::<$crate::quant::repack::layout::RQ5_1>($($arg),*)),
             DType::Q4_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ4K>>($($arg),*)),
+            DType::Q5_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ5K>>($($arg),*)),
             DType::Q6_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q6k_layout::RQ6K>>($($arg),*)),
             _ => None,
         }
@@ -356,7 +357,10 @@ pub(crate) use with_repack_type;
 
 /// Whether `dtype` has a repacked layout.
 pub fn repacks(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K | DType::Q6_K)
+    matches!(
+        dtype,
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K | DType::Q5_K | DType::Q6_K
+    )
 }
 
 /// Where things are in one group of rows of `k` values. For the K-quants

@@ -1,4 +1,4 @@
-//! AVX2 kernels of the repacked Q4_K layout: [`super::q4k_avx512`]'s
+//! AVX2 kernels of the repacked Q4_K and Q5_K layouts: [`super::q4k_avx512`]'s
 //! arithmetic without VNNI on 256-bit registers, a group's 16 rows as two
 //! halves of 8 i32 lanes (the low and high 32 bytes of each 64-byte chunk,
 //! the low and high 8 bytes of each scale row, 16 of each min pair row).
@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 use super::Job;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, groups};
-use super::q4k_layout::{AUX, D, DMIN, MINS, QS, RECORD, SC};
+use super::q4k_layout::{AUX, D, DMIN, MINS, QH, QS, RECORD, RECORD5, SC};
 use crate::isa::avx2_fn;
 use crate::prefetch::prefetch_l2;
 
@@ -37,7 +37,14 @@ avx2_fn! {
     /// # Safety
     /// AVX2, FMA, F16C; the job's contract; `c0 + C` within the job's columns.
     #[inline]
-    unsafe fn half_product<const C: usize>(job: &Job, g: usize, half: usize, c0: usize, prefetch: bool) {
+    unsafe fn half_product<const C: usize, const FIFTH: bool>(
+        job: &Job,
+        g: usize,
+        half: usize,
+        c0: usize,
+        prefetch: bool,
+    ) {
+        let record = if FIFTH { RECORD5 } else { RECORD };
         let cl = &job.col_layout;
         let group = job.data.wrapping_add(g * job.layout.bytes);
         let end = job.data.wrapping_add(groups(job.m) * job.layout.bytes);
@@ -45,9 +52,9 @@ avx2_fn! {
         let low = _mm256_set1_epi8(0x0F);
         let mut acc = [_mm256_setzero_ps(); C];
         for b in 0..job.layout.nb {
-            let rec = group.wrapping_add(b * RECORD);
+            let rec = group.wrapping_add(b * record);
             if prefetch {
-                prefetch_l2(rec.wrapping_add(PREFETCH), RECORD, end);
+                prefetch_l2(rec.wrapping_add(PREFETCH), record, end);
             }
             // SAFETY: super-block b's record lies inside the group, its
             // activations, scale and aux words inside each column (the job's contract).
@@ -55,24 +62,44 @@ avx2_fn! {
                 let mut isum = [_mm256_setzero_si256(); C];
                 for j in 0..8 {
                     let q = rec.add(QS + 512 * (j / 2) + 4 * HALF * half);
-                    let mut pairs = [_mm256_setzero_si256(); C];
+                    let mut pairs = [[_mm256_setzero_si256(); 2]; C];
                     for ch in 0..8 {
                         let v = _mm256_loadu_si256(q.add(64 * ch).cast());
-                        let w = if j % 2 == 1 {
+                        let mut w = if j % 2 == 1 {
                             _mm256_and_si256(_mm256_srli_epi16::<4>(v), low)
                         } else {
                             _mm256_and_si256(v, low)
                         };
+                        if FIFTH {
+                            let h = _mm256_loadu_si256(rec.add(QH + 64 * ch + 4 * HALF * half).cast());
+                            // Bit j of each byte to bit 4 (see `super::q4k_avx512`).
+                            let h = match j {
+                                0 => _mm256_slli_epi16::<4>(h),
+                                1 => _mm256_slli_epi16::<3>(h),
+                                2 => _mm256_slli_epi16::<2>(h),
+                                3 => _mm256_slli_epi16::<1>(h),
+                                4 => h,
+                                5 => _mm256_srli_epi16::<1>(h),
+                                6 => _mm256_srli_epi16::<2>(h),
+                                _ => _mm256_srli_epi16::<3>(h),
+                            };
+                            w = _mm256_or_si256(w, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
+                        }
+                        // 4-bit weights: a sub-block's eight pair sums stay within i16
+                        // (30720); 5-bit ones four at a time (31744).
+                        let chain = if FIFTH { ch / 4 } else { 0 };
                         for c in 0..C {
                             let a = _mm256_set1_epi32(word(cols[c].add(256 * b + 32 * j + 4 * ch)));
-                            // 4-bit weights: a sub-block's eight pair sums stay within i16 (30720).
-                            pairs[c] = _mm256_add_epi16(pairs[c], _mm256_maddubs_epi16(w, a));
+                            pairs[c][chain] = _mm256_add_epi16(pairs[c][chain], _mm256_maddubs_epi16(w, a));
                         }
                     }
                     let sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(rec.add(SC + 16 * j + HALF * half).cast()));
                     let sc2 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
                     for c in 0..C {
-                        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(pairs[c], sc2));
+                        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(pairs[c][0], sc2));
+                        if FIFTH {
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(pairs[c][1], sc2));
+                        }
                     }
                 }
                 let d = _mm256_cvtph_ps(_mm_loadu_si128(rec.add(D + 2 * HALF * half).cast()));
@@ -110,12 +137,12 @@ avx2_fn! {
 }
 
 avx2_fn! {
-    /// Runs a repacked Q4_K `job`: every group, half a group and at most
+    /// Runs a repacked Q4_K (Q5_K when `FIFTH`) `job`: every group, half a group and at most
     /// [`MAX_COLS`] columns at a time (sized evenly).
     ///
     /// # Safety
     /// AVX2, FMA, F16C; as [`Job`] says.
-    pub(crate) unsafe fn run(job: &Job) {
+    pub(crate) unsafe fn run<const FIFTH: bool>(job: &Job) {
         let passes = job.cols.len().div_ceil(MAX_COLS);
         for g in job.groups.clone() {
             let halves = job.rows_of(g).div_ceil(HALF);
@@ -128,10 +155,10 @@ avx2_fn! {
                     // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
                     unsafe {
                         match cn {
-                            1 => half_product::<1>(job, g, half, c0, pf),
-                            2 => half_product::<2>(job, g, half, c0, pf),
-                            3 => half_product::<3>(job, g, half, c0, pf),
-                            _ => half_product::<4>(job, g, half, c0, pf),
+                            1 => half_product::<1, FIFTH>(job, g, half, c0, pf),
+                            2 => half_product::<2, FIFTH>(job, g, half, c0, pf),
+                            3 => half_product::<3, FIFTH>(job, g, half, c0, pf),
+                            _ => half_product::<4, FIFTH>(job, g, half, c0, pf),
                         }
                     }
                     c0 += cn;

@@ -1,4 +1,4 @@
-//! AVX-512 kernels of the repacked Q4_K layout ([`super::q4k_layout`]): a
+//! AVX-512 kernels of the repacked Q4_K and Q5_K layouts ([`super::q4k_layout`]): a
 //! group's 16 rows are the 16 i32 lanes of one register, as in
 //! [`super::avx512`]. Per sub-block (32 values) and activation column,
 //! eight byte products against the column's 4-byte words broadcast give
@@ -12,7 +12,9 @@
 //! `vpmulld`; without, `vpmaddubsw` pairs summed in i16 (a sub-block's
 //! eight: 8·2·15·128 = 30720, no saturation) and one `vpmaddwd` against the
 //! scale in both halves of each lane, which multiplies and widens at once.
-//! The same integers either way: the same bits.
+//! The same integers either way: the same bits. Q5_K's fifth bits are
+//! one more load, shift, mask and `or` per chunk, and without VNNI its
+//! 5-bit pairs (2·31·128) are summed four chunks at a time, not eight.
 //!
 //! One body, generic over `VNNI`, and two entry points, [`run_plain`] and
 //! [`run_vnni`] (see [`super::super::dot_avx512`] for why one body is
@@ -23,7 +25,7 @@ use std::arch::x86_64::*;
 use super::Job;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, groups};
-use super::q4k_layout::{AUX, D, DMIN, MINS, QS, RECORD, SC};
+use super::q4k_layout::{AUX, D, DMIN, MINS, QH, QS, RECORD, RECORD5, SC};
 use crate::isa::{avx512_fn, avx512_vnni_fn};
 use crate::prefetch::prefetch_l2;
 
@@ -42,34 +44,60 @@ unsafe fn word(p: *const u8) -> i32 {
 }
 
 avx512_fn! {
-    /// The integer sums `Σ q·a` of one sub-block for `C` columns, one i32
-    /// lane a row (with VNNI), or as i16 pairs to be widened (without):
-    /// `q` the sub-block pair's 512 quant bytes, `high` whether the
-    /// sub-block is the pair's second (the high nibbles), `at` the offset
-    /// of the sub-block's activations in each column.
+    /// The integer sums `Σ q·a` of sub-block `j` of the record `rec` for
+    /// `C` columns, in two chains: with VNNI i32 lanes to be added, without
+    /// i16 pairs to be widened (the second used only when `FIFTH`); `at`
+    /// the offset of the sub-block's activations in each column.
     ///
     /// # Safety
-    /// AVX-512 F/BW/VL/DQ, and AVX512_VNNI when `VNNI`; `q` points to 512
-    /// bytes, each column to 32 bytes at `at`.
+    /// AVX-512 F/BW/VL/DQ, and AVX512_VNNI when `VNNI`; `rec` points to a
+    /// record (of Q5_K when `FIFTH`), each column to 32 bytes at `at`.
     #[inline]
-    unsafe fn sub_block<const C: usize, const VNNI: bool>(
-        q: *const u8,
-        high: bool,
+    unsafe fn sub_block<const C: usize, const VNNI: bool, const FIFTH: bool>(
+        rec: *const u8,
+        j: usize,
         cols: &[*const u8; C],
         at: usize,
-    ) -> [__m512i; C] {
+    ) -> [[__m512i; 2]; C] {
         let low = _mm512_set1_epi8(0x0F);
+        let q = rec.wrapping_add(QS + 512 * (j / 2));
         // Few columns: two chains, so that a `vpdpbusd`'s latency does not bound the loop.
         let split = VNNI && C < 4;
         let mut sums = [[_mm512_setzero_si512(); 2]; C];
         for ch in 0..8 {
             // SAFETY: chunk ch of the pair's 512 bytes.
             let v = unsafe { _mm512_loadu_si512(q.add(64 * ch).cast()) };
-            let w = if high { _mm512_and_si512(_mm512_srli_epi16::<4>(v), low) } else { _mm512_and_si512(v, low) };
+            let mut w =
+                if j % 2 == 1 { _mm512_and_si512(_mm512_srli_epi16::<4>(v), low) } else { _mm512_and_si512(v, low) };
+            if FIFTH {
+                // SAFETY: chunk ch of the record's fifth-bit plane.
+                let h = unsafe { _mm512_loadu_si512(rec.add(QH + 64 * ch).cast()) };
+                // Bit j of each byte to bit 4 (a 16-bit shift: what crosses
+                // into the neighbouring byte falls outside the mask).
+                let h = match j {
+                    0 => _mm512_slli_epi16::<4>(h),
+                    1 => _mm512_slli_epi16::<3>(h),
+                    2 => _mm512_slli_epi16::<2>(h),
+                    3 => _mm512_slli_epi16::<1>(h),
+                    4 => h,
+                    5 => _mm512_srli_epi16::<1>(h),
+                    6 => _mm512_srli_epi16::<2>(h),
+                    _ => _mm512_srli_epi16::<3>(h),
+                };
+                w = _mm512_or_si512(w, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
+            }
             for c in 0..C {
                 // SAFETY: word ch of the sub-block's 32 activation bytes.
                 let a = _mm512_set1_epi32(unsafe { word(cols[c].add(at + 4 * ch)) });
-                let s = &mut sums[c][if split { ch % 2 } else { 0 }];
+                // Without VNNI, 5-bit pairs (2·31·128) sum four chunks to a chain in i16.
+                let chain = if split {
+                    ch % 2
+                } else if FIFTH && !VNNI {
+                    ch / 4
+                } else {
+                    0
+                };
+                let s = &mut sums[c][chain];
                 *s = if VNNI {
                     // SAFETY: AVX512_VNNI (the caller's contract).
                     unsafe { _mm512_dpbusd_epi32(*s, w, a) }
@@ -78,7 +106,7 @@ avx512_fn! {
                 };
             }
         }
-        std::array::from_fn(|c| if split { _mm512_add_epi32(sums[c][0], sums[c][1]) } else { sums[c][0] })
+        sums
     }
 }
 
@@ -89,7 +117,13 @@ avx512_fn! {
     /// AVX-512 F/BW/VL/DQ, and AVX512_VNNI when `VNNI`; the job's contract;
     /// `c0 + C` within the job's columns.
     #[inline]
-    unsafe fn group_product<const C: usize, const VNNI: bool>(job: &Job, g: usize, c0: usize, prefetch: bool) {
+    unsafe fn group_product<const C: usize, const VNNI: bool, const FIFTH: bool>(
+        job: &Job,
+        g: usize,
+        c0: usize,
+        prefetch: bool,
+    ) {
+        let record = if FIFTH { RECORD5 } else { RECORD };
         let cl = &job.col_layout;
         let group = job.data.wrapping_add(g * job.layout.bytes);
         // The matrix's last byte: past it lie lines nobody here wants.
@@ -97,9 +131,9 @@ avx512_fn! {
         let cols: [*const u8; C] = std::array::from_fn(|j| job.col(c0 + j));
         let mut acc = [_mm512_setzero_ps(); C];
         for b in 0..job.layout.nb {
-            let rec = group.wrapping_add(b * RECORD);
+            let rec = group.wrapping_add(b * record);
             if prefetch {
-                prefetch_l2(rec.wrapping_add(PREFETCH), RECORD, end);
+                prefetch_l2(rec.wrapping_add(PREFETCH), record, end);
             }
             // SAFETY: super-block b's record lies inside the group, its
             // activations, scale and aux words inside each column (the job's contract).
@@ -107,16 +141,20 @@ avx512_fn! {
                 let mut isum = [_mm512_setzero_si512(); C];
                 for j in 0..8 {
                     let sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(rec.add(SC + 16 * j).cast()));
-                    let sums = sub_block::<C, VNNI>(rec.add(QS + 512 * (j / 2)), j % 2 == 1, &cols, 256 * b + 32 * j);
+                    let sums = sub_block::<C, VNNI, FIFTH>(rec, j, &cols, 256 * b + 32 * j);
                     if VNNI {
                         for c in 0..C {
-                            isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sums[c], sc));
+                            let s = _mm512_add_epi32(sums[c][0], sums[c][1]);
+                            isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(s, sc));
                         }
                     } else {
                         // The scale in both i16 halves of its lane: `vpmaddwd` multiplies and widens.
                         let sc2 = _mm512_or_si512(sc, _mm512_slli_epi32::<16>(sc));
                         for c in 0..C {
-                            isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(sums[c], sc2));
+                            isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(sums[c][0], sc2));
+                            if FIFTH {
+                                isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(sums[c][1], sc2));
+                            }
                         }
                     }
                 }
@@ -174,26 +212,26 @@ macro_rules! entry_points {
             ///
             /// # Safety
             /// As [`group_product`].
-            unsafe fn $group<const C: usize>(job: &Job, g: usize, c0: usize, prefetch: bool) {
+            unsafe fn $group<const C: usize, const FIFTH: bool>(job: &Job, g: usize, c0: usize, prefetch: bool) {
                 // SAFETY: this function enables the features the body needs.
-                unsafe { group_product::<C, $vnni>(job, g, c0, prefetch) }
+                unsafe { group_product::<C, $vnni, FIFTH>(job, g, c0, prefetch) }
             }
         }
 
-        #[doc = concat!("Runs a repacked Q4_K `job` with ", $what, ".")]
+        #[doc = concat!("Runs a repacked Q4_K (Q5_K when `FIFTH`) `job` with ", $what, ".")]
         ///
         /// # Safety
         /// As [`Job`] says, and the CPU has the path's features.
-        pub(crate) unsafe fn $run(job: &Job) {
+        pub(crate) unsafe fn $run<const FIFTH: bool>(job: &Job) {
             let pass: [unsafe fn(&Job, usize, usize, bool); MAX_COLS] = [
-                $group::<1>,
-                $group::<2>,
-                $group::<3>,
-                $group::<4>,
-                $group::<5>,
-                $group::<6>,
-                $group::<7>,
-                $group::<8>,
+                $group::<1, FIFTH>,
+                $group::<2, FIFTH>,
+                $group::<3, FIFTH>,
+                $group::<4, FIFTH>,
+                $group::<5, FIFTH>,
+                $group::<6, FIFTH>,
+                $group::<7, FIFTH>,
+                $group::<8, FIFTH>,
             ];
             // SAFETY: the caller's contract.
             unsafe { run(job, pass) }

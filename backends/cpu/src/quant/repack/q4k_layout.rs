@@ -1,4 +1,4 @@
-//! The repacked layout of Q4_K: groups of 16 rows, as the
+//! The repacked layouts of Q4_K and Q5_K: groups of 16 rows, as the
 //! 32-value types have (see [`super::layout`]), but each 256-value
 //! super-block of the 16 rows one contiguous record, its scales and mins
 //! already taken out of their 6-bit packing, so that a product does no bit
@@ -24,13 +24,18 @@
 //! sub-block's integer sum; the min pairs widen to i16 pairs (`vpmovzxbw`)
 //! that `vpmaddwd` multiplies by the column's pair of sub-block sums.
 //!
+//! Q5_K's record is Q4_K's followed by its fifth bits ([`QH`]): 512
+//! bytes, chunked as the quants are, so that one load, a shift and a mask
+//! give a chunk's fifth bits for either sub-block of a pair ([`RECORD5`]
+//! bytes, 180 a row against the file's 176).
+//!
 //! The activation is Q8_K, as in ggml; a prepared column is the quants of
 //! every super-block (256 bytes each), then each super-block's f32 scale,
 //! then per super-block [`AUX`] bytes: the 8 sub-blocks' quant sums as
 //! i16 (`bsums[2j] + bsums[2j + 1]`, at most 32·128), the pairs the mins
 //! multiply.
 
-use gantry_engine::quant::{BlockQ4K, BlockQ8K, F16Bits, get_scale_min_k4};
+use gantry_engine::quant::{BlockQ4K, BlockQ5K, BlockQ8K, F16Bits, get_scale_min_k4};
 
 use super::Job;
 use super::k_records::KRecord;
@@ -51,8 +56,17 @@ pub(crate) const RECORD: usize = 2368;
 /// Column bytes per super-block beside its quants and scale.
 pub(crate) const AUX: usize = 16;
 
+/// Offset of Q5_K's fifth-bit plane (after Q4_K's record): eight 64-byte
+/// chunks, chunk `c` holding `qh[4c .. 4c + 4]` of each row, row `r` at
+/// `4r`; bit `j` of `qh[l]` is the fifth bit of value `32j + l`.
+pub(crate) const QH: usize = RECORD;
+/// Bytes of one Q5_K record (45 × 64).
+pub(crate) const RECORD5: usize = RECORD + 512;
+
 /// Q4_K: `x = d·sc_j·q − dmin·m_j`, sub-blocks `j` of 32 values.
 pub(crate) struct RQ4K;
+/// Q5_K: Q4_K's form with a fifth bit to each quant.
+pub(crate) struct RQ5K;
 
 /// Offset in a record of quant byte `j` (0..128) of row `r`.
 #[inline]
@@ -117,6 +131,63 @@ fn block_of(rec: &[u8], r: usize) -> BlockQ4K {
     }
 }
 
+/// Offset in a record of Q5_K's `qh[l]` of row `r`.
+#[inline]
+pub(crate) fn qh_byte(r: usize, l: usize) -> usize {
+    QH + 64 * (l / 4) + 4 * r + l % 4
+}
+
+impl KRecord for RQ5K {
+    type Block = BlockQ5K;
+    const RECORD: usize = RECORD5;
+    const AUX: usize = AUX;
+
+    fn pack_block(b: &BlockQ5K, r: usize, rec: &mut [u8]) {
+        let four = BlockQ4K { d: b.d, dmin: b.dmin, scales: b.scales, qs: b.qs };
+        pack_block(&four, r, rec);
+        for (l, &v) in b.qh.iter().enumerate() {
+            rec[qh_byte(r, l)] = v;
+        }
+    }
+
+    fn block_of(rec: &[u8], r: usize) -> BlockQ5K {
+        let four = block_of(rec, r);
+        let qh = std::array::from_fn(|l| rec[qh_byte(r, l)]);
+        BlockQ5K { d: four.d, dmin: four.dmin, scales: four.scales, qh, qs: four.qs }
+    }
+
+    fn aux(a: &BlockQ8K, aux: &mut [u8]) {
+        RQ4K::aux(a, aux)
+    }
+
+    unsafe fn run_job(isa: Isa, job: &Job) {
+        // SAFETY: the caller's contract.
+        unsafe { run_job::<true>(isa, job) }
+    }
+}
+
+/// Runs a Q4_K (`FIFTH` false) or Q5_K job on the path `isa`.
+///
+/// # Safety
+/// As [`Job`] says, and `isa` is a path this CPU has.
+unsafe fn run_job<const FIFTH: bool>(isa: Isa, job: &Job) {
+    match isa {
+        // SAFETY: the caller's contract.
+        Isa::Scalar => unsafe { super::q4k_scalar::run::<FIFTH>(job) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract; `Isa::Avx2` is only handed out
+        // after checking AVX2, FMA and F16C.
+        Isa::Avx2 => unsafe { super::q4k_avx2::run::<FIFTH>(job) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract; `Isa::Avx512` is only handed out
+        // after checking AVX-512 F/BW/VL/DQ and AVX2/FMA/F16C.
+        Isa::Avx512 => unsafe { super::q4k_avx512::run_plain::<FIFTH>(job) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the caller's contract; as `Isa::Avx512`, with AVX512_VNNI checked too.
+        Isa::Avx512Vnni => unsafe { super::q4k_avx512::run_vnni::<FIFTH>(job) },
+    }
+}
+
 impl KRecord for RQ4K {
     type Block = BlockQ4K;
     const RECORD: usize = RECORD;
@@ -139,20 +210,7 @@ impl KRecord for RQ4K {
     }
 
     unsafe fn run_job(isa: Isa, job: &Job) {
-        match isa {
-            // SAFETY: the caller's contract.
-            Isa::Scalar => unsafe { super::q4k_scalar::run(job) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the caller's contract; `Isa::Avx2` is only handed out
-            // after checking AVX2, FMA and F16C.
-            Isa::Avx2 => unsafe { super::q4k_avx2::run(job) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the caller's contract; `Isa::Avx512` is only handed out
-            // after checking AVX-512 F/BW/VL/DQ and AVX2/FMA/F16C.
-            Isa::Avx512 => unsafe { super::q4k_avx512::run_plain(job) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the caller's contract; as `Isa::Avx512`, with AVX512_VNNI checked too.
-            Isa::Avx512Vnni => unsafe { super::q4k_avx512::run_vnni(job) },
-        }
+        // SAFETY: the caller's contract.
+        unsafe { run_job::<false>(isa, job) }
     }
 }

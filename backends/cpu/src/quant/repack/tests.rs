@@ -14,7 +14,7 @@ use crate::quant::{Columns, ColumnsMut, Isa, QuantMatrix, quant_mul_mat_on, quan
 
 pub(crate) const TYPES: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
 /// The K-quants with a repacked layout (rows of whole 256-value super-blocks).
-pub(crate) const K_TYPES: [DType; 2] = [DType::Q4_K, DType::Q6_K];
+pub(crate) const K_TYPES: [DType; 3] = [DType::Q4_K, DType::Q5_K, DType::Q6_K];
 
 fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
     let mut rng = SplitMix64::new(seed);
