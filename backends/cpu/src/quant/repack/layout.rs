@@ -17,6 +17,10 @@
 //!   both registers. Q8_0's signed quants are stored with their top bit
 //!   flipped (`q + 128`, unsigned), the operand `vpdpbusd` wants unsigned.
 //!
+//!   Q5_0 and Q5_1 add, after a block's four nibble chunks, one chunk of
+//!   fifth bits, 4 bytes a row, arranged by [`fifth_byte`] so that a
+//!   nibble chunk's fifth bits are that chunk shifted to bit 4 and masked.
+//!
 //! Scales and quants in separate areas keep every 64-byte quant load
 //! aligned whatever the type's block size (a Q4_0 block of 16 rows is 288
 //! bytes, not a multiple of 64). A group of `k` values takes 16 times a
