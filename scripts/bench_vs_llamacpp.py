@@ -143,8 +143,9 @@ def native_round(binary, model, args):
     for row in rows:
         kind = "pp" if row["n_gen"] == 0 else "tg"
         got[kind] = row["avg_ts"]
-        got["build"] = f"{row.get('build_commit', '?')} ({row.get('build_number', '?')})"
-        got["cpu"] = row.get("cpu_info", "")
+        # An sdist build has no git data (commit "unknown", number 0): name the binary then.
+        commit = row.get("build_commit", "unknown")
+        got["build"] = f"{commit} ({row.get('build_number')})" if commit != "unknown" else str(binary)
     return got
 
 
@@ -224,7 +225,7 @@ def main():
         print(f"memory floor {floor:.1f} tok/s (gantry bench): gantry {tg} at {100 * g / floor:.0f}%, "
               f"llama.cpp at {100 * l / floor:.0f}%")
     if build:
-        print(f"llama.cpp build {build}")
+        print(f"llama.cpp: {build}")
     for test in (pp, tg):
         print(f"ratio {test} {statistics.mean(gantry[test]) / statistics.mean(llama[test]):.2f}")
 
