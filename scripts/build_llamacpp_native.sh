@@ -60,6 +60,4 @@ cmake -S "$LLAMA" -B "$CACHE/build" \
     -DLLAMA_BUILD_SERVER=OFF \
     -DBUILD_SHARED_LIBS=OFF >&2
 cmake --build "$CACHE/build" -j "$JOBS" --target llama-bench llama-quantize >&2
-# What the build is, next to it: the version and the instruction sets ggml saw.
-"$BIN/llama-bench" --help >/dev/null 2>&1 || true
 echo "$BIN"
