@@ -162,12 +162,14 @@ fn repacked_products_match_the_plain_product_and_every_path_the_scalar_kernel() 
 
 #[test]
 fn repacked_k_products_match_the_plain_product_and_every_path_the_scalar_kernel() {
-    let all: Vec<usize> = (1..=17).collect();
+    // Every column count of one pass (1..=8) and of two; several
+    // super-blocks and groups; one row; small, for the emulated AVX-512 run.
+    let all: Vec<usize> = (1..=10).collect();
     for dtype in K_TYPES {
         check_shape(dtype, 256, 17, &all, 2);
-        check_shape(dtype, 768, 40, &[1, 2, 5, 9, 16, 33], 2);
+        check_shape(dtype, 768, 40, &[1, 5, 17], 2);
         check_shape(dtype, 256, 1, &[1, 3, 8], 1);
-        check_shape(dtype, 1536, 48, &[1, 7, 12], 2);
+        check_shape(dtype, 512, 48, &[2, 12], 2);
     }
 }
 
