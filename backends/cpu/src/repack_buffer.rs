@@ -16,7 +16,7 @@
 //! scheduler reports the node it cannot place.
 //!
 //! A tensor placed here must be a 2-d matrix of dense rows of a type with a
-//! repacked layout (Q4_0, Q4_1, Q8_0): [`repacks_layout`]. It takes
+//! repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): [`repacks_layout`]. It takes
 //! [`repacked_size`] bytes (its rows rounded up to whole groups of 16, and
 //! the scale areas aligned), which [`BufferType::alloc_size`] reports.
 
@@ -337,10 +337,14 @@ mod tests {
         let buft = repack_buffer_type();
         assert!(!buft.is_host() && buft.name() == "CPU_REPACK");
         assert!(gantry_engine::same_buffer_type(&buft, &repack_buffer_type()));
-        for dtype in [DType::Q4_0, DType::Q4_1, DType::Q8_0] {
+        for dtype in
+            [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
+        {
+            // The K-quants' rows are whole 256-value super-blocks.
+            let (ka, kb) = if matches!(dtype, DType::Q4_K | DType::Q5_K | DType::Q6_K) { (512, 256) } else { (96, 64) };
             let mut ctx = Context::new();
-            let (a, bytes_a) = matrix(&mut ctx, dtype, 96, 37);
-            let (b, bytes_b) = matrix(&mut ctx, dtype, 64, 5);
+            let (a, bytes_a) = matrix(&mut ctx, dtype, ka, 37);
+            let (b, bytes_b) = matrix(&mut ctx, dtype, kb, 5);
             let alloc = ctx.alloc_tensors(&[a, b], &buft, BufferUsage::Weights).unwrap();
             let entry = ctx.buffer(alloc.buffers()[0]).unwrap();
             assert!(entry.buffer.host_ptr().is_none() && ctx.host_ptr(a).is_err(), "no raw access");
@@ -365,12 +369,12 @@ mod tests {
             let (entry, p) = ctx.tensor_buffer(a).unwrap();
             let buf = entry.buffer.as_any().downcast_ref::<RepackBuffer>().unwrap();
             let w = buf.matrix(a, p.offset).unwrap();
-            let mut want = vec![0u8; repacked_size(dtype, 96, 37).unwrap()];
-            crate::quant::repack::repack_matrix(dtype, 96, 37, &bytes_a, &mut want).unwrap();
+            let mut want = vec![0u8; repacked_size(dtype, ka, 37).unwrap()];
+            crate::quant::repack::repack_matrix(dtype, ka, 37, &bytes_a, &mut want).unwrap();
             assert_eq!(w.data, &want[..]);
             assert!(buf.matrix(b, p.offset).is_err(), "another tensor's offset");
             // Copies in and out go through the standard bytes.
-            let plain = ctx.tensor(dtype, [96, 37]).unwrap();
+            let plain = ctx.tensor(dtype, [ka, 37]).unwrap();
             ctx.alloc_tensors(&[plain], &crate::buffer_type(), BufferUsage::Any).unwrap();
             ctx.copy_tensor(a, plain).unwrap();
             assert_eq!(ctx.get_bytes(plain).unwrap(), bytes_a);
@@ -384,11 +388,11 @@ mod tests {
     fn only_repackable_matrices_are_placed() {
         let buft = repack_buffer_type();
         let mut ctx = Context::new();
-        let q4k = ctx.tensor(DType::Q4_K, [256, 16]).unwrap();
+        let q2k = ctx.tensor(DType::Q2_K, [256, 16]).unwrap();
         let f32s = ctx.tensor(DType::F32, [64, 16]).unwrap();
         let batched = ctx.tensor(DType::Q4_0, [64, 16, 2]).unwrap();
         let odd = ctx.tensor(DType::Q8_0, [32, 3]).unwrap();
-        for t in [q4k, f32s, batched] {
+        for t in [q2k, f32s, batched] {
             let err = ctx.alloc_tensors(&[t], &buft, BufferUsage::Weights).unwrap_err().to_string();
             assert!(err.contains("CPU_REPACK holds"), "{err}");
         }

@@ -47,7 +47,24 @@ avx2_fn! {
             // SAFETY: the half of chunk g % 4 (32 of its 64 bytes).
             let v = unsafe { _mm256_loadu_si256(q.add(64 * (g % 4)).cast()) };
             let v = if g < 4 { v } else { _mm256_srli_epi16::<4>(v) };
-            _mm256_and_si256(v, _mm256_set1_epi8(0x0F))
+            let w = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+            if !R::FIFTH {
+                return w;
+            }
+            // SAFETY: the half of the block's fifth-bit plane, after its 256 nibble bytes.
+            let h = unsafe { _mm256_loadu_si256(q.add(256).cast()) };
+            // Bit 2·(g % 4) + g / 4 of each byte to bit 4 (see `super::avx512`).
+            let h = match g {
+                0 => _mm256_slli_epi16::<4>(h),
+                1 => _mm256_slli_epi16::<2>(h),
+                2 => h,
+                3 => _mm256_srli_epi16::<2>(h),
+                4 => _mm256_slli_epi16::<3>(h),
+                5 => _mm256_slli_epi16::<1>(h),
+                6 => _mm256_srli_epi16::<1>(h),
+                _ => _mm256_srli_epi16::<3>(h),
+            };
+            _mm256_or_si256(w, _mm256_and_si256(h, _mm256_set1_epi8(0x10)))
         } else {
             // SAFETY: the half of chunk g.
             let v = unsafe { _mm256_loadu_si256(q.add(64 * g).cast()) };
@@ -86,7 +103,7 @@ avx2_fn! {
             let sc = group.wrapping_add(b * layout.scale_stride + 2 * HALF * half);
             let q = group.wrapping_add(layout.quants_at + b * layout.quant_stride + 4 * HALF * half);
             if prefetch {
-                prefetch_l2(q.wrapping_add(PREFETCH), GROUP_ROWS * R::QS, end);
+                prefetch_l2(q.wrapping_add(PREFETCH), layout.quant_stride, end);
             }
             // SAFETY: block b's scales and quants lie inside the
             // group, its activation words, scale and aux word inside each
@@ -99,16 +116,22 @@ avx2_fn! {
                     // so the block's eight sum in i16 (30720) and widen once:
                     // one `vpmaddwd` a block instead of eight, and the same
                     // integers (the same bits).
-                    let mut pairs = [_mm256_setzero_si256(); C];
-                    for gi in 0..8 {
-                        let w = weight::<R>(q, gi);
+                    // 5-bit pairs (2·31·128 = 7936) four at a time: widened twice a block.
+                    let halves = if R::FIFTH { 2 } else { 1 };
+                    for part in 0..halves {
+                        let mut pairs = [_mm256_setzero_si256(); C];
+                        for gi in (8 / halves * part)..(8 / halves * (part + 1)) {
+                            let w = weight::<R>(q, gi);
+                            for j in 0..C {
+                                let a = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(32 * b + 4 * gi))));
+                                pairs[j] = _mm256_add_epi16(pairs[j], _mm256_maddubs_epi16(w, a));
+                            }
+                        }
                         for j in 0..C {
-                            let a = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(32 * b + 4 * gi))));
-                            pairs[j] = _mm256_add_epi16(pairs[j], _mm256_maddubs_epi16(w, a));
+                            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pairs[j], ones));
                         }
                     }
                     for j in 0..C {
-                        isum[j] = _mm256_madd_epi16(pairs[j], ones);
                         if uses_start {
                             let start = _mm256_set1_epi32(i32::from_le_bytes(word(cols[j].add(cl.aux_at + 4 * b))));
                             isum[j] = _mm256_add_epi32(isum[j], start);

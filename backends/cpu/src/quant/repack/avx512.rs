@@ -50,7 +50,8 @@ pub(crate) const PREFETCH: usize = 16384;
 /// true one, exactly, and one arithmetic shift of the block's sum undoes
 /// it: four shifts a block fewer, the same integer.
 const fn high_in_place<R: RepackType, const VNNI: bool>() -> bool {
-    R::NIBBLES && VNNI
+    // Not with a fifth bit: 16 times a 5-bit value is no longer a byte.
+    R::NIBBLES && VNNI && !R::FIFTH
 }
 
 avx512_fn! {
@@ -74,6 +75,21 @@ avx512_fn! {
                 } else {
                     _mm512_and_si512(_mm512_srli_epi16::<4>(v), low)
                 };
+            }
+            if R::FIFTH {
+                // SAFETY: the block's fifth-bit plane, after its 256 nibble bytes.
+                let h = unsafe { _mm512_loadu_si512(q.add(256).cast()) };
+                let bit4 = _mm512_set1_epi8(0x10);
+                // Bits 2c (low nibbles) and 2c + 1 (high) of each byte to bit 4:
+                // 16-bit shifts, whatever crosses into a neighbouring byte lands outside the mask.
+                let (lo, hi) = (
+                    [_mm512_slli_epi16::<4>(h), _mm512_slli_epi16::<2>(h), h, _mm512_srli_epi16::<2>(h)],
+                    [_mm512_slli_epi16::<3>(h), _mm512_slli_epi16::<1>(h), _mm512_srli_epi16::<1>(h), _mm512_srli_epi16::<3>(h)],
+                );
+                for c in 0..4 {
+                    w[c] = _mm512_or_si512(w[c], _mm512_and_si512(lo[c], bit4));
+                    w[c + 4] = _mm512_or_si512(w[c + 4], _mm512_and_si512(hi[c], bit4));
+                }
             }
         } else {
             for (c, wc) in w.iter_mut().enumerate() {
@@ -104,14 +120,18 @@ avx512_fn! {
         if R::NIBBLES && !VNNI {
             // A 4-bit weight pair's product is at most 2·15·128 = 3840, so
             // the block's eight sum in i16 (30720) and widen once: one
-            // `vpmaddwd` a block instead of eight, the same integers.
-            let mut pairs = _mm512_setzero_si512();
+            // `vpmaddwd` a block instead of eight, the same integers. A
+            // 5-bit pair's, 2·31·128 = 7936, four at a time (31744): two.
+            let mut pairs = [_mm512_setzero_si512(); 2];
             for (g, &wg) in w.iter().enumerate() {
                 // SAFETY: word g of the block's 32 activation bytes.
                 let ag = _mm512_set1_epi32(unsafe { a.add(4 * g).cast::<i32>().read_unaligned() });
-                pairs = _mm512_add_epi16(pairs, _mm512_maddubs_epi16(wg, ag));
+                let p = &mut pairs[if R::FIFTH { g / 4 } else { 0 }];
+                *p = _mm512_add_epi16(*p, _mm512_maddubs_epi16(wg, ag));
             }
-            return _mm512_add_epi32(start, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+            let ones = _mm512_set1_epi16(1);
+            let sum = _mm512_add_epi32(start, _mm512_madd_epi16(pairs[0], ones));
+            return if R::FIFTH { _mm512_add_epi32(sum, _mm512_madd_epi16(pairs[1], ones)) } else { sum };
         }
         let mut sums = [start, _mm512_setzero_si512()];
         for (g, &wg) in w.iter().enumerate() {
@@ -197,7 +217,7 @@ avx512_fn! {
                 let mw = if mins_inline { _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(32).cast())) } else { dw };
                 let q = group.add(layout.quants_at + b * layout.quant_stride);
                 if prefetch {
-                    prefetch_l2(q.wrapping_add(PREFETCH), GROUP_ROWS * R::QS, end);
+                    prefetch_l2(q.wrapping_add(PREFETCH), layout.quant_stride, end);
                 }
                 let w = weights::<R, VNNI>(q);
                 for j in 0..C {

@@ -13,7 +13,7 @@ use std::ops::Range;
 use gantry_engine::quant::QuantBlock;
 use gantry_engine::{DType, Error, Result};
 
-use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, RepackType, groups, prepare_column, with_repack_type};
+use super::layout::{ColumnLayout, GROUP_ROWS, GroupLayout, RepackType, Repacked, groups, with_repack_type};
 use super::scalar;
 use crate::HomeRanges;
 use crate::jobs::{JobSystem, run_tasks};
@@ -29,7 +29,7 @@ use crate::quant::weight::ActBlock;
 /// layout of [`super::repack_matrix`].
 #[derive(Debug, Clone, Copy)]
 pub struct RepackedMatrix<'a> {
-    /// The weights' type (Q4_0, Q4_1 or Q8_0).
+    /// The weights' type (one that [`super::repacks`]).
     pub dtype: DType,
     /// The repacked bytes ([`super::repacked_size`]`(dtype, k, m)` at least).
     pub data: &'a [u8],
@@ -94,9 +94,9 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new<R: RepackType>(k: usize) -> Scratch {
+    fn new<R: Repacked>(k: usize) -> Scratch {
         let act_row = (k / <R::Act as QuantBlock>::ELEMS * size_of::<R::Act>()).next_multiple_of(ALIGN);
-        Scratch { act_row, col: ColumnLayout::new(k) }
+        Scratch { act_row, col: R::column_layout(k) }
     }
 
     fn size(&self, n: usize) -> usize {
@@ -107,7 +107,7 @@ impl Scratch {
 /// Scratch bytes [`repacked_mul_mat`] needs for `n` columns of `k` values
 /// of `dtype` weights (whatever the thread count).
 pub fn repacked_scratch_size(dtype: DType, k: usize, n: usize) -> Result<usize> {
-    fn size<R: RepackType>(k: usize, n: usize) -> usize {
+    fn size<R: Repacked>(k: usize, n: usize) -> usize {
         Scratch::new::<R>(k).size(n)
     }
     with_repack_type!(dtype, size(k, n))
@@ -188,7 +188,7 @@ fn check(
     Ok(())
 }
 
-fn run<R: RepackType>(
+fn run<R: Repacked>(
     isa: Isa,
     ws: &[RepackedMatrix<'_>],
     src1: Columns<'_>,
@@ -197,7 +197,7 @@ fn run<R: RepackType>(
     jobs: &dyn JobSystem,
 ) -> Result<()> {
     let (k, n) = (ws[0].k, src1.n);
-    let layout = GroupLayout::new::<R>(k)
+    let layout = R::group_layout(k)
         .ok_or_else(|| err(format!("repacked {} weights of {k} values per row are not whole blocks", ws[0].dtype)))?;
     let sizes = Scratch::new::<R>(k);
     check(&layout, ws, &src1, dsts, scratch.len(), sizes.size(n))?;
@@ -239,7 +239,7 @@ fn run<R: RepackType>(
             let x = &src1.data[j * src1.stride..j * src1.stride + k];
             let blocks: &mut [R::Act] = bytemuck::cast_slice_mut(&mut act[..act_blocks * size_of::<R::Act>()]);
             R::Act::quantize_on(isa, x, blocks);
-            prepare_column::<R>(isa, blocks, &sizes.col, col);
+            R::prepare_column(isa, blocks, &sizes.col, col);
         };
         if threads > 1 && n * k >= MIN_PARALLEL_QUANT {
             let (act_ptr, col_ptr) = (SendPtr(acts.as_mut_ptr()), SendPtr(cols.as_mut_ptr()));
@@ -286,7 +286,7 @@ fn run<R: RepackType>(
                 // SAFETY: the job's contract holds: the matrix and the results
                 // were checked above, every column is prepared, and task t
                 // alone writes its groups' rows of its columns.
-                unsafe { run_job::<R>(isa, &job) };
+                unsafe { R::run_job(isa, &job) };
             }
         };
         if threads > 1 {
@@ -298,11 +298,11 @@ fn run<R: RepackType>(
     Ok(())
 }
 
-/// Runs `job` on the path `isa`.
+/// Runs `job` on the path `isa`, with the kernels of the 32-value types.
 ///
 /// # Safety
 /// As [`Job`] says, and `isa` is a path this CPU has.
-unsafe fn run_job<R: RepackType>(isa: Isa, job: &Job) {
+pub(super) unsafe fn run_small_job<R: RepackType>(isa: Isa, job: &Job) {
     match isa {
         // SAFETY: the caller's contract.
         Isa::Scalar => unsafe { scalar::run::<R>(job) },

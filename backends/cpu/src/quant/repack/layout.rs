@@ -17,6 +17,10 @@
 //!   both registers. Q8_0's signed quants are stored with their top bit
 //!   flipped (`q + 128`, unsigned), the operand `vpdpbusd` wants unsigned.
 //!
+//!   Q5_0 and Q5_1 add, after a block's four nibble chunks, one chunk of
+//!   fifth bits, 4 bytes a row, arranged by [`fifth_byte`] so that a
+//!   nibble chunk's fifth bits are that chunk shifted to bit 4 and masked.
+//!
 //! Scales and quants in separate areas keep every 64-byte quant load
 //! aligned whatever the type's block size (a Q4_0 block of 16 rows is 288
 //! bytes, not a multiple of 64). A group of `k` values takes 16 times a
@@ -28,11 +32,12 @@
 //! unsigned `u` and start each block's sum at `−OFFSET · Σa` (the activation
 //! column's block sum), which is the same integer.
 
-use gantry_engine::DType;
-use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ8_0, BlockQ8_1, F16Bits, QuantBlock};
+use gantry_engine::quant::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Bits, QuantBlock};
+use gantry_engine::{DType, Result};
 
 use super::super::Isa;
 use super::super::weight::ActBlock;
+use super::Job;
 
 /// Weight rows per group: one AVX-512 register of i32 lanes.
 pub const GROUP_ROWS: usize = 16;
@@ -41,11 +46,68 @@ pub(crate) const BLOCK: usize = 32;
 /// Alignment of the areas of a group and of a prepared column.
 const AREA_ALIGN: usize = 64;
 
-fn round_up(n: usize) -> usize {
+pub(crate) fn round_up(n: usize) -> usize {
     n.div_ceil(AREA_ALIGN) * AREA_ALIGN
 }
 
-/// A weight type that has a repacked layout.
+/// A weight type with a repacked layout, as the driver, the buffer and
+/// GET_ROWS see it: its group and column layouts, packing both ways, and
+/// the kernel of each path. The 32-value types have it through
+/// [`RepackType`], the K-quants through [`super::k_records::KRecord`].
+pub(crate) trait Repacked: 'static {
+    /// The plain (ggml) block.
+    type Block: QuantBlock + Send + Sync;
+    /// The activation block it is multiplied with (its dot partner).
+    type Act: ActBlock;
+    /// The layout of one group of rows of `k` values, `None` when `k` is
+    /// not a positive multiple of the block size.
+    fn group_layout(k: usize) -> Option<GroupLayout>;
+    /// The prepared form of one activation column of `k` values.
+    fn column_layout(k: usize) -> ColumnLayout;
+    /// Writes activation blocks `a` (one column) into `out` in the form of
+    /// [`Repacked::column_layout`] for the kernels of `isa`.
+    fn prepare_column(isa: Isa, a: &[Self::Act], layout: &ColumnLayout, out: &mut [u8]);
+    /// Repacks `rows` plain rows of `k` values into one group.
+    fn pack(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()>;
+    /// The first `rows` rows of one group back into plain rows.
+    fn unpack(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()>;
+    /// Row `r` of one group, dequantized into `out[..k]`.
+    fn dequantize(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()>;
+    /// Runs `job` on the path `isa`.
+    ///
+    /// # Safety
+    /// As [`Job`] says, and `isa` is a path this CPU has.
+    unsafe fn run_job(isa: Isa, job: &Job);
+}
+
+impl<R: RepackType> Repacked for R {
+    type Block = R::Block;
+    type Act = R::Act;
+    fn group_layout(k: usize) -> Option<GroupLayout> {
+        GroupLayout::new::<R>(k)
+    }
+    fn column_layout(k: usize) -> ColumnLayout {
+        ColumnLayout::new(k)
+    }
+    fn prepare_column(isa: Isa, a: &[R::Act], layout: &ColumnLayout, out: &mut [u8]) {
+        prepare_column::<R>(isa, a, layout, out)
+    }
+    fn pack(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
+        super::pack::pack::<R>(k, rows, plain, out)
+    }
+    fn unpack(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
+        super::pack::unpack::<R>(k, rows, group, plain)
+    }
+    fn dequantize(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
+        super::pack::dequantize::<R>(k, group, r, out)
+    }
+    unsafe fn run_job(isa: Isa, job: &Job) {
+        // SAFETY: the caller's contract.
+        unsafe { super::driver::run_small_job::<R>(isa, job) }
+    }
+}
+
+/// A 32-value weight type that has a repacked layout.
 pub(crate) trait RepackType: 'static {
     /// The plain (ggml) block.
     type Block: QuantBlock + Send + Sync;
@@ -65,10 +127,19 @@ pub(crate) trait RepackType: 'static {
 
     /// The block's f16 headers (`d`, and `m` where [`RepackType::HEADERS`] is 2).
     fn headers(b: &Self::Block) -> [F16Bits; 2];
+    /// Whether the 4-bit quants have a fifth bit each (Q5_0, Q5_1), kept in
+    /// a plane of its own after the block's nibble chunks (see [`fifth_byte`]).
+    const FIFTH: bool = false;
+
     /// The block's [`RepackType::QS`] quant bytes as they lie.
     fn quants(b: &Self::Block) -> &[u8];
-    /// The block with these headers and quant bytes.
-    fn block(headers: [F16Bits; 2], quants: &[u8]) -> Self::Block;
+    /// The block's fifth bits (bit `j`: value `j`), 0 without.
+    fn fifth(b: &Self::Block) -> u32 {
+        let _ = b;
+        0
+    }
+    /// The block with these headers, quant bytes and fifth bits.
+    fn block(headers: [F16Bits; 2], quants: &[u8], fifth: u32) -> Self::Block;
 
     /// Whether the block has a min (`x = d·q + m`).
     const HAS_MIN: bool = Self::HEADERS == 2;
@@ -135,7 +206,7 @@ impl RepackType for RQ4_0 {
     fn quants(b: &BlockQ4_0) -> &[u8] {
         &b.qs
     }
-    fn block(h: [F16Bits; 2], q: &[u8]) -> BlockQ4_0 {
+    fn block(h: [F16Bits; 2], q: &[u8], _fifth: u32) -> BlockQ4_0 {
         let mut qs = [0; 16];
         qs.copy_from_slice(q);
         BlockQ4_0 { d: h[0], qs }
@@ -160,7 +231,7 @@ impl RepackType for RQ4_1 {
     fn quants(b: &BlockQ4_1) -> &[u8] {
         &b.qs
     }
-    fn block(h: [F16Bits; 2], q: &[u8]) -> BlockQ4_1 {
+    fn block(h: [F16Bits; 2], q: &[u8], _fifth: u32) -> BlockQ4_1 {
         let mut qs = [0; 16];
         qs.copy_from_slice(q);
         BlockQ4_1 { d: h[0], m: h[1], qs }
@@ -185,7 +256,7 @@ impl RepackType for RQ8_0 {
     fn quants(b: &BlockQ8_0) -> &[u8] {
         bytemuck::cast_slice(&b.qs)
     }
-    fn block(h: [F16Bits; 2], q: &[u8]) -> BlockQ8_0 {
+    fn block(h: [F16Bits; 2], q: &[u8], _fifth: u32) -> BlockQ8_0 {
         let mut qs = [0; 32];
         qs.copy_from_slice(bytemuck::cast_slice(q));
         BlockQ8_0 { d: h[0], qs }
@@ -204,6 +275,71 @@ impl RepackType for RQ8_0 {
     }
 }
 
+/// Q5_0: `x = d·(q − 16)`, q five bits.
+pub(crate) struct RQ5_0;
+/// Q5_1: `x = d·q + m`, q five bits.
+pub(crate) struct RQ5_1;
+
+fn nibble_quants(qs: &[u8]) -> [u8; 16] {
+    let mut out = [0; 16];
+    out.copy_from_slice(qs);
+    out
+}
+
+impl RepackType for RQ5_0 {
+    type Block = BlockQ5_0;
+    type Act = BlockQ8_0;
+    const HEADERS: usize = 1;
+    const QS: usize = 16;
+    const NIBBLES: bool = true;
+    const FLIP: u8 = 0;
+    const OFFSET: i32 = 16;
+    const FIFTH: bool = true;
+    fn headers(b: &BlockQ5_0) -> [F16Bits; 2] {
+        [b.d, F16Bits::default()]
+    }
+    fn quants(b: &BlockQ5_0) -> &[u8] {
+        &b.qs
+    }
+    fn fifth(b: &BlockQ5_0) -> u32 {
+        u32::from_le_bytes(b.qh)
+    }
+    fn block(h: [F16Bits; 2], q: &[u8], fifth: u32) -> BlockQ5_0 {
+        BlockQ5_0 { d: h[0], qh: fifth.to_le_bytes(), qs: nibble_quants(q) }
+    }
+    #[inline]
+    fn aux(_isa: Isa, a: &BlockQ8_0) -> [u8; 4] {
+        start(Self::OFFSET, a)
+    }
+}
+
+impl RepackType for RQ5_1 {
+    type Block = BlockQ5_1;
+    type Act = BlockQ8_1;
+    const HEADERS: usize = 2;
+    const QS: usize = 16;
+    const NIBBLES: bool = true;
+    const FLIP: u8 = 0;
+    const OFFSET: i32 = 0;
+    const FIFTH: bool = true;
+    fn headers(b: &BlockQ5_1) -> [F16Bits; 2] {
+        [b.d, b.m]
+    }
+    fn quants(b: &BlockQ5_1) -> &[u8] {
+        &b.qs
+    }
+    fn fifth(b: &BlockQ5_1) -> u32 {
+        u32::from_le_bytes(b.qh)
+    }
+    fn block(h: [F16Bits; 2], q: &[u8], fifth: u32) -> BlockQ5_1 {
+        BlockQ5_1 { d: h[0], m: h[1], qh: fifth.to_le_bytes(), qs: nibble_quants(q) }
+    }
+    #[inline]
+    fn aux(_isa: Isa, a: &BlockQ8_1) -> [u8; 4] {
+        a.s.to_f32().to_le_bytes()
+    }
+}
+
 /// Runs `f::<R>(args)` with the repacked type `R` of `dtype`; `None` for a
 /// type without a repacked layout.
 macro_rules! with_repack_type {
@@ -212,6 +348,11 @@ macro_rules! with_repack_type {
             DType::Q4_0 => Some($f::<$crate::quant::repack::layout::RQ4_0>($($arg),*)),
             DType::Q4_1 => Some($f::<$crate::quant::repack::layout::RQ4_1>($($arg),*)),
             DType::Q8_0 => Some($f::<$crate::quant::repack::layout::RQ8_0>($($arg),*)),
+            DType::Q5_0 => Some($f::<$crate::quant::repack::layout::RQ5_0>($($arg),*)),
+            DType::Q5_1 => Some($f::<$crate::quant::repack::layout::RQ5_1>($($arg),*)),
+            DType::Q4_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ4K>>($($arg),*)),
+            DType::Q5_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ5K>>($($arg),*)),
+            DType::Q6_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q6k_layout::RQ6K>>($($arg),*)),
             _ => None,
         }
     };
@@ -220,10 +361,15 @@ pub(crate) use with_repack_type;
 
 /// Whether `dtype` has a repacked layout.
 pub fn repacks(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q8_0)
+    matches!(
+        dtype,
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K | DType::Q5_K | DType::Q6_K
+    )
 }
 
-/// Where things are in one group of rows of `k` values.
+/// Where things are in one group of rows of `k` values. For the K-quants
+/// ([`super::q4k_layout`]) a group is its super-blocks one after the other,
+/// `quant_stride` bytes each, and `scale_stride` and `quants_at` are 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GroupLayout {
     /// Blocks per row.
@@ -246,10 +392,17 @@ impl GroupLayout {
         }
         let nb = k / BLOCK;
         let scale_stride = GROUP_ROWS * 2 * R::HEADERS;
-        let quant_stride = GROUP_ROWS * R::QS;
+        let quant_stride = GROUP_ROWS * R::QS + if R::FIFTH { FIFTH_PLANE } else { 0 };
         let quants_at = round_up(nb.checked_mul(scale_stride)?);
         let bytes = quants_at.checked_add(nb.checked_mul(quant_stride)?)?;
         Some(GroupLayout { nb, scale_stride, quants_at, quant_stride, bytes })
+    }
+
+    /// Offset, within a block's quant area, of byte `t` (0..4) of row `r`'s
+    /// fifth bits (see [`fifth_byte`]).
+    #[inline]
+    pub(crate) fn fifth_at(r: usize, t: usize) -> usize {
+        GROUP_ROWS * 16 + 4 * r + t
     }
 
     /// Offset, within a block's quant area, of quant byte `j` of row `r`.
@@ -259,13 +412,42 @@ impl GroupLayout {
     }
 }
 
+/// Bytes of a block's fifth-bit plane (Q5_0, Q5_1): 4 per row, after the
+/// 256 bytes of nibble chunks (one more 64-byte chunk).
+const FIFTH_PLANE: usize = 4 * GROUP_ROWS;
+
+/// The fifth-bit byte `t` (0..4) of a row: bit `2c` is the fifth bit of
+/// value `4c + t` and bit `2c + 1` that of value `16 + 4c + t` (c < 4), the
+/// values chunk `c`'s low and high nibbles hold; so chunk `c`'s fifth bits
+/// are one 64-byte load, shifted to bit 4 and masked, away.
+pub(crate) fn fifth_byte(fifth: u32, t: usize) -> u8 {
+    let mut v = 0u8;
+    for c in 0..4 {
+        v |= (((fifth >> (4 * c + t)) & 1) as u8) << (2 * c);
+        v |= (((fifth >> (16 + 4 * c + t)) & 1) as u8) << (2 * c + 1);
+    }
+    v
+}
+
+/// The inverse of [`fifth_byte`] over a row's 4 bytes.
+pub(crate) fn fifth_bits(bytes: [u8; 4]) -> u32 {
+    let mut fifth = 0u32;
+    for (t, &v) in bytes.iter().enumerate() {
+        for c in 0..4 {
+            fifth |= u32::from((v >> (2 * c)) & 1) << (4 * c + t);
+            fifth |= u32::from((v >> (2 * c + 1)) & 1) << (16 + 4 * c + t);
+        }
+    }
+    fifth
+}
+
 /// Groups of a matrix of `m` rows.
 pub(crate) fn groups(m: usize) -> usize {
     m.div_ceil(GROUP_ROWS)
 }
 
-fn size<R: RepackType>(k: usize, m: usize) -> Option<usize> {
-    GroupLayout::new::<R>(k)?.bytes.checked_mul(groups(m))
+fn size<R: Repacked>(k: usize, m: usize) -> Option<usize> {
+    R::group_layout(k)?.bytes.checked_mul(groups(m))
 }
 
 /// Bytes of the repacked form of `m` rows of `k` values of `dtype`, or
@@ -299,7 +481,7 @@ impl ColumnLayout {
 }
 
 /// Writes activation blocks `a` (one column) into `out` in [`ColumnLayout`] form for `R` on `isa`.
-pub(crate) fn prepare_column<R: RepackType>(isa: Isa, a: &[R::Act], layout: &ColumnLayout, out: &mut [u8]) {
+fn prepare_column<R: RepackType>(isa: Isa, a: &[R::Act], layout: &ColumnLayout, out: &mut [u8]) {
     let (qs, rest) = out.split_at_mut(layout.d_at);
     let (d, aux) = rest.split_at_mut(layout.aux_at - layout.d_at);
     for (b, blk) in a.iter().enumerate().take(layout.nb) {

@@ -12,8 +12,15 @@
 //! loaded once for several columns. The same kernel is the batch-1 mat-vec
 //! (streaming the weights) and the micro-kernel of batches.
 //!
-//! Types: Q4_0, Q4_1 and Q8_0 (SmolLM2's Q4_1 layers and Q8_0 output, and
-//! Q4_0); the others keep the plain layout and [`super::quant_mul_mat`].
+//! Types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (the 5-bit types' fifth bits one
+//! more 64-byte chunk a block, [`layout`]), and Q4_K, Q5_K and Q6_K, whose
+//! 256-value super-blocks have layouts of their own (`k_records`: one
+//! record per super-block of 16 rows, the scales and mins unpacked at
+//! load) and kernels of their own against Q8_K columns; the others (Q2_K,
+//! Q3_K, the lookup types) keep the plain layout and
+//! [`super::quant_mul_mat`]. A K-quant matrix whose rows are not whole
+//! super-blocks is not a K-quant file's (llama.cpp falls back to Q5_0,
+//! Q5_1 or Q8_0 for such rows).
 //!
 //! Files:
 //! - `layout`: the group and column layouts, the types ([`RepackType`]).
@@ -23,6 +30,11 @@
 //! - `avx2`: 8 rows per register, `vpmaddubsw` + `vpmaddwd`.
 //! - `driver`: columns quantized once, tasks over the threads, one or
 //!   several matrices (a fused group) per call.
+//! - `k_records`: what the K-quants share (records per super-block, Q8_K
+//!   columns, packing both ways).
+//! - `q4k_layout`: Q4_K's and Q5_K's records.
+//! - `q4k_scalar`, `q4k_avx512`, `q4k_avx2`: their kernels, as the above.
+//! - `q6k_layout`, `q6k_scalar`, `q6k_avx512`, `q6k_avx2`: the same for Q6_K.
 //! - `tests`: every path against the scalar kernel and the plain product.
 
 #[cfg(target_arch = "x86_64")]
@@ -30,8 +42,21 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod driver;
+mod k_records;
 pub(crate) mod layout;
 mod pack;
+#[cfg(target_arch = "x86_64")]
+mod q4k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q4k_avx512;
+pub(crate) mod q4k_layout;
+mod q4k_scalar;
+#[cfg(target_arch = "x86_64")]
+mod q6k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q6k_avx512;
+pub(crate) mod q6k_layout;
+mod q6k_scalar;
 mod scalar;
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use gantry_engine::quant::{F16Bits, QuantBlock};
 use gantry_engine::{DType, Error, Result};
 
-use super::layout::{GROUP_ROWS, GroupLayout, RepackType, with_repack_type};
+use super::layout::{GROUP_ROWS, GroupLayout, RepackType, Repacked, fifth_bits, fifth_byte, with_repack_type};
 
 /// Block `b` of row `r` of a group, rebuilt as the plain block.
 fn block_of<R: RepackType>(layout: &GroupLayout, group: &[u8], r: usize, b: usize) -> R::Block {
@@ -19,10 +19,11 @@ fn block_of<R: RepackType>(layout: &GroupLayout, group: &[u8], r: usize, b: usiz
     for (j, v) in quants[..R::QS].iter_mut().enumerate() {
         *v = q[GroupLayout::quant_byte(r, j)] ^ R::FLIP;
     }
-    R::block(headers, &quants[..R::QS])
+    let fifth = if R::FIFTH { fifth_bits(std::array::from_fn(|t| q[GroupLayout::fifth_at(r, t)])) } else { 0 };
+    R::block(headers, &quants[..R::QS], fifth)
 }
 
-fn pack<R: RepackType>(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
+pub(super) fn pack<R: RepackType>(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
     let layout = check::<R>(k, rows, plain.len(), out.len(), "repack")?;
     // Padding rows (a short last group) are zero: scale 0, so they add nothing.
     out[..layout.bytes].fill(0);
@@ -40,12 +41,17 @@ fn pack<R: RepackType>(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> R
             for (j, &v) in R::quants(blk).iter().enumerate() {
                 q[GroupLayout::quant_byte(r, j)] = v ^ R::FLIP;
             }
+            if R::FIFTH {
+                for t in 0..4 {
+                    q[GroupLayout::fifth_at(r, t)] = fifth_byte(R::fifth(blk), t);
+                }
+            }
         }
     }
     Ok(())
 }
 
-fn unpack<R: RepackType>(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
+pub(super) fn unpack<R: RepackType>(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
     let layout = check::<R>(k, rows, plain.len(), group.len(), "unrepack")?;
     let row_bytes = layout.nb * size_of::<R::Block>();
     for r in 0..rows {
@@ -57,7 +63,7 @@ fn unpack<R: RepackType>(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) 
     Ok(())
 }
 
-fn dequantize<R: RepackType>(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
+pub(super) fn dequantize<R: RepackType>(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
     let layout = check::<R>(k, r + 1, 0, group.len(), "dequantize")?;
     if out.len() < k {
         return Err(bad(format!("a row of {k} values does not fit in {} values", out.len())));
@@ -68,7 +74,7 @@ fn dequantize<R: RepackType>(k: usize, group: &[u8], r: usize, out: &mut [f32]) 
     Ok(())
 }
 
-fn bad(reason: String) -> Error {
+pub(super) fn bad(reason: String) -> Error {
     Error::InvalidOp { op: "CPU_REPACK", reason }
 }
 
@@ -98,20 +104,29 @@ fn unsupported(dtype: DType) -> Error {
 /// (`plain`, one after the other) into one group (`out`, its first
 /// [`super::repacked_size`]`(dtype, k, 1)` bytes); rows past `rows` are zero.
 pub fn repack_group(dtype: DType, k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
-    with_repack_type!(dtype, pack(k, rows, plain, out)).ok_or_else(|| unsupported(dtype))?
+    fn run<R: Repacked>(k: usize, rows: usize, plain: &[u8], out: &mut [u8]) -> Result<()> {
+        R::pack(k, rows, plain, out)
+    }
+    with_repack_type!(dtype, run(k, rows, plain, out)).ok_or_else(|| unsupported(dtype))?
 }
 
 /// The inverse of [`repack_group`]: the first `rows` rows of the group
 /// `group` back into plain `dtype` rows in `plain`, the same bytes.
 pub fn unrepack_group(dtype: DType, k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
-    with_repack_type!(dtype, unpack(k, rows, group, plain)).ok_or_else(|| unsupported(dtype))?
+    fn run<R: Repacked>(k: usize, rows: usize, group: &[u8], plain: &mut [u8]) -> Result<()> {
+        R::unpack(k, rows, group, plain)
+    }
+    with_repack_type!(dtype, run(k, rows, group, plain)).ok_or_else(|| unsupported(dtype))?
 }
 
 /// Dequantizes row `r` (below [`GROUP_ROWS`]) of the repacked group `group`
 /// of `dtype` rows of `k` values into `out[..k]`: the values the plain row
 /// dequantizes to, bit for bit.
 pub fn dequantize_repacked_row(dtype: DType, k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
-    with_repack_type!(dtype, dequantize(k, group, r, out)).ok_or_else(|| unsupported(dtype))?
+    fn run<R: Repacked>(k: usize, group: &[u8], r: usize, out: &mut [f32]) -> Result<()> {
+        R::dequantize(k, group, r, out)
+    }
+    with_repack_type!(dtype, run(k, group, r, out)).ok_or_else(|| unsupported(dtype))?
 }
 
 /// Repacks a whole matrix of `m` plain rows of `k` values (`plain`, dense)

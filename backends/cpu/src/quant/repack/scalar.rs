@@ -38,7 +38,14 @@ pub(crate) fn group_product<R: RepackType>(
             let mut isum = 0i32;
             for (i, &ai) in a.iter().enumerate() {
                 let u = if R::NIBBLES {
-                    (q[GroupLayout::quant_byte(r, i % 16)] >> (4 * (i / 16))) & 0x0F
+                    let nibble = (q[GroupLayout::quant_byte(r, i % 16)] >> (4 * (i / 16))) & 0x0F;
+                    // Value i's fifth bit: byte i % 4 of the row's plane, bit 2·(i % 16 / 4) + i / 16.
+                    let fifth = if R::FIFTH {
+                        (q[GroupLayout::fifth_at(r, i % 4)] >> (2 * (i % 16 / 4) + i / 16)) & 1
+                    } else {
+                        0
+                    };
+                    nibble | (fifth << 4)
                 } else {
                     q[GroupLayout::quant_byte(r, i)]
                 };

@@ -12,7 +12,9 @@ use super::*;
 use crate::quant::tests::{dot_f64, pool, weights};
 use crate::quant::{Columns, ColumnsMut, Isa, QuantMatrix, quant_mul_mat_on, quant_mul_mat_scratch_size};
 
-pub(crate) const TYPES: [DType; 3] = [DType::Q4_0, DType::Q4_1, DType::Q8_0];
+pub(crate) const TYPES: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
+/// The K-quants with a repacked layout (rows of whole 256-value super-blocks).
+pub(crate) const K_TYPES: [DType; 3] = [DType::Q4_K, DType::Q5_K, DType::Q6_K];
 
 fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
     let mut rng = SplitMix64::new(seed);
@@ -21,8 +23,12 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
 
 #[test]
 fn repack_then_unrepack_is_the_identity() {
-    for dtype in TYPES {
-        for (k, m) in [(32, 1), (96, 15), (96, 16), (64, 17), (576, 33), (224, 48)] {
+    let small = [(32, 1), (96, 15), (96, 16), (64, 17), (576, 33), (224, 48)];
+    let k_shapes = [(256, 1), (256, 15), (512, 16), (768, 17), (1536, 33)];
+    let cases =
+        TYPES.iter().flat_map(|&t| small.map(|s| (t, s))).chain(K_TYPES.iter().flat_map(|&t| k_shapes.map(|s| (t, s))));
+    for (dtype, (k, m)) in cases {
+        {
             // Any bytes at all, f16 NaNs and Q8_0's −128 included.
             let plain = random_bytes(dtype.row_size(k).unwrap() * m, (k * m) as u64);
             let mut repacked = vec![0xEEu8; repacked_size(dtype, k, m).unwrap()];
@@ -47,7 +53,10 @@ fn repack_then_unrepack_is_the_identity() {
 
 #[test]
 fn repacking_refuses_what_it_cannot_hold() {
-    assert!(!repacks(DType::Q4_K) && repacked_size(DType::Q4_K, 256, 16).is_none());
+    assert!(!repacks(DType::Q2_K) && repacked_size(DType::Q2_K, 256, 16).is_none());
+    assert!(repacked_size(DType::Q4_K, 576, 16).is_none(), "Q4_K rows of k not a multiple of 256");
+    // A Q4_K super-block of 16 rows: 37 cache lines, 148 bytes a row.
+    assert_eq!(repacked_size(DType::Q4_K, 512, 17), Some(2 * 2 * 2368));
     for dtype in DType::LOOKUP_WEIGHTS {
         assert!(!repacks(dtype) && repacked_size(dtype, 256, 16).is_none(), "{dtype} keeps its plain layout");
     }
@@ -55,6 +64,8 @@ fn repacking_refuses_what_it_cannot_hold() {
     assert!(repacked_size(DType::Q4_0, 0, 16).is_none());
     // SmolLM2's shapes take exactly the plain bytes (no scale padding at 18 blocks).
     assert_eq!(repacked_size(DType::Q4_1, 576, 1536), DType::Q4_1.row_size(576).map(|r| r * 1536));
+    // So do Q5_0's (its fifth bits one 64-byte chunk a block of 16 rows).
+    assert_eq!(repacked_size(DType::Q5_0, 576, 1536), DType::Q5_0.row_size(576).map(|r| r * 1536));
     // An odd number of blocks pads each group's Q4_0 scale area by 32 bytes.
     assert_eq!(repacked_size(DType::Q4_0, 96, 16), Some(16 * 54 + 32));
     let mut out = vec![0u8; 10];
@@ -150,10 +161,24 @@ fn repacked_products_match_the_plain_product_and_every_path_the_scalar_kernel() 
 }
 
 #[test]
+fn repacked_k_products_match_the_plain_product_and_every_path_the_scalar_kernel() {
+    // Every column count of one pass (1..=8) and of two; several
+    // super-blocks and groups; one row; small, for the emulated AVX-512 run.
+    let all: Vec<usize> = (1..=10).collect();
+    for dtype in K_TYPES {
+        check_shape(dtype, 256, 17, &all, 2);
+        check_shape(dtype, 768, 40, &[1, 5, 17], 2);
+        check_shape(dtype, 256, 1, &[1, 3, 8], 1);
+        check_shape(dtype, 512, 48, &[2, 12], 2);
+    }
+}
+
+#[test]
 fn shared_products_match_single_ones() {
     let p = pool(2);
     let k = 128;
-    for dtype in TYPES {
+    for dtype in TYPES.into_iter().chain(K_TYPES) {
+        let k = if K_TYPES.contains(&dtype) { 512 } else { k };
         let ms = [40, 16, 7];
         let packed: Vec<Vec<u8>> = ms
             .iter()
@@ -207,7 +232,7 @@ fn repacked_products_refuse_bad_operands() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("scratch"), "{err}");
-    let q4k = RepackedMatrix { dtype: DType::Q4_K, ..w };
+    let q4k = RepackedMatrix { dtype: DType::Q2_K, ..w };
     assert!(
         repacked_mul_mat(&[q4k], columns, &mut [ColumnsMut { data: &mut dst, stride: m }], &mut scratch, &p).is_err()
     );

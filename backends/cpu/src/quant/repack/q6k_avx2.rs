@@ -1,0 +1,153 @@
+//! AVX2 kernels of the repacked Q6_K layout: [`super::q6k_avx512`]'s
+//! arithmetic without VNNI on 256-bit registers, a group's 16 rows as two
+//! halves of 8 i32 lanes (the low and high 32 bytes of each 64-byte chunk,
+//! the low and high 8 bytes of each scale row).
+
+use std::arch::x86_64::*;
+
+use super::Job;
+use super::avx512::PREFETCH;
+use super::layout::{GROUP_ROWS, groups};
+use super::q6k_layout::{AUX, D, QH, QL, RECORD, SC};
+use crate::isa::avx2_fn;
+use crate::prefetch::prefetch_l2;
+
+/// Most activation columns one pass over a super-block serves.
+pub(crate) const MAX_COLS: usize = 4;
+/// Rows per half group: the i32 lanes of one register.
+const HALF: usize = GROUP_ROWS / 2;
+
+/// Reads the 4-byte word at `p` as an i32.
+///
+/// # Safety
+/// `p` points to 4 readable bytes.
+#[inline(always)]
+unsafe fn word(p: *const u8) -> i32 {
+    // SAFETY: the caller's contract.
+    unsafe { p.cast::<i32>().read_unaligned() }
+}
+
+avx2_fn! {
+    /// The quants `q + 32` of chunk `c` of run `f` of half `h` of a record,
+    /// for the 8 rows of half-group `half`.
+    ///
+    /// # Safety
+    /// AVX2; `rec` points to a record, `half` is 0 or 1.
+    #[inline]
+    unsafe fn weights(rec: *const u8, half: usize, h: usize, f: usize, c: usize) -> __m256i {
+        // SAFETY: the half of chunk c of the two planes' parts, inside the record.
+        let (l, q) = unsafe {
+            (
+                _mm256_loadu_si256(rec.add(QL + 512 * (2 * h + f % 2) + 64 * c + 32 * half).cast()),
+                _mm256_loadu_si256(rec.add(QH + 512 * h + 64 * c + 32 * half).cast()),
+            )
+        };
+        let low = if f < 2 { l } else { _mm256_srli_epi16::<4>(l) };
+        let high = match f {
+            0 => _mm256_slli_epi16::<4>(q),
+            1 => _mm256_slli_epi16::<2>(q),
+            2 => q,
+            _ => _mm256_srli_epi16::<2>(q),
+        };
+        _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x0F)), _mm256_and_si256(high, _mm256_set1_epi8(0x30)))
+    }
+}
+
+avx2_fn! {
+    /// Rows `8·half ..` of group `g` of `job` times its columns `c0 .. c0 + C`.
+    ///
+    /// # Safety
+    /// AVX2, FMA, F16C; the job's contract; `c0 + C` within the job's columns.
+    #[inline]
+    unsafe fn half_product<const C: usize>(job: &Job, g: usize, half: usize, c0: usize, prefetch: bool) {
+        let cl = &job.col_layout;
+        let group = job.data.wrapping_add(g * job.layout.bytes);
+        let end = job.data.wrapping_add(groups(job.m) * job.layout.bytes);
+        let cols: [*const u8; C] = std::array::from_fn(|j| job.col(c0 + j));
+        let mut acc = [_mm256_setzero_ps(); C];
+        for b in 0..job.layout.nb {
+            let rec = group.wrapping_add(b * RECORD);
+            if prefetch {
+                prefetch_l2(rec.wrapping_add(PREFETCH), RECORD, end);
+            }
+            // SAFETY: super-block b's record lies inside the group, its
+            // activations, scale and aux words inside each column (the job's contract).
+            unsafe {
+                let mut isum = [_mm256_setzero_si256(); C];
+                for sb in 0..16 {
+                    let (h, f, part) = (sb / 8, (sb % 8) / 2, sb % 2);
+                    // i16 pair sums of chunks 0, 1 and of 2, 3 (each within 2·2·63·128).
+                    let mut pairs = [[_mm256_setzero_si256(); 2]; C];
+                    for ch in 0..4 {
+                        let w = weights(rec, half, h, f, 4 * part + ch);
+                        for c in 0..C {
+                            let a = _mm256_set1_epi32(word(cols[c].add(256 * b + 16 * sb + 4 * ch)));
+                            pairs[c][ch / 2] = _mm256_add_epi16(pairs[c][ch / 2], _mm256_maddubs_epi16(w, a));
+                        }
+                    }
+                    let sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(rec.add(SC + 16 * sb + HALF * half).cast()));
+                    let sc2 =
+                        _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32::<16>(sc));
+                    for c in 0..C {
+                        let s = _mm256_add_epi32(_mm256_madd_epi16(pairs[c][0], sc2), _mm256_madd_epi16(pairs[c][1], sc2));
+                        let st = _mm256_set1_epi32(word(cols[c].add(cl.aux_at + AUX * b + 4 * sb)));
+                        isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(s, _mm256_mullo_epi32(st, sc)));
+                    }
+                }
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(rec.add(D + 2 * HALF * half).cast()));
+                for c in 0..C {
+                    let da = _mm256_set1_ps(f32::from_bits(word(cols[c].add(cl.d_at + 4 * b)) as u32));
+                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(d, da), acc[c]);
+                }
+            }
+        }
+        let rows = job.rows_of(g).saturating_sub(HALF * half).min(HALF);
+        for (c, &v) in acc.iter().enumerate() {
+            let out = job.out(g, c0 + c).wrapping_add(HALF * half);
+            if rows == HALF {
+                // SAFETY: the half's 8 rows of column c0 + c are inside dst and this job's.
+                unsafe { _mm256_storeu_ps(out, v) };
+            } else {
+                let mut lanes = [0f32; HALF];
+                // SAFETY: `lanes` holds 8 floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+                for (r, &x) in lanes.iter().enumerate().take(rows) {
+                    // SAFETY: the half's first `rows` rows of column c0 + c are inside dst and this job's.
+                    unsafe { *out.add(r) = x };
+                }
+            }
+        }
+    }
+}
+
+avx2_fn! {
+    /// Runs a repacked Q6_K `job`: every group, half a group and at most
+    /// [`MAX_COLS`] columns at a time (sized evenly).
+    ///
+    /// # Safety
+    /// AVX2, FMA, F16C; as [`Job`] says.
+    pub(crate) unsafe fn run(job: &Job) {
+        let passes = job.cols.len().div_ceil(MAX_COLS);
+        for g in job.groups.clone() {
+            let halves = job.rows_of(g).div_ceil(HALF);
+            for half in 0..halves {
+                let mut c0 = job.cols.start;
+                for p in 0..passes {
+                    let cn = (job.cols.end - c0).div_ceil(passes - p);
+                    // The first pass over the group streams it in; the others find it in cache.
+                    let pf = half == 0 && p == 0;
+                    // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
+                    unsafe {
+                        match cn {
+                            1 => half_product::<1>(job, g, half, c0, pf),
+                            2 => half_product::<2>(job, g, half, c0, pf),
+                            3 => half_product::<3>(job, g, half, c0, pf),
+                            _ => half_product::<4>(job, g, half, c0, pf),
+                        }
+                    }
+                    c0 += cn;
+                }
+            }
+        }
+    }
+}
