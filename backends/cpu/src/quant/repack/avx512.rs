@@ -264,30 +264,6 @@ avx512_fn! {
     }
 }
 
-/// Every group of `job` times every column, in passes of at most
-/// [`MAX_COLS`] columns (sized evenly: 9 columns are 5 + 4, not 8 + 1),
-/// one call of an entry point per group and pass.
-///
-/// # Safety
-/// As [`Job`] says, and the CPU has what `pass` needs.
-#[inline]
-unsafe fn run<R: RepackType>(job: &Job, pass: [unsafe fn(&Job, usize, usize, bool); MAX_COLS]) {
-    let n = job.cols.len();
-    let passes = n.div_ceil(MAX_COLS);
-    for g in job.groups.clone() {
-        let mut c0 = job.cols.start;
-        for p in 0..passes {
-            // Pass p takes an even share of what is left (at most MAX_COLS).
-            let cn = (job.cols.end - c0).div_ceil(passes - p);
-            // Later passes find the group in cache: only the first prefetches.
-            let prefetch = p == 0;
-            // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
-            unsafe { pass[cn - 1](job, g, c0, prefetch) };
-            c0 += cn;
-        }
-    }
-}
-
 /// Defines the entry points of one path: `$group::<R, C>` compiles
 /// [`group_product`] for `C` columns with the path's features (so that its
 /// byte products, `vpdpbusd` included, are inlined instructions), and `$run`
@@ -321,7 +297,7 @@ macro_rules! entry_points {
                 $group::<R, 8>,
             ];
             // SAFETY: the caller's contract.
-            unsafe { run::<R>(job, pass) }
+            unsafe { job.in_passes(pass) }
         }
     };
 }

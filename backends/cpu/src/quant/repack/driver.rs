@@ -66,6 +66,29 @@ pub(crate) struct Job {
 }
 
 impl Job {
+    /// Every group of the job times every column, in passes of at most `N`
+    /// columns sized evenly (9 columns in passes of 8 are 5 + 4, not 8 + 1),
+    /// one call of `pass[columns - 1]` per group and pass; the first pass of
+    /// a group prefetches, later ones find the group in cache. Shared by
+    /// the AVX-512 paths, whose entry points take up to `N` columns.
+    ///
+    /// # Safety
+    /// As [`Job`] says, and the CPU has what each `pass` needs.
+    #[inline]
+    pub unsafe fn in_passes<const N: usize>(&self, pass: [unsafe fn(&Job, usize, usize, bool); N]) {
+        let passes = self.cols.len().div_ceil(N);
+        for g in self.groups.clone() {
+            let mut c0 = self.cols.start;
+            for p in 0..passes {
+                // Pass p takes an even share of what is left (at most N).
+                let cn = (self.cols.end - c0).div_ceil(passes - p);
+                // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
+                unsafe { pass[cn - 1](self, g, c0, p == 0) };
+                c0 += cn;
+            }
+        }
+    }
+
     /// Rows of group `g` that exist (the last group may be short).
     #[inline]
     pub fn rows_of(&self, g: usize) -> usize {

@@ -183,27 +183,6 @@ avx512_fn! {
     }
 }
 
-/// Every group of `job` times every column, in passes of at most
-/// [`MAX_COLS`] columns (sized evenly), one call of an entry point per
-/// group and pass.
-///
-/// # Safety
-/// As [`Job`] says, and the CPU has what `pass` needs.
-#[inline]
-unsafe fn run(job: &Job, pass: [unsafe fn(&Job, usize, usize, bool); MAX_COLS]) {
-    let passes = job.cols.len().div_ceil(MAX_COLS);
-    for g in job.groups.clone() {
-        let mut c0 = job.cols.start;
-        for p in 0..passes {
-            let cn = (job.cols.end - c0).div_ceil(passes - p);
-            // Later passes find the group in cache: only the first prefetches.
-            // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
-            unsafe { pass[cn - 1](job, g, c0, p == 0) };
-            c0 += cn;
-        }
-    }
-}
-
 /// Defines the entry points of one path, as [`super::avx512`] does.
 macro_rules! entry_points {
     ($feature_fn:ident, $vnni:literal, $group:ident, $run:ident, $what:literal) => {
@@ -234,7 +213,7 @@ macro_rules! entry_points {
                 $group::<8, FIFTH>,
             ];
             // SAFETY: the caller's contract.
-            unsafe { run(job, pass) }
+            unsafe { job.in_passes(pass) }
         }
     };
 }
