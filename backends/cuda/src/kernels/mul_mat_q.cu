@@ -197,26 +197,15 @@ extern "C" __global__ void mul_mat_q(const Args a) {
 extern "C" __global__ void mul_mat_id_vec_q(const Args a) {
     const Tensor& w = a.src[0];
     const Tensor& x = a.src[1];
-    const Tensor& ids = a.src[2];
-    const Tensor& d = a.dst;
     const i64 chunks = a.i[2];
     const int lane = threadIdx.x % 32;
-    const i64 row = (i64)blockIdx.x * GT_MMV_WARPS + threadIdx.x / 32;
-    const i64 slot = (i64)blockIdx.y + (i64)gridDim.y * blockIdx.z;
-    const i64 e = slot % d.ne[1], t = slot / d.ne[1];
-    if (row >= w.ne[1] || t >= d.ne[2]) {
+    ExpertSlot s;
+    if (!expert_slot(a, s)) {
         return;
     }
-    const int id = *(const int*)(ids.data + e * ids.nb[0] + t * ids.nb[1]);
-    float* out = (float*)(d.data + row * 4 + e * d.nb[1] + t * d.nb[2]);
-    if (id < 0 || id >= w.ne[2]) {
-        if (lane == 0) {
-            *out = __int_as_float(0x7fc00000);
-            report_error(a.err, GT_ERR_EXPERT_ID);
-        }
-        return;
-    }
-    const u8* wrow = (const u8*)(w.data + row * w.nb[1] + (i64)id * w.nb[2]);
+    const i64 e = s.e, t = s.t;
+    float* out = s.out;
+    const u8* wrow = (const u8*)(w.data + s.row * w.nb[1] + (i64)s.id * w.nb[2]);
     const BlockQ8_1* act = (const BlockQ8_1*)x.data + ((e % x.ne[1]) + x.ne[1] * t) * chunks;
     float acc = 0.0f;
     for (i64 c = lane; c < chunks; c += 32) {

@@ -142,6 +142,42 @@ __device__ __forceinline__ void report_error(int* err, int bit) {
     }
 }
 
+// Where a MUL_MAT_ID warp works: its weight row, its slot (expert e of
+// token t), the expert id and the output element. The grid is (ceil(m /
+// GT_MMV_WARPS), slots over y and z); src0 the experts [k, m, n_expert],
+// src[2] the I32 ids [n_used, n_tokens], dst [m, n_used, n_tokens] F32.
+struct ExpertSlot {
+    i64 row, e, t;
+    int id;
+    float* out;
+};
+
+// `false` when the warp has nothing to compute: past the rows or tokens, or
+// an id outside the experts, which is read no further — lane 0 writes NaN
+// and sets GT_ERR_EXPERT_ID.
+__device__ __forceinline__ bool expert_slot(const Args& a, ExpertSlot& s) {
+    const Tensor& w = a.src[0];
+    const Tensor& ids = a.src[2];
+    const Tensor& d = a.dst;
+    s.row = (i64)blockIdx.x * GT_MMV_WARPS + threadIdx.x / 32;
+    const i64 slot = (i64)blockIdx.y + (i64)gridDim.y * blockIdx.z;
+    s.e = slot % d.ne[1];
+    s.t = slot / d.ne[1];
+    if (s.row >= w.ne[1] || s.t >= d.ne[2]) {
+        return false;
+    }
+    s.id = *(const int*)(ids.data + s.e * ids.nb[0] + s.t * ids.nb[1]);
+    s.out = (float*)(d.data + s.row * 4 + s.e * d.nb[1] + s.t * d.nb[2]);
+    if (s.id < 0 || s.id >= w.ne[2]) {
+        if (threadIdx.x % 32 == 0) {
+            *s.out = __int_as_float(0x7fc00000);
+            report_error(a.err, GT_ERR_EXPERT_ID);
+        }
+        return false;
+    }
+    return true;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) {
         v += __shfl_xor_sync(0xffffffffu, v, o);
