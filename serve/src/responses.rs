@@ -40,6 +40,15 @@ impl ReplyHeader {
         Self { id: format!("{prefix}-{created:x}{serial:08x}"), created, model: model.to_owned(), endpoint }
     }
 
+    /// A reply object: its id, `object`, creation time and model, with `body`'s fields.
+    fn envelope(&self, chunk: bool, body: Value) -> Value {
+        let mut v = json!({"id": self.id, "object": self.object(chunk), "created": self.created, "model": self.model});
+        if let (Some(v), Value::Object(fields)) = (v.as_object_mut(), body) {
+            v.extend(fields);
+        }
+        v
+    }
+
     fn object(&self, chunk: bool) -> &'static str {
         match (self.endpoint, chunk) {
             (Endpoint::Chat, false) => "chat.completion",
@@ -64,23 +73,18 @@ impl ReplyHeader {
                 "finish_reason": finish.as_str(),
             }),
         };
-        json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": usage_json(usage),
-        })
+        self.envelope(
+            false,
+            json!({
+                "choices": [choice],
+                "usage": usage_json(usage),
+            }),
+        )
     }
 
     /// The whole reply of a chat that called a tool (`finish_reason: "tool_calls"`).
     pub fn complete_tool_call(&self, name: &str, arguments: &str, usage: Usage) -> Value {
-        json!({
-            "id": self.id,
-            "object": self.object(false),
-            "created": self.created,
-            "model": self.model,
+        self.envelope(false, json!({
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": null, "tool_calls": [self.tool_call(name, arguments, None)]},
@@ -88,20 +92,19 @@ impl ReplyHeader {
                 "finish_reason": "tool_calls",
             }],
             "usage": usage_json(usage),
-        })
+        }))
     }
 
     /// The streamed chunks of a chat that called a tool: the call whole, then
     /// the end with its usage.
     pub fn tool_call_chunks(&self, name: &str, arguments: &str, usage: Usage) -> [Value; 2] {
         let base = |choice: Value| {
-            json!({
-                "id": self.id,
-                "object": self.object(true),
-                "created": self.created,
-                "model": self.model,
-                "choices": [choice],
-            })
+            self.envelope(
+                true,
+                json!({
+                    "choices": [choice],
+                }),
+            )
         };
         let call = base(json!({
             "index": 0,
@@ -158,13 +161,12 @@ impl ReplyHeader {
                 "finish_reason": end.map(|(f, _)| f.as_str()),
             }),
         };
-        let mut chunk = json!({
-            "id": self.id,
-            "object": self.object(true),
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-        });
+        let mut chunk = self.envelope(
+            true,
+            json!({
+                "choices": [choice],
+            }),
+        );
         if let Some((_, usage)) = end {
             chunk["usage"] = usage_json(usage);
         }
@@ -173,14 +175,13 @@ impl ReplyHeader {
 
     /// The chunk of usage alone that `stream_options.include_usage` asks for.
     pub fn usage_chunk(&self, usage: Usage) -> Value {
-        json!({
-            "id": self.id,
-            "object": self.object(true),
-            "created": self.created,
-            "model": self.model,
-            "choices": [],
-            "usage": usage_json(usage),
-        })
+        self.envelope(
+            true,
+            json!({
+                "choices": [],
+                "usage": usage_json(usage),
+            }),
+        )
     }
 }
 

@@ -181,17 +181,30 @@ avx2_fn! {
         for j in 0..C {
             let v = if R::HAS_MIN { _mm256_add_ps(acc[j], acc_m[j]) } else { acc[j] };
             let out = job.out(g, c0 + j).wrapping_add(HALF * half);
-            if rows == HALF {
-                // SAFETY: the half's 8 rows of column c0 + j are inside dst and this job's.
-                unsafe { _mm256_storeu_ps(out, v) };
-            } else {
-                let mut lanes = [0f32; HALF];
-                // SAFETY: `lanes` holds 8 floats.
-                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
-                for (r, &x) in lanes.iter().enumerate().take(rows) {
-                    // SAFETY: the half's first `rows` rows of column c0 + j are inside dst and this job's.
-                    unsafe { *out.add(r) = x };
-                }
+            // SAFETY: the half's first `rows` rows of column c0 + j are inside dst and this job's.
+            unsafe { store_rows(out, v, rows) };
+        }
+    }
+}
+
+avx2_fn! {
+    /// Stores the first `rows` (at most 8) lanes of `v` at `out`: one
+    /// column's rows of half a group, the last group's possibly short.
+    ///
+    /// # Safety
+    /// `out .. out + rows` is writable.
+    #[inline]
+    pub(crate) unsafe fn store_rows(out: *mut f32, v: __m256, rows: usize) {
+        if rows == HALF {
+            // SAFETY: the caller's contract, with 8 rows.
+            unsafe { _mm256_storeu_ps(out, v) };
+        } else {
+            let mut lanes = [0f32; HALF];
+            // SAFETY: `lanes` holds 8 floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+            for (r, &x) in lanes.iter().enumerate().take(rows) {
+                // SAFETY: the caller's contract: row r < rows is writable.
+                unsafe { *out.add(r) = x };
             }
         }
     }

@@ -10,6 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::Job;
+use super::avx2::store_rows;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, groups};
 use super::q4k_layout::{AUX, D, DMIN, MINS, QH, QS, RECORD, RECORD5, SC};
@@ -120,18 +121,8 @@ avx2_fn! {
         let rows = job.rows_of(g).saturating_sub(HALF * half).min(HALF);
         for (c, &v) in acc.iter().enumerate() {
             let out = job.out(g, c0 + c).wrapping_add(HALF * half);
-            if rows == HALF {
-                // SAFETY: the half's 8 rows of column c0 + c are inside dst and this job's.
-                unsafe { _mm256_storeu_ps(out, v) };
-            } else {
-                let mut lanes = [0f32; HALF];
-                // SAFETY: `lanes` holds 8 floats.
-                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
-                for (r, &x) in lanes.iter().enumerate().take(rows) {
-                    // SAFETY: the half's first `rows` rows of column c0 + c are inside dst and this job's.
-                    unsafe { *out.add(r) = x };
-                }
-            }
+            // SAFETY: the half's first `rows` rows of column c0 + c are inside dst and this job's.
+            unsafe { store_rows(out, v, rows) };
         }
     }
 }
