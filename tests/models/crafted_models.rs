@@ -182,8 +182,15 @@ fn a_model_read_into_memory_runs_on_after_its_file_is_truncated() {
     let options = LoadOptions { use_mmap: false, ..LoadOptions::default() };
     let model = DecoderModel::load_with(&path, &mut ctx, &device, options).unwrap();
     assert!(!model.gguf.is_mapped(), "use_mmap: false reads the file");
+    // The dequantized forward reads the file the same way.
+    let mut dq_ctx = Context::new();
+    let options = LoadOptions { use_mmap: false, ..LoadOptions::default() };
+    let dequantized = DecoderModel::load_dequantized_with(&path, &mut dq_ctx, &device, options).unwrap();
+    assert!(!dequantized.gguf.is_mapped(), "use_mmap: false reads the file");
     std::fs::File::options().write(true).open(&path).unwrap().set_len(16).unwrap();
     assert_eq!(run_decoder(&model, &mut ctx, &device, &[1, 4, 5]), want);
+    // The tiny model's weights are F32: dequantizing changes none of them.
+    assert_eq!(run_decoder(&dequantized, &mut dq_ctx, &device, &[1, 4, 5]), want);
     // Reading the truncated file is an error naming it.
     let err = Gguf::read(&path).unwrap_err().to_string();
     assert!(err.contains(&path.display().to_string()), "{err}");

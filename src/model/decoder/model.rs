@@ -11,8 +11,7 @@ use super::{DecoderHparams, DecoderWeights};
 use crate::model::gguf::Gguf;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::{
-    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, WeightsFile, gemma2, gemma3, llama, load_tensors, phi3,
-    qwen2, qwen3,
+    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, gemma2, gemma3, llama, load_tensors, phi3, qwen2, qwen3,
 };
 use crate::{Error, Result};
 
@@ -122,11 +121,29 @@ impl DecoderModel {
         device: &dyn Device,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
-        let gguf = Gguf::open(path.as_ref())?;
+        let options =
+            LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
+        Self::load_dequantized_with(path, ctx, device, options)
+    }
+
+    /// [`DecoderModel::load_dequantized`] with the loader's options as given:
+    /// with `use_mmap` off the file is read into memory instead of mapped,
+    /// as [`DecoderModel::load_with`] does, so the tensors that need no
+    /// dequantizing (F32 ones, placed over the file's bytes) never read a
+    /// mapping that may change underneath.
+    pub fn load_dequantized_with(
+        path: impl AsRef<Path>,
+        ctx: &mut Context,
+        device: &dyn Device,
+        options: LoadOptions<'_>,
+    ) -> Result<Self> {
+        let gguf = Gguf::open_mapped_or_read(path.as_ref(), options.use_mmap)?;
+        // The bytes are the process's own now: lending them is safe.
+        let options = LoadOptions { use_mmap: true, ..options };
         let hp = DecoderHparams::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&gguf, &hp, &tokenizer)?;
-        let loaded = load_weights(&DequantizedFile::new(&gguf)?, ctx, device, progress)?;
+        let loaded = load_tensors(&DequantizedFile::new(&gguf)?, ctx, device, options)?;
         Self::assemble(hp, tokenizer, loaded, gguf, ctx)
     }
 
@@ -162,18 +179,4 @@ fn check_vocab(gguf: &Gguf, hp: &DecoderHparams, tokenizer: &Tokenizer) -> Resul
         });
     }
     Ok(())
-}
-
-/// Loads `file`'s tensors for `device`. Tensors too large for one of the
-/// device's buffers (a big vocabulary's embeddings on a GPU that caps
-/// buffers) stay in host memory, as llama.cpp keeps its input layer on the CPU.
-fn load_weights(
-    file: &dyn WeightsFile,
-    ctx: &mut Context,
-    device: &dyn Device,
-    progress: Option<&mut dyn FnMut(LoadProgress)>,
-) -> Result<LoadedWeights> {
-    let options =
-        LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
-    load_tensors(file, ctx, device, options)
 }
