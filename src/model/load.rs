@@ -43,13 +43,14 @@ pub struct LoadOptions<'a> {
     /// `None` makes such a tensor an out-of-memory error.
     pub oversize: Option<Arc<dyn BufferType>>,
     /// On a device with a repacked weight layout ([`WeightRepack`]: the
-    /// CPU, for 2-d Q4_0 / Q4_1 / Q8_0 matrices), keep the weight matrices
-    /// it has one for in a buffer of its repacking type, repacked once here
-    /// into the layout the quantized kernels read (ggml's CPU_REPACK). Reading them back gives
-    /// the file's bytes; on the CPU only MUL_MAT (as weights) and GET_ROWS
-    /// read them, so a model whose graphs read a quantized matrix otherwise
-    /// turns this off. Default: on ([`LoadOptions::from_env`] turns it off
-    /// for `GANTRY_NO_REPACK=1`).
+    /// CPU, for matrices and expert stacks of Q4_0 … Q8_0, Q4_K, Q5_K and
+    /// Q6_K rows), keep the weights it has one for in a buffer of its
+    /// repacking type, repacked once here into the layout the quantized
+    /// kernels read (ggml's CPU_REPACK). Reading them back gives the file's
+    /// bytes; on the CPU only MUL_MAT and MUL_MAT_ID (as weights) and
+    /// GET_ROWS read them, so a model whose graphs read a quantized matrix
+    /// otherwise turns this off. Default: on ([`LoadOptions::from_env`]
+    /// turns it off for `GANTRY_NO_REPACK=1`).
     pub repack: bool,
 }
 

@@ -106,7 +106,7 @@ pub use platform::CpuPlatform;
 /// The rayon crate the CPU backend is built with, so a host hands
 /// [`CpuBackend::with_pool`] a pool of the same version.
 pub use rayon;
-pub use repack_buffer::{RepackBuffer, RepackBufferType, repack_buffer_type, repacks_layout};
+pub use repack_buffer::{RepackBuffer, RepackBufferType, RepackedStack, repack_buffer_type, repacks_layout};
 pub use spin_pool::{HOT_SPIN, IDLE_SPIN, SpinPool, Team};
 pub use sysinfo::max_threads;
 pub use tasks::TaskCounter;

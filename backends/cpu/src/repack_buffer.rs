@@ -11,14 +11,17 @@
 //! [`Buffer::host_ptr`] is `None` and the type is not
 //! [`BufferType::is_host`], so no other backend or kernel reads the bytes as
 //! if they had the plain layout; the CPU device supports the type, and of
-//! the CPU's ops only MUL_MAT (as its weights) and GET_ROWS read such a
-//! tensor (`cpu::ops::supports_op`); anything else is refused, and the
-//! scheduler reports the node it cannot place.
+//! the CPU's ops only MUL_MAT (as its weights), MUL_MAT_ID (as its expert
+//! weights) and GET_ROWS read such a tensor (`cpu::ops::supports_op`);
+//! anything else is refused, and the scheduler reports the node it cannot
+//! place.
 //!
-//! A tensor placed here must be a 2-d matrix of dense rows of a type with a
-//! repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): [`repacks_layout`]. It takes
-//! [`repacked_size`] bytes (its rows rounded up to whole groups of 16, and
-//! the scale areas aligned), which [`BufferType::alloc_size`] reports.
+//! A tensor placed here is a matrix, or a stack of matrices (a
+//! mixture-of-experts layer's `[k, m, n_expert]` weights), of dense rows of a
+//! type with a repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
+//! Q6_K): [`repacks_layout`]. Each matrix takes [`repacked_size`] bytes (its
+//! rows rounded up to whole groups of 16, and the scale areas aligned), one
+//! after the other, which [`BufferType::alloc_size`] reports.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -44,18 +47,24 @@ pub fn repack_buffer_type() -> Arc<dyn BufferType> {
     REPACK.get_or_init(|| Arc::new(RepackBufferType { _private: () })).clone()
 }
 
-/// Whether a tensor of `layout` can live in a CPU_REPACK buffer: a 2-d
-/// matrix (`ne[2] = ne[3] = 1`) of dense rows of whole blocks of a type with
-/// a repacked layout.
+/// Whether a tensor of `layout` can live in a CPU_REPACK buffer: a matrix
+/// or a stack of matrices along dim 2 (`ne[3] = 1`), all dense rows of
+/// whole blocks of a type with a repacked layout.
 pub fn repacks_layout(layout: &TensorLayout) -> bool {
     let (dtype, ne, nb) = (layout.dtype, layout.ne, layout.nb);
     let Some(row) = dtype.row_size(ne[0]) else { return false };
     repacks(dtype)
-        && repacked_size(dtype, ne[0], ne[1]).is_some()
-        && ne[2] == 1
+        && stack_size(dtype, ne).is_some()
         && ne[3] == 1
         && nb[0] == dtype.bytes_per_block()
         && (ne[1] <= 1 || nb[1] == row)
+        && (ne[2] <= 1 || Some(nb[2]) == row.checked_mul(ne[1]))
+}
+
+/// Bytes of the repacked form of `ne[2]` matrices of `ne[1]` rows of
+/// `ne[0]` values each.
+fn stack_size(dtype: DType, ne: [usize; 4]) -> Option<usize> {
+    repacked_size(dtype, ne[0], ne[1])?.checked_mul(ne[2])
 }
 
 impl BufferType for RepackBufferType {
@@ -80,7 +89,7 @@ impl BufferType for RepackBufferType {
     }
 
     fn alloc_size(&self, layout: &TensorLayout) -> usize {
-        match repacked_size(layout.dtype, layout.ne[0], layout.ne[1]) {
+        match stack_size(layout.dtype, layout.ne) {
             Some(size) if repacks_layout(layout) => size,
             // Refused when placed (`init_tensor`); the plain size meanwhile.
             _ => layout.nbytes(),
@@ -110,23 +119,63 @@ struct Placed {
     dtype: DType,
     /// Values per row.
     k: usize,
-    /// Rows.
+    /// Rows of each matrix.
     m: usize,
+    /// Matrices (experts), one after the other.
+    n_mat: usize,
     /// Bytes of one plain row.
     row_bytes: usize,
-    /// Repacked bytes.
+    /// Repacked bytes of all the matrices.
     size: usize,
 }
 
 impl Placed {
     /// Bytes of the plain layout (what callers address).
     fn plain_bytes(&self) -> usize {
-        self.m * self.row_bytes
+        self.n_mat * self.m * self.row_bytes
+    }
+
+    /// Groups of each matrix (a group never spans two matrices).
+    fn groups_per_matrix(&self) -> usize {
+        self.m.div_ceil(GROUP_ROWS)
+    }
+
+    /// Repacked bytes of one matrix.
+    fn matrix_bytes(&self) -> usize {
+        self.size / self.n_mat.max(1)
     }
 
     /// Bytes of one repacked group.
     fn group_bytes(&self) -> usize {
-        self.size / self.m.div_ceil(GROUP_ROWS).max(1)
+        self.matrix_bytes() / self.groups_per_matrix().max(1)
+    }
+}
+
+/// The repacked matrices of a tensor placed in a [`RepackBuffer`]: one
+/// matrix, or a mixture-of-experts layer's stack of them.
+#[derive(Debug, Clone, Copy)]
+pub struct RepackedStack<'a> {
+    /// The weights' type.
+    pub dtype: DType,
+    /// Values per row.
+    pub k: usize,
+    /// Rows of each matrix.
+    pub m: usize,
+    /// Matrices.
+    pub count: usize,
+    /// Their repacked bytes, one matrix after the other.
+    data: &'a [u8],
+}
+
+impl<'a> RepackedStack<'a> {
+    /// Matrix `i` (expert `i`), or `None` past the last.
+    pub fn matrix(&self, i: usize) -> Option<RepackedMatrix<'a>> {
+        if i >= self.count {
+            return None;
+        }
+        let bytes = self.data.len() / self.count;
+        let data = &self.data[i * bytes..(i + 1) * bytes];
+        Some(RepackedMatrix { dtype: self.dtype, data, k: self.k, m: self.m })
     }
 }
 
@@ -141,9 +190,9 @@ pub struct RepackBuffer {
 }
 
 impl RepackBuffer {
-    /// The repacked matrix of `tensor`, placed at `offset`; an error when
+    /// The repacked matrices of `tensor`, placed at `offset`; an error when
     /// no such tensor was placed here (a view of one, say).
-    pub fn matrix(&self, tensor: TensorId, offset: usize) -> Result<RepackedMatrix<'_>> {
+    pub fn stack(&self, tensor: TensorId, offset: usize) -> Result<RepackedStack<'_>> {
         let placed = self.placed.read().unwrap_or_else(|e| e.into_inner());
         let p = placed.iter().find(|p| p.tensor == tensor && p.offset == offset).copied().ok_or_else(|| {
             Error::Unsupported(format!(
@@ -153,7 +202,20 @@ impl RepackBuffer {
         // SAFETY: the placement was checked against the buffer's size in
         // `init_tensor`; the memory lives as long as `self`.
         let data = unsafe { std::slice::from_raw_parts(self.memory.as_ptr().add(p.offset), p.size) };
-        Ok(RepackedMatrix { dtype: p.dtype, data, k: p.k, m: p.m })
+        Ok(RepackedStack { dtype: p.dtype, k: p.k, m: p.m, count: p.n_mat, data })
+    }
+
+    /// The repacked matrix of `tensor`, placed at `offset`; an error when
+    /// no such tensor was placed here, or when it is a stack of several.
+    pub fn matrix(&self, tensor: TensorId, offset: usize) -> Result<RepackedMatrix<'_>> {
+        let stack = self.stack(tensor, offset)?;
+        match stack.matrix(0) {
+            Some(matrix) if stack.count == 1 => Ok(matrix),
+            _ => Err(Error::Unsupported(format!(
+                "{NAME}: a stack of {} matrices is read one expert at a time (MUL_MAT_ID), not as one matrix",
+                stack.count
+            ))),
+        }
     }
 
     /// The tensor whose plain bytes hold `len` bytes at buffer offset
@@ -195,23 +257,31 @@ impl RepackBuffer {
     }
 
     /// The plain bytes `at .. at + len` of `p`, group by group: `f(group,
-    /// rows, plain range of the group, part of it in range)`.
+    /// rows, plain offset of the group, part of it in range)`. Groups are
+    /// numbered across the stack, matrix after matrix; a matrix whose rows
+    /// are not a multiple of 16 ends with a short group.
     fn each_group(
         p: &Placed,
         at: usize,
         len: usize,
         mut f: impl FnMut(usize, usize, usize, std::ops::Range<usize>) -> Result<()>,
     ) -> Result<()> {
-        if len == 0 {
+        let matrix_plain = p.m * p.row_bytes;
+        if len == 0 || matrix_plain == 0 {
             return Ok(());
         }
         let group_plain = GROUP_ROWS * p.row_bytes;
-        for g in at / group_plain..=(at + len - 1) / group_plain {
-            let start = g * group_plain;
-            let rows = (p.m - g * GROUP_ROWS).min(GROUP_ROWS);
-            let end = start + rows * p.row_bytes;
-            let part = at.max(start)..(at + len).min(end);
-            f(g, rows, start, part)?;
+        for i in at / matrix_plain..=(at + len - 1) / matrix_plain {
+            let matrix_start = i * matrix_plain;
+            let lo = at.max(matrix_start) - matrix_start;
+            let hi = (at + len).min(matrix_start + matrix_plain) - matrix_start;
+            for g in lo / group_plain..=(hi - 1) / group_plain {
+                let start = matrix_start + g * group_plain;
+                let rows = (p.m - g * GROUP_ROWS).min(GROUP_ROWS);
+                let end = start + rows * p.row_bytes;
+                let part = at.max(start)..(at + len).min(end);
+                f(i * p.groups_per_matrix() + g, rows, start, part)?;
+            }
         }
         Ok(())
     }
@@ -289,10 +359,11 @@ impl Buffer for RepackBuffer {
     }
 
     fn init_tensor(&self, tensor: TensorId, layout: &TensorLayout, offset: usize) -> Result<()> {
-        let (dtype, k, m) = (layout.dtype, layout.ne[0], layout.ne[1]);
-        let size = repacked_size(dtype, k, m).filter(|_| repacks_layout(layout)).ok_or_else(|| {
+        let (dtype, k, m, n_mat) = (layout.dtype, layout.ne[0], layout.ne[1], layout.ne[2]);
+        let size = stack_size(dtype, layout.ne).filter(|_| repacks_layout(layout)).ok_or_else(|| {
             Error::Unsupported(format!(
-                "{NAME} holds 2-d matrices of dense Q4_0, Q4_1 or Q8_0 rows of whole blocks, not {dtype} {:?}",
+                "{NAME} holds matrices (or stacks of them along dim 2) of dense rows of whole blocks of Q4_0, \
+                 Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K, not {dtype} {:?}",
                 layout.ne
             ))
         })?;
@@ -301,7 +372,7 @@ impl Buffer for RepackBuffer {
         let mut placed = self.placed.write().unwrap_or_else(|e| e.into_inner());
         // A tensor placed over others' bytes replaces them.
         placed.retain(|p| p.tensor != tensor && (p.offset + p.size <= offset || offset + size <= p.offset));
-        placed.push(Placed { tensor, offset, dtype, k, m, row_bytes, size });
+        placed.push(Placed { tensor, offset, dtype, k, m, n_mat, row_bytes, size });
         Ok(())
     }
 
@@ -390,7 +461,7 @@ mod tests {
         let mut ctx = Context::new();
         let q2k = ctx.tensor(DType::Q2_K, [256, 16]).unwrap();
         let f32s = ctx.tensor(DType::F32, [64, 16]).unwrap();
-        let batched = ctx.tensor(DType::Q4_0, [64, 16, 2]).unwrap();
+        let batched = ctx.tensor(DType::Q4_0, [64, 16, 2, 2]).unwrap();
         let odd = ctx.tensor(DType::Q8_0, [32, 3]).unwrap();
         for t in [q2k, f32s, batched] {
             let err = ctx.alloc_tensors(&[t], &buft, BufferUsage::Weights).unwrap_err().to_string();
@@ -402,5 +473,43 @@ mod tests {
         let (entry, p) = ctx.tensor_buffer(odd).unwrap();
         let err = entry.buffer.write(p.offset + 100, &[0; 4]).unwrap_err().to_string();
         assert!(err.contains("not within one placed tensor"), "past the tensor's plain bytes: {err}");
+    }
+
+    #[test]
+    fn a_stack_of_experts_is_each_matrix_repacked_one_after_the_other() {
+        let buft = repack_buffer_type();
+        for (dtype, k) in [(DType::Q4_0, 64), (DType::Q4_K, 256), (DType::Q6_K, 256)] {
+            // 21 rows: each expert ends with a short group, which never spans two experts.
+            let (m, n_expert) = (21, 3);
+            let mut ctx = Context::new();
+            // The plain bytes of m · n_expert rows are the stack's, expert after expert.
+            let (_, bytes) = matrix(&mut ctx, dtype, k, m * n_expert);
+            let stack = ctx.tensor(dtype, [k, m, n_expert]).unwrap();
+            let per_expert = repacked_size(dtype, k, m).unwrap();
+            assert_eq!(buft.alloc_size(&ctx.desc(stack).unwrap().layout()), n_expert * per_expert);
+            ctx.alloc_tensors(&[stack], &buft, BufferUsage::Weights).unwrap();
+            // Pieces that cut experts, groups and rows anywhere.
+            for chunk in [5, 777, bytes.len()] {
+                ctx.fill_tensor_bytes(stack, 0, bytes.len(), 0).unwrap();
+                for (i, piece) in bytes.chunks(chunk).enumerate() {
+                    ctx.write_tensor_bytes(stack, i * chunk, piece).unwrap();
+                }
+                assert_eq!(ctx.get_bytes(stack).unwrap(), bytes, "{dtype} pieces of {chunk}");
+            }
+            let (entry, p) = ctx.tensor_buffer(stack).unwrap();
+            let buf = entry.buffer.as_any().downcast_ref::<RepackBuffer>().unwrap();
+            let experts = buf.stack(stack, p.offset).unwrap();
+            assert_eq!((experts.count, experts.k, experts.m), (n_expert, k, m));
+            let row = dtype.row_size(k).unwrap();
+            for e in 0..n_expert {
+                let mut want = vec![0u8; per_expert];
+                let plain = &bytes[e * m * row..(e + 1) * m * row];
+                crate::quant::repack::repack_matrix(dtype, k, m, plain, &mut want).unwrap();
+                assert_eq!(experts.matrix(e).unwrap().data, &want[..], "{dtype} expert {e}");
+            }
+            assert!(experts.matrix(n_expert).is_none());
+            let err = buf.matrix(stack, p.offset).unwrap_err().to_string();
+            assert!(err.contains("stack of 3 matrices"), "{err}");
+        }
     }
 }

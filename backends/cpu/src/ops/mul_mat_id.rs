@@ -13,8 +13,8 @@
 //!    columns through MUL_MAT's own products: the plain dtypes' paths
 //!    ([`super::mul_mat::plain_product`]), the quantized driver
 //!    ([`quant_mul_mat`], which quantizes each column once), or the
-//!    repacked driver for weights in a `CPU_REPACK` buffer (one expert: that
-//!    buffer holds 2-d matrices).
+//!    repacked driver for weights in a `CPU_REPACK` buffer (each expert's
+//!    matrix repacked on its own, one after the other).
 //! 4. The results are scattered back to their slots.
 //!
 //! Everything lives in the backend's shared scratch, sized by
@@ -25,8 +25,9 @@ use gantry_engine::{Context, DType, Error, Result, TensorDesc, TensorId};
 use super::bound::Bound;
 use super::{mul_mat, repacked, shape_err, src, src_desc};
 use crate::parallel::{Par, SendPtr};
-use crate::quant::repack::{RepackedMatrix, repacked_mul_mat, repacked_scratch_size};
+use crate::quant::repack::{repacked_mul_mat, repacked_scratch_size};
 use crate::quant::{self, QuantMatrix, dot_partner, quant_mul_mat, quant_mul_mat_scratch_size};
+use crate::repack_buffer::RepackedStack;
 
 pub fn supports(ctx: &Context, d: &TensorDesc) -> bool {
     let (Some(a), Some(b), Some(ids)) = (src_desc(ctx, d, 0), src_desc(ctx, d, 1), src_desc(ctx, d, 2)) else {
@@ -100,8 +101,8 @@ enum Experts<'a> {
     Plain(&'a Bound),
     /// Quantized weights: the quantized driver.
     Quantized(&'a Bound),
-    /// One repacked matrix (2-d weights in a `CPU_REPACK` buffer).
-    Repacked(RepackedMatrix<'a>),
+    /// Repacked matrices, one per expert (weights in a `CPU_REPACK` buffer).
+    Repacked(RepackedStack<'a>),
 }
 
 /// Bytes of the product driver's scratch for up to `cols` columns.
@@ -131,7 +132,7 @@ pub fn work_floats(ctx: &Context, t: TensorId, d: &TensorDesc, n_threads: usize)
 
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared: &mut Vec<f32>) -> Result<()> {
     let src0 = src(ctx, t, d, 0)?;
-    let repacked = repacked::matrix(ctx, src0)?;
+    let repacked = repacked::stack(ctx, src0)?;
     let b = Bound::src(ctx, src(ctx, t, d, 1)?)?;
     let ids = Bound::src(ctx, src(ctx, t, d, 2)?)?;
     let dst = Bound::dst(ctx, t)?;
@@ -142,7 +143,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     let (experts, [k, m, n_expert]) = match (&plain, repacked) {
         (Some(a), _) if a.dtype.is_quantized() => (Experts::Quantized(a), [a.ne[0], a.ne[1], a.ne[2]]),
         (Some(a), _) => (Experts::Plain(a), [a.ne[0], a.ne[1], a.ne[2]]),
-        (None, Some(w)) => (Experts::Repacked(w), [w.k, w.m, 1]),
+        (None, Some(w)) => (Experts::Repacked(w), [w.k, w.m, w.count]),
         (None, None) => return Err(shape_err(ctx, t, d, "no weights")),
     };
     let s = Sizes { k, m, n_expert, n_used: ids.ne[0], n_tokens: ids.ne[1] };
@@ -342,7 +343,9 @@ fn multiply_expert(
             let columns = quant::Columns { data: cols, stride: k, n };
             quant_mul_mat(&w, columns, quant::ColumnsMut { data: out, stride: m }, driver, par.jobs())?;
         }
-        Experts::Repacked(w) => {
+        Experts::Repacked(stack) => {
+            // x < n_expert = stack.count: the ids were checked against it.
+            let w = stack.matrix(x).ok_or_else(|| Error::Unsupported(format!("no repacked expert {x}")))?;
             let columns = quant::Columns { data: cols, stride: k, n };
             repacked_mul_mat(&[w], columns, &mut [quant::ColumnsMut { data: out, stride: m }], driver, par.jobs())?;
         }

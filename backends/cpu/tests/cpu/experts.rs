@@ -62,14 +62,16 @@ fn a_bias_id_out_of_range_is_an_error_not_a_read() {
     assert!(err.contains("ADD_ID") && err.contains("row 3") && err.contains("outside the 3 rows"), "{err}");
 }
 
-/// `out` of a one-expert MUL_MAT_ID over Q8_0 weights, the weights in
-/// `weights_buft`, the rest in plain CPU memory.
-fn one_expert_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>) -> Vec<f32> {
-    let (k, m, n_tokens) = (64, 32, 5);
+/// `out` of a MUL_MAT_ID over `n_expert` experts of `dtype` weights
+/// (`[k, 21, n_expert]`: each expert ends in a short group of rows), the
+/// weights in `weights_buft`, the rest in plain CPU memory; tokens choose
+/// experts all over the stack.
+fn experts_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>, dtype: DType, k: usize) -> Vec<f32> {
+    let (m, n_expert, n_used, n_tokens) = (21, 5, 2, 7);
     let mut ctx = Context::new();
-    let w = ctx.tensor(DType::Q8_0, [k, m, 1]).unwrap();
+    let w = ctx.tensor(dtype, [k, m, n_expert]).unwrap();
     let x = ctx.tensor(DType::F32, [k, 1, n_tokens]).unwrap();
-    let ids = ctx.tensor(DType::I32, [2, n_tokens]).unwrap();
+    let ids = ctx.tensor(DType::I32, [n_used, n_tokens]).unwrap();
     let y = ctx.mul_mat_id(w, x, ids).unwrap();
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[y]).unwrap();
@@ -77,10 +79,11 @@ fn one_expert_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferTyp
     let cpu_buft = gantry_cpu::buffer_type();
     ctx.alloc_tensors(&[x, ids], &cpu_buft, BufferUsage::Weights).unwrap();
     ctx.alloc_tensors(graph.nodes(), &cpu_buft, BufferUsage::Compute).unwrap();
-    let wv: Vec<f32> = (0..k * m).map(|i| ((i * 7) % 23) as f32 / 11.0 - 1.0).collect();
+    let wv: Vec<f32> = (0..k * m * n_expert).map(|i| ((i * 7) % 23) as f32 / 11.0 - 1.0).collect();
     ctx.set_f32(w, &wv).unwrap();
     ctx.set_f32(x, &(0..k * n_tokens).map(|i| ((i * 5) % 17) as f32 / 8.0 - 1.0).collect::<Vec<_>>()).unwrap();
-    ctx.set_f32(ids, &[0.0; 10]).unwrap();
+    let chosen: Vec<f32> = (0..n_used * n_tokens).map(|i| ((i * 3) % n_expert) as f32).collect();
+    ctx.set_f32(ids, &chosen).unwrap();
     let cpu = CpuBackend::with_threads(2).unwrap();
     cpu.graph_compute(&ctx, graph).into_result().unwrap();
     ctx.read_f32(y).unwrap()
@@ -88,11 +91,13 @@ fn one_expert_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferTyp
 
 #[test]
 fn repacked_experts_give_the_plain_product() {
-    let plain = one_expert_product(&gantry_cpu::buffer_type());
-    let repacked = one_expert_product(&gantry_cpu::repack_buffer_type());
-    assert!(plain.iter().any(|&v| v != 0.0));
-    // Both quantize the activations to Q8_0 and dot whole blocks: the same sums, in another order.
-    for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
-        assert!((p - r).abs() <= 1e-4 * p.abs().max(1.0), "slot value {i}: plain {p}, repacked {r}");
+    for (dtype, k) in [(DType::Q8_0, 64), (DType::Q4_0, 64), (DType::Q4_K, 256), (DType::Q6_K, 256)] {
+        let plain = experts_product(&gantry_cpu::buffer_type(), dtype, k);
+        let repacked = experts_product(&gantry_cpu::repack_buffer_type(), dtype, k);
+        assert!(plain.iter().any(|&v| v != 0.0));
+        // Both quantize the activations and dot whole blocks: the same sums, in another order.
+        for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
+            assert!((p - r).abs() <= 1e-4 * p.abs().max(1.0), "{dtype} slot value {i}: plain {p}, repacked {r}");
+        }
     }
 }
