@@ -364,6 +364,8 @@ int main(int argc, char ** argv) {
             if (!freopen(log_path, "w", stderr)) {
                 _exit(3);
             }
+            // Unbuffered: abort() flushes nothing.
+            setvbuf(stderr, NULL, _IONBF, 0);
             run_case(case_path, out_path, n_threads);
             _exit(0);
         }
@@ -394,6 +396,6 @@ int main(int argc, char ** argv) {
         remove(log_path);
     }
     closedir(d);
-    printf("ggml %s (commit %s): %d cases run, %d failed\n", ggml_version(), ggml_commit(), ran, failed);
+    printf("ggml %s (commit %s): %d cases run, %d stopped or failed (see their .err)\n", ggml_version(), ggml_commit(), ran, failed);
     return failed == 0 ? 0 : 1;
 }

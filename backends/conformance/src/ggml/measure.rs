@@ -5,10 +5,10 @@
 
 /// The normalized mean squared error between the values `ggml`'s and
 /// `gantry`'s indices pick from `values` (rows of `row_len` elements in
-/// logical order), row by row: in order for ARGSORT (results as long as the
-/// rows), as sorted sets for TOP_K (shorter results). Indices out of range
-/// or repeated within a row are an error.
-pub fn sort_error(k: usize, values: &[f32], ggml: &[f64], gantry: &[f64]) -> Result<f64, String> {
+/// logical order), row by row: in order when `ordered` (ARGSORT), else as
+/// sorted sets (TOP_K). Indices out of range or repeated within a row are
+/// an error.
+pub fn sort_error(k: usize, ordered: bool, values: &[f32], ggml: &[f64], gantry: &[f64]) -> Result<f64, String> {
     if ggml.len() != gantry.len() || k == 0 || !ggml.len().is_multiple_of(k) {
         return Err(format!("{} indices from Gantry, {} from ggml, rows of {k}", gantry.len(), ggml.len()));
     }
@@ -28,7 +28,7 @@ pub fn sort_error(k: usize, values: &[f32], ggml: &[f64], gantry: &[f64]) -> Res
             }
             out.push(f64::from(src[at]));
         }
-        if k < row_len {
+        if !ordered {
             out.sort_by(f64::total_cmp);
         }
         Ok(out)
@@ -49,11 +49,13 @@ mod tests {
     fn ties_and_order() {
         let values = [3.0, 1.0, 3.0, 2.0];
         // ARGSORT descending, the tie broken either way.
-        assert_eq!(sort_error(4, &values, &[0.0, 2.0, 3.0, 1.0], &[2.0, 0.0, 3.0, 1.0]), Ok(0.0));
+        assert_eq!(sort_error(4, true, &values, &[0.0, 2.0, 3.0, 1.0], &[2.0, 0.0, 3.0, 1.0]), Ok(0.0));
         // TOP_K in any order.
-        assert_eq!(sort_error(2, &values, &[0.0, 2.0], &[2.0, 0.0]), Ok(0.0));
-        assert!(sort_error(2, &values, &[0.0, 3.0], &[2.0, 0.0]).unwrap() > 0.0);
-        assert!(sort_error(2, &values, &[0.0, 0.0], &[2.0, 0.0]).is_err(), "a repeated index");
-        assert!(sort_error(2, &values, &[0.0, 4.0], &[2.0, 0.0]).is_err(), "out of range");
+        assert_eq!(sort_error(2, false, &values, &[0.0, 2.0], &[2.0, 0.0]), Ok(0.0));
+        assert_eq!(sort_error(4, false, &values, &[0.0, 2.0, 3.0, 1.0], &[3.0, 1.0, 2.0, 0.0]), Ok(0.0));
+        assert!(sort_error(4, true, &values, &[0.0, 2.0, 3.0, 1.0], &[3.0, 1.0, 2.0, 0.0]).unwrap() > 0.0);
+        assert!(sort_error(2, false, &values, &[0.0, 3.0], &[2.0, 0.0]).unwrap() > 0.0);
+        assert!(sort_error(2, false, &values, &[0.0, 0.0], &[2.0, 0.0]).is_err(), "a repeated index");
+        assert!(sort_error(2, false, &values, &[0.0, 4.0], &[2.0, 0.0]).is_err(), "out of range");
     }
 }

@@ -91,14 +91,17 @@ struct Pending {
     gantry: Vec<f64>,
     out_desc: TensorDesc,
     tolerance: f64,
-    /// For ARGSORT and TOP_K: the values sorted (logical order).
-    sorted: Option<Vec<f32>>,
+    /// For ARGSORT and TOP_K: the values sorted (logical order), and whether
+    /// the result's order is specified (ARGSORT's is, TOP_K's is not).
+    sorted: Option<(Vec<f32>, bool)>,
 }
 
 /// What the graph shows before the compute.
 struct Inputs {
     file: Vec<u8>,
     facts: ToleranceFacts,
+    /// Why ggml cannot compute the case, if it cannot.
+    lacks: Option<&'static str>,
 }
 
 /// Runs the test cases `filter` selects through ggml (the driver) and
@@ -122,7 +125,7 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
         );
         match observed {
             Ok(Some((inputs, gantry, out_desc, sorted))) => {
-                if let Some(why) = skips::ggml_lacks(&case) {
+                if let Some(why) = inputs.lacks {
                     parity.not_compared.push((case.name.clone(), why.to_owned()));
                     continue;
                 }
@@ -141,7 +144,17 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
     for p in pending {
         let err_path = driver.dir.join(format!("{}.err", p.file));
         if let Ok(why) = std::fs::read_to_string(&err_path) {
-            parity.failed.push((p.case.name.clone(), format!("on ggml: {}", why.trim())));
+            // SIGABRT: ggml's own GGML_ASSERT or GGML_ABORT, its CPU
+            // backend refusing the layout or types; anything else is a
+            // failure (of the driver or of ggml).
+            match why.trim().strip_prefix("ggml stopped with signal 6: ") {
+                Some(msg) => {
+                    let at = msg.find("ggml/src/").unwrap_or(0);
+                    let why = format!("ggml's CPU backend stops: {}", &msg[at..]);
+                    parity.not_compared.push((p.case.name.clone(), why));
+                }
+                None => parity.failed.push((p.case.name.clone(), format!("on ggml: {}", why.trim()))),
+            }
             continue;
         }
         let ggml = match std::fs::read(driver.dir.join(format!("{}.out", p.file))) {
@@ -158,7 +171,7 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
             }
         };
         let err = match &p.sorted {
-            Some(values) => measure::sort_error(p.out_desc.ne[0], values, &ggml, &p.gantry),
+            Some((values, ordered)) => measure::sort_error(p.out_desc.ne[0], *ordered, values, &ggml, &p.gantry),
             None => crate::compare::nmse(&ggml, &p.gantry),
         };
         let row =
@@ -190,17 +203,18 @@ fn inputs(ctx: &Context, graph: Graph<'_>, output: TensorId, name: &str) -> Resu
         // CPY: the elements copied; SET_ROWS: the rows written (src0).
         elements: src0.map_or(d.nelements(), TensorDesc::nelements),
     };
-    Ok(Inputs { file, facts })
+    Ok(Inputs { file, facts, lacks: skips::ggml_lacks(ctx, output)? })
 }
 
-type Computed = (Inputs, Vec<f64>, TensorDesc, Option<Vec<f32>>);
+type Computed = (Inputs, Vec<f64>, TensorDesc, Option<(Vec<f32>, bool)>);
 
 /// Gantry's result, its layout, and what sort ops sorted.
 fn computed(ctx: &Context, _graph: Graph<'_>, output: TensorId, inputs: Inputs) -> Result<Computed> {
     let d = *ctx.desc(output)?;
     let values = ctx.read_f32(output)?.into_iter().map(f64::from).collect();
     let sorted = match (d.op, d.srcs[0]) {
-        (Op::Argsort { .. } | Op::TopK, Some(src)) => Some(ctx.read_f32(src)?),
+        (Op::Argsort { .. }, Some(src)) => Some((ctx.read_f32(src)?, true)),
+        (Op::TopK, Some(src)) => Some((ctx.read_f32(src)?, false)),
         _ => None,
     };
     Ok((inputs, values, d, sorted))
