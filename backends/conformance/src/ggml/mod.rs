@@ -121,7 +121,7 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
             &case,
             &cpu,
             |ctx, graph, output| inputs(ctx, graph, output, &case.name),
-            |ctx, graph, output, inputs| computed(ctx, graph, output, inputs),
+            computed,
         );
         match observed {
             Ok(Some((inputs, gantry, out_desc, sorted))) => {
@@ -180,8 +180,8 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
         row.tolerance = (row.tolerance.0.min(p.tolerance), row.tolerance.1.max(p.tolerance));
         let err = err.unwrap_or(f64::INFINITY);
         row.worst = row.worst.max(err);
-        // NaN never passes; `!(err <= tol)` catches it.
-        if !(err <= p.tolerance) {
+        // NaN never passes.
+        if err.is_nan() || err > p.tolerance {
             row.over += 1;
             parity.over.push((p.case.name.clone(), err, p.tolerance));
         }
