@@ -17,31 +17,45 @@ pub enum Verdict {
 /// normalized mean squared error `sum((a - e)^2) / sum(e^2)` at most the
 /// tolerance. An all-zero expectation is met only exactly.
 pub fn compare(expected: &[f64], actual: &[f64], tolerance: Tolerance) -> Verdict {
-    if expected.len() != actual.len() {
-        return Verdict::Fail(format!("{} values, expected {}", actual.len(), expected.len()));
+    if tolerance == Tolerance::Exact
+        && let Some((i, (e, a))) = expected.iter().zip(actual).enumerate().find(|(_, (e, a))| e != a && e.is_finite())
+    {
+        return Verdict::Fail(format!("index {i}: backend {a} != reference {e}"));
     }
-    let (mut diff, mut norm) = (0f64, 0f64);
-    for (i, (&e, &a)) in expected.iter().zip(actual).enumerate() {
-        if a.is_nan() || e.is_nan() {
-            return Verdict::Fail(format!("NaN at index {i} (backend {a}, reference {e})"));
-        }
-        if a.is_infinite() || e.is_infinite() {
-            if a != e {
-                return Verdict::Fail(format!("inf mismatch at index {i} (backend {a}, reference {e})"));
-            }
-            continue;
-        }
-        if tolerance == Tolerance::Exact && a != e {
-            return Verdict::Fail(format!("index {i}: backend {a} != reference {e}"));
-        }
-        diff += (a - e) * (a - e);
-        norm += e * e;
-    }
-    let err = if norm == 0.0 { if diff == 0.0 { 0.0 } else { f64::INFINITY } } else { diff / norm };
+    let err = match nmse(expected, actual) {
+        Ok(err) => err,
+        Err(why) => return Verdict::Fail(why),
+    };
     match tolerance {
         Tolerance::Nmse(max) if err > max => Verdict::Fail(format!("NMSE {err:.3e} > {max:.1e}")),
         _ => Verdict::Pass(err),
     }
+}
+
+/// The normalized mean squared error `sum((a - e)^2) / sum(e^2)` of `actual`
+/// against `expected` (test-backend-ops' `nmse`), under [`compare`]'s rules:
+/// a NaN on either side or infinities that differ is an error (why), equal
+/// infinities are left out, and an all-zero expectation gives 0 when met
+/// exactly and infinity otherwise.
+pub fn nmse(expected: &[f64], actual: &[f64]) -> Result<f64, String> {
+    if expected.len() != actual.len() {
+        return Err(format!("{} values, expected {}", actual.len(), expected.len()));
+    }
+    let (mut diff, mut norm) = (0f64, 0f64);
+    for (i, (&e, &a)) in expected.iter().zip(actual).enumerate() {
+        if a.is_nan() || e.is_nan() {
+            return Err(format!("NaN at index {i} (backend {a}, reference {e})"));
+        }
+        if a.is_infinite() || e.is_infinite() {
+            if a != e {
+                return Err(format!("inf mismatch at index {i} (backend {a}, reference {e})"));
+            }
+            continue;
+        }
+        diff += (a - e) * (a - e);
+        norm += e * e;
+    }
+    Ok(if norm == 0.0 { if diff == 0.0 { 0.0 } else { f64::INFINITY } } else { diff / norm })
 }
 
 #[cfg(test)]

@@ -19,12 +19,13 @@
 mod case;
 mod cases;
 mod compare;
+pub mod ggml;
 mod lookup_bytes;
 pub mod reference;
 mod run;
 
 pub use case::{BuildFn, Built, Case, Init, Tolerance};
-pub use compare::{Verdict, compare};
+pub use compare::{Verdict, compare, nmse};
 pub use run::{Filter, Mode, Reference, Summary, run};
 
 /// Every case, test and perf.

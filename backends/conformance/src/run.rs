@@ -204,6 +204,18 @@ fn on_backend<R>(
     backend: &dyn Backend,
     then: impl FnOnce(&Context, Graph<'_>, TensorId) -> Result<R>,
 ) -> Result<Option<R>> {
+    on_backend_observed(case, backend, |_, _, _| Ok(()), |ctx, graph, out, ()| then(ctx, graph, out))
+}
+
+/// [`on_backend`] that also shows the filled graph to `before` ahead of the
+/// compute (which may overwrite inputs: in-place ops, CPY, SET_ROWS) and
+/// hands what it returned to `then`.
+pub(crate) fn on_backend_observed<B, R>(
+    case: &Case,
+    backend: &dyn Backend,
+    before: impl FnOnce(&Context, Graph<'_>, TensorId) -> Result<B>,
+    then: impl FnOnce(&Context, Graph<'_>, TensorId, B) -> Result<R>,
+) -> Result<Option<R>> {
     let mut ctx = Context::new();
     let built = (case.build)(&mut ctx)?;
     let arena = GraphArena::new();
@@ -214,9 +226,10 @@ fn on_backend<R>(
     }
     let buft = device.buffer_type();
     prepare(&mut ctx, &graph, &built, case, &buft)?;
+    let seen = before(&ctx, graph, built.output)?;
     backend.graph_compute(&ctx, graph).into_result()?;
     backend.synchronize()?;
-    then(&ctx, graph, built.output).map(Some)
+    then(&ctx, graph, built.output, seen).map(Some)
 }
 
 /// Allocates every tensor of the graph in `buft`, fills the leafs from the
