@@ -8,12 +8,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId, WeightRepack, device_extension};
+use gantry_engine::{
+    BufferId, BufferType, BufferUsage, Context, Device, TensorId, WeightRepack, device_extension, same_buffer_type,
+};
 
 use crate::{Error, Result};
 
 use super::gguf::{Gguf, TensorInfo};
-use super::{TensorEntry, WeightsFile};
+use super::{HostTensors, TensorEntry, WeightsFile};
 
 /// How far loading has got, for a progress bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,12 +54,18 @@ pub struct LoadOptions<'a> {
     /// otherwise turns this off. Default: on ([`LoadOptions::from_env`]
     /// turns it off for `GANTRY_NO_REPACK=1`).
     pub repack: bool,
+    /// Weights kept in host memory whatever the device (the experts of a
+    /// model's first layers, `--n-cpu-moe`): placed in CPU buffers
+    /// (repacked for the CPU's kernels when `repack` is on) instead of the
+    /// device's, so the scheduler computes the ops reading them on the CPU.
+    /// Nothing changes for a device whose buffers are host memory.
+    pub host_tensors: HostTensors,
 }
 
 impl Default for LoadOptions<'_> {
     /// The defaults, whatever the environment says.
     fn default() -> Self {
-        Self { use_mmap: true, progress: None, oversize: None, repack: true }
+        Self { use_mmap: true, progress: None, oversize: None, repack: true, host_tensors: HostTensors::NONE }
     }
 }
 
@@ -157,20 +165,21 @@ pub fn load_tensors(
     device: &dyn Device,
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
-    let LoadOptions { use_mmap, progress, oversize, repack } = options;
+    let LoadOptions { use_mmap, progress, oversize, repack, host_tensors } = options;
     let _span = tracing::info_span!("load", file = %file.source(), device = device.name()).entered();
     let started = std::time::Instant::now();
     let entries = file.tensor_entries()?;
     let mut report = Progress::new(&entries, progress);
     let mut made = Made::default();
+    let homes = Homes { oversize, host_tensors, repack };
     let result = if use_mmap && device.buffer_type().is_host() {
         match load_mapped(file, &entries, ctx, device, &mut made, &mut report) {
             Ok(Some(w)) => Ok(w),
-            Ok(None) => load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report),
+            Ok(None) => load_copied(file, &entries, ctx, device, homes, &mut made, &mut report),
             Err(e) => Err(e),
         }
     } else {
-        load_copied(file, &entries, ctx, device, oversize, &mut made, &mut report)
+        load_copied(file, &entries, ctx, device, homes, &mut made, &mut report)
     };
     let repack_layout = if repack { device_extension::<WeightRepack>(device) } else { None };
     let result = match (result, repack_layout) {
@@ -310,39 +319,75 @@ fn load_mapped(
 /// Bytes copied between progress reports.
 const COPY_CHUNK: usize = 8 << 20;
 
+/// Where the copying path puts the tensors that do not go to the device.
+struct Homes {
+    /// For tensors larger than one buffer of the device.
+    oversize: Option<Arc<dyn BufferType>>,
+    /// Tensors kept in host memory.
+    host_tensors: HostTensors,
+    /// Whether host-kept tensors the CPU repacks go repacked.
+    repack: bool,
+}
+
+impl Homes {
+    /// The host buffer type for a kept tensor of `layout`: the CPU's
+    /// repacking type when it repacks the layout, else plain CPU memory.
+    fn host_type(&self, layout: &gantry_engine::TensorLayout) -> Arc<dyn BufferType> {
+        if self.repack && gantry_backends::cpu::repacks_layout(layout) {
+            gantry_backends::cpu::repack_buffer_type()
+        } else {
+            gantry_backends::cpu::buffer_type()
+        }
+    }
+}
+
 /// The copying path: lay tensors out in as few buffers of the device's type
 /// as its `max_size` allows (tensors larger than that in buffers of the
-/// `oversize` type), then copy each tensor's bytes in.
+/// `oversize` type, tensors kept in host memory in CPU buffers), then copy
+/// each tensor's bytes in.
 fn load_copied(
     file: &dyn WeightsFile,
     entries: &[TensorEntry<'_>],
     ctx: &mut Context,
     device: &dyn Device,
-    oversize: Option<Arc<dyn BufferType>>,
+    homes: Homes,
     made: &mut Made,
     report: &mut Progress<'_>,
 ) -> Result<LoadedWeights> {
     let buft: Arc<dyn BufferType> = device.buffer_type();
-    let mut device_layout = Layout::new(buft.clone());
-    let mut oversize_layout = oversize.map(Layout::new);
-    let mut placed = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let size = buft.alloc_size(&entry.desc.layout());
-        let at = match &mut oversize_layout {
-            Some(big) if size > buft.max_size() => (true, big.add(file, entry)?),
-            _ => (false, device_layout.add(file, entry)?),
-        };
-        placed.push(at);
-    }
-    let device_buffers = device_layout.allocate(ctx, made)?;
-    let oversize_buffers = match &oversize_layout {
-        Some(big) => big.allocate(ctx, made)?,
-        None => Vec::new(),
+    // Layout 0 is the device's; the others are made as tensors need them.
+    let mut layouts = vec![Layout::new(buft.clone())];
+    let mut layout_of = |t: Arc<dyn BufferType>| match layouts.iter().position(|l| same_buffer_type(&l.buft, &t)) {
+        Some(i) => i,
+        None => {
+            layouts.push(Layout::new(t));
+            layouts.len() - 1
+        }
     };
-    for (entry, (big, (buffer, offset))) in entries.iter().zip(placed) {
+    let mut homes_of = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let layout = entry.desc.layout();
+        let home = if !buft.is_host() && homes.host_tensors.contains(entry.name) {
+            layout_of(homes.host_type(&layout))
+        } else {
+            match &homes.oversize {
+                Some(big) if buft.alloc_size(&layout) > buft.max_size() => layout_of(big.clone()),
+                _ => 0,
+            }
+        };
+        homes_of.push(home);
+    }
+    let mut placed = Vec::with_capacity(entries.len());
+    for (entry, &home) in entries.iter().zip(&homes_of) {
+        placed.push((home, layouts[home].add(file, entry)?));
+    }
+    let mut buffers = Vec::with_capacity(layouts.len());
+    for layout in &layouts {
+        buffers.push(layout.allocate(ctx, made)?);
+    }
+    for (entry, (home, (buffer, offset))) in entries.iter().zip(placed) {
         let t = create_tensor(ctx, made, entry);
-        let buffer = if big { oversize_buffers[buffer] } else { device_buffers[buffer] };
-        ctx.place(t, buffer, offset)?;
+        ctx.place(t, buffers[home][buffer], offset)?;
         write_weight(ctx, t, entry.data, report)?;
         report.tensor_done();
     }

@@ -15,6 +15,7 @@ pub mod gemma3;
 pub mod gguf;
 #[cfg(feature = "grammar")]
 pub mod grammar;
+mod host_tensors;
 pub mod llama;
 pub(crate) mod load;
 pub mod phi3;
@@ -29,6 +30,7 @@ mod weights_file;
 
 pub use dequantized::DequantizedFile;
 pub use gguf::Gguf;
+pub use host_tensors::HostTensors;
 pub use load::{LoadOptions, LoadProgress, LoadedWeights, load_tensors, repack_from_env};
 pub use sched_options::SchedulerOptions;
 pub use weights_file::{TensorEntry, WeightsFile};

@@ -167,7 +167,7 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     // Before the model is loaded: a length no cache can hold is an error now.
     let n_ctx = context_cells(args)?;
     let mut ctx = Context::new();
-    let model = load_decoder(&args.model, &mut ctx, &backends, args.devices.mmap(), None)?;
+    let model = load_decoder(&args.model, &mut ctx, &backends, args.devices.placement(), None)?;
     let header = Header {
         model: describe_model(&model),
         size: model.loaded.bytes(),

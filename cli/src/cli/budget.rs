@@ -78,7 +78,7 @@ pub fn load_fitted(
     backends: &[Arc<dyn Backend>],
     budgets: &[Option<usize>],
     request: FitRequest,
-    mmap: bool,
+    placement: super::common::WeightPlacement,
     progress: Option<&mut dyn FnMut(LoadProgress)>,
 ) -> Result<DecoderModel> {
     // Mapped even with `--no-mmap`: the fit reads the header only, and the
@@ -102,7 +102,7 @@ pub fn load_fitted(
     let names: Vec<String> =
         rooms.iter().zip(counts.counts()).map(|(r, c)| format!("{} {c} ({})", r.name, budget_text(r.budget))).collect();
     eprintln!("fit: {} layers over {}", hp.n_layer, names.join(", "));
-    DecoderModel::load_split_with(path, ctx, &devices, &counts, super::common::load_options(progress, mmap))
+    DecoderModel::load_split_with(path, ctx, &devices, &counts, super::common::load_options(progress, placement))
 }
 
 /// Holds `session`'s scheduler to `budgets` and reserves its memory for a

@@ -78,10 +78,10 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         Some(budgets) => {
             let fit = FitRequest { n_ctx, kv_dtype, n_batch: CHAT_BATCH };
             with_load_bar(|progress| {
-                load_fitted(&args.model, &mut ctx, &backends, budgets, fit, args.devices.mmap(), Some(progress))
+                load_fitted(&args.model, &mut ctx, &backends, budgets, fit, args.devices.placement(), Some(progress))
             })?
         }
-        None => load_decoder_with_bar(&args.model, &mut ctx, &backends, args.devices.mmap())?,
+        None => load_decoder_with_bar(&args.model, &mut ctx, &backends, args.devices.placement())?,
     };
     let tok = &model.tokenizer;
     let template = match &args.chat_template {

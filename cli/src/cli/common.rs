@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use gantry::backends::default_registry;
 use gantry::model::decoder::{DecoderModel, LayerCounts};
-use gantry::model::{LoadOptions, LoadProgress};
+use gantry::model::{HostTensors, LoadOptions, LoadProgress};
 use gantry::{Backend, Context, Device, DeviceType, Registry, SetThreadCount, platform_extension};
 
 /// The registry with every platform compiled in: the remote servers are
@@ -51,13 +51,13 @@ pub fn load_decoder(
     path: &Path,
     ctx: &mut Context,
     backends: &[Arc<dyn Backend>],
-    mmap: bool,
+    placement: WeightPlacement,
     progress: Option<&mut dyn FnMut(LoadProgress)>,
 ) -> gantry::Result<DecoderModel> {
     let first = backends.first().ok_or_else(|| gantry::Error::Model("no backends to load the model for".into()))?;
     let devices: Vec<&dyn Device> =
         backends.iter().map(|b| b.device()).filter(|d| d.device_type() != DeviceType::Cpu).collect();
-    let options = load_options(progress, mmap);
+    let options = load_options(progress, placement);
     match devices.len() {
         0 | 1 => DecoderModel::load_with(path, ctx, first.device(), options),
         _ => {
@@ -70,15 +70,26 @@ pub fn load_decoder(
 /// The loader's options for a decoder model, as [`DecoderModel::load`] and
 /// [`DecoderModel::load_split`] take them (tensors too large for a device's
 /// buffers stay in host memory), with the environment's `GANTRY_NO_REPACK`
-/// ([`LoadOptions::from_env`]); the file mapped when `mmap`, else read into
-/// memory (`--no-mmap`).
-pub fn load_options(progress: Option<&mut dyn FnMut(LoadProgress)>, mmap: bool) -> LoadOptions<'_> {
+/// ([`LoadOptions::from_env`]); the file mapped unless `--no-mmap`, the
+/// experts `--n-cpu-moe` names in host memory.
+pub fn load_options(progress: Option<&mut dyn FnMut(LoadProgress)>, placement: WeightPlacement) -> LoadOptions<'_> {
     LoadOptions {
         progress,
         oversize: Some(gantry::backends::cpu::buffer_type()),
-        use_mmap: mmap,
+        use_mmap: placement.mmap,
+        host_tensors: placement.host_tensors,
         ..LoadOptions::from_env()
     }
+}
+
+/// How a decoder's weights are read and where some of them stay, from the
+/// command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeightPlacement {
+    /// Map the file (no `--no-mmap`).
+    pub mmap: bool,
+    /// Weights kept in host memory (`--n-cpu-moe`, `--cpu-moe`).
+    pub host_tensors: HostTensors,
 }
 
 /// Where a model command computes: the CPU's threads, the backends, remote
@@ -105,12 +116,30 @@ pub struct BackendArgs {
     /// the file may change freely, at the cost of reading it whole first (and its size in memory).
     #[arg(long)]
     pub no_mmap: bool,
+    /// Keep the expert weights of the first N layers of a mixture-of-experts model in host memory, computed by
+    /// the CPU, while the rest of the model goes to the GPU (llama.cpp's option of the same name).
+    #[arg(long, value_name = "N", conflicts_with = "cpu_moe")]
+    pub n_cpu_moe: Option<usize>,
+    /// Keep every layer's expert weights in host memory (`--n-cpu-moe` for all layers).
+    #[arg(long)]
+    pub cpu_moe: bool,
 }
 
 impl BackendArgs {
     /// Whether the model file is mapped (no `--no-mmap`).
     pub fn mmap(&self) -> bool {
         !self.no_mmap
+    }
+
+    /// How a decoder's weights are loaded: mapped or read, and the experts
+    /// kept in host memory.
+    pub fn placement(&self) -> WeightPlacement {
+        let host_tensors = match (self.cpu_moe, self.n_cpu_moe) {
+            (true, _) => HostTensors::ALL_EXPERTS,
+            (false, Some(n)) => HostTensors::experts_of_first_layers(n),
+            (false, None) => HostTensors::NONE,
+        };
+        WeightPlacement { mmap: self.mmap(), host_tensors }
     }
 
     /// The registry and the backends these flags name (see [`backends`]).
@@ -185,9 +214,9 @@ pub fn load_decoder_with_bar(
     path: &Path,
     ctx: &mut Context,
     backends: &[Arc<dyn Backend>],
-    mmap: bool,
+    placement: WeightPlacement,
 ) -> gantry::Result<DecoderModel> {
-    with_load_bar(|progress| load_decoder(path, ctx, backends, mmap, Some(progress)))
+    with_load_bar(|progress| load_decoder(path, ctx, backends, placement, Some(progress)))
 }
 
 /// Runs `load` with the load progress bar drawn from what it reports.

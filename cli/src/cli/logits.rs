@@ -50,7 +50,7 @@ pub fn prompt_logits(
     devices.refuse_budget("logits")?;
     let (_registry, backends) = devices.open()?;
     let mut ctx = Context::new();
-    let model = load_decoder(model_path, &mut ctx, &backends, devices.mmap(), None)?;
+    let model = load_decoder(model_path, &mut ctx, &backends, devices.placement(), None)?;
     let tokens = model.tokenizer.encode(prompt, add_bos, true)?;
     if tokens.is_empty() {
         return Err(Error::Model("the prompt has no tokens".into()));

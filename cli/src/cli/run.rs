@@ -95,9 +95,9 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     };
     let model = match &budgets {
         Some(budgets) => {
-            load_fitted(&args.model, &mut ctx, &backends, budgets, fit, args.devices.mmap(), Some(&mut progress))
+            load_fitted(&args.model, &mut ctx, &backends, budgets, fit, args.devices.placement(), Some(&mut progress))
         }
-        None => load_decoder(&args.model, &mut ctx, &backends, args.devices.mmap(), Some(&mut progress)),
+        None => load_decoder(&args.model, &mut ctx, &backends, args.devices.placement(), Some(&mut progress)),
     };
     bar.finish_and_clear();
     let model = model?;

@@ -16,7 +16,7 @@ use gantry::{Backend, Context, Error};
 use gantry_serve::{DecoderSetup, EmbedderSetup, Loaded, ServeOptions};
 
 use super::budget::{FitRequest, load_fitted, reserve_within};
-use super::common::{BackendArgs, ContextArgs, load_decoder};
+use super::common::{BackendArgs, ContextArgs, WeightPlacement, load_decoder};
 
 /// Options of `gantry serve`.
 #[derive(Args, Debug)]
@@ -126,7 +126,7 @@ fn run_inner(args: &ServeArgs) -> Result<(), String> {
         n_ctx,
         kv_dtype,
         batch_size: args.batch_size,
-        mmap: args.devices.mmap(),
+        placement: args.devices.placement(),
         budgets,
         backends,
     };
@@ -144,7 +144,7 @@ struct LoadPlan {
     n_ctx: usize,
     kv_dtype: gantry::DType,
     batch_size: usize,
-    mmap: bool,
+    placement: WeightPlacement,
     budgets: Option<Vec<Option<usize>>>,
     backends: Vec<Arc<dyn Backend>>,
 }
@@ -169,9 +169,9 @@ impl LoadPlan {
         let model = match &self.budgets {
             Some(budgets) => {
                 let fit = FitRequest { n_ctx: self.n_ctx, kv_dtype: self.kv_dtype, n_batch: self.batch_size };
-                load_fitted(path, &mut ctx, backends, budgets, fit, self.mmap, None)?
+                load_fitted(path, &mut ctx, backends, budgets, fit, self.placement, None)?
             }
-            None => load_decoder(path, &mut ctx, backends, self.mmap, None)?,
+            None => load_decoder(path, &mut ctx, backends, self.placement, None)?,
         };
         let tok = &model.tokenizer;
         let template = match &self.chat_template {
@@ -201,7 +201,7 @@ impl LoadPlan {
     fn load_embedder(&self, dir: &Path) -> gantry::Result<EmbedderSetup> {
         let mut ctx = Context::new();
         let first = self.backends.first().ok_or_else(|| Error::Model("no backends to load the model for".into()))?;
-        let model = BertModel::load_with(dir, &mut ctx, first.device(), self.mmap)?;
+        let model = BertModel::load_with(dir, &mut ctx, first.device(), self.placement.mmap)?;
         let encoder = Encoder::new(&mut ctx, &model, &self.backends, EncoderParams::from_env())?;
         Ok(EmbedderSetup { ctx, model, encoder, name: file_stem(dir) })
     }

@@ -6,13 +6,13 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry_backends::cpu::CpuDevice;
+use gantry_backends::cpu::{self, CpuDevice};
 use gantry_engine::{BufferId, BufferType, BufferUsage, Context, Device, TensorId, WeightRepack, device_extension};
 
 use super::{DecoderHparams, DecoderModel, DecoderWeights, LayerCounts};
 use crate::model::gguf::Gguf;
 use crate::model::load::{Progress, write_weight};
-use crate::model::{LoadOptions, LoadProgress, WeightsFile};
+use crate::model::{HostTensors, LoadOptions, LoadProgress, WeightsFile};
 use crate::{Error, Result};
 
 /// Which device each weight goes to: layer `l` (with its optional norms) to
@@ -73,8 +73,7 @@ impl DecoderModel {
         counts: &LayerCounts,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
-        let options =
-            LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
+        let options = LoadOptions { progress, oversize: Some(cpu::buffer_type()), ..LoadOptions::default() };
         Self::load_split_with(path, ctx, devices, counts, options)
     }
 
@@ -112,11 +111,12 @@ impl DecoderModel {
             _ => {
                 // Mapping costs nothing; the bytes are then moved to their devices
                 // (and repacked there for a CPU device's share).
-                let LoadOptions { progress, repack, use_mmap, .. } = options;
+                let LoadOptions { progress, repack, use_mmap, host_tensors, .. } = options;
                 let mapped = LoadOptions { repack: false, use_mmap, ..LoadOptions::default() };
                 let mut model = Self::load_with(path, ctx, &CpuDevice::new(), mapped)?;
                 let mut made = Vec::new();
-                match model.move_layers(ctx, devices, counts, (progress, repack), &mut made) {
+                let moving = Moving { progress, repack, host_tensors };
+                match model.move_layers(ctx, devices, counts, moving, &mut made) {
                     Ok(()) => Ok(model),
                     Err(e) => {
                         // The tensors first, then every buffer they were in.
@@ -136,7 +136,7 @@ impl DecoderModel {
         ctx: &mut Context,
         devices: &[&dyn Device],
         counts: &LayerCounts,
-        (progress, repack): (Option<&mut dyn FnMut(LoadProgress)>, bool),
+        Moving { progress, repack, host_tensors }: Moving<'_>,
         made: &mut Vec<BufferId>,
     ) -> Result<()> {
         let _span = tracing::info_span!("move_layers", devices = devices.len(), layers = %counts).entered();
@@ -146,7 +146,7 @@ impl DecoderModel {
         placement.extend(self.loaded.iter().filter(|(_, t)| !placed.contains(t)).map(|(_, t)| (t, last)));
         let entries = self.gguf.tensor_entries()?;
         let mut report = Progress::new(&entries, progress);
-        let host: Arc<dyn BufferType> = gantry_backends::cpu::buffer_type();
+        let host: Arc<dyn BufferType> = cpu::buffer_type();
         for (d, device) in devices.iter().enumerate() {
             let buft = device.buffer_type();
             // A CPU's weight matrices go repacked (see `LoadOptions::repack`).
@@ -154,18 +154,22 @@ impl DecoderModel {
             let mut mine = Vec::new();
             let mut oversize = Vec::new();
             let mut repacked = Vec::new();
+            let mut host_repacked = Vec::new();
             for &(t, _) in placement.iter().filter(|(_, at)| *at == d) {
                 let layout = ctx.desc(t)?.layout();
                 let big = buft.alloc_size(&layout) > buft.max_size();
+                let kept = !buft.is_host() && host_tensors.contains(ctx.name(t));
                 if repacking.is_some_and(|r| (r.repacks)(&layout)) {
                     repacked.push(t);
-                } else if big {
+                } else if kept && repack && cpu::repacks_layout(&layout) {
+                    host_repacked.push(t);
+                } else if big || kept {
                     oversize.push(t);
                 } else {
                     mine.push(t);
                 }
             }
-            for &t in mine.iter().chain(&oversize).chain(&repacked) {
+            for &t in mine.iter().chain(&oversize).chain(&repacked).chain(&host_repacked) {
                 ctx.unplace(t);
             }
             let buffers = ctx.alloc_tensors(&mine, &buft, BufferUsage::Weights)?;
@@ -176,7 +180,9 @@ impl DecoderModel {
                 let buffers = ctx.alloc_tensors(&repacked, &(r.buffer_type)(), BufferUsage::Weights)?;
                 made.extend_from_slice(buffers.buffers());
             }
-            for &t in mine.iter().chain(&oversize).chain(&repacked) {
+            let buffers = ctx.alloc_tensors(&host_repacked, &cpu::repack_buffer_type(), BufferUsage::Weights)?;
+            made.extend_from_slice(buffers.buffers());
+            for &t in mine.iter().chain(&oversize).chain(&repacked).chain(&host_repacked) {
                 let info = self.gguf.tensor(ctx.name(t))?;
                 let data = self.gguf.tensor_data(info)?;
                 write_weight(ctx, t, data, &mut report)?;
@@ -190,4 +196,13 @@ impl DecoderModel {
         self.loaded.replace_buffers(std::mem::take(made));
         Ok(())
     }
+}
+
+/// What [`DecoderModel::move_layers`] takes of the loader's options.
+struct Moving<'a> {
+    progress: Option<&'a mut dyn FnMut(LoadProgress)>,
+    /// A CPU device's share goes repacked, and so do host-kept tensors the CPU repacks.
+    repack: bool,
+    /// Tensors kept in host memory whatever device their layer is on.
+    host_tensors: HostTensors,
 }

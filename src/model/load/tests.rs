@@ -151,7 +151,7 @@ fn host_device_gets_tensors_over_the_file_bytes() {
 }
 
 #[test]
-fn a_cpu_device_gets_its_2d_matrices_repacked() {
+fn a_cpu_device_gets_its_matrices_and_expert_stacks_repacked() {
     let gguf = model_file();
     for use_mmap in [true, false] {
         let device = cpu_like();
@@ -163,8 +163,8 @@ fn a_cpu_device_gets_its_2d_matrices_repacked() {
         for info in gguf.tensors() {
             let t = weights.get(&info.name).unwrap();
             let (entry, _) = ctx.tensor_buffer(t).unwrap();
-            // Only the 2-d Q8_0 matrix has a repacked layout (the Q4_0 one is 3-d).
-            let want = if info.name == "token_embd.weight" {
+            // The Q8_0 matrix and the Q4_0 stack of two have a repacked layout.
+            let want = if info.name == "token_embd.weight" || info.name == "blk.0.ffn_up.weight" {
                 "CPU_REPACK"
             } else if use_mmap {
                 "TEST_MAPPED"
@@ -187,6 +187,48 @@ fn a_cpu_device_gets_its_2d_matrices_repacked() {
     let weights = load_tensors(&gguf, &mut ctx, &gpu, LoadOptions { repack: true, ..LoadOptions::default() }).unwrap();
     for (_, t) in weights.iter() {
         assert_eq!(ctx.tensor_buffer(t).unwrap().0.buffer_type.name(), "GPU");
+    }
+}
+
+/// A model with expert stacks in two layers beside other weights.
+fn experts_file() -> Gguf {
+    let mut w = GgufWriter::new();
+    w.add_str("general.architecture", "test");
+    let bytes = |n: usize, seed: u8| (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect::<Vec<u8>>();
+    w.add_tensor("blk.0.attn_q.weight", &[32, 4], DType::Q4_0, bytes(18 * 4, 1)).unwrap();
+    w.add_tensor("blk.0.ffn_up_exps.weight", &[32, 4, 2], DType::Q4_0, bytes(18 * 8, 2)).unwrap();
+    w.add_tensor("blk.0.ffn_down_exps.bias", &[4, 2], DType::F32, bytes(32, 3)).unwrap();
+    w.add_tensor("blk.1.ffn_up_exps.weight", &[32, 4, 2], DType::Q4_0, bytes(18 * 8, 4)).unwrap();
+    Gguf::parse(&w.to_bytes()).unwrap()
+}
+
+#[test]
+fn host_kept_experts_stay_in_cpu_memory_beside_a_gpu() {
+    let gguf = experts_file();
+    let gpu =
+        || TestDevice { buft: test_buft("GPU", 256, false, usize::MAX), mapped_buft: None, lends_host_memory: false };
+    for repack in [true, false] {
+        let device = gpu();
+        let mut ctx = Context::new();
+        let options =
+            LoadOptions { repack, host_tensors: HostTensors::experts_of_first_layers(1), ..LoadOptions::default() };
+        let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
+        check_contents(&gguf, &ctx, &weights);
+        let home = |name: &str| ctx.tensor_buffer(weights.get(name).unwrap()).unwrap().0.buffer_type.name().to_owned();
+        assert_eq!(home("blk.0.ffn_up_exps.weight"), if repack { "CPU_REPACK" } else { "CPU" });
+        assert_eq!(home("blk.0.ffn_down_exps.bias"), "CPU", "biases are experts' too, and not repacked");
+        assert_eq!(home("blk.0.attn_q.weight"), "GPU");
+        assert_eq!(home("blk.1.ffn_up_exps.weight"), "GPU", "only the first layer's experts");
+        weights.unload(&mut ctx);
+        assert_eq!(ctx.buffers().count(), 0);
+    }
+    // On a device whose buffers are host memory there is nothing to keep apart.
+    let device = cpu_like();
+    let mut ctx = Context::new();
+    let options = LoadOptions { host_tensors: HostTensors::ALL_EXPERTS, ..plain() };
+    let weights = load_tensors(&gguf, &mut ctx, &device, options).unwrap();
+    for (name, t) in weights.iter() {
+        assert_eq!(ctx.tensor_buffer(t).unwrap().0.buffer_type.name(), "TEST_MAPPED", "{name}");
     }
 }
 
