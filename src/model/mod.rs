@@ -21,6 +21,7 @@ pub(crate) mod load;
 pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
+pub mod qwen3moe;
 mod regular_file;
 pub mod safetensors;
 pub mod sampler;

@@ -6,10 +6,11 @@
 //! a model. The same `SeededModel` always gives the same bytes.
 //!
 //! Weights are scaled so that every part visibly moves the logits: biases,
-//! Q/K norms, rope factors, soft-caps and windows far from neutral, the
-//! logits spread over several nats. [`SeededModel::neutral`] writes one
-//! part neutral instead (biases zero, norms and factors one), to show that
-//! the comparison would catch an engine that ignored it.
+//! Q/K norms, rope factors, soft-caps, windows and experts' routers far
+//! from neutral, the logits spread over several nats.
+//! [`SeededModel::neutral`] writes one part neutral instead (biases and
+//! routers zero, norms and factors one), to show that the comparison would
+//! catch an engine that ignored it.
 
 use gantry_engine::{DType, SplitMix64, quant::quantize_row};
 
@@ -37,6 +38,15 @@ pub enum SeededFamily {
     /// projection, neox rope, an untied output; a sliding window in the
     /// metadata that llama.cpp does not apply.
     Phi3,
+    /// `qwen3moe`: Qwen 3's attention, and in every layer a mixture of
+    /// [`SEEDED_EXPERTS`] SwiGLU experts, [`SEEDED_EXPERTS_USED`] per token,
+    /// their weights normalized; an F32 router (as llama.cpp's quantizer
+    /// leaves it), tied output.
+    Qwen3Moe,
+    /// `llama` with experts (Mixtral's layout): llama's attention and
+    /// untied output, each layer's network a mixture of experts as wide
+    /// as `feed_forward_length`, routed as in `Qwen3Moe`.
+    Mixtral,
 }
 
 /// A part of a model that [`SeededModel::neutral`] can make a no-op.
@@ -53,6 +63,9 @@ pub enum Part {
     Softcaps,
     /// `{arch}.attention.sliding_window`: wider than the prompt.
     SlidingWindow,
+    /// `ffn_gate_inp.weight` (the experts' router): all zeros, so every
+    /// expert is equally likely and each token gets the first ones.
+    Router,
 }
 
 /// The token ids every seeded model's reference is computed on (no BOS;
@@ -69,9 +82,20 @@ pub const SEEDED_LOOKUP_DTYPES: [DType; 3] = [DType::IQ4_NL, DType::IQ4_XS, DTyp
 /// Vocabulary size of every seeded model: 256 byte tokens, merges, two specials.
 pub const SEEDED_VOCAB: usize = 320;
 
+/// Experts per layer of the mixture-of-experts families.
+pub const SEEDED_EXPERTS: usize = 4;
+
+/// Experts each token uses in the mixture-of-experts families.
+pub const SEEDED_EXPERTS_USED: usize = 2;
+
+/// Hidden width of each expert (one 256-wide K-quant block per row of the
+/// down projection).
+const N_FF_EXP: usize = 256;
+
 impl SeededFamily {
     /// Every family, in a fixed order.
-    pub const ALL: [Self; 6] = [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3, Self::Gemma2, Self::Phi3];
+    pub const ALL: [Self; 8] =
+        [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3, Self::Gemma2, Self::Phi3, Self::Qwen3Moe, Self::Mixtral];
 
     /// A short name for files and messages (`llama3`).
     pub fn name(self) -> &'static str {
@@ -82,18 +106,42 @@ impl SeededFamily {
             Self::Qwen3 => "qwen3",
             Self::Gemma2 => "gemma2",
             Self::Phi3 => "phi3",
+            Self::Qwen3Moe => "qwen3moe",
+            Self::Mixtral => "mixtral",
         }
     }
 
     /// `general.architecture`.
     pub fn arch(self) -> &'static str {
         match self {
-            Self::Llama | Self::Llama3 => "llama",
+            Self::Llama | Self::Llama3 | Self::Mixtral => "llama",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Gemma2 => "gemma2",
             Self::Phi3 => "phi3",
+            Self::Qwen3Moe => "qwen3moe",
         }
+    }
+
+    /// The seed the stored references use. Mixtral's is its own: a token
+    /// whose second and third experts score within rounding of each other
+    /// runs whichever one each engine's rounding ranks higher, a jump in
+    /// its logits (KL 0.29 in F32 with the common seed, 0.16 in Q8_0 with
+    /// the next one); this seed's routing is clear of rounding in all three
+    /// types, on the CPU and through wgpu.
+    fn seed(self) -> u64 {
+        if self == Self::Mixtral { 0x5EED_0039 } else { 0x5EED_0037 }
+    }
+
+    /// Whether each layer's feed-forward network is a mixture of experts.
+    fn has_experts(self) -> bool {
+        matches!(self, Self::Qwen3Moe | Self::Mixtral)
+    }
+
+    /// `feed_forward_length`: the dense network's width, or the experts'
+    /// where llama.cpp reads their width from it (llama).
+    fn n_ff(self) -> usize {
+        if self == Self::Mixtral { N_FF_EXP } else { N_FF }
     }
 
     /// The parts of this family beyond plain llama's.
@@ -105,11 +153,13 @@ impl SeededFamily {
             Self::Qwen3 => &[Part::QkNorm],
             Self::Gemma2 => &[Part::Softcaps, Part::SlidingWindow],
             Self::Phi3 => &[],
+            Self::Qwen3Moe => &[Part::QkNorm, Part::Router],
+            Self::Mixtral => &[Part::Router],
         }
     }
 
     fn head_dim(self) -> usize {
-        if self == Self::Qwen3 { 128 } else { 64 }
+        if matches!(self, Self::Qwen3 | Self::Qwen3Moe) { 128 } else { 64 }
     }
 
     /// The BPE pre-tokenizer of the family's vocabulary; `None`: a
@@ -117,9 +167,9 @@ impl SeededFamily {
     /// refuses a Phi 3 file with a BPE vocabulary).
     fn pre_tokenizer(self) -> Option<&'static str> {
         match self {
-            Self::Llama => Some("smollm"),
+            Self::Llama | Self::Mixtral => Some("smollm"),
             Self::Llama3 => Some("llama-bpe"),
-            Self::Qwen2 | Self::Qwen3 => Some("qwen2"),
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe => Some("qwen2"),
             // Gemma's vocabulary is SentencePiece; the logits do not depend on it.
             Self::Gemma2 => Some("gpt-2"),
             Self::Phi3 => None,
@@ -130,7 +180,7 @@ impl SeededFamily {
         match self {
             Self::Llama => 10_000.0,
             Self::Llama3 => 500_000.0,
-            Self::Qwen2 | Self::Qwen3 => 1_000_000.0,
+            Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Mixtral => 1_000_000.0,
             Self::Gemma2 | Self::Phi3 => 10_000.0,
         }
     }
@@ -161,7 +211,7 @@ pub struct SeededModel {
 impl SeededModel {
     /// The model of `family` in `dtype` with the seed the stored references use.
     pub fn new(family: SeededFamily, dtype: DType) -> Self {
-        Self { family, dtype, seed: 0x5EED_0037, neutral: None }
+        Self { family, dtype, seed: family.seed(), neutral: None }
     }
 
     /// The file's stem for this model (`qwen2-q8_0`), as the references are named.
@@ -182,16 +232,23 @@ impl SeededModel {
         w.add_u32(&key("context_length"), 512);
         w.add_u32(&key("embedding_length"), N_EMBD as u32);
         w.add_u32(&key("block_count"), N_LAYER as u32);
-        w.add_u32(&key("feed_forward_length"), N_FF as u32);
+        w.add_u32(&key("feed_forward_length"), f.n_ff() as u32);
         w.add_u32(&key("attention.head_count"), N_HEAD as u32);
         w.add_u32(&key("attention.head_count_kv"), N_HEAD_KV as u32);
         w.add_f32(&key("attention.layer_norm_rms_epsilon"), 1e-6);
         w.add_f32(&key("rope.freq_base"), f.rope_base());
         w.add_u32(&key("rope.dimension_count"), hd as u32);
         w.add_u32(&key("vocab_size"), SEEDED_VOCAB as u32);
-        if f == SeededFamily::Qwen3 {
+        if matches!(f, SeededFamily::Qwen3 | SeededFamily::Qwen3Moe) {
             w.add_u32(&key("attention.key_length"), hd as u32);
             w.add_u32(&key("attention.value_length"), hd as u32);
+        }
+        if f.has_experts() {
+            w.add_u32(&key("expert_count"), SEEDED_EXPERTS as u32);
+            w.add_u32(&key("expert_used_count"), SEEDED_EXPERTS_USED as u32);
+        }
+        if f == SeededFamily::Qwen3Moe {
+            w.add_u32(&key("expert_feed_forward_length"), N_FF_EXP as u32);
         }
         if f == SeededFamily::Phi3 {
             w.add_u32(&key("attention.sliding_window"), 4);
@@ -217,7 +274,7 @@ impl SeededModel {
         // Gemma 2's final soft-cap of 8 shapes logits spread about that far.
         let output_norm = if f == SeededFamily::Gemma2 { Fill::Range(0.8, 1.6) } else { Fill::AroundOne(0.2) };
         tensors.vector("output_norm.weight", N_EMBD, output_norm, false)?;
-        if matches!(f, SeededFamily::Llama | SeededFamily::Llama3 | SeededFamily::Phi3) {
+        if matches!(f, SeededFamily::Llama | SeededFamily::Llama3 | SeededFamily::Phi3 | SeededFamily::Mixtral) {
             tensors.matrix("output.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
         }
         if f.parts().contains(&Part::RopeFactors) {
@@ -251,13 +308,23 @@ impl SeededModel {
                 tensors.vector(&n("post_attention_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
             }
             tensors.vector(&n("ffn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
-            if f == SeededFamily::Phi3 {
+            if f.has_experts() {
+                // Router logits a few units apart: the choice and the
+                // weights of the experts differ from token to token.
+                tensors.router(&n("ffn_gate_inp.weight"), [N_EMBD, SEEDED_EXPERTS], 2.0, neutral(Part::Router))?;
+                let (ff, e) = (N_FF_EXP, SEEDED_EXPERTS);
+                tensors.experts(&n("ffn_gate_exps.weight"), [N_EMBD, ff, e], Scale::FanIn(1.5))?;
+                tensors.experts(&n("ffn_up_exps.weight"), [N_EMBD, ff, e], Scale::FanIn(1.5))?;
+                tensors.experts(&n("ffn_down_exps.weight"), [ff, N_EMBD, e], Scale::FanIn(3.0))?;
+            } else if f == SeededFamily::Phi3 {
                 tensors.matrix(&n("ffn_up.weight"), [N_EMBD, 2 * N_FF], Scale::FanIn(1.5))?;
             } else {
                 tensors.matrix(&n("ffn_gate.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
                 tensors.matrix(&n("ffn_up.weight"), [N_EMBD, N_FF], Scale::FanIn(1.5))?;
             }
-            tensors.matrix(&n("ffn_down.weight"), [N_FF, N_EMBD], Scale::FanIn(3.0))?;
+            if !f.has_experts() {
+                tensors.matrix(&n("ffn_down.weight"), [N_FF, N_EMBD], Scale::FanIn(3.0))?;
+            }
             if f == SeededFamily::Gemma2 {
                 tensors.vector(&n("post_ffw_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
             }
@@ -289,7 +356,33 @@ struct Tensors<'a> {
 
 impl Tensors<'_> {
     fn matrix(&mut self, name: &str, [cols, rows]: [usize; 2], scale: Scale) -> Result<()> {
+        self.matrix_nd(name, &[cols, rows], scale)
+    }
+
+    /// One matrix per expert, stacked: `[cols, rows, n_expert]`.
+    fn experts(&mut self, name: &str, shape: [usize; 3], scale: Scale) -> Result<()> {
+        self.matrix_nd(name, &shape, scale)
+    }
+
+    /// An F32 router `[cols, n_expert]` whatever the file's type (llama.cpp's
+    /// quantizer leaves `ffn_gate_inp` in F32), `±gain · sqrt(3 / cols)`;
+    /// `neutral`: drawn, then written as zeros.
+    fn router(&mut self, name: &str, [cols, rows]: [usize; 2], gain: f32, neutral: bool) -> Result<()> {
+        let a = gain * (3.0 / cols as f32).sqrt();
+        let mut values: Vec<f32> = (0..cols * rows).map(|_| a * self.rng.uniform()).collect();
+        if neutral {
+            values.fill(0.0);
+        }
+        self.w.add_tensor(name, &[cols, rows], DType::F32, bytemuck::cast_slice(&values).to_vec())?;
+        Ok(())
+    }
+
+    /// A tensor of rows of `shape[0]` values (the other dimensions multiply
+    /// into the row count) in the file's type.
+    fn matrix_nd(&mut self, name: &str, shape: &[usize], scale: Scale) -> Result<()> {
         let Scale::FanIn(gain) = scale;
+        let cols = shape[0];
+        let rows: usize = shape[1..].iter().product();
         let a = gain * (3.0 / cols as f32).sqrt();
         let values: Vec<f32> = (0..cols * rows).map(|_| a * self.rng.uniform()).collect();
         let bytes = match self.dtype {
@@ -313,7 +406,7 @@ impl Tensors<'_> {
             }
             dt => return Err(Error::Model(format!("seeded models are F32 or quantized, not {dt}"))),
         };
-        self.w.add_tensor(name, &[cols, rows], self.dtype, bytes)?;
+        self.w.add_tensor(name, shape, self.dtype, bytes)?;
         Ok(())
     }
 

@@ -16,8 +16,9 @@
 //! The comparison must be able to fail: the same files with each family's
 //! own part made a no-op (Llama 3's rope factors all one, Qwen 2's biases
 //! zero, Qwen 3's Q/K norms one, Gemma 2's soft-caps and sliding window
-//! out of reach) land far outside the F32 limit — what an engine that
-//! ignored the part would answer.
+//! out of reach, the experts' router zero so every token gets the first
+//! experts with equal weights) land far outside the F32 limit — what an
+//! engine that ignored the part would answer.
 
 use std::path::PathBuf;
 use std::sync::Arc;

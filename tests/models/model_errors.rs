@@ -194,7 +194,6 @@ fn a_file_is_never_computed_without_a_part_it_has() {
     for (case, key, value, says) in [
         ("sliding_window", "llama.attention.sliding_window", Value::U32(4096), "not implemented for llama"),
         ("yarn", "llama.rope.scaling.type", Value::String("yarn".into()), "\"yarn\" is not implemented"),
-        ("experts", "llama.expert_count", Value::U32(8), "mixture-of-experts"),
         ("partial_rope", "llama.rope.dimension_count", Value::U32(8), "rope over 8"),
         ("value_heads", "llama.attention.value_length", Value::U32(32), "value heads of 32"),
         ("softcap", "llama.final_logit_softcapping", Value::F32(30.0), "not implemented for llama"),
@@ -223,6 +222,73 @@ fn a_file_is_never_computed_without_a_part_it_has() {
         let none = key == "llama.rope.scaling.type" && model.hp.rope_freq_scale == 1.0;
         assert!(none || model.hp.rope_freq_scale == 0.25, "{key}: rope scale {}", model.hp.rope_freq_scale);
     }
+}
+
+/// The tiny llama's tensors and keys made a `qwen3moe` of 4 experts,
+/// `used` per token, each `ffn` wide (the key; the tensors are 48 wide):
+/// Q/K norms, a router and the stacked experts instead of the dense network.
+fn as_qwen3moe(t: &mut Vec<(String, Vec<usize>, DType)>, w: &mut GgufWriter, used: u32, ffn: u32) {
+    let (e, head) = (N_EMBD, N_EMBD / 2);
+    w.add_u32("qwen3moe.expert_count", 4);
+    w.add_u32("qwen3moe.expert_used_count", used);
+    w.add_u32("qwen3moe.expert_feed_forward_length", ffn);
+    let ffn = 48;
+    t.retain(|(name, _, _)| !["ffn_gate.", "ffn_up.", "ffn_down."].iter().any(|s| name.contains(s)));
+    for (n, dims) in [
+        ("attn_q_norm", vec![head]),
+        ("attn_k_norm", vec![head]),
+        ("ffn_gate_inp", vec![e, 4]),
+        ("ffn_gate_exps", vec![e, ffn, 4]),
+        ("ffn_up_exps", vec![e, ffn, 4]),
+        ("ffn_down_exps", vec![ffn, e, 4]),
+    ] {
+        t.push((format!("blk.0.{n}.weight"), dims, DType::F32));
+    }
+}
+
+/// Mixture-of-experts files load where every expert tensor and key fits,
+/// and fail naming the key or tensor where not: no expert count, more
+/// experts used than there are, a stacked expert tensor of another width,
+/// experts in a dense family, the old one-matrix-per-expert layout.
+#[test]
+fn mixture_of_experts_files_are_checked_by_key_and_tensor() {
+    let path = temp_dir("gguf").join("tiny_qwen3moe.gguf");
+    tiny_llama(&path, "qwen3moe", |t, w| as_qwen3moe(t, w, 2, 48));
+    let mut ctx = Context::new();
+    let model = DecoderModel::load(&path, &mut ctx, &cpu(), None).unwrap();
+    assert_eq!((model.hp.n_expert, model.hp.n_expert_used, model.hp.n_ff_exp), (4, 2, 48));
+    let backends: Vec<std::sync::Arc<dyn Backend>> = vec![cpu().init_backend(None).unwrap()];
+    let params = SessionParams { n_ctx: 8, ..SessionParams::default() };
+    let mut s = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params).unwrap();
+    let logits = s.eval(&mut ctx, &[1, 4, 5], LogitsFor::All).unwrap().to_vec();
+    assert!(logits.len() == 3 * N_VOCAB && logits.iter().all(|x| x.is_finite()), "{logits:?}");
+
+    let (err, file) = load_gguf_err("qwen3moe_without_experts", "qwen3moe", |_, _| {});
+    assert!(err.contains(&file) && err.contains("qwen3moe.expert_count") && err.contains("needs experts"), "{err}");
+
+    let (err, file) = load_gguf_err("more_used_than_experts", "qwen3moe", |t, w| as_qwen3moe(t, w, 5, 48));
+    assert!(err.contains(&file) && err.contains("qwen3moe.expert_used_count = 5"), "{err}");
+
+    let (err, file) = load_gguf_err("expert_width", "qwen3moe", |t, w| as_qwen3moe(t, w, 2, 40));
+    assert!(err.contains(&file) && err.contains("'blk.0.ffn_gate_exps.weight' has shape"), "{err}");
+
+    let (err, file) = load_gguf_err("experts_in_a_dense_family", "qwen2", |_, w| {
+        w.add_u32("qwen2.expert_count", 8);
+    });
+    assert!(err.contains(&file) && err.contains("qwen2.expert_count") && err.contains("mixture-of-experts"), "{err}");
+
+    let (err, file) = load_gguf_err("llama_experts_without_tensors", "llama", |_, w| {
+        w.add_u32("llama.expert_count", 8);
+        w.add_u32("llama.expert_used_count", 2);
+    });
+    assert!(err.contains(&file) && err.contains("'blk.0.ffn_gate_inp.weight' is missing"), "{err}");
+
+    let (err, file) = load_gguf_err("per_expert_tensors", "llama", |t, _| {
+        for x in 0..2 {
+            t.push((format!("blk.0.ffn_gate.{x}.weight"), vec![N_EMBD, N_FF], DType::F32));
+        }
+    });
+    assert!(err.contains(&file) && err.contains("'blk.0.ffn_gate.0.weight'") && err.contains("old Mixtral"), "{err}");
 }
 
 // ---- safetensors encoders --------------------------------------------------------

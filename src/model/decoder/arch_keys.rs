@@ -1,7 +1,7 @@
 //! Accounting for a decoder file's architecture keys: every `{arch}.*`
 //! key either is read by the family or is refused by name. A key that
-//! changes the math (a rope scaling type, experts, a sliding window in a
-//! family that has none, soft-capping) and that Gantry does not implement
+//! changes the math (a rope scaling type, experts in a family without them,
+//! a sliding window in a family that has none, soft-capping) and that Gantry does not implement
 //! must fail the load: computing without it gives a model that runs and
 //! answers wrongly, the worst kind of bug for an engine.
 
@@ -80,9 +80,12 @@ pub(crate) fn check_arch_keys(gguf: &Gguf, hp: &DecoderHparams, family_keys: &[&
             format!("value heads of {n} beside key heads of {} are not implemented", hp.head_dim),
         );
     }
+    // A family that reads experts has set `n_expert`; any other computes a
+    // dense network and must not meet a file that says otherwise.
     for key in ["expert_count", "expert_used_count"] {
         if let Some(n) = gguf.get_arch_opt::<u64>(key)?
             && n > 0
+            && hp.n_expert == 0
         {
             return refuse(&gguf.arch_key(key)?, format!("{n}: mixture-of-experts {arch} models are not implemented"));
         }

@@ -176,6 +176,10 @@ pub fn compute_estimate(hp: &DecoderHparams, n_tokens: usize, n_ctx: usize) -> u
     let per_token = [
         hp.n_embd.saturating_mul(4),
         hp.n_ff.saturating_mul(3),
+        // Each chosen expert's gate, up and activation, its output row, and the router's scores.
+        hp.n_expert_used
+            .saturating_mul(hp.n_ff_exp.saturating_mul(3).saturating_add(hp.n_embd))
+            .saturating_add(hp.n_expert),
         hp.n_head.saturating_mul(hp.head_dim).saturating_mul(2),
         hp.n_head.saturating_mul(n_ctx.min(4096)),
         hp.n_vocab,

@@ -2,9 +2,9 @@
 
 use gantry_engine::{Context, DType, Limits, TensorId};
 
-use super::weights::{QkvWeights, decoder_norm};
+use super::weights::{FfnWeights, QkvWeights, decoder_norm};
 use super::{DecoderHparams, DecoderWeights, KvCache, LayerWeights};
-use crate::model::blocks::{Attention, AttentionSpec, attend, feed_forward, linear, normalize};
+use crate::model::blocks::{Attention, AttentionSpec, attend, experts, feed_forward, linear, normalize};
 use crate::{Error, Result};
 
 /// Which positions get logits.
@@ -82,7 +82,8 @@ fn input(ctx: &mut Context, dtype: DType, shape: &[usize], name: &str) -> Result
 /// cache with SET_ROWS, grouped-query attention over the first `n_kv` cache
 /// cells with the layer's mask (global or sliding window; flash or explicit,
 /// [`Attention`]), output projection, a post-norm where the model has one,
-/// residual; a norm, the feed-forward network, a post-norm, residual; then
+/// residual; a norm, the feed-forward network (dense, or a mixture of
+/// experts: [`experts`]), a post-norm, residual; then
 /// the final norm, the output projection and the logit soft-cap.
 pub fn build_decoder_graph(
     ctx: &mut Context,
@@ -184,7 +185,16 @@ pub fn build_decoder_graph(
 
         let cur = normalize(ctx, ffn_inp, &decoder_norm(hp, lw.ffn_norm))?;
         name(ctx, cur, "ffn_norm")?;
-        let mut down = feed_forward(ctx, &lw.feed_forward(hp), cur)?;
+        let mut down = match (&lw.ffn, hp.experts()) {
+            (FfnWeights::Dense { .. }, _) => match lw.feed_forward(hp) {
+                Some(ffn) => feed_forward(ctx, &ffn, cur)?,
+                None => return Err(Error::Model(format!("layer {l} has no dense feed-forward network"))),
+            },
+            (FfnWeights::Experts(e), Some(spec)) => experts(ctx, e, &spec, cur)?,
+            (FfnWeights::Experts(_), None) => {
+                return Err(Error::Model(format!("layer {l} has experts, but {} has no expert count", hp.arch)));
+            }
+        };
         if let Some(pn) = lw.ffn_post_norm {
             down = normalize(ctx, down, &decoder_norm(hp, pn))?;
         }

@@ -5,7 +5,10 @@
 use gantry_engine::{Limits, RopeMode};
 
 use crate::Error;
-use crate::model::blocks::{FeedForwardKind, MaskRule, NormKind, RopeSpec};
+use crate::model::blocks::{ExpertActivation, ExpertsSpec, FeedForwardKind, Gating, MaskRule, NormKind, RopeSpec};
+
+/// Most experts a layer may have (llama.cpp's `LLAMA_MAX_EXPERTS`).
+pub const MAX_EXPERTS: usize = 512;
 
 /// The shape of a decoder model and the blocks it is built from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,6 +74,19 @@ pub struct DecoderHparams {
     /// The gate's rows stacked into `ffn_up` instead of an `ffn_gate`
     /// (Phi 3).
     pub fused_gate_up: bool,
+    /// Experts in each layer's feed-forward network; 0: a dense network
+    /// of width `n_ff`.
+    pub n_expert: usize,
+    /// Experts each token runs through (0 when dense).
+    pub n_expert_used: usize,
+    /// Hidden width of each expert's network.
+    pub n_ff_exp: usize,
+    /// How the router's logits become the chosen experts' weights.
+    pub expert_gating: Gating,
+    /// Whether the chosen experts' weights are normalized to sum 1.
+    pub expert_norm_weights: bool,
+    /// Each expert's activation.
+    pub expert_activation: ExpertActivation,
 }
 
 impl DecoderHparams {
@@ -104,6 +120,12 @@ impl DecoderHparams {
         rope_factors: false,
         fused_qkv: false,
         fused_gate_up: false,
+        n_expert: 0,
+        n_expert_used: 0,
+        n_ff_exp: 0,
+        expert_gating: Gating::Softmax,
+        expert_norm_weights: false,
+        expert_activation: ExpertActivation::Swiglu,
     };
 
     /// Whether layer `l` attends over a sliding window.
@@ -135,6 +157,18 @@ impl DecoderHparams {
         RopeSpec { mode: self.rope_mode, n_dims: self.head_dim, base, freq_scale, n_ctx_orig: self.n_ctx_train }
     }
 
+    /// The mixture-of-experts network of every layer, or `None` for a
+    /// dense model.
+    pub fn experts(&self) -> Option<ExpertsSpec> {
+        (self.n_expert > 0).then_some(ExpertsSpec {
+            n_expert: self.n_expert,
+            n_expert_used: self.n_expert_used,
+            gating: self.expert_gating,
+            normalize_weights: self.expert_norm_weights,
+            activation: self.expert_activation,
+        })
+    }
+
     /// The attention scale.
     pub fn kq_scale(&self) -> f32 {
         self.kq_scale.unwrap_or(1.0 / (self.head_dim as f32).sqrt())
@@ -161,12 +195,28 @@ impl DecoderHparams {
             ("n_head_kv", self.n_head_kv, l.max_width),
             ("head_dim", self.head_dim, l.max_width),
             ("n_ff", self.n_ff, l.max_width),
+            ("n_ff_exp", self.n_ff_exp, l.max_width),
+            ("n_expert", self.n_expert, MAX_EXPERTS),
         ];
         if let Some((what, n, max)) = bounds.into_iter().find(|&(_, n, max)| n > max) {
             return bad(&format!("{what} = {n} is more than the {max} allowed"));
         }
         if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad("n_head is not a multiple of n_head_kv");
+        }
+        if self.n_expert > 0 && !(1..=self.n_expert).contains(&self.n_expert_used) {
+            return bad("n_expert_used must be between 1 and n_expert");
+        }
+        if self.n_expert > 0 && self.n_ff_exp == 0 {
+            return bad("the experts' width n_ff_exp is zero");
+        }
+        if self.n_expert == 0 && self.n_expert_used != 0 {
+            return bad("n_expert_used is set in a model without experts");
+        }
+        if let ExpertActivation::SwigluOai { alpha, limit } = self.expert_activation
+            && !(alpha.is_finite() && limit.is_finite() && limit > 0.0)
+        {
+            return bad("the experts' SwiGLU alpha and limit must be finite, the limit positive");
         }
         if !self.head_dim.is_multiple_of(2) {
             return bad("head_dim is odd");

@@ -12,11 +12,12 @@ use crate::model::gguf::Gguf;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::{
     DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, gemma2, gemma3, llama, load_tensors, phi3, qwen2, qwen3,
+    qwen3moe,
 };
 use crate::{Error, Result};
 
 /// The decoder families Gantry reads from GGUF files, by `general.architecture`.
-pub const DECODER_ARCHITECTURES: [&str; 6] = ["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"];
+pub const DECODER_ARCHITECTURES: [&str; 7] = ["llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"];
 
 /// A GGUF decoder model loaded into a context: hyperparameters, weights
 /// (over the file mapping where the device can read it), and the tokenizer.
@@ -45,6 +46,7 @@ impl DecoderHparams {
             "llama" => (llama::hparams_from_gguf(gguf)?, llama::KEYS),
             "qwen2" => (qwen2::hparams_from_gguf(gguf)?, qwen2::KEYS),
             "qwen3" => (qwen3::hparams_from_gguf(gguf)?, qwen3::KEYS),
+            "qwen3moe" => (qwen3moe::hparams_from_gguf(gguf)?, qwen3moe::KEYS),
             "phi3" => (phi3::hparams_from_gguf(gguf)?, phi3::KEYS),
             "gemma2" => (gemma2::hparams_from_gguf(gguf)?, gemma2::KEYS),
             "gemma3" => (gemma3::hparams_from_gguf(gguf)?, gemma3::KEYS),

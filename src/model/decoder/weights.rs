@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use gantry_engine::{Context, DType, SplitMix64, TensorId};
 
 use super::DecoderHparams;
-use crate::model::blocks::{FeedForward, Norm};
+use crate::model::blocks::{Experts, FeedForward, Norm};
 use crate::{Error, Result};
 
 /// How a layer projects its input to queries, keys and values.
@@ -46,6 +46,42 @@ impl QkvWeights {
     }
 }
 
+/// A layer's feed-forward network: dense, or a mixture of experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FfnWeights {
+    /// One network for every token.
+    Dense {
+        /// Gate projection, `[n_embd, n_ff]`; `None` when it is stacked
+        /// into `up` (`fused_gate_up`).
+        gate: Option<TensorId>,
+        /// Up projection, `[n_embd, n_ff]`, or `[n_embd, 2 n_ff]` with the
+        /// gate's rows first when the gate is stacked into it (Phi 3).
+        up: TensorId,
+        /// Down projection, `[n_ff, n_embd]`.
+        down: TensorId,
+    },
+    /// A router and `n_expert` networks (`ffn_gate_inp`, `ffn_*_exps`).
+    Experts(Experts),
+}
+
+impl FfnWeights {
+    /// The matrices and biases, each once.
+    pub fn tensors(&self) -> Vec<TensorId> {
+        match self {
+            Self::Dense { gate, up, down } => [*gate, Some(*up), Some(*down)].into_iter().flatten().collect(),
+            Self::Experts(e) => e.tensors().collect(),
+        }
+    }
+
+    /// The same roles over other tensors.
+    pub fn map(&self, f: impl Fn(TensorId) -> TensorId) -> Self {
+        match self {
+            Self::Dense { gate, up, down } => Self::Dense { gate: gate.map(&f), up: f(*up), down: f(*down) },
+            Self::Experts(e) => Self::Experts(e.map(f)),
+        }
+    }
+}
+
 /// One transformer block's weights.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerWeights {
@@ -69,14 +105,8 @@ pub struct LayerWeights {
     pub attn_post_norm: Option<TensorId>,
     /// Norm before the feed-forward network, `[n_embd]`.
     pub ffn_norm: TensorId,
-    /// Gate projection, `[n_embd, n_ff]`; `None` when it is stacked into
-    /// `w_up` (`fused_gate_up`).
-    pub w_gate: Option<TensorId>,
-    /// Up projection, `[n_embd, n_ff]`, or `[n_embd, 2 n_ff]` with the
-    /// gate's rows first when the gate is stacked into it (Phi 3).
-    pub w_up: TensorId,
-    /// Down projection, `[n_ff, n_embd]`.
-    pub w_down: TensorId,
+    /// The feed-forward network.
+    pub ffn: FfnWeights,
     /// Norm after the feed-forward network, `[n_embd]` (`post_norms`).
     pub ffn_post_norm: Option<TensorId>,
 }
@@ -84,31 +114,21 @@ pub struct LayerWeights {
 impl LayerWeights {
     /// Every tensor of the layer, each once.
     pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
-        [self.attn_norm, self.wo, self.ffn_norm, self.w_up, self.w_down].into_iter().chain(self.qkv.tensors()).chain(
-            [
-                self.w_gate,
-                self.bq,
-                self.bk,
-                self.bv,
-                self.attn_q_norm,
-                self.attn_k_norm,
-                self.attn_post_norm,
-                self.ffn_post_norm,
-            ]
-            .into_iter()
-            .flatten(),
+        [self.attn_norm, self.wo, self.ffn_norm].into_iter().chain(self.qkv.tensors()).chain(self.ffn.tensors()).chain(
+            [self.bq, self.bk, self.bv, self.attn_q_norm, self.attn_k_norm, self.attn_post_norm, self.ffn_post_norm]
+                .into_iter()
+                .flatten(),
         )
     }
 
-    /// The feed-forward network as a shared block.
-    pub fn feed_forward(&self, hp: &DecoderHparams) -> FeedForward {
-        FeedForward {
-            kind: hp.ffn,
-            gate: self.w_gate,
-            up: self.w_up,
-            up_bias: None,
-            down: self.w_down,
-            down_bias: None,
+    /// The dense feed-forward network as a shared block (`None` when the
+    /// layer has experts).
+    pub fn feed_forward(&self, hp: &DecoderHparams) -> Option<FeedForward> {
+        match self.ffn {
+            FfnWeights::Dense { gate, up, down } => {
+                Some(FeedForward { kind: hp.ffn, gate, up, up_bias: None, down, down_bias: None })
+            }
+            FfnWeights::Experts(_) => None,
         }
     }
 }
@@ -150,6 +170,7 @@ impl DecoderWeights {
         names: &HashMap<String, TensorId>,
         hp: &DecoderHparams,
     ) -> Result<Self> {
+        refuse_per_expert_tensors(file, names)?;
         let used = std::cell::RefCell::new(hashbrown::HashSet::with_capacity(names.len()));
         let get = |name: &str, shape: &[usize]| -> Result<TensorId> {
             used.borrow_mut().insert(name.to_owned());
@@ -159,7 +180,9 @@ impl DecoderWeights {
             })?;
             check_shape(ctx, file, t, name, shape)?;
             // Norms multiply F32 activations element-wise; matrices may be any float or quantized type.
-            let role = if shape.len() == 1 { WeightRole::Vector } else { WeightRole::Matrix };
+            // Biases (per expert, `[n, n_expert]`, included) are added element-wise too.
+            let role =
+                if shape.len() == 1 || name.ends_with(".bias") { WeightRole::Vector } else { WeightRole::Matrix };
             check_dtype(ctx, file, t, name, role)?;
             Ok(t)
         };
@@ -196,9 +219,25 @@ impl DecoderWeights {
                     attn_k_norm: opt(hp.qk_norm, "attn_k_norm", &[hp.head_dim])?,
                     attn_post_norm: opt(hp.post_norms, "post_attention_norm", &[e])?,
                     ffn_norm: get(&n("ffn_norm"), &[e])?,
-                    w_gate: opt(!hp.fused_gate_up, "ffn_gate", &[e, ff])?,
-                    w_up: get(&n("ffn_up"), &[e, if hp.fused_gate_up { 2 * ff } else { ff }])?,
-                    w_down: get(&n("ffn_down"), &[ff, e])?,
+                    ffn: if hp.n_expert > 0 {
+                        let (n_exp, ff_exp) = (hp.n_expert, hp.n_ff_exp);
+                        FfnWeights::Experts(Experts {
+                            router: get(&n("ffn_gate_inp"), &[e, n_exp])?,
+                            router_bias: None,
+                            gate: get(&n("ffn_gate_exps"), &[e, ff_exp, n_exp])?,
+                            gate_bias: None,
+                            up: get(&n("ffn_up_exps"), &[e, ff_exp, n_exp])?,
+                            up_bias: None,
+                            down: get(&n("ffn_down_exps"), &[ff_exp, e, n_exp])?,
+                            down_bias: None,
+                        })
+                    } else {
+                        FfnWeights::Dense {
+                            gate: opt(!hp.fused_gate_up, "ffn_gate", &[e, ff])?,
+                            up: get(&n("ffn_up"), &[e, if hp.fused_gate_up { 2 * ff } else { ff }])?,
+                            down: get(&n("ffn_down"), &[ff, e])?,
+                        }
+                    },
                     ffn_post_norm: opt(hp.post_norms, "post_ffw_norm", &[e])?,
                 })
             })
@@ -265,9 +304,25 @@ impl DecoderWeights {
                 attn_k_norm,
                 attn_post_norm,
                 ffn_norm: make(n("ffn_norm"), DType::F32, &[e])?,
-                w_gate: Some(make(n("ffn_gate"), dtype, &[e, ff])?),
-                w_up: make(n("ffn_up"), dtype, &[e, ff])?,
-                w_down: make(n("ffn_down"), dtype, &[ff, e])?,
+                ffn: if hp.n_expert > 0 {
+                    let (n_exp, ff_exp) = (hp.n_expert, hp.n_ff_exp);
+                    FfnWeights::Experts(Experts {
+                        router: make(n("ffn_gate_inp"), dtype, &[e, n_exp])?,
+                        router_bias: None,
+                        gate: make(n("ffn_gate_exps"), dtype, &[e, ff_exp, n_exp])?,
+                        gate_bias: None,
+                        up: make(n("ffn_up_exps"), dtype, &[e, ff_exp, n_exp])?,
+                        up_bias: None,
+                        down: make(n("ffn_down_exps"), dtype, &[ff_exp, e, n_exp])?,
+                        down_bias: None,
+                    })
+                } else {
+                    FfnWeights::Dense {
+                        gate: Some(make(n("ffn_gate"), dtype, &[e, ff])?),
+                        up: make(n("ffn_up"), dtype, &[e, ff])?,
+                        down: make(n("ffn_down"), dtype, &[ff, e])?,
+                    }
+                },
                 ffn_post_norm,
             });
         }
@@ -304,9 +359,7 @@ impl DecoderWeights {
                 attn_k_norm: l.attn_k_norm.map(&f),
                 attn_post_norm: l.attn_post_norm.map(&f),
                 ffn_norm: f(l.ffn_norm),
-                w_gate: l.w_gate.map(&f),
-                w_up: f(l.w_up),
-                w_down: f(l.w_down),
+                ffn: l.ffn.map(&f),
                 ffn_post_norm: l.ffn_post_norm.map(&f),
             })
             .collect();
@@ -336,6 +389,38 @@ impl DecoderWeights {
             ctx.set_f32(t, &values)?;
         }
         Ok(())
+    }
+}
+
+/// An error naming the first tensor of the old Mixtral layout, one matrix
+/// per expert (`blk.N.ffn_gate.E.weight`, `ffn_up.E`, `ffn_down.E`), which
+/// llama.cpp's converter stopped writing: its experts are one
+/// `ffn_*_exps` tensor per layer now, and that is what Gantry reads.
+fn refuse_per_expert_tensors(file: &str, names: &HashMap<String, TensorId>) -> Result<()> {
+    let per_expert = |name: &str| {
+        let Some(rest) = name.strip_prefix("blk.") else { return false };
+        let mut parts = rest.split('.');
+        let (layer, role, expert, kind) = (parts.next(), parts.next(), parts.next(), parts.next());
+        let is_number = |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        is_number(layer)
+            && matches!(role, Some("ffn_gate" | "ffn_up" | "ffn_down"))
+            && is_number(expert)
+            && kind == Some("weight")
+            && parts.next().is_none()
+    };
+    let mut found: Vec<&str> = names.keys().map(String::as_str).filter(|n| per_expert(n)).collect();
+    found.sort_unstable();
+    match found.first() {
+        Some(name) => Err(Error::InvalidModel {
+            file: file.to_owned(),
+            reason: format!(
+                "tensor '{name}' is one expert's matrix of the old Mixtral layout ({} such tensors); Gantry reads the \
+                 experts stacked in one ffn_{{gate,up,down}}_exps tensor per layer: convert the model again with a \
+                 current llama.cpp",
+                found.len()
+            ),
+        }),
+        None => Ok(()),
     }
 }
 

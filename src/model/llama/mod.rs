@@ -1,9 +1,11 @@
-//! The llama family (`general.architecture = llama`: Llama, SmolLM2, ...):
-//! RMS norms, rope on adjacent pairs, grouped-query causal attention,
-//! SwiGLU. Its configuration of the shared decoder, read from GGUF metadata.
+//! The llama family (`general.architecture = llama`: Llama, SmolLM2,
+//! Mixtral, ...): RMS norms, rope on adjacent pairs, grouped-query causal
+//! attention, SwiGLU, or a mixture of SwiGLU experts where the file has
+//! them (Mixtral). Its configuration of the shared decoder, read from GGUF
+//! metadata.
 
-use crate::model::blocks::{FeedForwardKind, NormKind};
-use crate::model::decoder::DecoderHparams;
+use crate::model::blocks::{ExpertActivation, FeedForwardKind, Gating, NormKind};
+use crate::model::decoder::{DecoderHparams, MAX_EXPERTS};
 use crate::model::gguf::Gguf;
 use crate::{Error, Result};
 use gantry_engine::{Limits, RopeMode};
@@ -13,12 +15,23 @@ use gantry_engine::{Limits, RopeMode};
 pub const KEYS: &[&str] = &[];
 
 /// Reads a `llama` GGUF file's hyperparameters (`llama.embedding_length`,
-/// ...). Two parts are the file's choice, as in llama.cpp: Llama 3's rope
-/// frequency factors (`rope_freqs.weight`) and biases on the Q/K/V
-/// projections (`blk.N.attn_q.bias`, ...).
+/// ...). Three parts are the file's choice, as in llama.cpp: Llama 3's rope
+/// frequency factors (`rope_freqs.weight`), biases on the Q/K/V
+/// projections (`blk.N.attn_q.bias`, ...), and experts (Mixtral: a
+/// positive `llama.expert_count`): each layer's network is then a softmax router over the
+/// experts, the `expert_used_count` best per token with their weights
+/// normalized to sum 1, SwiGLU experts as wide as `feed_forward_length`
+/// (llama.cpp's `llm_build_llama` with `build_moe_ffn`).
 pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
     let shape = common_shape(gguf)?;
+    let (n_expert, n_expert_used) = expert_counts(gguf)?;
     Ok(DecoderHparams {
+        n_expert,
+        n_expert_used,
+        n_ff_exp: if n_expert > 0 { shape.n_ff } else { 0 },
+        expert_gating: Gating::Softmax,
+        expert_norm_weights: true,
+        expert_activation: ExpertActivation::Swiglu,
         arch: "llama",
         norm: NormKind::Rms,
         ffn: FeedForwardKind::Swiglu,
@@ -28,6 +41,26 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         qkv_bias: gguf.has_tensor("blk.0.attn_q.bias"),
         ..shape
     })
+}
+
+/// The experts per layer and the experts each token uses
+/// (`{arch}.expert_count`, `.expert_used_count`; both 0 when missing), at
+/// most [`MAX_EXPERTS`] and the second at most the first: errors name the
+/// file and the key.
+pub(crate) fn expert_counts(gguf: &Gguf) -> Result<(usize, usize)> {
+    let n_expert = gguf.get_arch_count("expert_count", MAX_EXPERTS)?.unwrap_or(0);
+    let n_used = gguf.get_arch_count("expert_used_count", MAX_EXPERTS)?.unwrap_or(0);
+    if n_used > n_expert || (n_expert > 0 && n_used == 0) {
+        return Err(Error::InvalidModel {
+            file: gguf.source().to_owned(),
+            reason: format!(
+                "{} = {n_used} with {} = {n_expert}: each token must use at least one of the experts and at most all",
+                gguf.arch_key("expert_used_count")?,
+                gguf.arch_key("expert_count")?
+            ),
+        });
+    }
+    Ok((n_expert, n_used))
 }
 
 /// The sizes every decoder family's GGUF metadata gives the same way
