@@ -8,6 +8,7 @@
 mod alloc_llama;
 mod crafted_models;
 mod decode_worker;
+mod experts_block;
 mod family_reference;
 mod fuzz_regressions;
 mod gemma3_reference;
