@@ -28,7 +28,9 @@ const PASS_BYTES: usize = 1 << 30;
 const PASSES: usize = 5;
 
 /// Bytes of the weights that the products (`MUL_MAT`) of the graph ending
-/// in `root` read, each weight counted once (the output matrix included).
+/// in `root` read, each weight counted once (the output matrix included);
+/// of a mixture-of-experts product (`MUL_MAT_ID`), the experts its tokens
+/// choose: `n_used` per token, at most every expert.
 pub fn product_weight_bytes(ctx: &Context, root: TensorId, weights: &HashSet<TensorId>) -> usize {
     let mut seen = HashSet::new();
     let mut counted = HashSet::new();
@@ -39,13 +41,21 @@ pub fn product_weight_bytes(ctx: &Context, root: TensorId, weights: &HashSet<Ten
             continue;
         }
         let Some(d) = ctx.get(t) else { continue };
-        if d.op == Op::MulMat
+        if matches!(d.op, Op::MulMat | Op::MulMatId)
             && let Some(w) = d.srcs[0]
             && let Some(wd) = ctx.get(w)
         {
             let base = wd.view_src.unwrap_or(w);
             if weights.contains(&base) && counted.insert(w) {
-                bytes += wd.nbytes();
+                bytes += match d.srcs[2].and_then(|ids| ctx.get(ids)) {
+                    // ids [n_used, n_tokens] pick among the ne[2] experts.
+                    Some(ids) if d.op == Op::MulMatId => {
+                        let n_expert = wd.ne[2].max(1);
+                        let chosen = ids.ne[0].saturating_mul(ids.ne[1]).min(n_expert);
+                        wd.nbytes() / n_expert * chosen
+                    }
+                    _ => wd.nbytes(),
+                };
             }
         }
         stack.extend(d.sources());
@@ -114,5 +124,19 @@ mod tests {
         let root = ctx.add(y, act).unwrap();
         let weights = HashSet::from([w, out]);
         assert_eq!(product_weight_bytes(&ctx, root, &weights), 16 * 8 * 4 + 8 * 4 * 4);
+    }
+
+    #[test]
+    fn an_expert_product_counts_the_experts_its_tokens_choose() {
+        let mut ctx = Context::new();
+        // 8 experts of 16 x 4 F32 (256 bytes each).
+        let experts = ctx.tensor(DType::F32, [16, 4, 8]).unwrap();
+        let weights = HashSet::from([experts]);
+        for (n_used, n_tokens, chosen) in [(2, 1, 2), (2, 3, 6), (3, 5, 8)] {
+            let x = ctx.tensor(DType::F32, [16, 1, n_tokens]).unwrap();
+            let ids = ctx.tensor(DType::I32, [n_used, n_tokens]).unwrap();
+            let y = ctx.mul_mat_id(experts, x, ids).unwrap();
+            assert_eq!(product_weight_bytes(&ctx, y, &weights), chosen * 256, "{n_used} used by {n_tokens} tokens");
+        }
     }
 }
