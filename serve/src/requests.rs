@@ -232,7 +232,18 @@ impl ChatRequest {
                     }
                     content.push_str(&calls);
                 }
-                Ok(ChatMessage::new(role, &content))
+                // An assistant's earlier reasoning (llama.cpp's `reasoning_content`), for
+                // templates that show it (gpt-oss's analysis channel).
+                let reasoning = match m.get("reasoning_content") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(text)) => text.clone(),
+                    Some(_) => {
+                        return Err(ApiError::bad_request(format!(
+                            "`messages[{i}].reasoning_content` is not a string"
+                        )));
+                    }
+                };
+                Ok(ChatMessage::new(role, &content).with_reasoning(&reasoning))
             })
             .collect()
     }
@@ -351,6 +362,10 @@ mod tests {
         );
         let m = r.messages().expect("messages");
         assert_eq!((m[0].content.as_str(), m[1].content.as_str()), ("", "ab"));
+        let thought = chat(r#"{"messages":[{"role":"assistant","content":"4","reasoning_content":"2+2"}]}"#);
+        assert_eq!(thought.messages().expect("messages")[0].reasoning_content, "2+2");
+        let bad = chat(r#"{"messages":[{"role":"assistant","content":"4","reasoning_content":7}]}"#);
+        assert!(bad.messages().expect_err("a number").message.contains("reasoning_content"));
         let p = r.sampling.params(100, r.logprobs().expect("lp")).expect("params");
         assert_eq!((p.max_tokens, p.sampler.seed, p.stop.len(), p.logprobs), (3, 5, 2, Some(2)));
         assert_eq!(p.sampler.temperature, 1.0);
