@@ -299,6 +299,20 @@ impl TensorDesc {
         self.ne[1] * self.ne[2] * self.ne[3]
     }
 
+    /// How many tokens a node computes at once, as ggml's GPU backends
+    /// count them to decide whether reading host weights is worth the copy
+    /// (`Device::offload_op`): the columns of a MUL_MAT, the tokens (dim 2)
+    /// of a MUL_MAT_ID (dim 1 is the experts each token uses) or a ROPE,
+    /// nothing for a GET_ROWS (which reads only its rows), else the rows.
+    pub fn offload_batch(&self) -> usize {
+        match self.op {
+            Op::GetRows => 0,
+            Op::MulMat => self.ne[1],
+            Op::MulMatId | Op::Rope(_) => self.ne[2],
+            _ => self.nrows(),
+        }
+    }
+
     /// Bytes of one contiguous row.
     pub fn row_size(&self) -> usize {
         self.ne[0] / self.dtype.block_size() * self.dtype.bytes_per_block()

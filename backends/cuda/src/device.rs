@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use gantry_arenas::{EventId, TensorId};
 use gantry_engine::{
-    Backend, Buffer, BufferType, Context, Device, DeviceCaps, DeviceType, Error, HostMemory, MemoryInfo, Op, Result,
+    Backend, Buffer, BufferType, Context, Device, DeviceCaps, DeviceType, Error, HostMemory, MemoryInfo, Result,
 };
 
 use super::backend::CudaBackend;
@@ -154,7 +154,7 @@ impl Device for CudaDevice {
     /// [`CudaDevice::offload_min_batch`] columns and more, except row gathers.
     fn offload_op(&self, ctx: &Context, tensor: TensorId) -> bool {
         let Some(d) = ctx.get(tensor) else { return false };
-        d.ne[1] >= self.offload_min_batch() && d.op != Op::GetRows && self.supports_op(ctx, tensor)
+        d.offload_batch() >= self.offload_min_batch() && self.supports_op(ctx, tensor)
     }
 
     fn event_new(&self) -> Result<EventId> {

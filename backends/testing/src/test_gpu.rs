@@ -29,6 +29,9 @@ pub struct TestGpuDevice {
     events: Arc<EventTable>,
     /// Nodes computed by this device's backends (to check placement really happened).
     pub computed: Arc<AtomicUsize>,
+    /// Batches (`TensorDesc::offload_batch`) from which it asks for ops on
+    /// host weights (`Device::offload_op`); `None` never asks.
+    offload_min_batch: Option<usize>,
 }
 
 impl TestGpuDevice {
@@ -56,7 +59,15 @@ impl TestGpuDevice {
             supports,
             events: Arc::new(EventTable::default()),
             computed: Arc::new(AtomicUsize::new(0)),
+            offload_min_batch: None,
         }
+    }
+
+    /// The device asking for ops on host weights from batches of `min_batch`
+    /// tokens on, as a real GPU does (op offload).
+    pub fn with_offload(mut self, min_batch: usize) -> Self {
+        self.offload_min_batch = Some(min_batch);
+        self
     }
 
     /// A backend on this device.
@@ -89,6 +100,10 @@ impl Device for TestGpuDevice {
     }
     fn supports_op(&self, ctx: &Context, t: TensorId) -> bool {
         ctx.get(t).is_some_and(|d| (self.supports)(d)) && cpu::supports_op(ctx, t)
+    }
+    fn offload_op(&self, ctx: &Context, t: TensorId) -> bool {
+        let wants = |d: &TensorDesc| self.offload_min_batch.is_some_and(|min| d.offload_batch() >= min);
+        ctx.get(t).is_some_and(wants) && self.supports_op(ctx, t)
     }
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
         std::ptr::addr_eq(buft as *const dyn BufferType, Arc::as_ptr(&self.buft))

@@ -242,10 +242,7 @@ impl Device for WgpuDevice {
     fn offload_op(&self, ctx: &Context, tensor: TensorId) -> bool {
         const MIN_BATCH: usize = 32;
         let Some(d) = ctx.get(tensor) else { return false };
-        self.inner.gpu.facts.kind != AdapterKind::Cpu
-            && d.ne[1] >= MIN_BATCH
-            && d.op != gantry_engine::Op::GetRows
-            && self.supports_op(ctx, tensor)
+        self.inner.gpu.facts.kind != AdapterKind::Cpu && d.offload_batch() >= MIN_BATCH && self.supports_op(ctx, tensor)
     }
 
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {

@@ -3,6 +3,7 @@
 
 use gantry_arenas::{EventId, TensorId};
 
+use super::expert_copy::{ExpertScratch, copy_chosen_experts, expert_ids};
 use super::pipeline::{SlotGuard, event_index};
 use super::plans::SplitPlans;
 use super::profiled::{ProfiledStream, SchedProfile};
@@ -59,6 +60,7 @@ pub fn compute_splits(
     ctx: &Context,
     inputs: &ComputeInputs<'_>,
     plans: &mut SplitPlans,
+    experts: &mut ExpertScratch,
     mut callback: Option<&mut EvalCallback>,
 ) -> Result<()> {
     let set = inputs.set;
@@ -74,6 +76,9 @@ pub fn compute_splits(
         let split_start = profile.map_or(0, |(p, _)| p.profiler.now_ns());
         let stream = ProfiledStream { backend: backend.as_ref(), profile };
         let slot = SlotGuard { stream: &stream, event: inputs.event(split.backend) };
+        // The optimize system's order and fused groups (an eval callback
+        // sees every node: then nodes run one by one, unfused).
+        let split_graph = inputs.tables.optimized.split_graph(inputs.tables, s);
         for k in split.inputs.clone() {
             let copy_start = profile.map_or(0, |(p, _)| p.profiler.now_ns());
             let input = inputs.tables.inputs[k];
@@ -84,21 +89,53 @@ pub fn compute_splits(
                 .ok_or_else(|| Error::Scheduler(format!("split {s} lost the copy of {}", ctx.describe(input))))?;
             let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
             let input_backend = set.backend(inputs.assigned.of(inputs.table, input).unwrap_or(set.cpu()));
-            slot.copy_input(
-                user_input,
-                || ctx.copy_tensor(input, copy),
-                |wait_slot| {
-                    tensor_copy_async_with(ctx, input_backend.as_ref(), backend.as_ref(), input, copy, wait_slot)
-                },
-            )?;
+            let mut bytes = ctx.desc(input)?.nbytes();
+            match expert_ids(ctx, split_graph.nodes(), input, copy).filter(|_| !user_input) {
+                Some(ids) => {
+                    // Ids that are a later input of this split are not copied
+                    // in yet: they are read where they were computed.
+                    let later = split
+                        .inputs
+                        .clone()
+                        .filter(|&j| j > k)
+                        .find(|&j| inputs.tables.input_copies.get(j * inputs.n_copies) == Some(&ids));
+                    let (source, source_backend) = match later {
+                        Some(j) => {
+                            let original = inputs.tables.inputs[j];
+                            (original, set.backend(inputs.assigned.of(inputs.table, original).unwrap_or(set.cpu())))
+                        }
+                        None => (ids, backend),
+                    };
+                    // The ids are final once their backend has finished.
+                    source_backend.synchronize()?;
+                    slot.copy_input(
+                        true,
+                        || {
+                            bytes = match copy_chosen_experts(ctx, input, copy, source, experts)? {
+                                Some(written) => written,
+                                None => {
+                                    ctx.copy_tensor(input, copy)?;
+                                    bytes
+                                }
+                            };
+                            Ok(())
+                        },
+                        |_| Ok(()),
+                    )?;
+                }
+                None => slot.copy_input(
+                    user_input,
+                    || ctx.copy_tensor(input, copy),
+                    |wait_slot| {
+                        tensor_copy_async_with(ctx, input_backend.as_ref(), backend.as_ref(), input, copy, wait_slot)
+                    },
+                )?,
+            }
             if let Some((p, b)) = profile {
                 let d = ctx.desc(input)?;
-                p.record(SliceKind::Copy, b, d.name, k as u32, copy_start, d.nbytes() as u64);
+                p.record(SliceKind::Copy, b, d.name, k as u32, copy_start, bytes as u64);
             }
         }
-        // The optimize system's order and fused groups (an eval callback
-        // sees every node: then nodes run one by one, unfused).
-        let split_graph = inputs.tables.optimized.split_graph(inputs.tables, s);
         let nodes = split_graph.nodes();
         if nodes.len() != split.nodes.len() {
             return Err(Error::Scheduler(format!(

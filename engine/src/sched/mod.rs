@@ -40,6 +40,7 @@ mod cause;
 pub mod compute;
 pub mod describe;
 pub mod expand;
+pub mod expert_copy;
 pub mod gathered;
 pub mod graph_copy;
 pub mod graphviz;

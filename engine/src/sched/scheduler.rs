@@ -8,6 +8,7 @@ use super::alloc::{PipelineRotation, RotationInputs, alloc_placed, reserve_place
 use super::budget::{Budgets, MemoryReport, memory_report};
 use super::compute::{ComputeInputs, EvalCallback, compute_splits};
 use super::describe::{debug_level_from_env, describe_splits};
+use super::expert_copy::ExpertScratch;
 use super::graphviz::to_dot;
 use super::optimize::{FusedGroup, fusion_from_env};
 use super::pipeline::next_copy;
@@ -142,6 +143,8 @@ pub struct Scheduler {
     placements: u64,
     /// The current placement's graph plans, one per split.
     plans: SplitPlans,
+    /// The ids and chosen experts of expert-only copies ([`super::expert_copy`]).
+    expert_scratch: ExpertScratch,
 }
 
 impl Scheduler {
@@ -176,6 +179,7 @@ impl Scheduler {
             rotation: PipelineRotation::default(),
             placements: 0,
             plans: SplitPlans::default(),
+            expert_scratch: ExpertScratch::default(),
         };
         sched.make_events()?;
         Ok(sched)
@@ -393,7 +397,8 @@ impl Scheduler {
             abort: self.abort_callback.as_ref(),
             profile: self.profile.as_ref(),
         };
-        let result = compute_splits(ctx, &inputs, &mut self.plans, self.eval_callback.as_mut());
+        let result =
+            compute_splits(ctx, &inputs, &mut self.plans, &mut self.expert_scratch, self.eval_callback.as_mut());
         // Backends have taken what they need from the graph: restore the user's sources.
         self.run.split.unapply(ctx);
         self.cur_copy = next_copy(self.cur_copy, self.params.n_copies);
