@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
 use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
+use gantry::model::{HostTensors, LoadOptions};
 use gantry::testing::seeded_model::{
     SEEDED_DTYPES, SEEDED_LOOKUP_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel,
 };
@@ -65,12 +66,29 @@ fn temp_file(name: &str) -> PathBuf {
 /// Gantry's logits at every position of the prompt, the model loaded for
 /// the first of `backends` (the others behind it).
 fn gantry_logits(model: &SeededModel, backends: &[Arc<dyn Backend>]) -> Vec<f32> {
-    let path = temp_file(&format!("{}-{:?}.gguf", model.stem(), model.neutral));
+    gantry_logits_with(model, backends, HostTensors::NONE, |_, _| {})
+}
+
+/// [`gantry_logits`] with `host` weights kept in host memory, `look` shown
+/// the loaded model first.
+fn gantry_logits_with(
+    model: &SeededModel,
+    backends: &[Arc<dyn Backend>],
+    host: HostTensors,
+    look: impl FnOnce(&Context, &DecoderModel),
+) -> Vec<f32> {
+    let path = temp_file(&format!("{}-{:?}-{host:?}.gguf", model.stem(), model.neutral));
     std::fs::write(&path, model.to_gguf().unwrap()).unwrap();
     let mut ctx = Context::new();
     let device = backends[0].device();
-    let loaded = DecoderModel::load(&path, &mut ctx, device, None);
+    let options = LoadOptions {
+        oversize: Some(gantry::backends::cpu::buffer_type()),
+        host_tensors: host,
+        ..LoadOptions::default()
+    };
+    let loaded = DecoderModel::load_with(&path, &mut ctx, device, options);
     let loaded = loaded.unwrap_or_else(|e| panic!("{}: {e}", model.stem()));
+    look(&ctx, &loaded);
     let params = SessionParams { n_ctx: 64, ..SessionParams::default() };
     let mut s = Session::new(&mut ctx, loaded.hp, loaded.weights.clone(), backends, params).unwrap();
     let logits = s.eval(&mut ctx, &SEEDED_PROMPT, LogitsFor::All).unwrap().to_vec();
@@ -157,6 +175,42 @@ fn every_family_matches_llama_cpp_on_wgpu_and_the_cpu() {
         return;
     };
     check_all(&[dev.init_backend(None).unwrap(), cpu()], "wgpu+cpu");
+}
+
+/// `--n-cpu-moe 1`: the first layer's experts stay in host memory (repacked
+/// for the CPU where their type has a repacked layout), the rest goes to
+/// the GPU, and the logits still match llama.cpp's.
+#[cfg(feature = "wgpu")]
+#[test]
+fn experts_kept_in_host_memory_match_llama_cpp_on_wgpu_and_the_cpu() {
+    use gantry::Device;
+    let platform = gantry::backends::wgpu::WgpuPlatform::new();
+    let Some(dev) = platform.wgpu_devices().first() else {
+        eprintln!("skipped: no wgpu adapter on this machine");
+        return;
+    };
+    let backends = [dev.init_backend(None).unwrap(), cpu()];
+    for family in [SeededFamily::Qwen3Moe, SeededFamily::Mixtral] {
+        for dtype in [DType::F32, DType::Q4_K] {
+            let model = SeededModel::new(family, dtype);
+            let stem = model.stem();
+            let look = |ctx: &Context, m: &DecoderModel| {
+                let home = |name: &str| {
+                    let t = m.loaded.get(name).unwrap();
+                    ctx.tensor_buffer(t).unwrap().0.buffer_type.name().to_owned()
+                };
+                let host = if dtype == DType::F32 { "CPU" } else { "CPU_REPACK" };
+                assert_eq!(home("blk.0.ffn_up_exps.weight"), host, "{stem}");
+                assert_eq!(home("blk.0.ffn_down_exps.weight"), host, "{stem}");
+                assert_ne!(home("blk.1.ffn_up_exps.weight"), host, "{stem}: only the first layer's experts");
+                assert_ne!(home("blk.0.attn_q.weight"), host, "{stem}: attention goes to the GPU");
+            };
+            let logits = gantry_logits_with(&model, &backends, HostTensors::experts_of_first_layers(1), look);
+            let (kl, at, wrong) = compare(&logits, &reference(&stem));
+            eprintln!("wgpu+cpu --n-cpu-moe 1 {stem}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}");
+            assert!(kl <= limit(dtype) && wrong.is_empty(), "{stem}: KL {kl} at {at}, top-1 differs at {wrong:?}");
+        }
+    }
 }
 
 #[cfg(feature = "cuda")]
