@@ -344,7 +344,10 @@ pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
         ("text-only", Vec::new()),
         // A loop over the messages printing each role's field.
         ("loop-over-messages", vec![0, 0, 2, 0, 0, 0, 1, 2, 2, 0]),
-        // Hugging Face's opening: the system message split off.
-        ("system-split", vec![0, 0, 9, 0]),
+        // Hugging Face's opening: the system message split off, over a system
+        // and a user message (a template that never shows the system message
+        // gets it merged into the user's, as llama.cpp does; alone, it would be
+        // dropped and the template index an empty conversation).
+        ("system-split", vec![0, 0, 9, 0, 0, 1, 0, 0, 1, 0, 1]),
     ]
 }
