@@ -13,6 +13,7 @@ pub mod fetch;
 pub mod gemma2;
 pub mod gemma3;
 pub mod gguf;
+pub mod gpt_oss;
 #[cfg(feature = "grammar")]
 pub mod grammar;
 mod host_tensors;

@@ -47,6 +47,14 @@ pub enum SeededFamily {
     /// untied output, each layer's network a mixture of experts as wide
     /// as `feed_forward_length`, routed as in `Qwen3Moe`.
     Mixtral,
+    /// `gpt-oss`: biases on the Q/K/V and output projections, attention
+    /// sinks, YaRN rope (neox pairs) on every layer, even layers over a
+    /// sliding window, and in every layer [`SEEDED_EXPERTS`] experts with
+    /// a biased router, expert biases, softmax over the chosen logits and
+    /// gpt-oss's clamped SwiGLU; the pre-FFN norm named
+    /// `post_attention_norm`, an untied output. Also written with MXFP4
+    /// experts and the rest in F32, as gpt-oss ships.
+    GptOss,
 }
 
 /// A part of a model that [`SeededModel::neutral`] can make a no-op.
@@ -66,6 +74,12 @@ pub enum Part {
     /// `ffn_gate_inp.weight` (the experts' router): all zeros, so every
     /// expert is equally likely and each token gets the first ones.
     Router,
+    /// `attn_sinks.weight`: so negative that no sink takes any weight.
+    Sinks,
+    /// `ffn_gate_inp.bias` and `ffn_{gate,up,down}_exps.bias`: all zeros.
+    ExpertBiases,
+    /// YaRN: the file says no rope scaling at all.
+    Yarn,
 }
 
 /// The token ids every seeded model's reference is computed on (no BOS;
@@ -92,10 +106,28 @@ pub const SEEDED_EXPERTS_USED: usize = 2;
 /// down projection).
 const N_FF_EXP: usize = 256;
 
+/// gpt-oss's YaRN: the factor, and an original context shorter than the
+/// prompt's reach, so that the interpolated pairs turn visibly slower
+/// within 17 positions (and YaRN's magnitude scale grows every score).
+const YARN_FACTOR: f32 = 4.0;
+const YARN_ORIGINAL_CONTEXT: u32 = 16;
+
+/// The value a neutral sink gets: its share of each softmax underflows to 0.
+const NO_SINK: f32 = -1.0e9;
+
 impl SeededFamily {
     /// Every family, in a fixed order.
-    pub const ALL: [Self; 8] =
-        [Self::Llama, Self::Llama3, Self::Qwen2, Self::Qwen3, Self::Gemma2, Self::Phi3, Self::Qwen3Moe, Self::Mixtral];
+    pub const ALL: [Self; 9] = [
+        Self::Llama,
+        Self::Llama3,
+        Self::Qwen2,
+        Self::Qwen3,
+        Self::Gemma2,
+        Self::Phi3,
+        Self::Qwen3Moe,
+        Self::Mixtral,
+        Self::GptOss,
+    ];
 
     /// A short name for files and messages (`llama3`).
     pub fn name(self) -> &'static str {
@@ -108,6 +140,7 @@ impl SeededFamily {
             Self::Phi3 => "phi3",
             Self::Qwen3Moe => "qwen3moe",
             Self::Mixtral => "mixtral",
+            Self::GptOss => "gpt-oss",
         }
     }
 
@@ -120,6 +153,18 @@ impl SeededFamily {
             Self::Gemma2 => "gemma2",
             Self::Phi3 => "phi3",
             Self::Qwen3Moe => "qwen3moe",
+            Self::GptOss => "gpt-oss",
+        }
+    }
+
+    /// The types the family's references are stored for beyond
+    /// [`SEEDED_DTYPES`]: llama's lookup-table types, and gpt-oss with
+    /// MXFP4 experts (the type it is released in).
+    pub fn extra_dtypes(self) -> &'static [DType] {
+        match self {
+            Self::Llama => &SEEDED_LOOKUP_DTYPES,
+            Self::GptOss => &[DType::MXFP4],
+            _ => &[],
         }
     }
 
@@ -135,13 +180,13 @@ impl SeededFamily {
 
     /// Whether each layer's feed-forward network is a mixture of experts.
     fn has_experts(self) -> bool {
-        matches!(self, Self::Qwen3Moe | Self::Mixtral)
+        matches!(self, Self::Qwen3Moe | Self::Mixtral | Self::GptOss)
     }
 
     /// `feed_forward_length`: the dense network's width, or the experts'
     /// where llama.cpp reads their width from it (llama).
     fn n_ff(self) -> usize {
-        if self == Self::Mixtral { N_FF_EXP } else { N_FF }
+        if matches!(self, Self::Mixtral | Self::GptOss) { N_FF_EXP } else { N_FF }
     }
 
     /// The parts of this family beyond plain llama's.
@@ -155,6 +200,7 @@ impl SeededFamily {
             Self::Phi3 => &[],
             Self::Qwen3Moe => &[Part::QkNorm, Part::Router],
             Self::Mixtral => &[Part::Router],
+            Self::GptOss => &[Part::AttnBias, Part::SlidingWindow, Part::Sinks, Part::ExpertBiases, Part::Yarn],
         }
     }
 
@@ -171,7 +217,7 @@ impl SeededFamily {
             Self::Llama3 => Some("llama-bpe"),
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe => Some("qwen2"),
             // Gemma's vocabulary is SentencePiece; the logits do not depend on it.
-            Self::Gemma2 => Some("gpt-2"),
+            Self::Gemma2 | Self::GptOss => Some("gpt-2"),
             Self::Phi3 => None,
         }
     }
@@ -182,6 +228,7 @@ impl SeededFamily {
             Self::Llama3 => 500_000.0,
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Mixtral => 1_000_000.0,
             Self::Gemma2 | Self::Phi3 => 10_000.0,
+            Self::GptOss => 150_000.0,
         }
     }
 }
@@ -239,7 +286,9 @@ impl SeededModel {
         w.add_f32(&key("rope.freq_base"), f.rope_base());
         w.add_u32(&key("rope.dimension_count"), hd as u32);
         w.add_u32(&key("vocab_size"), SEEDED_VOCAB as u32);
-        if matches!(f, SeededFamily::Qwen3 | SeededFamily::Qwen3Moe) {
+        // gpt-oss's converter writes the head widths too (its heads are
+        // not the model width over the heads).
+        if matches!(f, SeededFamily::Qwen3 | SeededFamily::Qwen3Moe | SeededFamily::GptOss) {
             w.add_u32(&key("attention.key_length"), hd as u32);
             w.add_u32(&key("attention.value_length"), hd as u32);
         }
@@ -247,8 +296,21 @@ impl SeededModel {
             w.add_u32(&key("expert_count"), SEEDED_EXPERTS as u32);
             w.add_u32(&key("expert_used_count"), SEEDED_EXPERTS_USED as u32);
         }
-        if f == SeededFamily::Qwen3Moe {
+        if matches!(f, SeededFamily::Qwen3Moe | SeededFamily::GptOss) {
             w.add_u32(&key("expert_feed_forward_length"), N_FF_EXP as u32);
+        }
+        if f == SeededFamily::GptOss {
+            // A window of 4 over a prompt of 17, as in Gemma 2's file.
+            let window = if neutral(Part::SlidingWindow) { 512 } else { 4 };
+            w.add_u32(&key("attention.sliding_window"), window);
+            if !neutral(Part::Yarn) {
+                // As llama.cpp's converter writes gpt-oss's rope scaling.
+                w.add_str(&key("rope.scaling.type"), "yarn");
+                w.add_f32(&key("rope.scaling.factor"), YARN_FACTOR);
+                w.add_u32(&key("rope.scaling.original_context_length"), YARN_ORIGINAL_CONTEXT);
+                w.add_f32(&key("rope.scaling.yarn_beta_fast"), 32.0);
+                w.add_f32(&key("rope.scaling.yarn_beta_slow"), 1.0);
+            }
         }
         if f == SeededFamily::Phi3 {
             w.add_u32(&key("attention.sliding_window"), 4);
@@ -269,12 +331,25 @@ impl SeededModel {
 
         let mut rng = SplitMix64::new(self.seed);
         let (q, kv) = (N_HEAD * hd, N_HEAD_KV * hd);
-        let mut tensors = Tensors { w: &mut w, rng: &mut rng, dtype: self.dtype };
+        // gpt-oss ships its experts in MXFP4 and the rest unquantized.
+        let (dtype, experts_dtype) = if f == SeededFamily::GptOss && self.dtype == DType::MXFP4 {
+            (DType::F32, DType::MXFP4)
+        } else {
+            (self.dtype, self.dtype)
+        };
+        let mut tensors = Tensors { w: &mut w, rng: &mut rng, dtype, experts_dtype };
         tensors.matrix("token_embd.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
         // Gemma 2's final soft-cap of 8 shapes logits spread about that far.
         let output_norm = if f == SeededFamily::Gemma2 { Fill::Range(0.8, 1.6) } else { Fill::AroundOne(0.2) };
         tensors.vector("output_norm.weight", N_EMBD, output_norm, false)?;
-        if matches!(f, SeededFamily::Llama | SeededFamily::Llama3 | SeededFamily::Phi3 | SeededFamily::Mixtral) {
+        if matches!(
+            f,
+            SeededFamily::Llama
+                | SeededFamily::Llama3
+                | SeededFamily::Phi3
+                | SeededFamily::Mixtral
+                | SeededFamily::GptOss
+        ) {
             tensors.matrix("output.weight", [N_EMBD, SEEDED_VOCAB], Scale::FanIn(3.0))?;
         }
         if f.parts().contains(&Part::RopeFactors) {
@@ -302,12 +377,18 @@ impl SeededModel {
                 tensors.vector(&n("attn_k_norm.weight"), hd, Fill::AroundOne(0.6), one)?;
             }
             tensors.matrix(&n("attn_output.weight"), [q, N_EMBD], Scale::FanIn(3.0))?;
+            if f == SeededFamily::GptOss {
+                tensors.vector(&n("attn_output.bias"), N_EMBD, Fill::Range(-0.5, 0.5), neutral(Part::AttnBias))?;
+                tensors.sinks(&n("attn_sinks.weight"), N_HEAD, neutral(Part::Sinks))?;
+            }
             if f == SeededFamily::Gemma2 {
                 // After a norm a block adds about unit size to a residual of
                 // embeddings scaled by 16: scaled up, it moves the tied logits.
                 tensors.vector(&n("post_attention_norm.weight"), N_EMBD, Fill::Range(2.0, 6.0), false)?;
             }
-            tensors.vector(&n("ffn_norm.weight"), N_EMBD, Fill::AroundOne(0.2), false)?;
+            // gpt-oss's norm before the experts has llama.cpp's name for a post-norm.
+            let ffn_norm = if f == SeededFamily::GptOss { "post_attention_norm.weight" } else { "ffn_norm.weight" };
+            tensors.vector(&n(ffn_norm), N_EMBD, Fill::AroundOne(0.2), false)?;
             if f.has_experts() {
                 // Router logits a few units apart: the choice and the
                 // weights of the experts differ from token to token.
@@ -316,6 +397,16 @@ impl SeededModel {
                 tensors.experts(&n("ffn_gate_exps.weight"), [N_EMBD, ff, e], Scale::FanIn(1.5))?;
                 tensors.experts(&n("ffn_up_exps.weight"), [N_EMBD, ff, e], Scale::FanIn(1.5))?;
                 tensors.experts(&n("ffn_down_exps.weight"), [ff, N_EMBD, e], Scale::FanIn(3.0))?;
+                if f == SeededFamily::GptOss {
+                    // A router bias as wide as the router's logits, and
+                    // expert biases about a unit: each moves the choice or
+                    // the output of the experts.
+                    let zero = neutral(Part::ExpertBiases);
+                    tensors.vector_nd(&n("ffn_gate_inp.bias"), &[e], Fill::Range(-1.5, 1.5), zero)?;
+                    tensors.vector_nd(&n("ffn_gate_exps.bias"), &[ff, e], Fill::Range(-1.0, 1.0), zero)?;
+                    tensors.vector_nd(&n("ffn_up_exps.bias"), &[ff, e], Fill::Range(-1.0, 1.0), zero)?;
+                    tensors.vector_nd(&n("ffn_down_exps.bias"), &[N_EMBD, e], Fill::Range(-1.0, 1.0), zero)?;
+                }
             } else if f == SeededFamily::Phi3 {
                 tensors.matrix(&n("ffn_up.weight"), [N_EMBD, 2 * N_FF], Scale::FanIn(1.5))?;
             } else {
@@ -352,16 +443,18 @@ struct Tensors<'a> {
     w: &'a mut GgufWriter,
     rng: &'a mut SplitMix64,
     dtype: DType,
+    /// The type of the stacked expert matrices.
+    experts_dtype: DType,
 }
 
 impl Tensors<'_> {
     fn matrix(&mut self, name: &str, [cols, rows]: [usize; 2], scale: Scale) -> Result<()> {
-        self.matrix_nd(name, &[cols, rows], scale)
+        self.matrix_nd(name, &[cols, rows], scale, self.dtype)
     }
 
     /// One matrix per expert, stacked: `[cols, rows, n_expert]`.
     fn experts(&mut self, name: &str, shape: [usize; 3], scale: Scale) -> Result<()> {
-        self.matrix_nd(name, &shape, scale)
+        self.matrix_nd(name, &shape, scale, self.experts_dtype)
     }
 
     /// An F32 router `[cols, n_expert]` whatever the file's type (llama.cpp's
@@ -378,14 +471,14 @@ impl Tensors<'_> {
     }
 
     /// A tensor of rows of `shape[0]` values (the other dimensions multiply
-    /// into the row count) in the file's type.
-    fn matrix_nd(&mut self, name: &str, shape: &[usize], scale: Scale) -> Result<()> {
+    /// into the row count) in `dtype`.
+    fn matrix_nd(&mut self, name: &str, shape: &[usize], scale: Scale, dtype: DType) -> Result<()> {
         let Scale::FanIn(gain) = scale;
         let cols = shape[0];
         let rows: usize = shape[1..].iter().product();
         let a = gain * (3.0 / cols as f32).sqrt();
         let values: Vec<f32> = (0..cols * rows).map(|_| a * self.rng.uniform()).collect();
-        let bytes = match self.dtype {
+        let bytes = match dtype {
             DType::F32 => bytemuck::cast_slice(&values).to_vec(),
             dt if SEEDED_LOOKUP_DTYPES.contains(&dt) => {
                 let mut out = Vec::new();
@@ -406,13 +499,19 @@ impl Tensors<'_> {
             }
             dt => return Err(Error::Model(format!("seeded models are F32 or quantized, not {dt}"))),
         };
-        self.w.add_tensor(name, shape, self.dtype, bytes)?;
+        self.w.add_tensor(name, shape, dtype, bytes)?;
         Ok(())
     }
 
     /// `neutral`: drawn (so the stream stays the same) but written as the
     /// fill's no-op (zero for a range around zero, else one).
     fn vector(&mut self, name: &str, n: usize, fill: Fill, neutral: bool) -> Result<()> {
+        self.vector_nd(name, &[n], fill, neutral)
+    }
+
+    /// [`Tensors::vector`] of any shape (per-expert biases, `[n, n_expert]`).
+    fn vector_nd(&mut self, name: &str, shape: &[usize], fill: Fill, neutral: bool) -> Result<()> {
+        let n: usize = shape.iter().product();
         let mut values: Vec<f32> = (0..n)
             .map(|_| {
                 let u = self.rng.uniform();
@@ -429,7 +528,19 @@ impl Tensors<'_> {
             };
             values.fill(no_op);
         }
-        self.w.add_tensor(name, &[n], DType::F32, bytemuck::cast_slice(&values).to_vec())?;
+        self.w.add_tensor(name, shape, DType::F32, bytemuck::cast_slice(&values).to_vec())?;
+        Ok(())
+    }
+
+    /// Attention sinks, one logit per head in `[0, 3)`: against scores of
+    /// about a unit each takes a good share of a short window's weight.
+    /// `neutral`: drawn, then written as [`NO_SINK`].
+    fn sinks(&mut self, name: &str, n_head: usize, neutral: bool) -> Result<()> {
+        let mut values: Vec<f32> = (0..n_head).map(|_| 1.5 + 1.5 * self.rng.uniform()).collect();
+        if neutral {
+            values.fill(NO_SINK);
+        }
+        self.w.add_tensor(name, &[n_head], DType::F32, bytemuck::cast_slice(&values).to_vec())?;
         Ok(())
     }
 }

@@ -1,7 +1,8 @@
 //! Every decoder family against llama.cpp, without downloading a model:
 //! seeded random-weight files of each family in llama.cpp's layout
 //! (`gantry::testing::seeded_model`), in F32, Q8_0 and Q4_K (llama also in
-//! the lookup-table types IQ4_NL, IQ4_XS and MXFP4), whose
+//! the lookup-table types IQ4_NL, IQ4_XS and MXFP4, gpt-oss also with MXFP4
+//! experts), whose
 //! llama.cpp next-token distributions at every position of a 17-token
 //! prompt are stored in `tests/data/families/` (made by
 //! `tests/data/scripts/family_logits_llamacpp.py` with the `xllamacpp` wheel from the
@@ -17,18 +18,19 @@
 //! own part made a no-op (Llama 3's rope factors all one, Qwen 2's biases
 //! zero, Qwen 3's Q/K norms one, Gemma 2's soft-caps and sliding window
 //! out of reach, the experts' router zero so every token gets the first
-//! experts with equal weights) land far outside the F32 limit — what an
-//! engine that ignored the part would answer.
+//! experts with equal weights; gpt-oss's attention biases zero, window out
+//! of reach, sinks too negative to take weight, expert biases zero and
+//! YaRN off) land far outside the F32 limit — what an engine that ignored
+//! the part would answer.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use gantry::backends::cpu::CpuBackend;
+use gantry::model::blocks::Attention;
 use gantry::model::decoder::{DecoderModel, LogitsFor, Session, SessionParams};
 use gantry::model::{HostTensors, LoadOptions};
-use gantry::testing::seeded_model::{
-    SEEDED_DTYPES, SEEDED_LOOKUP_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel,
-};
+use gantry::testing::seeded_model::{Part, SEEDED_DTYPES, SEEDED_PROMPT, SEEDED_VOCAB, SeededFamily, SeededModel};
 use gantry::{Backend, Context, DType};
 use serde_json::Value;
 
@@ -66,14 +68,31 @@ fn temp_file(name: &str) -> PathBuf {
 /// Gantry's logits at every position of the prompt, the model loaded for
 /// the first of `backends` (the others behind it).
 fn gantry_logits(model: &SeededModel, backends: &[Arc<dyn Backend>]) -> Vec<f32> {
-    gantry_logits_with(model, backends, HostTensors::NONE, |_, _| {})
+    gantry_logits_with(model, backends, Attention::Flash)
 }
 
-/// [`gantry_logits`] with `host` weights kept in host memory, `look` shown
-/// the loaded model first.
-fn gantry_logits_with(
+/// [`gantry_logits`] with attention computed as `attention` says.
+fn gantry_logits_with(model: &SeededModel, backends: &[Arc<dyn Backend>], attention: Attention) -> Vec<f32> {
+    gantry_logits_in(model, backends, attention, SEEDED_PROMPT.len())
+}
+
+/// [`gantry_logits_with`], the prompt fed in batches of at most `batch`
+/// tokens, each after the cache holds the ones before it.
+fn gantry_logits_in(
     model: &SeededModel,
     backends: &[Arc<dyn Backend>],
+    attention: Attention,
+    batch: usize,
+) -> Vec<f32> {
+    gantry_logits_placed(model, backends, (attention, batch), HostTensors::NONE, |_, _| {})
+}
+
+/// [`gantry_logits_in`] with `host` weights kept in host memory, `look`
+/// shown the loaded model first.
+fn gantry_logits_placed(
+    model: &SeededModel,
+    backends: &[Arc<dyn Backend>],
+    (attention, batch): (Attention, usize),
     host: HostTensors,
     look: impl FnOnce(&Context, &DecoderModel),
 ) -> Vec<f32> {
@@ -89,9 +108,12 @@ fn gantry_logits_with(
     let loaded = DecoderModel::load_with(&path, &mut ctx, device, options);
     let loaded = loaded.unwrap_or_else(|e| panic!("{}: {e}", model.stem()));
     look(&ctx, &loaded);
-    let params = SessionParams { n_ctx: 64, ..SessionParams::default() };
+    let params = SessionParams { n_ctx: 64, attention, ..SessionParams::default() };
     let mut s = Session::new(&mut ctx, loaded.hp, loaded.weights.clone(), backends, params).unwrap();
-    let logits = s.eval(&mut ctx, &SEEDED_PROMPT, LogitsFor::All).unwrap().to_vec();
+    let mut logits = Vec::with_capacity(SEEDED_PROMPT.len() * SEEDED_VOCAB);
+    for chunk in SEEDED_PROMPT.chunks(batch) {
+        logits.extend_from_slice(s.eval(&mut ctx, chunk, LogitsFor::All).unwrap());
+    }
     std::fs::remove_file(&path).ok();
     logits
 }
@@ -134,8 +156,7 @@ fn check_all(backends: &[Arc<dyn Backend>], on: &str) {
     assert_eq!(prompt, SEEDED_PROMPT.map(u64::from), "the stored references are of another prompt");
     let mut failures = Vec::new();
     for family in SeededFamily::ALL {
-        let lookup: &[_] = if family == SeededFamily::Llama { &SEEDED_LOOKUP_DTYPES } else { &[] };
-        for &dtype in SEEDED_DTYPES.iter().chain(lookup) {
+        for &dtype in SEEDED_DTYPES.iter().chain(family.extra_dtypes()) {
             let model = SeededModel::new(family, dtype);
             let stem = model.stem();
             let bytes = model.to_gguf().unwrap();
@@ -205,7 +226,8 @@ fn experts_kept_in_host_memory_match_llama_cpp_on_wgpu_and_the_cpu() {
                 assert_ne!(home("blk.1.ffn_up_exps.weight"), host, "{stem}: only the first layer's experts");
                 assert_ne!(home("blk.0.attn_q.weight"), host, "{stem}: attention goes to the GPU");
             };
-            let logits = gantry_logits_with(&model, &backends, HostTensors::experts_of_first_layers(1), look);
+            let whole = (Attention::Flash, SEEDED_PROMPT.len());
+            let logits = gantry_logits_placed(&model, &backends, whole, HostTensors::experts_of_first_layers(1), look);
             let (kl, at, wrong) = compare(&logits, &reference(&stem));
             eprintln!("wgpu+cpu --n-cpu-moe 1 {stem}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}");
             assert!(kl <= limit(dtype) && wrong.is_empty(), "{stem}: KL {kl} at {at}, top-1 differs at {wrong:?}");
@@ -223,6 +245,60 @@ fn every_family_matches_llama_cpp_on_cuda_and_the_cpu() {
         return;
     };
     check_all(&[dev.init_backend(None).unwrap(), cpu()], "cuda+cpu");
+}
+
+/// Attention sinks join the explicit soft max too (SOFT_MAX with sinks,
+/// which every backend has, where flash attention with sinks is the CPU's
+/// alone): gpt-oss through explicit attention matches llama.cpp as closely,
+/// on the CPU and on the first wgpu adapter with the CPU behind it.
+#[test]
+fn gpt_oss_matches_llama_cpp_with_explicit_attention() {
+    let mut runs: Vec<(Vec<Arc<dyn Backend>>, &str)> = vec![(vec![cpu()], "cpu")];
+    #[cfg(feature = "wgpu")]
+    {
+        use gantry::Device;
+        let platform = gantry::backends::wgpu::WgpuPlatform::new();
+        match platform.wgpu_devices().first() {
+            Some(dev) => runs.push((vec![dev.init_backend(None).unwrap(), cpu()], "wgpu+cpu")),
+            None => eprintln!("wgpu part skipped: no wgpu adapter on this machine"),
+        }
+    }
+    for (backends, on) in &runs {
+        for dtype in [DType::F32, DType::Q8_0] {
+            let model = SeededModel::new(SeededFamily::GptOss, dtype);
+            let engine = gantry_logits_with(&model, backends, Attention::Explicit);
+            let (kl, at, wrong) = compare(&engine, &reference(&model.stem()));
+            eprintln!("{on} explicit {}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}", model.stem());
+            assert!(
+                kl <= limit(dtype) && wrong.is_empty(),
+                "{on} {}: KL {kl} at {at}, top-1 at {wrong:?}",
+                model.stem()
+            );
+        }
+        // And the sinks are what this path adds: without them it lands far off.
+        let model = SeededModel { neutral: Some(Part::Sinks), ..SeededModel::new(SeededFamily::GptOss, DType::F32) };
+        let engine = gantry_logits_with(&model, backends, Attention::Explicit);
+        let (kl, at, _) = compare(&engine, &reference(&model.stem()));
+        eprintln!("{on} explicit gpt-oss without sinks: worst KL {kl:.4} at {at}");
+        assert!(kl > 20.0 * F32_KL, "{on}: explicit attention without sinks: KL only {kl}");
+    }
+}
+
+/// gpt-oss decoded a token at a time, as llama.cpp's references were (its
+/// server continues the cached prefix): each query's sliding window and
+/// sinks over cached keys, not the batch's own, land as close.
+#[test]
+fn gpt_oss_matches_llama_cpp_token_by_token() {
+    for attention in [Attention::Flash, Attention::Explicit] {
+        let model = SeededModel::new(SeededFamily::GptOss, DType::F32);
+        let engine = gantry_logits_in(&model, &[cpu()], attention, 1);
+        let (kl, at, wrong) = compare(&engine, &reference(&model.stem()));
+        eprintln!(
+            "cpu {attention:?} token by token {}: worst KL {kl:.6} at {at}; top-1 differs at {wrong:?}",
+            model.stem()
+        );
+        assert!(kl <= F32_KL && wrong.is_empty(), "{attention:?}: KL {kl} at {at}, top-1 at {wrong:?}");
+    }
 }
 
 /// Each family's own part, made a no-op, moves the logits far past the F32

@@ -291,6 +291,99 @@ fn mixture_of_experts_files_are_checked_by_key_and_tensor() {
     assert!(err.contains(&file) && err.contains("'blk.0.ffn_gate.0.weight'") && err.contains("old Mixtral"), "{err}");
 }
 
+/// The tiny llama's tensors and keys made a `gpt-oss` of 4 experts, 2
+/// used per token, 48 wide: biases on every attention projection, sinks,
+/// a sliding window, YaRN, the pre-FFN norm named `post_attention_norm`,
+/// a biased router and expert biases, an untied output.
+fn as_gpt_oss(t: &mut Vec<(String, Vec<usize>, DType)>, w: &mut GgufWriter) {
+    as_gpt_oss_window(t, w, true);
+}
+
+/// [`as_gpt_oss`], the sliding window's key written or not.
+fn as_gpt_oss_window(t: &mut Vec<(String, Vec<usize>, DType)>, w: &mut GgufWriter, window: bool) {
+    let (e, ff) = (N_EMBD, 48);
+    w.add_u32("gpt-oss.expert_count", 4);
+    w.add_u32("gpt-oss.expert_used_count", 2);
+    w.add_u32("gpt-oss.expert_feed_forward_length", ff as u32);
+    if window {
+        w.add_u32("gpt-oss.attention.sliding_window", 2);
+    }
+    w.add_str("gpt-oss.rope.scaling.type", "yarn");
+    w.add_f32("gpt-oss.rope.scaling.factor", 4.0);
+    w.add_u32("gpt-oss.rope.scaling.original_context_length", 8);
+    t.retain(|(name, _, _)| !["ffn_gate.", "ffn_up.", "ffn_down.", "ffn_norm."].iter().any(|s| name.contains(s)));
+    t.push(("output.weight".into(), vec![e, N_VOCAB], DType::F32));
+    for (n, dims) in [
+        ("attn_q.bias", vec![e]),
+        ("attn_k.bias", vec![e]),
+        ("attn_v.bias", vec![e]),
+        ("attn_output.bias", vec![e]),
+        ("attn_sinks.weight", vec![2]),
+        ("post_attention_norm.weight", vec![e]),
+        ("ffn_gate_inp.weight", vec![e, 4]),
+        ("ffn_gate_inp.bias", vec![4]),
+        ("ffn_gate_exps.weight", vec![e, ff, 4]),
+        ("ffn_gate_exps.bias", vec![ff, 4]),
+        ("ffn_up_exps.weight", vec![e, ff, 4]),
+        ("ffn_up_exps.bias", vec![ff, 4]),
+        ("ffn_down_exps.weight", vec![ff, e, 4]),
+        ("ffn_down_exps.bias", vec![e, 4]),
+    ] {
+        t.push((format!("blk.0.{n}"), dims, DType::F32));
+    }
+}
+
+/// A gpt-oss file loads and runs where every part fits its keys, and fails
+/// naming the key or tensor where a part is missing or says what llama.cpp
+/// would not compute: YaRN betas other than llama.cpp's, a YaRN key no
+/// gpt-oss model reads, no sinks, no window, no output matrix.
+#[test]
+fn gpt_oss_files_are_checked_by_key_and_tensor() {
+    let path = temp_dir("gguf").join("tiny_gpt_oss.gguf");
+    tiny_llama(&path, "gpt-oss", as_gpt_oss);
+    let mut ctx = Context::new();
+    let model = DecoderModel::load(&path, &mut ctx, &cpu(), None).unwrap();
+    let hp = model.hp;
+    assert_eq!((hp.n_expert, hp.n_expert_used, hp.n_ff_exp, hp.sliding_window), (4, 2, 48, 2));
+    assert!(hp.is_sliding(0) && hp.attn_sinks && hp.expert_biases && hp.rope_ext_factor == 1.0, "{hp:?}");
+    assert_eq!((hp.rope_freq_scale, hp.rope_freq_scale_swa, hp.n_ctx_orig_yarn), (0.25, 0.25, 8));
+    let backends: Vec<std::sync::Arc<dyn Backend>> = vec![cpu().init_backend(None).unwrap()];
+    let params = SessionParams { n_ctx: 8, ..SessionParams::default() };
+    let mut s = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params).unwrap();
+    let logits = s.eval(&mut ctx, &[1, 4, 5], LogitsFor::All).unwrap().to_vec();
+    assert!(logits.len() == 3 * N_VOCAB && logits.iter().all(|x| x.is_finite()), "{logits:?}");
+
+    let (err, file) = load_gguf_err("gpt_oss_beta", "gpt-oss", |t, w| {
+        as_gpt_oss(t, w);
+        w.add_f32("gpt-oss.rope.scaling.yarn_beta_fast", 16.0);
+    });
+    assert!(err.contains(&file) && err.contains("gpt-oss.rope.scaling.yarn_beta_fast = 16"), "{err}");
+
+    let (err, file) = load_gguf_err("gpt_oss_log_mul", "gpt-oss", |t, w| {
+        as_gpt_oss(t, w);
+        w.add_f32("gpt-oss.rope.scaling.yarn_log_multiplier", 0.1);
+    });
+    assert!(err.contains(&file) && err.contains("gpt-oss.rope.scaling.yarn_log_multiplier"), "{err}");
+
+    let (err, file) = load_gguf_err("gpt_oss_without_sinks", "gpt-oss", |t, w| {
+        as_gpt_oss(t, w);
+        t.retain(|(n, _, _)| !n.contains("attn_sinks"));
+    });
+    assert!(err.contains(&file) && err.contains("'blk.0.attn_sinks.weight' is missing"), "{err}");
+
+    let (err, file) = load_gguf_err("gpt_oss_without_output", "gpt-oss", |t, w| {
+        as_gpt_oss(t, w);
+        t.retain(|(n, _, _)| n != "output.weight");
+    });
+    assert!(err.contains(&file) && err.contains("'output.weight' is missing"), "{err}");
+
+    let (err, file) = load_gguf_err("gpt_oss_without_window", "gpt-oss", |t, w| as_gpt_oss_window(t, w, false));
+    assert!(err.contains(&file) && err.contains("'gpt-oss.attention.sliding_window' is missing"), "{err}");
+
+    let (err, file) = load_gguf_err("gpt_oss_without_experts", "gpt-oss", |_, _| {});
+    assert!(err.contains(&file) && err.contains("gpt-oss.expert_count") && err.contains("needs experts"), "{err}");
+}
+
 // ---- safetensors encoders --------------------------------------------------------
 
 pub(crate) const BERT_H: usize = 8;

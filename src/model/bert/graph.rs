@@ -91,7 +91,7 @@ pub fn build_bert_graph(
         let k = ctx.permute(k, [0, 2, 1, 3])?;
         let v = heads(ctx, lw.v)?;
         let v = ctx.permute(v, [0, 2, 1, 3])?;
-        let attn = attend(ctx, &spec, q, k, v, mask)?;
+        let attn = attend(ctx, &spec, q, k, v, mask, None)?;
         let attn = linear(ctx, lw.attn_out.0, Some(lw.attn_out.1), attn)?;
         let res = ctx.add(attn, x)?;
         let cur = normalize(ctx, res, &lw.attn_norm)?;

@@ -35,7 +35,9 @@ pub struct AttentionSpec {
     pub attention: Attention,
 }
 
-/// `softmax(Q·K · scale + mask) · V` per head.
+/// `softmax(Q·K · scale + mask) · V` per head; with `sinks` (F32
+/// `[n_head]`, gpt-oss), each head's logit joins its softmax with no value
+/// of its own, so the keys' weights sum to less than one.
 ///
 /// `q` is `[head_dim, n_head, n_q, n_seq]`; `k` and `v` are
 /// `[head_dim, n_kv, n_head_kv, n_seq]` (views of a cache or of projections);
@@ -49,6 +51,7 @@ pub fn attend(
     k: TensorId,
     v: TensorId,
     mask: TensorId,
+    sinks: Option<TensorId>,
 ) -> Result<TensorId> {
     let (hd, nh) = (spec.head_dim, spec.n_head);
     let dq = *ctx.desc(q)?;
@@ -60,7 +63,12 @@ pub fn attend(
     let qp = ctx.permute(q, [0, 2, 1, 3])?;
     match spec.attention {
         Attention::Flash => {
-            let attn = ctx.flash_attn_ext(qp, k, v, Some(mask), spec.kq_scale, 0.0, spec.softcap)?;
+            let attn = match sinks {
+                // Only the CPU has this kernel; the scheduler places the
+                // node there when the layer's device refuses it.
+                Some(s) => ctx.flash_attn_ext_sinks(qp, k, v, Some(mask), s, spec.kq_scale, 0.0, spec.softcap)?,
+                None => ctx.flash_attn_ext(qp, k, v, Some(mask), spec.kq_scale, 0.0, spec.softcap)?,
+            };
             Ok(ctx.reshape(attn, [hd * nh, n_q * n_seq])?)
         }
         Attention::Explicit => {
@@ -70,9 +78,9 @@ pub fn attend(
                 let s = ctx.scale(kq, spec.kq_scale / spec.softcap, 0.0)?;
                 let s = ctx.tanh(s)?;
                 let s = ctx.scale(s, spec.softcap, 0.0)?;
-                ctx.soft_max_ext(s, Some(mask), 1.0, 0.0)?
+                soft_max(ctx, s, mask, sinks, 1.0)?
             } else {
-                ctx.soft_max_ext(kq, Some(mask), spec.kq_scale, 0.0)?
+                soft_max(ctx, kq, mask, sinks, spec.kq_scale)?
             };
             // V with the keys as its columns, [n_kv, head_dim, n_head_kv, n_seq].
             let vt = ctx.transpose(v)?;
@@ -82,4 +90,12 @@ pub fn attend(
             Ok(ctx.cont_shape(merged, [hd * nh, n_q * n_seq])?)
         }
     }
+}
+
+/// The masked soft max of the scores, with the sinks where there are some.
+fn soft_max(ctx: &mut Context, kq: TensorId, mask: TensorId, sinks: Option<TensorId>, scale: f32) -> Result<TensorId> {
+    Ok(match sinks {
+        Some(s) => ctx.soft_max_ext_sinks(kq, Some(mask), s, scale, 0.0)?,
+        None => ctx.soft_max_ext(kq, Some(mask), scale, 0.0)?,
+    })
 }

@@ -15,8 +15,12 @@ pub struct RopeSpec {
     pub base: f32,
     /// Position scale (1 = none).
     pub freq_scale: f32,
-    /// Context length the model was trained with.
+    /// Context length the model was trained with (before YaRN's extension).
     pub n_ctx_orig: usize,
+    /// YaRN's extrapolation mix (0 = no YaRN).
+    pub ext_factor: f32,
+    /// Multiplies the rotated values (YaRN adds its own magnitude scale).
+    pub attn_factor: f32,
 }
 
 impl RopeSpec {
@@ -25,6 +29,8 @@ impl RopeSpec {
         RopeParams {
             n_ctx_orig: self.n_ctx_orig,
             freq_scale: self.freq_scale,
+            ext_factor: self.ext_factor,
+            attn_factor: self.attn_factor,
             ..RopeParams::new(self.n_dims, self.mode, self.base)
         }
     }

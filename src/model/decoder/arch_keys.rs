@@ -27,7 +27,8 @@ pub(crate) const COMMON_KEYS: &[&str] = &[
     "rope.dimension_count",
     "rope.scaling.type",
     "rope.scaling.factor",
-    // Linear scaling does not read it (YaRN would; its type is refused).
+    // Linear scaling does not read it; YaRN (gpt-oss) does, and a family
+    // without YaRN refuses that scaling type.
     "rope.scaling.original_context_length",
     // A note from the converter, no parameter of the computation.
     "rope.scaling.finetuned",
@@ -56,12 +57,14 @@ pub(crate) fn check_arch_keys(gguf: &Gguf, hp: &DecoderHparams, family_keys: &[&
             );
         }
     }
+    // YaRN only where the family computes it (its extrapolation mix set).
     if let Some(kind) = gguf.get_arch_opt::<&str>("rope.scaling.type")?
         && !matches!(kind, "none" | "linear")
+        && !(kind == "yarn" && hp.rope_ext_factor > 0.0)
     {
         return refuse(
             &gguf.arch_key("rope.scaling.type")?,
-            format!("rope scaling {kind:?} is not implemented (only none and linear)"),
+            format!("rope scaling {kind:?} is not implemented for {arch} (only none and linear)"),
         );
     }
     if let Some(n) = gguf.get_arch_opt::<u64>("rope.dimension_count")?

@@ -78,10 +78,12 @@ fn input(ctx: &mut Context, dtype: DType, shape: &[usize], name: &str) -> Result
 /// `llm_build_gemma3_iswa`): embeddings (scaled where the model says),
 /// then per layer a norm, Q/K/V projections (with biases where the model
 /// has them), per-head Q/K norms where the
-/// model has them, the layer's rope (with the model's frequency factors), the new keys and values stored into the
+/// model has them, the layer's rope (with the model's frequency factors and
+/// YaRN), the new keys and values stored into the
 /// cache with SET_ROWS, grouped-query attention over the first `n_kv` cache
 /// cells with the layer's mask (global or sliding window; flash or explicit,
-/// [`Attention`]), output projection, a post-norm where the model has one,
+/// [`Attention`]; with attention sinks where the model has them), output
+/// projection (with its bias where the model has one), a post-norm where the model has one,
 /// residual; a norm, the feed-forward network (dense, or a mixture of
 /// experts: [`experts`]), a post-norm, residual; then
 /// the final norm, the output projection and the logit soft-cap.
@@ -173,9 +175,9 @@ pub fn build_decoder_graph(
         let layer_mask = if hp.is_sliding(l) { mask_swa } else { mask };
         // `has_global_layers` / `has_sliding_layers` made the mask this layer reads.
         let layer_mask = layer_mask.ok_or_else(|| Error::Model(format!("layer {l} has no attention mask")))?;
-        let attn = attend(ctx, &spec, q, k_all, v_all, layer_mask)?;
+        let attn = attend(ctx, &spec, q, k_all, v_all, layer_mask, lw.attn_sinks)?;
         name(ctx, attn, "kqv_out")?;
-        let mut attn = ctx.mul_mat(lw.wo, attn)?;
+        let mut attn = linear(ctx, lw.wo, lw.bo, attn)?;
         if let Some(pn) = lw.attn_post_norm {
             attn = normalize(ctx, attn, &decoder_norm(hp, pn))?;
         }

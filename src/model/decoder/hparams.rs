@@ -41,6 +41,19 @@ pub struct DecoderHparams {
     pub rope_base: f32,
     /// Rope position scale (1 = none; global layers).
     pub rope_freq_scale: f32,
+    /// Rope position scale of sliding-window layers (Gemma: 1, unscaled;
+    /// gpt-oss: the global layers' scale).
+    pub rope_freq_scale_swa: f32,
+    /// YaRN's extrapolation mix (0: no YaRN; 1 with `rope.scaling.type =
+    /// yarn`), on every layer.
+    pub rope_ext_factor: f32,
+    /// Multiplies the rotated queries and keys (YaRN's attention factor as
+    /// llama.cpp passes it to the rope: the op adds YaRN's own magnitude
+    /// scale), on every layer.
+    pub rope_attn_factor: f32,
+    /// The context the rope's YaRN ramp is computed for
+    /// (`rope.scaling.original_context_length`); 0: `n_ctx_train`.
+    pub n_ctx_orig_yarn: usize,
     /// Context length the model was trained with.
     pub n_ctx_train: usize,
     /// Multiplies the token embeddings (Gemma: `sqrt(n_embd)`).
@@ -65,6 +78,15 @@ pub struct DecoderHparams {
     /// Biases on the query, key and value projections (Qwen 2; optional in
     /// llama files).
     pub qkv_bias: bool,
+    /// A bias on the attention output projection (`attn_output.bias`, gpt-oss).
+    pub attn_out_bias: bool,
+    /// One learned logit per query head that joins every attention softmax
+    /// with no value of its own (`attn_sinks.weight`, gpt-oss).
+    pub attn_sinks: bool,
+    /// The name of each layer's norm before the feed-forward network:
+    /// `ffn_norm`, or `post_attention_norm` in gpt-oss files (llama.cpp's
+    /// `attn_post_norm`, which gpt-oss applies to the residual, as a pre-norm).
+    pub ffn_norm_name: &'static str,
     /// Per-pair rope frequency factors (`rope_freqs.weight`, Llama 3's
     /// long-context scaling): each pair's frequency is divided by its
     /// factor, in every layer.
@@ -83,6 +105,9 @@ pub struct DecoderHparams {
     pub n_ff_exp: usize,
     /// How the router's logits become the chosen experts' weights.
     pub expert_gating: Gating,
+    /// Biases on the router and on each expert's three projections
+    /// (`ffn_gate_inp.bias`, `ffn_{gate,up,down}_exps.bias`; gpt-oss).
+    pub expert_biases: bool,
     /// Whether the chosen experts' weights are normalized to sum 1.
     pub expert_norm_weights: bool,
     /// Each expert's activation.
@@ -106,6 +131,10 @@ impl DecoderHparams {
         rope_mode: RopeMode::Normal,
         rope_base: 100000.0,
         rope_freq_scale: 1.0,
+        rope_freq_scale_swa: 1.0,
+        rope_ext_factor: 0.0,
+        rope_attn_factor: 1.0,
+        n_ctx_orig_yarn: 0,
         n_ctx_train: 8192,
         embd_scale: 1.0,
         qk_norm: false,
@@ -117,6 +146,9 @@ impl DecoderHparams {
         swa_pattern: 0,
         rope_base_swa: 10000.0,
         qkv_bias: false,
+        attn_out_bias: false,
+        attn_sinks: false,
+        ffn_norm_name: "ffn_norm",
         rope_factors: false,
         fused_qkv: false,
         fused_gate_up: false,
@@ -124,6 +156,7 @@ impl DecoderHparams {
         n_expert_used: 0,
         n_ff_exp: 0,
         expert_gating: Gating::Softmax,
+        expert_biases: false,
         expert_norm_weights: false,
         expert_activation: ExpertActivation::Swiglu,
     };
@@ -150,11 +183,24 @@ impl DecoderHparams {
         MaskRule { causal: true, window: if self.is_sliding(l) { self.sliding_window } else { 0 } }
     }
 
-    /// The rope of layer `l`: sliding layers have their own base and no scaling.
+    /// The rope of layer `l`: sliding layers have their own base and scale;
+    /// YaRN, where the model has it, acts on every layer (as llama.cpp's
+    /// context-wide `ext_factor` and `attn_factor` do).
     pub fn rope(&self, l: usize) -> RopeSpec {
-        let (base, freq_scale) =
-            if self.is_sliding(l) { (self.rope_base_swa, 1.0) } else { (self.rope_base, self.rope_freq_scale) };
-        RopeSpec { mode: self.rope_mode, n_dims: self.head_dim, base, freq_scale, n_ctx_orig: self.n_ctx_train }
+        let (base, freq_scale) = if self.is_sliding(l) {
+            (self.rope_base_swa, self.rope_freq_scale_swa)
+        } else {
+            (self.rope_base, self.rope_freq_scale)
+        };
+        RopeSpec {
+            mode: self.rope_mode,
+            n_dims: self.head_dim,
+            base,
+            freq_scale,
+            n_ctx_orig: if self.n_ctx_orig_yarn > 0 { self.n_ctx_orig_yarn } else { self.n_ctx_train },
+            ext_factor: self.rope_ext_factor,
+            attn_factor: self.rope_attn_factor,
+        }
     }
 
     /// The mixture-of-experts network of every layer, or `None` for a
@@ -188,6 +234,7 @@ impl DecoderHparams {
             ("n_layer", self.n_layer, l.max_layers),
             ("n_vocab", self.n_vocab, l.max_vocab),
             ("n_ctx_train", self.n_ctx_train, l.max_context),
+            ("n_ctx_orig_yarn", self.n_ctx_orig_yarn, l.max_context),
             ("sliding_window", self.sliding_window, l.max_context),
             ("swa_pattern", self.swa_pattern, l.max_layers),
             ("n_embd", self.n_embd, l.max_width),
@@ -222,11 +269,19 @@ impl DecoderHparams {
             return bad("head_dim is odd");
         }
         let positive = |x: f32| x.is_finite() && x > 0.0;
-        if ![self.rms_eps, self.rope_base, self.rope_freq_scale, self.rope_base_swa].into_iter().all(positive) {
-            return bad("rms_eps, rope bases and rope scale must be finite and positive");
+        let rope = [self.rope_base, self.rope_freq_scale, self.rope_base_swa, self.rope_freq_scale_swa];
+        if ![self.rms_eps, self.rope_attn_factor].into_iter().chain(rope).all(positive) {
+            return bad("rms_eps, rope bases, rope scales and the rope attention factor must be finite and positive");
+        }
+        if !(self.rope_ext_factor.is_finite() && (0.0..=1.0).contains(&self.rope_ext_factor)) {
+            return bad("the YaRN extrapolation mix must be between 0 and 1");
         }
         if !(self.embd_scale.is_finite() && self.attn_softcap >= 0.0 && self.final_softcap >= 0.0) {
             return bad("the embedding scale must be finite, soft-caps non-negative");
+        }
+        // Gemma's post-attention norm and gpt-oss's pre-FFN norm share a name.
+        if self.post_norms && self.ffn_norm_name == "post_attention_norm" {
+            return bad("the norm before the feed-forward network is named as the post-attention norm");
         }
         if self.norm == NormKind::Layer {
             return bad("decoder norms are RMS norms (LayerNorm needs biases the decoder weights do not have)");

@@ -11,13 +11,14 @@ use super::{DecoderHparams, DecoderWeights};
 use crate::model::gguf::Gguf;
 use crate::model::tokenizer::Tokenizer;
 use crate::model::{
-    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, gemma2, gemma3, llama, load_tensors, phi3, qwen2, qwen3,
-    qwen3moe,
+    DequantizedFile, LoadOptions, LoadProgress, LoadedWeights, gemma2, gemma3, gpt_oss, llama, load_tensors, phi3,
+    qwen2, qwen3, qwen3moe,
 };
 use crate::{Error, Result};
 
 /// The decoder families Gantry reads from GGUF files, by `general.architecture`.
-pub const DECODER_ARCHITECTURES: [&str; 7] = ["llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"];
+pub const DECODER_ARCHITECTURES: [&str; 8] =
+    ["llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss"];
 
 /// A GGUF decoder model loaded into a context: hyperparameters, weights
 /// (over the file mapping where the device can read it), and the tokenizer.
@@ -39,7 +40,7 @@ impl DecoderHparams {
     /// [`DECODER_ARCHITECTURES`]; another architecture is an error naming the
     /// file and `general.architecture`. So is any `{arch}.*` key the family
     /// does not read, and any value of one it computes only in part (a rope
-    /// scaling type other than linear, experts, partial rope): never a
+    /// scaling type the family does not implement, experts, partial rope): never a
     /// model computed without what its file says.
     pub fn from_gguf(gguf: &Gguf) -> Result<Self> {
         let (hp, family_keys) = match gguf.architecture()? {
@@ -50,6 +51,7 @@ impl DecoderHparams {
             "phi3" => (phi3::hparams_from_gguf(gguf)?, phi3::KEYS),
             "gemma2" => (gemma2::hparams_from_gguf(gguf)?, gemma2::KEYS),
             "gemma3" => (gemma3::hparams_from_gguf(gguf)?, gemma3::KEYS),
+            "gpt-oss" => (gpt_oss::hparams_from_gguf(gguf)?, gpt_oss::KEYS),
             other => {
                 return Err(Error::InvalidModel {
                     file: gguf.source().to_owned(),

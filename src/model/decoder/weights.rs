@@ -97,6 +97,10 @@ pub struct LayerWeights {
     pub bk: Option<TensorId>,
     /// Value bias, `[n_head_kv * head_dim]` (`qkv_bias`).
     pub bv: Option<TensorId>,
+    /// Attention output bias, `[n_embd]` (`attn_out_bias`).
+    pub bo: Option<TensorId>,
+    /// Attention sinks, F32 `[n_head]` (`attn_sinks`).
+    pub attn_sinks: Option<TensorId>,
     /// Norm of each query head, `[head_dim]` (`qk_norm`).
     pub attn_q_norm: Option<TensorId>,
     /// Norm of each key head, `[head_dim]` (`qk_norm`).
@@ -115,9 +119,19 @@ impl LayerWeights {
     /// Every tensor of the layer, each once.
     pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
         [self.attn_norm, self.wo, self.ffn_norm].into_iter().chain(self.qkv.tensors()).chain(self.ffn.tensors()).chain(
-            [self.bq, self.bk, self.bv, self.attn_q_norm, self.attn_k_norm, self.attn_post_norm, self.ffn_post_norm]
-                .into_iter()
-                .flatten(),
+            [
+                self.bq,
+                self.bk,
+                self.bv,
+                self.bo,
+                self.attn_sinks,
+                self.attn_q_norm,
+                self.attn_k_norm,
+                self.attn_post_norm,
+                self.ffn_post_norm,
+            ]
+            .into_iter()
+            .flatten(),
         )
     }
 
@@ -197,9 +211,10 @@ impl DecoderWeights {
             .map(|l| {
                 let n = |s: &str| format!("blk.{l}.{s}.weight");
                 let opt = |present: bool, s: &str, shape: &[usize]| present.then(|| get(&n(s), shape)).transpose();
-                let bias = |s: &str, width: usize| {
-                    hp.qkv_bias.then(|| get(&format!("blk.{l}.{s}.bias"), &[width])).transpose()
+                let bias_if = |present: bool, s: &str, shape: &[usize]| {
+                    present.then(|| get(&format!("blk.{l}.{s}.bias"), shape)).transpose()
                 };
+                let bias = |s: &str, width: usize| bias_if(hp.qkv_bias, s, &[width]);
                 Ok(LayerWeights {
                     attn_norm: get(&n("attn_norm"), &[e])?,
                     qkv: if hp.fused_qkv {
@@ -215,21 +230,23 @@ impl DecoderWeights {
                     bq: bias("attn_q", q)?,
                     bk: bias("attn_k", kv)?,
                     bv: bias("attn_v", kv)?,
+                    bo: bias_if(hp.attn_out_bias, "attn_output", &[e])?,
+                    attn_sinks: opt(hp.attn_sinks, "attn_sinks", &[hp.n_head])?,
                     attn_q_norm: opt(hp.qk_norm, "attn_q_norm", &[hp.head_dim])?,
                     attn_k_norm: opt(hp.qk_norm, "attn_k_norm", &[hp.head_dim])?,
                     attn_post_norm: opt(hp.post_norms, "post_attention_norm", &[e])?,
-                    ffn_norm: get(&n("ffn_norm"), &[e])?,
+                    ffn_norm: get(&n(hp.ffn_norm_name), &[e])?,
                     ffn: if hp.n_expert > 0 {
-                        let (n_exp, ff_exp) = (hp.n_expert, hp.n_ff_exp);
+                        let (n_exp, ff_exp, b) = (hp.n_expert, hp.n_ff_exp, hp.expert_biases);
                         FfnWeights::Experts(Experts {
                             router: get(&n("ffn_gate_inp"), &[e, n_exp])?,
-                            router_bias: None,
+                            router_bias: bias_if(b, "ffn_gate_inp", &[n_exp])?,
                             gate: get(&n("ffn_gate_exps"), &[e, ff_exp, n_exp])?,
-                            gate_bias: None,
+                            gate_bias: bias_if(b, "ffn_gate_exps", &[ff_exp, n_exp])?,
                             up: get(&n("ffn_up_exps"), &[e, ff_exp, n_exp])?,
-                            up_bias: None,
+                            up_bias: bias_if(b, "ffn_up_exps", &[ff_exp, n_exp])?,
                             down: get(&n("ffn_down_exps"), &[ff_exp, e, n_exp])?,
-                            down_bias: None,
+                            down_bias: bias_if(b, "ffn_down_exps", &[e, n_exp])?,
                         })
                     } else {
                         FfnWeights::Dense {
@@ -278,13 +295,24 @@ impl DecoderWeights {
         let mut layers = Vec::with_capacity(hp.n_layer);
         for l in 0..hp.n_layer {
             let n = |s: &str| format!("blk.{l}.{s}.weight");
-            let mut bias = |s: &str, width: usize| -> Result<Option<TensorId>> {
-                hp.qkv_bias.then(|| make(format!("blk.{l}.{s}.bias"), DType::F32, &[width])).transpose()
+            let mut bias = |present: bool, s: &str, shape: &[usize]| -> Result<Option<TensorId>> {
+                present.then(|| make(format!("blk.{l}.{s}.bias"), DType::F32, shape)).transpose()
             };
-            let (bq, bk, bv) = (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?);
+            let (bq, bk, bv) = (
+                bias(hp.qkv_bias, "attn_q", &[q])?,
+                bias(hp.qkv_bias, "attn_k", &[kv])?,
+                bias(hp.qkv_bias, "attn_v", &[kv])?,
+            );
+            let bo = bias(hp.attn_out_bias, "attn_output", &[e])?;
+            let (n_exp, ff_exp, b) = (hp.n_expert, hp.n_ff_exp, hp.expert_biases && hp.n_expert > 0);
+            let router_bias = bias(b, "ffn_gate_inp", &[n_exp])?;
+            let gate_bias = bias(b, "ffn_gate_exps", &[ff_exp, n_exp])?;
+            let up_bias = bias(b, "ffn_up_exps", &[ff_exp, n_exp])?;
+            let down_bias = bias(b, "ffn_down_exps", &[e, n_exp])?;
             let mut opt = |present: bool, s: &str, width: usize| -> Result<Option<TensorId>> {
                 present.then(|| make(n(s), DType::F32, &[width])).transpose()
             };
+            let attn_sinks = opt(hp.attn_sinks, "attn_sinks", hp.n_head)?;
             let attn_q_norm = opt(hp.qk_norm, "attn_q_norm", hp.head_dim)?;
             let attn_k_norm = opt(hp.qk_norm, "attn_k_norm", hp.head_dim)?;
             let attn_post_norm = opt(hp.post_norms, "post_attention_norm", e)?;
@@ -300,21 +328,22 @@ impl DecoderWeights {
                 bq,
                 bk,
                 bv,
+                bo,
+                attn_sinks,
                 attn_q_norm,
                 attn_k_norm,
                 attn_post_norm,
-                ffn_norm: make(n("ffn_norm"), DType::F32, &[e])?,
+                ffn_norm: make(n(hp.ffn_norm_name), DType::F32, &[e])?,
                 ffn: if hp.n_expert > 0 {
-                    let (n_exp, ff_exp) = (hp.n_expert, hp.n_ff_exp);
                     FfnWeights::Experts(Experts {
                         router: make(n("ffn_gate_inp"), dtype, &[e, n_exp])?,
-                        router_bias: None,
+                        router_bias,
                         gate: make(n("ffn_gate_exps"), dtype, &[e, ff_exp, n_exp])?,
-                        gate_bias: None,
+                        gate_bias,
                         up: make(n("ffn_up_exps"), dtype, &[e, ff_exp, n_exp])?,
-                        up_bias: None,
+                        up_bias,
                         down: make(n("ffn_down_exps"), dtype, &[ff_exp, e, n_exp])?,
-                        down_bias: None,
+                        down_bias,
                     })
                 } else {
                     FfnWeights::Dense {
@@ -355,6 +384,8 @@ impl DecoderWeights {
                 bq: l.bq.map(&f),
                 bk: l.bk.map(&f),
                 bv: l.bv.map(&f),
+                bo: l.bo.map(&f),
+                attn_sinks: l.attn_sinks.map(&f),
                 attn_q_norm: l.attn_q_norm.map(&f),
                 attn_k_norm: l.attn_k_norm.map(&f),
                 attn_post_norm: l.attn_post_norm.map(&f),

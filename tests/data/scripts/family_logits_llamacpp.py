@@ -12,7 +12,10 @@ and `post_sampling_probs` off, which gives log_softmax of its raw logits
 Writes OUT_DIR/<stem>.logprobs (f32 little-endian, [17][vocab], row p = the
 distribution after prompt[0..=p]) and OUT_DIR/manifest.json, which records
 the prompt, the engine and each file's size and FNV-1a 64 hash, so the test
-can check that Gantry still writes the very bytes llama.cpp ran on."""
+can check that Gantry still writes the very bytes llama.cpp ran on. An
+existing manifest keeps the entries of files not in MODELS_DIR (a new
+family's references are added without rerunning the others'); it must be
+of the same prompt, vocabulary and engine."""
 import json, math, os, struct, sys
 
 import xllamacpp as xlc
@@ -62,6 +65,12 @@ def main():
     os.makedirs(out, exist_ok=True)
     manifest = {"engine": f"llama.cpp through xllamacpp {getattr(xlc, '__version__', '?')}, CPU, 2 threads",
                 "prompt": PROMPT, "vocab": VOCAB, "files": {}}
+    old_path = os.path.join(out, "manifest.json")
+    if os.path.exists(old_path):
+        old = json.load(open(old_path))
+        same = {k: old.get(k) for k in ("engine", "prompt", "vocab")} == {k: manifest[k] for k in ("engine", "prompt", "vocab")}
+        assert same, f"{old_path} is of another engine, prompt or vocabulary: rerun every family into an empty folder"
+        manifest["files"] = old["files"]
     for name in sorted(os.listdir(models)):
         if not name.endswith(".gguf"):
             continue
@@ -75,6 +84,7 @@ def main():
         manifest["files"][stem] = {"bytes": len(data), "fnv1a64": fnv1a64(data)}
         tops = [math.exp(max(row)) for row in rows]
         print(f"{stem}: most likely token's probability per position:", " ".join(f"{t:.2f}" for t in tops))
+    manifest["files"] = dict(sorted(manifest["files"].items()))
     json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), indent=1)
 
 
