@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use gantry::model::LoadProgress;
 use gantry::model::decoder::{
     DecoderHparams, DecoderModel, DeviceRoom, LayerCounts, ModelFootprint, Session, compute_estimate, fit_layers,
+    fit_layers_experts_last,
 };
 use gantry::model::gguf::Gguf;
+use gantry::model::{HostTensors, LoadProgress};
 use gantry::{Backend, Context, DType, Device, DeviceType, Error, Result};
 
 use super::common::bytes;
@@ -71,7 +72,10 @@ pub struct FitRequest {
 
 /// Loads the decoder in `path` with as many layers on each backend's device
 /// as its budget allows (the GPUs in priority order, the rest on the CPU),
-/// and says on stderr how the layers were spread.
+/// and says on stderr how the layers were spread. A mixture-of-experts
+/// model's experts go to host memory before whole layers go to the CPU
+/// ([`fit_layers_experts_last`]), unless `--n-cpu-moe` / `--cpu-moe` says
+/// how many layers' experts stay there.
 pub fn load_fitted(
     path: &Path,
     ctx: &mut Context,
@@ -97,11 +101,23 @@ pub fn load_fitted(
         .iter()
         .map(|&b| DeviceRoom { name: backends[b].device().name().to_owned(), budget: budgets[b], compute })
         .collect();
-    let counts: LayerCounts = fit_layers(&footprint, &rooms)?;
+    let (counts, n_cpu_moe) = if placement.host_tensors.is_none() {
+        fit_layers_experts_last(&footprint, &rooms)?
+    } else {
+        let n = placement.host_tensors.experts_of_first_layers.min(hp.n_layer);
+        (fit_layers(&footprint.with_experts_in_host_memory(n), &rooms)?, n)
+    };
+    let counts: LayerCounts = counts;
     let devices: Vec<&dyn Device> = chosen.iter().map(|&b| backends[b].device()).collect();
     let names: Vec<String> =
         rooms.iter().zip(counts.counts()).map(|(r, c)| format!("{} {c} ({})", r.name, budget_text(r.budget))).collect();
-    eprintln!("fit: {} layers over {}", hp.n_layer, names.join(", "));
+    let experts = match n_cpu_moe {
+        0 => String::new(),
+        n => format!("; the experts of the first {n} layers in host memory"),
+    };
+    eprintln!("fit: {} layers over {}{experts}", hp.n_layer, names.join(", "));
+    let placement =
+        super::common::WeightPlacement { host_tensors: HostTensors::experts_of_first_layers(n_cpu_moe), ..placement };
     DecoderModel::load_split_with(path, ctx, &devices, &counts, super::common::load_options(progress, placement))
 }
 

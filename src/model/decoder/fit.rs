@@ -16,6 +16,7 @@ use std::fmt;
 use gantry_engine::{DType, Limits};
 
 use super::DecoderHparams;
+use crate::model::HostTensors;
 use crate::model::gguf::Gguf;
 use crate::{Error, Result};
 
@@ -86,10 +87,13 @@ impl fmt::Display for LayerCounts {
 }
 
 /// Bytes a decoder model takes, by where they go: what the fit places.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ModelFootprint {
-    /// Weight bytes of each layer (`blk.<l>.*`).
+    /// Weight bytes of each layer (`blk.<l>.*`), its experts included.
     pub layer_weights: Vec<usize>,
+    /// Of those, the bytes of each layer's expert tensors (mixture-of-experts
+    /// models; [`HostTensors`] names them).
+    pub layer_experts: Vec<usize>,
     /// KV cache bytes of one layer.
     pub layer_kv: usize,
     /// Bytes that go with the first layer (untied token embeddings).
@@ -97,6 +101,10 @@ pub struct ModelFootprint {
     /// Bytes that go with the last layer (final norm, output projection,
     /// tied embeddings, and any tensor of no layer).
     pub output: usize,
+    /// Expert bytes kept in host memory whatever device their layer is on
+    /// ([`ModelFootprint::with_experts_in_host_memory`]): the last device's,
+    /// which is the CPU.
+    pub host_experts: usize,
 }
 
 impl ModelFootprint {
@@ -110,13 +118,19 @@ impl ModelFootprint {
         let mut layer_weights = Vec::new();
         layer_weights.try_reserve_exact(n_layer).map_err(|_| bad(format!("no memory for {n_layer} layers")))?;
         layer_weights.resize(n_layer, 0usize);
+        let mut layer_experts = layer_weights.clone();
         let mut input = 0usize;
         let mut output = 0;
         let tied = gguf.tensor("output.weight").is_err();
         for t in gguf.tensors() {
             let layer = t.name.strip_prefix("blk.").and_then(|rest| rest.split('.').next()?.parse::<usize>().ok());
             match layer {
-                Some(l) if l < hp.n_layer => layer_weights[l] = layer_weights[l].saturating_add(t.size),
+                Some(l) if l < hp.n_layer => {
+                    layer_weights[l] = layer_weights[l].saturating_add(t.size);
+                    if HostTensors::ALL_EXPERTS.contains(&t.name) {
+                        layer_experts[l] = layer_experts[l].saturating_add(t.size);
+                    }
+                }
                 Some(l) => {
                     return Err(Error::InvalidModel {
                         file: gguf.source().to_owned(),
@@ -132,7 +146,24 @@ impl ModelFootprint {
             .row_size(row)
             .ok_or_else(|| Error::Model(format!("a {kv_dtype} KV cache cannot hold rows of {row} values")))?;
         let layer_kv = row_bytes.saturating_mul(n_ctx).saturating_mul(2);
-        Ok(Self { layer_weights, layer_kv, input, output })
+        Ok(Self { layer_weights, layer_experts, layer_kv, input, output, host_experts: 0 })
+    }
+
+    /// The footprint with the experts of the first `n` layers in host memory
+    /// (`--n-cpu-moe n`): out of their layers' bytes, into the last device's.
+    pub fn with_experts_in_host_memory(&self, n: usize) -> Self {
+        let mut out = self.clone();
+        for l in 0..n.min(out.layer_weights.len()) {
+            let experts = out.layer_experts.get(l).copied().unwrap_or(0);
+            out.layer_weights[l] = out.layer_weights[l].saturating_sub(experts);
+            out.host_experts = out.host_experts.saturating_add(experts);
+        }
+        out
+    }
+
+    /// Whether any layer has experts.
+    pub fn has_experts(&self) -> bool {
+        self.layer_experts.iter().any(|&b| b > 0)
     }
 
     /// Bytes of layer `l` with its cache, and what travels with it.
@@ -151,7 +182,7 @@ impl ModelFootprint {
 
     /// Every byte of the model, cache included.
     pub fn total(&self) -> usize {
-        (0..self.layer_weights.len()).map(|l| self.layer_bytes(l)).fold(0, usize::saturating_add)
+        (0..self.layer_weights.len()).map(|l| self.layer_bytes(l)).fold(self.host_experts, usize::saturating_add)
     }
 }
 
@@ -216,7 +247,8 @@ pub fn fit_layers(model: &ModelFootprint, devices: &[DeviceRoom]) -> Result<Laye
         let Some(room) = device.budget.unwrap_or(usize::MAX).checked_sub(device.compute) else {
             continue;
         };
-        let mut used = 0usize;
+        // Experts kept in host memory are the last device's (the CPU's).
+        let mut used = if d + 1 == devices.len() { model.host_experts } else { 0 };
         while next < n_layer {
             let add = model.layer_bytes(next);
             if used.saturating_add(add) > room {
@@ -227,8 +259,8 @@ pub fn fit_layers(model: &ModelFootprint, devices: &[DeviceRoom]) -> Result<Laye
             counts[d] += 1;
         }
     }
-    if next < n_layer {
-        let left = (next..n_layer).map(|l| model.layer_bytes(l)).fold(0, usize::saturating_add);
+    if next < n_layer || last.budget.is_some_and(|b| model.host_experts.saturating_add(last.compute) > b) {
+        let left = (next..n_layer).map(|l| model.layer_bytes(l)).fold(model.host_experts, usize::saturating_add);
         return Err(Error::Engine(gantry_engine::Error::BudgetExceeded {
             device: last.name.clone(),
             needed: left.saturating_add(last.compute),
@@ -240,12 +272,77 @@ pub fn fit_layers(model: &ModelFootprint, devices: &[DeviceRoom]) -> Result<Laye
     Ok(LayerCounts::new(counts))
 }
 
+/// [`fit_layers`] for a mixture-of-experts model, placing experts last (as
+/// llama.cpp's fit does): when the GPUs cannot hold every layer, the experts
+/// of the first layers move to host memory before any whole layer does —
+/// the fewest layers' experts with which every layer fits on the devices
+/// before the last (the CPU). When even every layer's experts in host memory
+/// leave layers over, those layers go to the CPU. The layer counts, and how
+/// many layers' experts stay in host memory (`--n-cpu-moe`).
+///
+/// ```
+/// use gantry::model::decoder::{DeviceRoom, ModelFootprint, fit_layers_experts_last};
+///
+/// // Four layers of 100 bytes, 80 of them experts.
+/// let model = ModelFootprint { layer_weights: vec![100; 4], layer_experts: vec![80; 4], ..Default::default() };
+/// let gpu = DeviceRoom { name: "wgpu0".into(), budget: Some(250), compute: 0 };
+/// let cpu = DeviceRoom { name: "CPU".into(), budget: None, compute: 0 };
+/// let (counts, n_cpu_moe) = fit_layers_experts_last(&model, &[gpu, cpu])?;
+/// assert_eq!((counts.counts(), n_cpu_moe), (&[4, 0][..], 2)); // 2 × 20 + 2 × 100 ≤ 250
+/// # Ok::<(), gantry::Error>(())
+/// ```
+pub fn fit_layers_experts_last(model: &ModelFootprint, devices: &[DeviceRoom]) -> Result<(LayerCounts, usize)> {
+    let plain = fit_layers(model, devices);
+    let all_before_last = |c: &LayerCounts| c.counts().last().is_none_or(|&n| n == 0);
+    if !model.has_experts() || devices.len() < 2 || plain.as_ref().is_ok_and(all_before_last) {
+        return plain.map(|c| (c, 0));
+    }
+    let n_layer = model.layer_weights.len();
+    for n in 1..=n_layer {
+        if let Ok(c) = fit_layers(&model.with_experts_in_host_memory(n), devices)
+            && all_before_last(&c)
+        {
+            return Ok((c, n));
+        }
+    }
+    fit_layers(&model.with_experts_in_host_memory(n_layer), devices).map(|c| (c, n_layer))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn model(n: usize) -> ModelFootprint {
-        ModelFootprint { layer_weights: vec![100; n], layer_kv: 20, input: 30, output: 70 }
+        ModelFootprint { layer_weights: vec![100; n], layer_kv: 20, input: 30, output: 70, ..Default::default() }
+    }
+
+    /// `n` layers of 100 bytes, 80 of them experts, caches of 20.
+    fn experts(n: usize) -> ModelFootprint {
+        ModelFootprint { layer_experts: vec![80; n], ..model(n) }
+    }
+
+    #[test]
+    fn experts_go_to_host_memory_before_whole_layers() {
+        let cpu = || room("cpu", None);
+        // Everything fits: no experts move.
+        let (c, n) = fit_layers_experts_last(&experts(4), &[room("gpu", Some(10_000)), cpu()]).unwrap();
+        assert_eq!((c.counts(), n), (&[4, 0][..], 0));
+        // GPU 500, 450 beside compute: the layers take 580 with their experts,
+        // 500 with one layer's out, 420 with two.
+        let (c, n) = fit_layers_experts_last(&experts(4), &[room("gpu", Some(500)), cpu()]).unwrap();
+        assert_eq!((c.counts(), n), (&[4, 0][..], 2));
+        let fp = experts(4).with_experts_in_host_memory(2);
+        assert_eq!((fp.host_experts, fp.total()), (160, experts(4).total()), "moved, not lost");
+        // GPU 300, 250 beside compute: even with every expert out the layers
+        // take 260, so the last goes to the CPU.
+        let (c, n) = fit_layers_experts_last(&experts(4), &[room("gpu", Some(300)), cpu()]).unwrap();
+        assert_eq!((c.counts(), n), (&[3, 1][..], 4));
+        // A dense model fits as before.
+        let (c, n) = fit_layers_experts_last(&model(10), &[room("gpu", Some(450)), cpu()]).unwrap();
+        assert_eq!((c.counts(), n), (&[3, 7][..], 0));
+        // The host's experts count against a CPU budget.
+        let err = fit_layers(&experts(4).with_experts_in_host_memory(4), &[room("cpu", Some(200))]).unwrap_err();
+        assert!(err.to_string().contains("memory budget of cpu exceeded"), "{err}");
     }
 
     fn room(name: &str, budget: Option<usize>) -> DeviceRoom {

@@ -23,7 +23,7 @@ mod worker;
 
 pub use crate::model::blocks::Attention;
 pub use batch::Batch;
-pub use fit::{DeviceRoom, LayerCounts, ModelFootprint, compute_estimate, fit_layers};
+pub use fit::{DeviceRoom, LayerCounts, ModelFootprint, compute_estimate, fit_layers, fit_layers_experts_last};
 pub use graph::{BatchShape, DecoderGraph, LogitsFor, build_decoder_graph};
 pub use hparams::{DecoderHparams, MAX_EXPERTS};
 pub use kv_cache::{KV_DTYPES, KvCache};
