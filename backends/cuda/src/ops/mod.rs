@@ -175,6 +175,21 @@ impl<'a> Planner<'a> {
             Op::MulMatId => experts::plan_mul_mat_id(self, node, &d),
             Op::AddId => experts::plan_add_id(self, node, &d),
             Op::Argsort { .. } | Op::TopK | Op::Cumsum => routing::plan(self, node, &d),
+            Op::Im2col { .. }
+            | Op::Conv2d(_)
+            | Op::Conv2dDw(_)
+            | Op::ConvTranspose1d { .. }
+            | Op::ConvTranspose2d { .. }
+            | Op::Pool1d { .. }
+            | Op::Pool2d { .. }
+            | Op::Upscale { .. }
+            | Op::Pad { .. }
+            | Op::PadReflect1d { .. }
+            | Op::Roll { .. }
+            | Op::GroupNorm { .. }
+            | Op::L2Norm { .. }
+            | Op::Arange { .. }
+            | Op::TimestepEmbedding { .. } => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }

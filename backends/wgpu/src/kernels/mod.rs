@@ -203,6 +203,21 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::Cumsum => routing::cumsum(&mut b),
         Op::SwigluOai { alpha, limit, swapped } => elementwise::swiglu_oai(&mut b, alpha, limit, swapped),
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(None),
+        Op::Im2col { .. }
+        | Op::Conv2d(_)
+        | Op::Conv2dDw(_)
+        | Op::ConvTranspose1d { .. }
+        | Op::ConvTranspose2d { .. }
+        | Op::Pool1d { .. }
+        | Op::Pool2d { .. }
+        | Op::Upscale { .. }
+        | Op::Pad { .. }
+        | Op::PadReflect1d { .. }
+        | Op::Roll { .. }
+        | Op::GroupNorm { .. }
+        | Op::L2Norm { .. }
+        | Op::Arange { .. }
+        | Op::TimestepEmbedding { .. } => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
