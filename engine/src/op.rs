@@ -385,6 +385,36 @@ impl ScaleMode {
     }
 }
 
+/// Which triangle of each matrix TRI keeps (ggml's `ggml_tri_type`), for
+/// element `[i0, i1]` (column, row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TriType {
+    /// `i0 >= i1`: the diagonal and above.
+    UpperDiag,
+    /// `i0 > i1`: above the diagonal.
+    Upper,
+    /// `i0 <= i1`: the diagonal and below.
+    LowerDiag,
+    /// `i0 < i1`: below the diagonal.
+    Lower,
+}
+
+impl TriType {
+    /// Every kind, in ggml's order: a position here is its code on the wire.
+    pub const ALL: [TriType; 4] = [TriType::UpperDiag, TriType::Upper, TriType::LowerDiag, TriType::Lower];
+
+    /// Whether element `[i0, i1]` is kept.
+    #[inline]
+    pub const fn keeps(self, i0: usize, i1: usize) -> bool {
+        match self {
+            TriType::UpperDiag => i0 >= i1,
+            TriType::Upper => i0 > i1,
+            TriType::LowerDiag => i0 <= i1,
+            TriType::Lower => i0 < i1,
+        }
+    }
+}
+
 /// The op that computes a tensor, with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Op {
@@ -620,6 +650,51 @@ pub enum Op {
         /// The longest period.
         max_period: i32,
     },
+    /// xIELU (ggml's `ggml_xielu`), with ggml's stored parameters:
+    /// `alpha_p·x² + beta·x` above 0, else `(expm1(min(x, eps)) - x)·alpha_n
+    /// + beta·x`.
+    Xielu {
+        /// `beta + softplus(alpha_n)` of the builder's arguments.
+        alpha_n: f32,
+        /// `softplus(alpha_p)` of the builder's arguments.
+        alpha_p: f32,
+        /// The linear term.
+        beta: f32,
+        /// Bounds `x` inside `expm1`.
+        eps: f32,
+    },
+    /// `src0`'s shape filled with `c`.
+    Fill {
+        /// The value.
+        c: f32,
+    },
+    /// One triangle of each matrix of `src0`, zeros elsewhere.
+    Tri(TriType),
+    /// The vectors `src0` (`[n, 1, ...]`) as diagonal matrices `[n, n, ...]`.
+    Diag,
+    /// Sets `x[i, j] = 0` where `i > n_past + j`.
+    DiagMaskZero {
+        /// Number of past positions visible to every row.
+        n_past: usize,
+    },
+    /// `src0` with `src1` written over its view at byte `offset` with strides `nb`.
+    Set {
+        /// Byte strides of dims 1, 2, 3 of the view.
+        nb: [usize; 3],
+        /// Byte offset of the view.
+        offset: usize,
+    },
+    /// `src0` with `src1` added to its view at byte `offset` with strides `nb`.
+    Acc {
+        /// Byte strides of dims 1, 2, 3 of the view.
+        nb: [usize; 3],
+        /// Byte offset of the view.
+        offset: usize,
+    },
+    /// `src0 + src1[0]`, the one element of `src1` added to every element.
+    Add1,
+    /// The number of positions where the I32 `src0` and `src1` are equal.
+    CountEqual,
     /// Fused attention: `softmax(Q K^T * scale + mask) V`; srcs Q, K, V, optional mask.
     FlashAttnExt {
         /// Multiplies `Q K^T`.
@@ -685,6 +760,15 @@ impl Op {
             Op::L2Norm { .. } => "L2_NORM",
             Op::Arange { .. } => "ARANGE",
             Op::TimestepEmbedding { .. } => "TIMESTEP_EMBEDDING",
+            Op::Xielu { .. } => "XIELU",
+            Op::Fill { .. } => "FILL",
+            Op::Tri(_) => "TRI",
+            Op::Diag => "DIAG",
+            Op::DiagMaskZero { .. } => "DIAG_MASK_ZERO",
+            Op::Set { .. } => "SET",
+            Op::Acc { .. } => "ACC",
+            Op::Add1 => "ADD1",
+            Op::CountEqual => "COUNT_EQUAL",
         }
     }
 
@@ -713,7 +797,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 82] = [
+    pub const NAMES: [&'static str; 91] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -796,5 +880,14 @@ impl Op {
         "L2_NORM",
         "ARANGE",
         "TIMESTEP_EMBEDDING",
+        "XIELU",
+        "FILL",
+        "TRI",
+        "DIAG",
+        "DIAG_MASK_ZERO",
+        "SET",
+        "ACC",
+        "ADD1",
+        "COUNT_EQUAL",
     ];
 }

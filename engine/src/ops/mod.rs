@@ -9,6 +9,7 @@ mod elementwise;
 mod experts;
 mod generate;
 mod layout;
+mod masks;
 mod matmul;
 mod norm;
 mod pad;

@@ -10,6 +10,7 @@ mod elementwise;
 mod experts;
 mod generate;
 mod layout;
+mod masks;
 mod matmul;
 mod norm;
 mod quant;
@@ -39,6 +40,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(resample::cases());
     cases.extend(norm::vision_cases());
     cases.extend(generate::cases());
+    cases.extend(masks::cases());
     cases
 }
 

@@ -22,6 +22,7 @@ mod elementwise;
 mod experts;
 mod generate;
 mod layout;
+mod masks;
 mod matmul;
 mod norm;
 mod reduce;
@@ -299,6 +300,17 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::TimestepEmbedding { dim, max_period } => {
                 generate::timestep_embedding(&srcs[0], dim as usize, max_period as f64)
             }
+            Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+                masks::xielu(&srcs[0], alpha_n as f64, alpha_p as f64, beta as f64, eps as f64)
+            }
+            Op::Fill { c } => masks::fill(d.ne, c as f64),
+            Op::Tri(kind) => masks::tri(&srcs[0], kind),
+            Op::Diag => masks::diag(&srcs[0]),
+            Op::DiagMaskZero { n_past } => masks::diag_mask_zero(&srcs[0], n_past),
+            Op::Set { nb, offset } => masks::set_acc(&srcs[0], &srcs[1], nb, offset, d.dtype.bytes_per_block(), false),
+            Op::Acc { nb, offset } => masks::set_acc(&srcs[0], &srcs[1], nb, offset, d.dtype.bytes_per_block(), true),
+            Op::Add1 => masks::add1(&srcs[0], &srcs[1]),
+            Op::CountEqual => masks::count_equal(&srcs[0], &srcs[1]),
             Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => continue,
         };
         let out = out.map_err(|reason| Error::InvalidOp { op: d.op.name(), reason })?;

@@ -2,6 +2,7 @@
 //! its kernel. Each family module has `supports` (what its kernels take:
 //! the single source of truth for [`crate::supports_op`]) and `compute`.
 
+mod add1;
 mod add_id;
 mod binary;
 pub(crate) mod bound;
@@ -9,7 +10,9 @@ mod concat_repeat;
 mod conv;
 mod conv_transpose;
 mod copy;
+mod count_equal;
 mod cumsum;
+mod fill_tri;
 mod flash_attn;
 mod generate;
 mod glu;
@@ -29,6 +32,7 @@ pub(crate) mod rope;
 pub(crate) mod rope_angles;
 pub(crate) mod rope_set_rows;
 mod rows;
+mod set_acc;
 mod softmax;
 mod sort;
 mod unary;
@@ -74,6 +78,12 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::GroupNorm { .. } => group_norm::supports(ctx, d),
         Op::L2Norm { .. } => norm::supports(ctx, d),
         Op::Arange { .. } | Op::TimestepEmbedding { .. } => generate::supports(ctx, d),
+        Op::Xielu { .. } => unary::supports(ctx, d),
+        Op::Fill { .. } | Op::Tri(_) | Op::Diag => fill_tri::supports(ctx, d),
+        Op::DiagMaskZero { .. } => softmax::supports(ctx, d),
+        Op::Set { .. } | Op::Acc { .. } => set_acc::supports(ctx, d),
+        Op::Add1 => add1::supports(ctx, d),
+        Op::CountEqual => count_equal::supports(ctx, d),
     }
 }
 
@@ -141,6 +151,12 @@ pub fn dispatch(
         Op::GroupNorm { .. } => group_norm::compute(ctx, t, &d, par),
         Op::L2Norm { .. } => norm::compute(ctx, t, &d, par),
         Op::Arange { .. } | Op::TimestepEmbedding { .. } => generate::compute(ctx, t, &d, par),
+        Op::Xielu { .. } => unary::compute(ctx, t, &d, par),
+        Op::Fill { .. } | Op::Tri(_) | Op::Diag => fill_tri::compute(ctx, t, &d, par),
+        Op::DiagMaskZero { .. } => softmax::compute(ctx, t, &d, par),
+        Op::Set { .. } | Op::Acc { .. } => set_acc::compute(ctx, t, &d, par),
+        Op::Add1 => add1::compute(ctx, t, &d, par),
+        Op::CountEqual => count_equal::compute(ctx, t, &d, par),
     }
 }
 

@@ -189,7 +189,16 @@ impl<'a> Planner<'a> {
             | Op::GroupNorm { .. }
             | Op::L2Norm { .. }
             | Op::Arange { .. }
-            | Op::TimestepEmbedding { .. } => Err(format!("{} has no CUDA kernel", d.op.name())),
+            | Op::TimestepEmbedding { .. }
+            | Op::Xielu { .. }
+            | Op::Fill { .. }
+            | Op::Tri(_)
+            | Op::Diag
+            | Op::DiagMaskZero { .. }
+            | Op::Set { .. }
+            | Op::Acc { .. }
+            | Op::Add1
+            | Op::CountEqual => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }

@@ -549,6 +549,42 @@ impl Builder<'_, '_> {
                 let x = a(self)?;
                 self.ctx.timestep_embedding(x, dim, max_period)
             }
+            Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+                let x = a(self)?;
+                self.ctx.xielu_stored(x, alpha_n, alpha_p, beta, eps)
+            }
+            Op::Fill { c } => {
+                let x = a(self)?;
+                self.ctx.fill(x, c)
+            }
+            Op::Tri(kind) => {
+                let x = a(self)?;
+                self.ctx.tri(x, kind)
+            }
+            Op::Diag => {
+                let x = a(self)?;
+                self.ctx.diag(x)
+            }
+            Op::DiagMaskZero { n_past } => {
+                let x = a(self)?;
+                self.ctx.diag_mask_zero(x, n_past)
+            }
+            Op::Set { nb, offset } => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.set(x, y, nb, offset)
+            }
+            Op::Acc { nb, offset } => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.acc(x, y, nb, offset)
+            }
+            Op::Add1 => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.add1(x, y)
+            }
+            Op::CountEqual => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.count_equal(x, y)
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 let (q, k, v) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
                 let mask = self.opt_src(t, 3);
@@ -700,6 +736,16 @@ mod tests {
         let mut wrong = graph;
         wrong[8].op = Op::Arange { start: 0.0, stop: 7.0, step: -1.0 };
         assert!(build(&mut ctx, b, wrong).unwrap_err().to_string().contains("ARANGE"));
+        // SET's view must lie inside its destination.
+        let set = |offset| {
+            vec![
+                tensor(DType::F32, [4, 4, 1, 1], Op::None, &[], Some((7, 0))),
+                tensor(DType::F32, [2, 2, 1, 1], Op::None, &[], Some((7, 64))),
+                tensor(DType::F32, [4, 4, 1, 1], Op::Set { nb: [16, 32, 32], offset }, &[0, 1], Some((7, 128))),
+            ]
+        };
+        assert!(build(&mut ctx, b, set(8)).is_ok());
+        assert!(build(&mut ctx, b, set(48)).unwrap_err().to_string().contains("SET"));
     }
 
     #[test]

@@ -33,7 +33,7 @@ use arbitrary::{Result as ArbResult, Unstructured};
 use gantry_cpu::{CpuBackend, CpuDevice};
 use gantry_engine::{
     BinaryOp, ConvParams, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, PoolOp, RopeMode, RopeParams, ScaleMode,
-    SortOrder, UnaryOp, tensor::contiguous_strides,
+    SortOrder, TriType, UnaryOp, tensor::contiguous_strides,
 };
 
 use crate::server::{ServedDevice, ServerState, Session, WeightCache};
@@ -171,7 +171,7 @@ fn pool_op(u: &mut Unstructured<'_>) -> ArbResult<PoolOp> {
 }
 
 fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
-    Ok(match u.int_in_range(0u8..=49)? {
+    Ok(match u.int_in_range(0u8..=58)? {
         0 => Op::None,
         1 => Op::View,
         2 => Op::Reshape,
@@ -250,6 +250,21 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         46 => Op::L2Norm { eps: float(u)? },
         47 => Op::Arange { start: float(u)?, stop: float(u)?, step: float(u)? },
         48 => Op::TimestepEmbedding { dim: u.int_in_range(0..=16)?, max_period: u.int_in_range(-2..=10000)? },
+        49 => Op::Xielu { alpha_n: float(u)?, alpha_p: float(u)?, beta: float(u)?, eps: float(u)? },
+        50 => Op::Fill { c: float(u)? },
+        51 => Op::Tri(TriType::ALL[u.choose_index(TriType::ALL.len())?]),
+        52 => Op::Diag,
+        53 => Op::DiagMaskZero { n_past: u.int_in_range(0..=8)? },
+        54 => Op::Set {
+            nb: [u.int_in_range(0..=256)?, u.int_in_range(0..=256)?, u.int_in_range(0..=1024)?],
+            offset: u.int_in_range(0..=256)?,
+        },
+        55 => Op::Acc {
+            nb: [u.int_in_range(0..=256)?, u.int_in_range(0..=256)?, u.int_in_range(0..=1024)?],
+            offset: u.int_in_range(0..=256)?,
+        },
+        56 => Op::Add1,
+        57 => Op::CountEqual,
         _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
     })
 }

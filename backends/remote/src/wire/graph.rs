@@ -13,7 +13,7 @@
 
 use gantry_engine::{
     BinaryOp, ConvParams, DType, GluOp, MAX_DIMS, MAX_SRC, Op, PoolOp, RopeMode, RopeParams, ScaleMode, SortOrder,
-    UnaryOp,
+    TriType, UnaryOp,
 };
 
 use super::codec::{Reader, WireError, Writer, wire_err};
@@ -260,6 +260,34 @@ fn write_op(w: &mut Writer, op: &Op) {
             w.u32(dim);
             w.u32(max_period as u32);
         }
+        Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+            w.u8(50);
+            for v in [alpha_n, alpha_p, beta, eps] {
+                w.f32(v);
+            }
+        }
+        Op::Fill { c } => {
+            w.u8(51);
+            w.f32(c);
+        }
+        Op::Tri(kind) => {
+            w.u8(52);
+            w.u8(TriType::ALL.iter().position(|&k| k == kind).unwrap_or(0) as u8);
+        }
+        Op::Diag => w.u8(53),
+        Op::DiagMaskZero { n_past } => {
+            w.u8(54);
+            w.usize(n_past);
+        }
+        Op::Set { nb, offset } | Op::Acc { nb, offset } => {
+            w.u8(if matches!(op, Op::Set { .. }) { 55 } else { 56 });
+            for v in nb {
+                w.usize(v);
+            }
+            w.usize(offset);
+        }
+        Op::Add1 => w.u8(57),
+        Op::CountEqual => w.u8(58),
     }
 }
 
@@ -417,6 +445,26 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
             dim: r.u32("TIMESTEP_EMBEDDING dim")?,
             max_period: r.u32("TIMESTEP_EMBEDDING max_period")? as i32,
         },
+        50 => Op::Xielu {
+            alpha_n: r.f32("XIELU alpha_n")?,
+            alpha_p: r.f32("XIELU alpha_p")?,
+            beta: r.f32("XIELU beta")?,
+            eps: r.f32("XIELU eps")?,
+        },
+        51 => Op::Fill { c: r.f32("FILL value")? },
+        52 => {
+            let code = r.u8("TRI type")?;
+            Op::Tri(*TriType::ALL.get(code as usize).ok_or_else(|| wire_err!("unknown TRI type {code}"))?)
+        }
+        53 => Op::Diag,
+        54 => Op::DiagMaskZero { n_past: r.usize("DIAG_MASK_ZERO n_past")? },
+        55 | 56 => {
+            let nb = [r.usize("view stride")?, r.usize("view stride")?, r.usize("view stride")?];
+            let offset = r.usize("view offset")?;
+            if tag == 55 { Op::Set { nb, offset } } else { Op::Acc { nb, offset } }
+        }
+        57 => Op::Add1,
+        58 => Op::CountEqual,
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
     })
@@ -576,6 +624,16 @@ mod tests {
             Op::L2Norm { eps: 1e-12 },
             Op::Arange { start: -1.5, stop: 7.0, step: 0.25 },
             Op::TimestepEmbedding { dim: 320, max_period: 10000 },
+            Op::Xielu { alpha_n: 1.3, alpha_p: 0.9, beta: 0.5, eps: -1e-6 },
+            Op::Fill { c: -2.5 },
+            Op::Tri(TriType::LowerDiag),
+            Op::Tri(TriType::Upper),
+            Op::Diag,
+            Op::DiagMaskZero { n_past: 3 },
+            Op::Set { nb: [40, 200, 800], offset: 12 },
+            Op::Acc { nb: [16, 64, 1024], offset: 4 },
+            Op::Add1,
+            Op::CountEqual,
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));

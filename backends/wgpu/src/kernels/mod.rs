@@ -217,7 +217,16 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         | Op::GroupNorm { .. }
         | Op::L2Norm { .. }
         | Op::Arange { .. }
-        | Op::TimestepEmbedding { .. } => Err(format!("{} has no wgpu kernel", d.op.name())),
+        | Op::TimestepEmbedding { .. }
+        | Op::Xielu { .. }
+        | Op::Fill { .. }
+        | Op::Tri(_)
+        | Op::Diag
+        | Op::DiagMaskZero { .. }
+        | Op::Set { .. }
+        | Op::Acc { .. }
+        | Op::Add1
+        | Op::CountEqual => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
