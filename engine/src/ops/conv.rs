@@ -6,6 +6,15 @@ use gantry_arenas::TensorId;
 
 use crate::{Context, ConvParams, DType, Op, Result, op_err};
 
+/// A transposed convolution's output length, `(input - 1)·stride +
+/// kernel` (0 for an empty input), or `None` on overflow.
+fn transposed_len(input: usize, kernel: usize, stride: u32) -> Option<usize> {
+    if input == 0 {
+        return Some(0);
+    }
+    (input - 1).checked_mul(stride as usize)?.checked_add(kernel)
+}
+
 impl Context {
     /// Checks a convolution's strides and dilations (at least 1).
     fn check_conv(&self, op: &'static str, conv: &ConvParams, dims: usize) -> Result<()> {
@@ -199,8 +208,8 @@ impl Context {
                 self.describe(input)
             ));
         }
-        let len = (di.ne[0].saturating_sub(1)) * stride as usize + dk.ne[0];
-        let len = if di.ne[0] == 0 { 0 } else { len };
+        let len = transposed_len(di.ne[0], dk.ne[0], stride)
+            .ok_or_else(|| op_err!(OP, "the result of {} with stride {stride} overflows", self.describe(input)))?;
         self.push_op(DType::F32, [len, dk.ne[1], 1, 1], Op::ConvTranspose1d { stride }, &[kernel, input])
     }
 
@@ -223,8 +232,11 @@ impl Context {
                 self.describe(input)
             ));
         }
-        let out = |x: usize, k: usize| if x == 0 { 0 } else { (x - 1) * stride as usize + k };
-        let ne = [out(di.ne[0], dk.ne[0]), out(di.ne[1], dk.ne[1]), dk.ne[2], di.ne[3]];
+        let out = |i: usize| {
+            transposed_len(di.ne[i], dk.ne[i], stride)
+                .ok_or_else(|| op_err!(OP, "the result of {} with stride {stride} overflows", self.describe(input)))
+        };
+        let ne = [out(0)?, out(1)?, dk.ne[2], di.ne[3]];
         self.push_op(DType::F32, ne, Op::ConvTranspose2d { stride }, &[kernel, input])
     }
 }

@@ -29,7 +29,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
         _ => a.ne,
     };
     let wraps = matches!(op, Op::Roll { .. } | Op::Pad { circular: true, .. });
-    if dst.ne != expect || (wraps && a.ne.contains(&0)) {
+    // A reflection reaches back at most one row length less one.
+    let reflects_too_far = matches!(op, Op::PadReflect1d { p0, p1 } if p0 as usize >= m0 || p1 as usize >= m0);
+    if dst.ne != expect || (wraps && a.ne.contains(&0)) || reflects_too_far {
         return Err(shape_err(ctx, t, d, format!("source shape {:?}", a.ne)));
     }
     par.for_each(dst.nrows(), n0, n0 + m0, |rows, tmp| {

@@ -4,7 +4,7 @@
 //! second pass splits `src1`'s rows over the threads without two of them
 //! touching one element.
 
-use gantry_engine::{Context, DType, Op, Result, TensorDesc, TensorId};
+use gantry_engine::{Context, DType, Op, Result, TensorDesc, TensorId, TensorLayout};
 
 use super::bound::{Bound, read_elem, write_elem};
 use super::{shape_err, src, src_desc};
@@ -30,7 +30,14 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
     // trust a description built without the builder.
     let last = (0..4).try_fold(offset, |acc, i| acc.checked_add(b.ne[i].saturating_sub(1).checked_mul(view_nb[i])?));
     let total = dst.nelements() * es;
-    if a.ne != dst.ne || !dst.is_contiguous() || last.is_none_or(|l| l + es > total) || !offset.is_multiple_of(es) {
+    let view = TensorLayout { dtype: dst.dtype, ne: b.ne, nb: view_nb };
+    if a.ne != dst.ne
+        || !dst.is_contiguous()
+        || last.is_none_or(|l| l + es > total)
+        || !offset.is_multiple_of(es)
+        || view_nb.iter().any(|s| !s.is_multiple_of(es))
+        || view.overlaps_itself()
+    {
         return Err(shape_err(ctx, t, d, format!("{:?} at byte {offset} with strides {nb:?}", b.ne)));
     }
     let n0 = dst.ne[0];
