@@ -5,7 +5,9 @@
 
 use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
-use gantry_engine::{Backend, BufferUsage, Context, ConvParams, DType, GraphArena, PoolOp, ScaleMode, TensorId};
+use gantry_engine::{
+    Backend, BufferUsage, Context, ConvParams, DType, GraphArena, PoolOp, ScaleMode, SplitMix64, TensorId,
+};
 
 const OPS: &str = "IM2COL,CONV_2D,CONV_2D_DW,CONV_TRANSPOSE_1D,CONV_TRANSPOSE_2D,POOL_1D,POOL_2D,UPSCALE,PAD,\
                    PAD_REFLECT_1D,ROLL,GROUP_NORM,L2_NORM,ARANGE,TIMESTEP_EMBEDDING,XIELU,FILL,TRI,DIAG,\
@@ -102,4 +104,86 @@ fn zero_sized_dims_compute_nothing_and_fail_nothing() {
     let p = ctx.pad(y, [0, 2, 0, 0]).unwrap();
     let got = compute(&mut ctx, &[p], &[]);
     assert_eq!(got[0], vec![0.0; 30]);
+}
+
+/// One random node of the new ops over small random shapes (zero-sized
+/// dims and strided sources included) and parameters; `None` when the
+/// builder refuses it, which is fine: only what it accepts must compute.
+fn random_node(ctx: &mut Context, rng: &mut SplitMix64) -> Option<TensorId> {
+    let mut dim = |hi: u64| rng.below(hi) as usize;
+    let ne = [dim(7), dim(6), dim(5), dim(3)];
+    let kne = [dim(4) + 1, dim(4) + 1, dim(4), dim(4)];
+    let (a, b) = (dim(1000), dim(1000));
+    let small = |v: usize| (v % 4) as u32;
+    let conv = ConvParams {
+        stride: [small(a) + 1, small(b) + 1],
+        pad: [small(a / 4), small(b / 4)],
+        dilation: [small(a / 16) % 2 + 1, small(b / 16) % 2 + 1],
+    };
+    let transposed = a % 3 == 0;
+    let stored = if transposed { [ne[1], ne[0], ne[2], ne[3]] } else { ne };
+    let leaf = ctx.tensor(DType::F32, stored).ok()?;
+    let x = if transposed { ctx.transpose(leaf).ok()? } else { leaf };
+    let k = ctx.tensor(if b % 2 == 0 { DType::F32 } else { DType::F16 }, kne).ok()?;
+    let r = match a % 19 {
+        0 => ctx.im2col(k, x, conv, b % 2 == 0, DType::F16),
+        1 => ctx.conv_2d_direct(k, x, conv),
+        2 => ctx.conv_2d_dw_direct(k, x, conv),
+        3 => ctx.conv_transpose_1d(k, x, small(b) + 1),
+        4 => ctx.conv_transpose_2d(k, x, small(b) + 1),
+        5 => {
+            ctx.pool_1d(x, if b % 2 == 0 { PoolOp::Max } else { PoolOp::Avg }, small(b) + 1, small(a) + 1, small(b / 4))
+        }
+        6 => ctx.pool_2d(x, PoolOp::Avg, [small(b) + 1, small(a) + 1], [small(a) + 1, 1], [small(b / 4), small(a / 4)]),
+        7 => ctx.upscale_ext(x, kne, if b % 2 == 0 { ScaleMode::Nearest } else { ScaleMode::Bilinear }, b % 4 == 1),
+        8 => ctx.pad_ext(x, [small(a), small(b), 0, 1], [small(b), 0, small(a), 0]),
+        9 => ctx.pad_ext_circular(x, [small(a), small(b), 0, 1], [small(b), 0, small(a), 0]),
+        10 => ctx.pad_reflect_1d(x, small(a), small(b)),
+        11 => ctx.roll(x, [small(a) as i32 - 2, small(b) as i32 - 1, 1, 0]),
+        12 => ctx.group_norm(x, small(a) + 1, 1e-5),
+        13 => ctx.l2_norm(x, 1e-6),
+        14 => ctx.timestep_embedding(x, small(b) as u32 * 3, 100),
+        15 => ctx.tri(x, gantry_engine::TriType::ALL[b % 4]),
+        16 => ctx.diag(x),
+        17 => {
+            let y = ctx.tensor(DType::F32, [kne[0], kne[1], 1, 1]).ok()?;
+            ctx.acc(x, y, [4 * ne[0].max(1), 4 * ne[0].max(1) * ne[1].max(1), 64], 4 * small(a) as usize)
+        }
+        _ => ctx.pool_2d(x, PoolOp::Max, [small(b) + 1, 2], [1, small(a) + 1], [small(a / 4), 1]),
+    };
+    r.ok()
+}
+
+#[test]
+fn random_nodes_the_builders_accept_compute_as_the_reference_does() {
+    let mut rng = SplitMix64::new(0xc0ffee);
+    let cpu = CpuBackend::with_threads(3).unwrap();
+    let buft = cpu.device().buffer_type();
+    let (mut built, mut nonempty) = (0, 0);
+    for i in 0..600 {
+        let mut ctx = Context::new();
+        let Some(out) = random_node(&mut ctx, &mut rng) else { continue };
+        built += 1;
+        let arena = GraphArena::new();
+        let graph = ctx.build_graph(&arena, &[out]).unwrap();
+        ctx.alloc_tensors(graph.leafs(), &buft, BufferUsage::Weights).unwrap();
+        ctx.alloc_tensors(graph.nodes(), &buft, BufferUsage::Compute).unwrap();
+        for &leaf in graph.leafs() {
+            let n = ctx.desc(leaf).unwrap().nelements();
+            ctx.set_f32(leaf, &rng.values(n, -1.0, 1.0)).unwrap();
+        }
+        let what = format!("case {i}: {} {}", ctx.desc(out).unwrap().op.name(), ctx.describe(out));
+        cpu.graph_compute(&mut ctx, graph).into_result().unwrap_or_else(|e| panic!("{what}: {e}"));
+        if ctx.desc(out).unwrap().nelements() == 0 {
+            continue;
+        }
+        nonempty += 1;
+        let want = gantry_conformance::reference::evaluate(&ctx, &graph, out).unwrap();
+        let got: Vec<f64> = ctx.read_f32(out).unwrap().into_iter().map(f64::from).collect();
+        match gantry_conformance::compare(&want, &got, gantry_conformance::Tolerance::Nmse(1e-5)) {
+            gantry_conformance::Verdict::Pass(_) => {}
+            gantry_conformance::Verdict::Fail(why) => panic!("{what}: {why}"),
+        }
+    }
+    assert!(built > 200 && nonempty > 100, "{built} built, {nonempty} not empty");
 }
