@@ -62,6 +62,6 @@ pub use error::{BackendErrorKind, Error, Result};
 pub use gantry_arenas::{BufferId, DeviceId, EventId, GraphArena, PlanId, TensorId};
 pub use graph::Graph;
 pub use limits::Limits;
-pub use op::{BinaryOp, GluOp, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
+pub use op::{BinaryOp, ConvParams, GluOp, Op, PoolOp, RopeMode, RopeParams, ScaleMode, SortOrder, TriType, UnaryOp};
 pub use rng::SplitMix64;
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags, TensorLayout};

@@ -304,6 +304,117 @@ impl RopeParams {
     }
 }
 
+/// Stride, padding and dilation of a convolution over the two innermost
+/// dims (ggml's `s0, s1, p0, p1, d0, d1`; index 0 is the width). A 1-D
+/// convolution uses the first of each and leaves the second at its
+/// default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConvParams {
+    /// Stride along dims 0 and 1 (at least 1).
+    pub stride: [u32; 2],
+    /// Zero padding before and after dims 0 and 1.
+    pub pad: [u32; 2],
+    /// Dilation along dims 0 and 1 (at least 1).
+    pub dilation: [u32; 2],
+}
+
+impl ConvParams {
+    /// Stride 1, no padding, no dilation.
+    pub const UNIT: Self = Self { stride: [1, 1], pad: [0, 0], dilation: [1, 1] };
+
+    /// The same stride, padding and dilation along both dims.
+    ///
+    /// ```
+    /// use gantry_engine::ConvParams;
+    /// let p = ConvParams::square(2, 1, 1);
+    /// assert_eq!(p.stride, [2, 2]);
+    /// assert_eq!(p.output_size(0, 8, 3), Some(4));
+    /// ```
+    pub const fn square(stride: u32, pad: u32, dilation: u32) -> Self {
+        Self { stride: [stride, stride], pad: [pad, pad], dilation: [dilation, dilation] }
+    }
+
+    /// The output length along `dim` of an input `input` long under a
+    /// kernel `kernel` long (ggml's `ggml_calc_conv_output_size`), or
+    /// `None` when the padded input is shorter than the dilated kernel.
+    pub fn output_size(&self, dim: usize, input: usize, kernel: usize) -> Option<usize> {
+        let (s, p, d) = (self.stride[dim] as usize, self.pad[dim] as usize, self.dilation[dim] as usize);
+        let span = d.checked_mul(kernel.checked_sub(1)?)?.checked_add(1)?;
+        let padded = input.checked_add(2 * p)?;
+        (padded >= span && s > 0).then(|| (padded - span) / s + 1)
+    }
+}
+
+/// How POOL_1D and POOL_2D combine a window (ggml's `ggml_op_pool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PoolOp {
+    /// The largest element (`-f32::MAX` over a window of padding only).
+    Max,
+    /// The mean: POOL_1D over the window's elements inside the input,
+    /// POOL_2D over the whole window, padding counted as zeros (as ggml).
+    Avg,
+}
+
+impl PoolOp {
+    /// ggml's integer code (`GGML_OP_POOL_MAX` = 0, `AVG` = 1).
+    pub const fn ggml_code(self) -> i32 {
+        match self {
+            PoolOp::Max => 0,
+            PoolOp::Avg => 1,
+        }
+    }
+}
+
+/// How UPSCALE samples its source (ggml's `ggml_scale_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScaleMode {
+    /// The source element each result element falls in.
+    Nearest,
+    /// Linear along dims 0 and 1 between the four nearest source elements,
+    /// clamped at the edges; nearest along dims 2 and 3.
+    Bilinear,
+}
+
+impl ScaleMode {
+    /// ggml's integer code (`GGML_SCALE_MODE_NEAREST` = 0, `BILINEAR` = 1).
+    pub const fn ggml_code(self) -> i32 {
+        match self {
+            ScaleMode::Nearest => 0,
+            ScaleMode::Bilinear => 1,
+        }
+    }
+}
+
+/// Which triangle of each matrix TRI keeps (ggml's `ggml_tri_type`), for
+/// element `[i0, i1]` (column, row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TriType {
+    /// `i0 >= i1`: the diagonal and above.
+    UpperDiag,
+    /// `i0 > i1`: above the diagonal.
+    Upper,
+    /// `i0 <= i1`: the diagonal and below.
+    LowerDiag,
+    /// `i0 < i1`: below the diagonal.
+    Lower,
+}
+
+impl TriType {
+    /// Every kind, in ggml's order: a position here is its code on the wire.
+    pub const ALL: [TriType; 4] = [TriType::UpperDiag, TriType::Upper, TriType::LowerDiag, TriType::Lower];
+
+    /// Whether element `[i0, i1]` is kept.
+    #[inline]
+    pub const fn keeps(self, i0: usize, i1: usize) -> bool {
+        match self {
+            TriType::UpperDiag => i0 >= i1,
+            TriType::Upper => i0 > i1,
+            TriType::LowerDiag => i0 <= i1,
+            TriType::Lower => i0 < i1,
+        }
+    }
+}
+
 /// The op that computes a tensor, with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Op {
@@ -432,6 +543,158 @@ pub enum Op {
         /// Fused form: `x` is the second half and the gate the first.
         swapped: bool,
     },
+    /// Image patches as rows (ggml's `GGML_OP_IM2COL`): srcs the kernel
+    /// (only its shape counts) and the image; F32 or F16 result.
+    Im2col {
+        /// Stride, padding, dilation.
+        conv: ConvParams,
+        /// Two-dimensional (else 1-D over dim 0).
+        is_2d: bool,
+    },
+    /// Direct 2-D convolution: srcs the kernel `[KW, KH, IC, OC]` and the
+    /// image `[W, H, IC, N]`.
+    Conv2d(ConvParams),
+    /// Depthwise 2-D convolution: srcs the kernel `[KW, KH, 1, C]` and the
+    /// image `[W, H, C, N]`.
+    Conv2dDw(ConvParams),
+    /// Transposed 1-D convolution: srcs the kernel `[K, OC, IC]` and the
+    /// input `[L, IC]` (ggml's padding 0, dilation 1).
+    ConvTranspose1d {
+        /// Stride.
+        stride: u32,
+    },
+    /// Transposed 2-D convolution: srcs the kernel `[KW, KH, OC, IC]` and
+    /// the input `[W, H, IC, N]` (ggml's `conv_transpose_2d_p0`).
+    ConvTranspose2d {
+        /// Stride along both dims.
+        stride: u32,
+    },
+    /// Pooling along dim 0 of each row.
+    Pool1d {
+        /// Max or average.
+        op: PoolOp,
+        /// Window length.
+        k: u32,
+        /// Stride.
+        s: u32,
+        /// Padding before and after.
+        p: u32,
+    },
+    /// Pooling over dims 0 and 1 of each plane.
+    Pool2d {
+        /// Max or average.
+        op: PoolOp,
+        /// Window size along dims 0 and 1.
+        k: [u32; 2],
+        /// Stride along dims 0 and 1.
+        s: [u32; 2],
+        /// Padding along dims 0 and 1.
+        p: [u32; 2],
+    },
+    /// Resampling to the result's shape (ggml's `GGML_OP_UPSCALE`).
+    Upscale {
+        /// Nearest or bilinear.
+        mode: ScaleMode,
+        /// Bilinear with the corner elements of source and result aligned
+        /// (ggml's `GGML_SCALE_FLAG_ALIGN_CORNERS`).
+        align_corners: bool,
+    },
+    /// Padding before (`lp`) and after (`rp`) each dim: zeros, or the
+    /// source wrapped around (`circular`, ggml's `pad_ext_circular`).
+    Pad {
+        /// Elements added before each dim.
+        lp: [u32; 4],
+        /// Elements added after each dim.
+        rp: [u32; 4],
+        /// Wrap the source around instead of padding with zeros.
+        circular: bool,
+    },
+    /// Reflection padding along dim 0 (the edge element not repeated).
+    PadReflect1d {
+        /// Elements added before.
+        p0: u32,
+        /// Elements added after.
+        p1: u32,
+    },
+    /// Elements moved `shift[i]` places along each dim, wrapping around.
+    Roll {
+        /// Shift per dim (negative: towards index 0).
+        shift: [i32; 4],
+    },
+    /// Normalization over groups of channels (dim 2) of each sample (dim 3).
+    GroupNorm {
+        /// Number of groups (`ceil(channels / groups)` channels each).
+        n_groups: u32,
+        /// Added to the variance.
+        eps: f32,
+    },
+    /// `x / max(|x|, eps)` per row (`|x|` the Euclidean norm).
+    L2Norm {
+        /// Lower bound of the norm.
+        eps: f32,
+    },
+    /// `start + step * i` for `i` in `0..ceil((stop - start) / step)`; no sources.
+    Arange {
+        /// First value.
+        start: f32,
+        /// Bound the values stay below.
+        stop: f32,
+        /// Step.
+        step: f32,
+    },
+    /// Sinusoidal embeddings of the F32 timesteps `src0` (`[n]`): `[dim, n]`,
+    /// cosines then sines of `t * max_period^(-j / (dim / 2))`.
+    TimestepEmbedding {
+        /// Embedding length.
+        dim: u32,
+        /// The longest period.
+        max_period: i32,
+    },
+    /// xIELU (ggml's `ggml_xielu`), with ggml's stored parameters:
+    /// `alpha_p·x² + beta·x` above 0, else `(expm1(min(x, eps)) - x)·alpha_n
+    /// + beta·x`.
+    Xielu {
+        /// `beta + softplus(alpha_n)` of the builder's arguments.
+        alpha_n: f32,
+        /// `softplus(alpha_p)` of the builder's arguments.
+        alpha_p: f32,
+        /// The linear term.
+        beta: f32,
+        /// Bounds `x` inside `expm1`.
+        eps: f32,
+    },
+    /// `src0`'s shape filled with `c`.
+    Fill {
+        /// The value.
+        c: f32,
+    },
+    /// One triangle of each matrix of `src0`, zeros elsewhere.
+    Tri(TriType),
+    /// The vectors `src0` (`[n, 1, ...]`) as diagonal matrices `[n, n, ...]`.
+    Diag,
+    /// Sets `x[i, j] = 0` where `i > n_past + j`.
+    DiagMaskZero {
+        /// Number of past positions visible to every row.
+        n_past: usize,
+    },
+    /// `src0` with `src1` written over its view at byte `offset` with strides `nb`.
+    Set {
+        /// Byte strides of dims 1, 2, 3 of the view.
+        nb: [usize; 3],
+        /// Byte offset of the view.
+        offset: usize,
+    },
+    /// `src0` with `src1` added to its view at byte `offset` with strides `nb`.
+    Acc {
+        /// Byte strides of dims 1, 2, 3 of the view.
+        nb: [usize; 3],
+        /// Byte offset of the view.
+        offset: usize,
+    },
+    /// `src0 + src1[0]`, the one element of `src1` added to every element.
+    Add1,
+    /// The number of positions where the I32 `src0` and `src1` are equal.
+    CountEqual,
     /// Fused attention: `softmax(Q K^T * scale + mask) V`; srcs Q, K, V, optional mask.
     FlashAttnExt {
         /// Multiplies `Q K^T`.
@@ -482,6 +745,30 @@ impl Op {
             Op::Cumsum => "CUMSUM",
             Op::SwigluOai { .. } => "SWIGLU_OAI",
             Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
+            Op::Im2col { .. } => "IM2COL",
+            Op::Conv2d(_) => "CONV_2D",
+            Op::Conv2dDw(_) => "CONV_2D_DW",
+            Op::ConvTranspose1d { .. } => "CONV_TRANSPOSE_1D",
+            Op::ConvTranspose2d { .. } => "CONV_TRANSPOSE_2D",
+            Op::Pool1d { .. } => "POOL_1D",
+            Op::Pool2d { .. } => "POOL_2D",
+            Op::Upscale { .. } => "UPSCALE",
+            Op::Pad { .. } => "PAD",
+            Op::PadReflect1d { .. } => "PAD_REFLECT_1D",
+            Op::Roll { .. } => "ROLL",
+            Op::GroupNorm { .. } => "GROUP_NORM",
+            Op::L2Norm { .. } => "L2_NORM",
+            Op::Arange { .. } => "ARANGE",
+            Op::TimestepEmbedding { .. } => "TIMESTEP_EMBEDDING",
+            Op::Xielu { .. } => "XIELU",
+            Op::Fill { .. } => "FILL",
+            Op::Tri(_) => "TRI",
+            Op::Diag => "DIAG",
+            Op::DiagMaskZero { .. } => "DIAG_MASK_ZERO",
+            Op::Set { .. } => "SET",
+            Op::Acc { .. } => "ACC",
+            Op::Add1 => "ADD1",
+            Op::CountEqual => "COUNT_EQUAL",
         }
     }
 
@@ -510,7 +797,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 67] = [
+    pub const NAMES: [&'static str; 91] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -578,5 +865,29 @@ impl Op {
         "CUMSUM",
         "SWIGLU_OAI",
         "FLASH_ATTN_EXT",
+        "IM2COL",
+        "CONV_2D",
+        "CONV_2D_DW",
+        "CONV_TRANSPOSE_1D",
+        "CONV_TRANSPOSE_2D",
+        "POOL_1D",
+        "POOL_2D",
+        "UPSCALE",
+        "PAD",
+        "PAD_REFLECT_1D",
+        "ROLL",
+        "GROUP_NORM",
+        "L2_NORM",
+        "ARANGE",
+        "TIMESTEP_EMBEDDING",
+        "XIELU",
+        "FILL",
+        "TRI",
+        "DIAG",
+        "DIAG_MASK_ZERO",
+        "SET",
+        "ACC",
+        "ADD1",
+        "COUNT_EQUAL",
     ];
 }

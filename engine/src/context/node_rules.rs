@@ -5,7 +5,8 @@
 //! - **Empty in, empty out.** A tensor with a zero-sized dimension is empty
 //!   and every backend skips computing an empty node (ggml's
 //!   `ggml_is_empty`). A node whose source is empty must be empty itself,
-//!   except `CONCAT`, whose other part fills the result: a reduction, product
+//!   except `CONCAT`, whose other part fills the result, a zero `PAD`,
+//!   whose padding does, and `COUNT_EQUAL`, which counts no matches: a reduction, product
 //!   or lookup over nothing (a `SUM_ROWS` of `[0, 2^60]`, a `MUL_MAT` with
 //!   rows of length 0, `GET_ROWS` from a table without rows) has no defined
 //!   value, and kernels sized from the other dimensions would loop over
@@ -25,7 +26,7 @@ use crate::{Error, Op, Result};
 impl Context {
     /// Checks "empty in, empty out" for a node of `op` with shape `ne` over `srcs`.
     pub(crate) fn check_empty_sources(&self, op: Op, ne: &[usize], srcs: &[TensorId]) -> Result<()> {
-        if ne.contains(&0) || matches!(op, Op::Concat { .. }) {
+        if ne.contains(&0) || matches!(op, Op::Concat { .. } | Op::Pad { circular: false, .. } | Op::CountEqual) {
             return Ok(());
         }
         for &s in srcs {

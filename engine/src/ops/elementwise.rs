@@ -327,6 +327,37 @@ impl Context {
 
     /// A result with `a`'s shape and dtype: new and contiguous, or a view of
     /// `a` when computed in place.
+    /// xIELU (ggml's `ggml_xielu`): `alpha_p'·x² + beta·x` above 0, else
+    /// `(expm1(min(x, eps)) - x)·alpha_n' + beta·x`, with `alpha_p' =
+    /// softplus(alpha_p)` and `alpha_n' = beta + softplus(alpha_n)` as ggml
+    /// stores them.
+    pub fn xielu(&mut self, a: TensorId, alpha_n: f32, alpha_p: f32, beta: f32, eps: f32) -> Result<TensorId> {
+        // ggml's softplus: x itself above 20.
+        let softplus = |x: f32| if x > 20.0 { x } else { x.exp().ln_1p() };
+        self.xielu_stored(a, beta + softplus(alpha_n), softplus(alpha_p), beta, eps)
+    }
+
+    /// [`Context::xielu`] from the parameters as ggml stores them (`alpha_n`
+    /// and `alpha_p` already through softplus), for graphs rebuilt from
+    /// their ops.
+    pub fn xielu_stored(&mut self, a: TensorId, alpha_n: f32, alpha_p: f32, beta: f32, eps: f32) -> Result<TensorId> {
+        self.expect_dtype("XIELU", a, FLOATS)?;
+        if ![alpha_n, alpha_p, beta, eps].iter().all(|v| v.is_finite()) {
+            return Err(op_err!("XIELU", "parameters of {} must be finite", self.describe(a)));
+        }
+        self.result_like(a, Op::Xielu { alpha_n, alpha_p, beta, eps }, &[a], false)
+    }
+
+    /// `a + b` with `b` one element (ggml's `ggml_add1`); floats.
+    pub fn add1(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        self.expect_dtype("ADD1", a, FLOATS)?;
+        let db = self.expect_dtype("ADD1", b, FLOATS)?;
+        if db.nelements() != 1 {
+            return Err(op_err!("ADD1", "{} must be a single element", self.describe(b)));
+        }
+        self.result_like(a, Op::Add1, &[a, b], false)
+    }
+
     pub(crate) fn result_like(&mut self, a: TensorId, op: Op, srcs: &[TensorId], inplace: bool) -> Result<TensorId> {
         let d = self.src(op.name(), a)?;
         if inplace { self.push_view(a, ViewLayout::of(&d), 0, op, srcs) } else { self.push_op(d.dtype, d.ne, op, srcs) }

@@ -4,15 +4,22 @@
 //! asserting.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod experts;
+mod generate;
 mod layout;
+mod masks;
 mod matmul;
 mod norm;
+mod pad;
+mod pool;
 mod reduce;
 mod rope;
 mod rows;
 mod sort;
+
+pub use generate::arange_len;
 
 use gantry_arenas::TensorId;
 

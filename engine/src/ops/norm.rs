@@ -1,4 +1,5 @@
-//! Row-wise normalizations: NORM, RMS_NORM, SOFT_MAX, DIAG_MASK_INF.
+//! Normalizations: NORM, RMS_NORM, L2_NORM (per row), GROUP_NORM (per
+//! group of channels), SOFT_MAX, DIAG_MASK_INF.
 
 use gantry_arenas::TensorId;
 
@@ -18,6 +19,28 @@ impl Context {
     /// [`Context::rms_norm`] writing into `a`.
     pub fn rms_norm_inplace(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
         self.norm_impl(a, Op::RmsNorm { eps }, eps, true)
+    }
+
+    /// `x / max(sqrt(sum(x^2)), eps)` over each row of the F32 `a` (ggml's
+    /// `ggml_l2_norm`).
+    pub fn l2_norm(&mut self, a: TensorId, eps: f32) -> Result<TensorId> {
+        self.norm_impl(a, Op::L2Norm { eps }, eps, false)
+    }
+
+    /// `(x - mean) / sqrt(var + eps)` over each group of channels of each
+    /// sample (ggml's `ggml_group_norm`): the F32 `a` is `[W, H, C, N]`
+    /// with rows dense, and group `g` holds channels `g·ceil(C / n_groups)`
+    /// up to the next group's first (the last groups may be short or empty).
+    pub fn group_norm(&mut self, a: TensorId, n_groups: u32, eps: f32) -> Result<TensorId> {
+        const OP: &str = "GROUP_NORM";
+        let d = self.expect_dtype(OP, a, &[DType::F32])?;
+        if n_groups == 0 {
+            return Err(op_err!(OP, "{} needs at least one group", self.describe(a)));
+        }
+        if d.ne[0] > 1 && d.nb[0] != DType::F32.bytes_per_block() {
+            return Err(op_err!(OP, "the rows of {} must be dense", self.describe(a)));
+        }
+        self.norm_impl(a, Op::GroupNorm { n_groups, eps }, eps, false)
     }
 
     fn norm_impl(&mut self, a: TensorId, op: Op, eps: f32, inplace: bool) -> Result<TensorId> {

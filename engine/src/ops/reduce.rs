@@ -1,4 +1,4 @@
-//! Reductions: SUM, SUM_ROWS, MEAN, ARGMAX, and CUMSUM's running sums.
+//! Reductions: SUM, SUM_ROWS, MEAN, ARGMAX, COUNT_EQUAL, and CUMSUM's running sums.
 
 use gantry_arenas::TensorId;
 
@@ -41,5 +41,22 @@ impl Context {
     pub fn cumsum(&mut self, a: TensorId) -> Result<TensorId> {
         self.expect_dtype("CUMSUM", a, &[DType::F32])?;
         self.result_like(a, Op::Cumsum, &[a], false)
+    }
+
+    /// The number of positions where the I32 `a` and `b` (one shape) are
+    /// equal, as one I32 (ggml's `ggml_count_equal` counts into an I64,
+    /// which Gantry has no dtype for: tensors of more than `i32::MAX`
+    /// elements are refused instead).
+    pub fn count_equal(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
+        const OP: &str = "COUNT_EQUAL";
+        let da = self.expect_dtype(OP, a, &[DType::I32])?;
+        let db = self.expect_dtype(OP, b, &[DType::I32])?;
+        if da.ne != db.ne {
+            return Err(op_err!(OP, "{} and {} differ in shape", self.describe(a), self.describe(b)));
+        }
+        if da.nelements() > i32::MAX as usize {
+            return Err(op_err!(OP, "{} has too many elements to count in an i32", self.describe(a)));
+        }
+        self.push_op(DType::I32, [1, 1, 1, 1], Op::CountEqual, &[a, b])
     }
 }

@@ -19,8 +19,9 @@ fn ne(ctx: &Context, t: Option<TensorId>) -> [u64; 4] {
 /// result, `2·K` flops per result element; `FLASH_ATTN_EXT` reads Q, K, V
 /// and the mask, `4·D·n_kv` flops per query row and head; `GET_ROWS` reads
 /// only the rows it gathers, `SET_ROWS` writes only the rows it sets;
-/// anything else reads its sources, writes its
-/// result and does one flop per result element.
+/// `CONV_2D` and `CONV_2D_DW` do `2·taps` flops per result element;
+/// anything else reads its sources, writes its result and does one flop
+/// per result element.
 pub fn node_cost(ctx: &Context, d: &TensorDesc) -> (u64, u64) {
     let out = d.nbytes() as u64;
     let elems = d.nelements() as u64;
@@ -40,6 +41,13 @@ pub fn node_cost(ctx: &Context, d: &TensorDesc) -> (u64, u64) {
             let written = rows * out / elems.max(1);
             (sources() + written, 0)
         }
+        // A direct convolution multiplies and adds a kernel's taps per result
+        // element: all input channels, or the one of a depthwise kernel.
+        Op::Conv2d(_) | Op::Conv2dDw(_) => {
+            let [kw, kh, kc, _] = ne(ctx, d.srcs[0]);
+            let taps = if matches!(d.op, Op::Conv2d(_)) { kw * kh * kc } else { kw * kh };
+            (sources() + out, 2 * taps * elems)
+        }
         _ => (sources() + out, elems),
     }
 }
@@ -48,6 +56,15 @@ pub fn node_cost(ctx: &Context, d: &TensorDesc) -> (u64, u64) {
 mod tests {
     use super::*;
     use crate::DType;
+
+    #[test]
+    fn a_convolution_does_two_flops_per_kernel_tap() {
+        let mut ctx = Context::new();
+        let k = ctx.tensor(DType::F32, [3, 3, 4, 8]).unwrap();
+        let x = ctx.tensor(DType::F32, [10, 10, 4, 1]).unwrap();
+        let y = ctx.conv_2d_direct(k, x, crate::ConvParams::square(1, 1, 1)).unwrap();
+        assert_eq!(node_cost(&ctx, ctx.desc(y).unwrap()).1, 2 * 36 * 800);
+    }
 
     #[test]
     fn a_product_reads_both_operands_and_does_two_flops_per_multiply_add() {

@@ -5,13 +5,17 @@
 //! are perf-only.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod experts;
+mod generate;
 mod layout;
+mod masks;
 mod matmul;
 mod norm;
 mod quant;
 mod reduce;
+mod resample;
 mod rope;
 mod sort;
 
@@ -32,6 +36,11 @@ pub fn all() -> Vec<Case> {
     cases.extend(quant::cases());
     cases.extend(experts::cases());
     cases.extend(sort::cases());
+    cases.extend(conv::cases());
+    cases.extend(resample::cases());
+    cases.extend(norm::vision_cases());
+    cases.extend(generate::cases());
+    cases.extend(masks::cases());
     cases
 }
 

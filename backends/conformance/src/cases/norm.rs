@@ -1,4 +1,4 @@
-//! Cases for NORM, RMS_NORM, SOFT_MAX and DIAG_MASK_INF.
+//! Cases for NORM, RMS_NORM, SOFT_MAX, DIAG_MASK_INF, GROUP_NORM and L2_NORM.
 
 use gantry_engine::DType;
 
@@ -137,6 +137,38 @@ fn diag_mask_cases() -> Vec<Case> {
             let a = ctx.tensor(DType::F32, ne)?;
             let out = if inplace { ctx.diag_mask_inf_inplace(a, n_past)? } else { ctx.diag_mask_inf(a, n_past)? };
             Ok(Built::output(out))
+        }));
+    }
+    cases
+}
+
+/// GROUP_NORM over channel groups that divide evenly and that do not, and
+/// L2_NORM over rows, with strided inputs where the ops take them.
+pub fn vision_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (ne, groups, layout) in [
+        ([8, 6, 12, 2], 4, Layout::Contiguous),
+        ([5, 3, 10, 1], 3, Layout::Contiguous),
+        ([4, 4, 7, 2], 7, Layout::Contiguous),
+        ([6, 5, 4, 1], 1, Layout::Permuted),
+        ([3, 2, 5, 2], 4, Layout::Padded),
+    ] {
+        let name = format!("GROUP_NORM(ne={}{},groups={groups})", shape(ne), layout.tag());
+        cases.push(Case::new("GROUP_NORM", name, move |ctx| {
+            let (_, a) = input(ctx, DType::F32, ne, layout)?;
+            Ok(Built::output(ctx.group_norm(a, groups, 1e-6)?))
+        }));
+    }
+    for (ne, layout, eps) in [
+        ([64, 5, 4, 3], Layout::Contiguous, 1e-6),
+        ([7, 3, 1, 1], Layout::Transposed, 1e-12),
+        ([33, 4, 2, 1], Layout::Permuted, 1e-6),
+        ([16, 3, 1, 1], Layout::Padded, 100.0),
+    ] {
+        let name = format!("L2_NORM(ne={}{},eps={eps})", shape(ne), layout.tag());
+        cases.push(Case::new("L2_NORM", name, move |ctx| {
+            let (_, a) = input(ctx, DType::F32, ne, layout)?;
+            Ok(Built::output(ctx.l2_norm(a, eps)?))
         }));
     }
     cases

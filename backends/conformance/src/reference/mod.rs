@@ -17,12 +17,16 @@
 //! product of the dequantized weights and the activations.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod experts;
+mod generate;
 mod layout;
+mod masks;
 mod matmul;
 mod norm;
 mod reduce;
+mod resample;
 mod rope;
 mod sort;
 
@@ -279,6 +283,34 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
                 max_bias as f64,
                 softcap as f64,
             ),
+            Op::Im2col { conv, is_2d } => conv::im2col(&srcs[0], &srcs[1], &conv, is_2d, d.ne),
+            Op::Conv2d(conv) => conv::conv_2d(&srcs[0], &srcs[1], &conv, false, d.ne),
+            Op::Conv2dDw(conv) => conv::conv_2d(&srcs[0], &srcs[1], &conv, true, d.ne),
+            Op::ConvTranspose1d { stride } => conv::conv_transpose_1d(&srcs[0], &srcs[1], stride as usize, d.ne),
+            Op::ConvTranspose2d { stride } => conv::conv_transpose_2d(&srcs[0], &srcs[1], stride as usize, d.ne),
+            Op::Pool1d { op, k, s, p } => resample::pool(&srcs[0], op, [k, 1], [s, 1], [p, 0], false, d.ne),
+            Op::Pool2d { op, k, s, p } => resample::pool(&srcs[0], op, k, s, p, true, d.ne),
+            Op::Upscale { mode, align_corners } => resample::upscale(&srcs[0], mode, align_corners, d.ne),
+            Op::Pad { lp, circular, .. } => resample::pad(&srcs[0], lp, circular, d.ne),
+            Op::PadReflect1d { p0, .. } => resample::pad_reflect_1d(&srcs[0], p0, d.ne),
+            Op::Roll { shift } => resample::roll(&srcs[0], shift),
+            Op::GroupNorm { n_groups, eps } => norm::group_norm(&srcs[0], n_groups as usize, eps as f64),
+            Op::L2Norm { eps } => norm::l2_norm(&srcs[0], eps as f64),
+            Op::Arange { start, step, .. } => generate::arange(start as f64, step as f64, d.ne[0]),
+            Op::TimestepEmbedding { dim, max_period } => {
+                generate::timestep_embedding(&srcs[0], dim as usize, max_period as f64)
+            }
+            Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+                masks::xielu(&srcs[0], alpha_n as f64, alpha_p as f64, beta as f64, eps as f64)
+            }
+            Op::Fill { c } => masks::fill(d.ne, c as f64),
+            Op::Tri(kind) => masks::tri(&srcs[0], kind),
+            Op::Diag => masks::diag(&srcs[0]),
+            Op::DiagMaskZero { n_past } => masks::diag_mask_zero(&srcs[0], n_past),
+            Op::Set { nb, offset } => masks::set_acc(&srcs[0], &srcs[1], nb, offset, d.dtype.bytes_per_block(), false),
+            Op::Acc { nb, offset } => masks::set_acc(&srcs[0], &srcs[1], nb, offset, d.dtype.bytes_per_block(), true),
+            Op::Add1 => masks::add1(&srcs[0], &srcs[1]),
+            Op::CountEqual => masks::count_equal(&srcs[0], &srcs[1]),
             Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => continue,
         };
         let out = out.map_err(|reason| Error::InvalidOp { op: d.op.name(), reason })?;

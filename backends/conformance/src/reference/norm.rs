@@ -79,3 +79,39 @@ pub fn diag_mask_inf(a: &Array, n_past: usize) -> Result<Array, String> {
     }
     Ok(out)
 }
+
+/// `x / max(sqrt(sum(x^2)), eps)` per row.
+pub fn l2_norm(a: &Array, eps: f64) -> Result<Array, String> {
+    let mut out = a.clone();
+    for row in rows_mut(&mut out) {
+        let norm = row.iter().map(|x| x * x).sum::<f64>().sqrt().max(eps);
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
+    Ok(out)
+}
+
+/// `(x - mean) / sqrt(var + eps)` over each group of `ceil(C / n_groups)`
+/// channels (dim 2) of each sample (dim 3).
+pub fn group_norm(a: &Array, n_groups: usize, eps: f64) -> Result<Array, String> {
+    let [n0, n1, channels, samples] = a.ne;
+    let per_group = channels.div_ceil(n_groups.max(1));
+    let mut out = a.clone();
+    for n in 0..samples {
+        for g in 0..n_groups {
+            let cs = (g * per_group).min(channels)..((g + 1) * per_group).min(channels);
+            let at = |c: usize, k: usize| [k % n0, k / n0, c, n];
+            let values: Vec<f64> = cs.clone().flat_map(|c| (0..n0 * n1).map(move |k| a.at(at(c, k)))).collect();
+            if values.is_empty() {
+                continue;
+            }
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / values.len() as f64;
+            for c in cs {
+                for k in 0..n0 * n1 {
+                    out.set(at(c, k), (a.at(at(c, k)) - mean) / (var + eps).sqrt());
+                }
+            }
+        }
+    }
+    Ok(out)
+}

@@ -2,19 +2,29 @@
 //! its kernel. Each family module has `supports` (what its kernels take:
 //! the single source of truth for [`crate::supports_op`]) and `compute`.
 
+mod add1;
 mod add_id;
 mod binary;
 pub(crate) mod bound;
 mod concat_repeat;
+mod conv;
+mod conv_transpose;
 mod copy;
+mod count_equal;
 mod cumsum;
+mod fill_tri;
 mod flash_attn;
+mod generate;
 mod glu;
+mod group_norm;
+mod im2col;
 mod mul_mat;
 mod mul_mat_id;
 mod mul_mat_quant;
 pub(crate) mod mul_mat_shared;
 mod norm;
+mod pad;
+mod pool;
 mod reduce;
 pub(crate) mod repacked;
 pub(crate) mod rms_norm_mul;
@@ -22,9 +32,11 @@ pub(crate) mod rope;
 pub(crate) mod rope_angles;
 pub(crate) mod rope_set_rows;
 mod rows;
+mod set_acc;
 mod softmax;
 mod sort;
 mod unary;
+mod upscale;
 
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
 
@@ -57,6 +69,21 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::Cumsum => cumsum::supports(ctx, d),
         Op::SwigluOai { .. } => glu::supports(ctx, d),
         Op::FlashAttnExt { .. } => flash_attn::supports(ctx, d),
+        Op::Im2col { .. } => im2col::supports(ctx, d),
+        Op::Conv2d(_) | Op::Conv2dDw(_) => conv::supports(ctx, d),
+        Op::ConvTranspose1d { .. } | Op::ConvTranspose2d { .. } => conv_transpose::supports(ctx, d),
+        Op::Pool1d { .. } | Op::Pool2d { .. } => pool::supports(ctx, d),
+        Op::Upscale { .. } => upscale::supports(ctx, d),
+        Op::Pad { .. } | Op::PadReflect1d { .. } | Op::Roll { .. } => pad::supports(ctx, d),
+        Op::GroupNorm { .. } => group_norm::supports(ctx, d),
+        Op::L2Norm { .. } => norm::supports(ctx, d),
+        Op::Arange { .. } | Op::TimestepEmbedding { .. } => generate::supports(ctx, d),
+        Op::Xielu { .. } => unary::supports(ctx, d),
+        Op::Fill { .. } | Op::Tri(_) | Op::Diag => fill_tri::supports(ctx, d),
+        Op::DiagMaskZero { .. } => softmax::supports(ctx, d),
+        Op::Set { .. } | Op::Acc { .. } => set_acc::supports(ctx, d),
+        Op::Add1 => add1::supports(ctx, d),
+        Op::CountEqual => count_equal::supports(ctx, d),
     }
 }
 
@@ -115,6 +142,21 @@ pub fn dispatch(
         Op::FlashAttnExt { scale, max_bias, softcap } => {
             flash_attn::compute(ctx, t, &d, flash_attn::Params { scale, max_bias, softcap }, par)
         }
+        Op::Im2col { conv, is_2d } => im2col::compute(ctx, t, &d, conv, is_2d, par),
+        Op::Conv2d(conv) | Op::Conv2dDw(conv) => conv::compute(ctx, t, &d, conv, par),
+        Op::ConvTranspose1d { .. } | Op::ConvTranspose2d { .. } => conv_transpose::compute(ctx, t, &d, par),
+        Op::Pool1d { .. } | Op::Pool2d { .. } => pool::compute(ctx, t, &d, par),
+        Op::Upscale { .. } => upscale::compute(ctx, t, &d, par),
+        Op::Pad { .. } | Op::PadReflect1d { .. } | Op::Roll { .. } => pad::compute(ctx, t, &d, par),
+        Op::GroupNorm { .. } => group_norm::compute(ctx, t, &d, par),
+        Op::L2Norm { .. } => norm::compute(ctx, t, &d, par),
+        Op::Arange { .. } | Op::TimestepEmbedding { .. } => generate::compute(ctx, t, &d, par),
+        Op::Xielu { .. } => unary::compute(ctx, t, &d, par),
+        Op::Fill { .. } | Op::Tri(_) | Op::Diag => fill_tri::compute(ctx, t, &d, par),
+        Op::DiagMaskZero { .. } => softmax::compute(ctx, t, &d, par),
+        Op::Set { .. } | Op::Acc { .. } => set_acc::compute(ctx, t, &d, par),
+        Op::Add1 => add1::compute(ctx, t, &d, par),
+        Op::CountEqual => count_equal::compute(ctx, t, &d, par),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Row normalizations: NORM (`(x - mean) / sqrt(var + eps)`) and RMS_NORM
-//! (`x / sqrt(mean(x^2) + eps)`), with the sums in f64 as ggml does.
+//! Row normalizations: NORM (`(x - mean) / sqrt(var + eps)`), RMS_NORM
+//! (`x / sqrt(mean(x^2) + eps)`) and L2_NORM (`x / max(|x|, eps)`), with the
+//! sums in f64 as ggml does.
 
 use gantry_engine::{Context, Op, Result, TensorDesc, TensorId};
 
@@ -34,6 +35,10 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
                     x.iter_mut().for_each(|v| *v = (*v - mean) * inv);
                 }
                 Op::RmsNorm { eps } => rms_normalize(x, eps),
+                Op::L2Norm { eps } => {
+                    let norm = (simd::sum_sq_f64(x, 0.0).sqrt() as f32).max(eps);
+                    simd::scale(x, 1.0 / norm);
+                }
                 _ => {}
             }
             // SAFETY: as above.

@@ -1,6 +1,6 @@
 //! SOFT_MAX (scale, optional F32/F16 mask broadcast over dims 2 and 3,
 //! ALiBi slopes per head, optional attention sinks: one F32 logit per head
-//! that joins each row's normalisation) and DIAG_MASK_INF.
+//! that joins each row's normalisation), DIAG_MASK_INF and DIAG_MASK_ZERO.
 
 use gantry_engine::{Context, DType, Op, Result, TensorDesc, TensorId};
 
@@ -97,14 +97,15 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
                 }
             });
         }
-        Op::DiagMaskInf { n_past } => {
+        Op::DiagMaskInf { n_past } | Op::DiagMaskZero { n_past } => {
+            let value = if matches!(d.op, Op::DiagMaskInf { .. }) { f32::NEG_INFINITY } else { 0.0 };
             par.for_each(s.nrows(), n0, n0, |rows, w| {
                 for r in rows {
                     let [i1, i2, i3] = s.row_index(r);
                     // SAFETY: indices in range; this thread owns row r of dst.
                     unsafe { s.load_row(i1, i2, i3, w) };
                     let first_masked = n_past.saturating_add(i1).saturating_add(1).min(n0);
-                    w[first_masked..].fill(f32::NEG_INFINITY);
+                    w[first_masked..].fill(value);
                     // SAFETY: as above.
                     unsafe { dst.store_row(i1, i2, i3, w) };
                 }

@@ -1,5 +1,5 @@
-//! Element-wise functions of one tensor: the unary ops, SCALE, CLAMP and
-//! LEAKY_RELU.
+//! Element-wise functions of one tensor: the unary ops, SCALE, CLAMP,
+//! LEAKY_RELU and XIELU.
 //! Rows are converted to f32, transformed, and stored back, so every float
 //! dtype and any strides (views, permutes, in place) take the same path.
 
@@ -63,6 +63,9 @@ fn apply(op: Op, x: &mut [f32]) {
         Op::Clamp { min, max } => x.iter_mut().for_each(|v| *v = v.min(max).max(min)),
         Op::LeakyRelu { negative_slope } => simd::leaky_relu_in_place(x, negative_slope),
         Op::Unary(u) => apply_unary(u, x),
+        Op::Xielu { alpha_n, alpha_p, beta, eps } => x.iter_mut().for_each(|v| {
+            *v = if *v > 0.0 { alpha_p * *v * *v + beta * *v } else { (v.min(eps).exp_m1() - *v) * alpha_n + beta * *v }
+        }),
         _ => {}
     }
 }

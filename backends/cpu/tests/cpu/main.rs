@@ -10,3 +10,4 @@ mod experts;
 mod fusion;
 mod graph_plans;
 mod tensor_read;
+mod vision;

@@ -26,6 +26,7 @@ const NORM: &str = include_str!("norm.cu");
 const ROPE: &str = include_str!("rope.cu");
 const FLASH_ATTN: &str = include_str!("flash_attn.cu");
 const EXPERTS: &str = include_str!("experts.cu");
+const VISION: &str = include_str!("vision.cu");
 
 /// One compiled unit: a group of kernels built together from one source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,7 +43,7 @@ pub enum Module {
     MulMatQuant,
     /// SUM, SUM_ROWS, MEAN, ARGMAX.
     Reduce,
-    /// NORM, RMS_NORM, SOFT_MAX.
+    /// NORM, RMS_NORM, L2_NORM, SOFT_MAX.
     Norm,
     /// ROPE.
     Rope,
@@ -50,11 +51,13 @@ pub enum Module {
     FlashAttn,
     /// MUL_MAT_ID with float experts, ADD_ID, ARGSORT / TOP_K, CUMSUM.
     Experts,
+    /// IM2COL, POOL_2D, UPSCALE, PAD, GROUP_NORM.
+    Vision,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 10] = [
+    pub const ALL: [Module; 11] = [
         Module::Elementwise,
         Module::Copy,
         Module::GetRowsQuant,
@@ -65,6 +68,7 @@ impl Module {
         Module::Rope,
         Module::FlashAttn,
         Module::Experts,
+        Module::Vision,
     ];
 
     /// A short name (file names of the disk cache, messages).
@@ -80,6 +84,7 @@ impl Module {
             Module::Rope => "rope",
             Module::FlashAttn => "flash_attn",
             Module::Experts => "experts",
+            Module::Vision => "vision",
         }
     }
 
@@ -96,6 +101,7 @@ impl Module {
             Module::Rope => &["rope"],
             Module::FlashAttn => &["flash_attn_vec"],
             Module::Experts => &["mul_mat_id_f", "add_id", "sort_rows", "cumsum"],
+            Module::Vision => &["im2col", "pool_2d", "upscale", "pad", "group_norm"],
         }
     }
 
@@ -112,6 +118,7 @@ impl Module {
             Module::Rope => &[ROPE],
             Module::FlashAttn => &[FLASH_ATTN],
             Module::Experts => &[EXPERTS],
+            Module::Vision => &[VISION],
         }
     }
 

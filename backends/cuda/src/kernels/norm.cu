@@ -1,12 +1,14 @@
-// Row kernels, one block per row: NORM, RMS_NORM and SOFT_MAX (scale, an
+// Row kernels, one block per row: NORM, RMS_NORM, L2_NORM and SOFT_MAX (scale, an
 // optional F32 / F16 mask broadcast over dims 2 and 3, ALiBi slopes).
 
-// dst = (x - mean) / sqrt(var + eps) (i[0] = 0) or x / sqrt(mean(x^2) + eps) (i[0] = 1); f[0] = eps.
+// dst = (x - mean) / sqrt(var + eps) (i[0] = 0), x / sqrt(mean(x^2) + eps) (i[0] = 1)
+// or x / max(sqrt(sum(x^2)), eps) (i[0] = 2, L2_NORM); f[0] = eps.
 extern "C" __global__ void norm_rows(const Args a) {
     __shared__ float scratch[32];
     const Tensor& s = a.src[0];
     const Tensor& d = a.dst;
     const bool rms = a.i[0] != 0;
+    const bool l2 = a.i[0] == 2;
     const float eps = a.f[0];
     const i64 r = blockIdx.x;
     const i64 i1 = r % s.ne[1], i2 = (r / s.ne[1]) % s.ne[2], i3 = r / (s.ne[1] * s.ne[2]);
@@ -24,7 +26,8 @@ extern "C" __global__ void norm_rows(const Args a) {
         const float v = load_f(s.data + byte_offset4(s, i0, i1, i2, i3), s.type) - mean;
         acc += v * v;
     }
-    const float inv = 1.0f / sqrtf(block_sum(acc, scratch) / (float)n + eps);
+    const float total = block_sum(acc, scratch);
+    const float inv = l2 ? 1.0f / fmaxf(sqrtf(total), eps) : 1.0f / sqrtf(total / (float)n + eps);
     for (i64 i0 = threadIdx.x; i0 < n; i0 += blockDim.x) {
         const float v = load_f(s.data + byte_offset4(s, i0, i1, i2, i3), s.type);
         store_f(d.data + byte_offset4(d, i0, i1, i2, i3), d.type, (v - mean) * inv);

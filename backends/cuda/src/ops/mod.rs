@@ -12,6 +12,7 @@ mod norm;
 mod reduce;
 mod rope;
 mod routing;
+mod vision;
 
 use gantry_engine::{Context, DType, Op, TensorDesc, TensorId};
 
@@ -175,6 +176,28 @@ impl<'a> Planner<'a> {
             Op::MulMatId => experts::plan_mul_mat_id(self, node, &d),
             Op::AddId => experts::plan_add_id(self, node, &d),
             Op::Argsort { .. } | Op::TopK | Op::Cumsum => routing::plan(self, node, &d),
+            Op::Im2col { .. } | Op::Pool2d { .. } | Op::Upscale { .. } | Op::Pad { .. } | Op::GroupNorm { .. } => {
+                vision::plan(self, node, &d)
+            }
+            Op::L2Norm { .. } => norm::plan(self, node, &d),
+            Op::Conv2d(_)
+            | Op::Conv2dDw(_)
+            | Op::ConvTranspose1d { .. }
+            | Op::ConvTranspose2d { .. }
+            | Op::Pool1d { .. }
+            | Op::PadReflect1d { .. }
+            | Op::Roll { .. }
+            | Op::Arange { .. }
+            | Op::TimestepEmbedding { .. }
+            | Op::Xielu { .. }
+            | Op::Fill { .. }
+            | Op::Tri(_)
+            | Op::Diag
+            | Op::DiagMaskZero { .. }
+            | Op::Set { .. }
+            | Op::Acc { .. }
+            | Op::Add1
+            | Op::CountEqual => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -236,7 +259,10 @@ mod tests {
     /// What the CUDA backend leaves to others on purpose: quantizing on the
     /// GPU, attention over a quantized (Q8_0) KV cache, reading the
     /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder
-    /// yet), and FLASH_ATTN_EXT's attention sinks (no kernel yet).
+    /// yet), FLASH_ATTN_EXT's attention sinks (no kernel yet), the vision and
+    /// small ops of issue 36 beyond IM2COL, POOL_2D, UPSCALE, PAD, GROUP_NORM
+    /// and L2_NORM (no kernels yet), and PAD of an empty source (nothing to
+    /// bind; zeros on the CPU).
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -248,7 +274,30 @@ mod tests {
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
         // FLASH_ATTN_EXT's attention sinks have no CUDA kernel yet.
         let no_kernel = matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
-        quantizing || quantized_kv || lookup || no_kernel
+        let cpu_only = matches!(
+            d.op,
+            Op::Conv2d(_)
+                | Op::Conv2dDw(_)
+                | Op::ConvTranspose1d { .. }
+                | Op::ConvTranspose2d { .. }
+                | Op::Pool1d { .. }
+                | Op::PadReflect1d { .. }
+                | Op::Roll { .. }
+                | Op::Arange { .. }
+                | Op::TimestepEmbedding { .. }
+                | Op::Xielu { .. }
+                | Op::Fill { .. }
+                | Op::Tri(_)
+                | Op::Diag
+                | Op::DiagMaskZero { .. }
+                | Op::Set { .. }
+                | Op::Acc { .. }
+                | Op::Add1
+                | Op::CountEqual
+        );
+        let empty_pad =
+            matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);
+        quantizing || quantized_kv || lookup || no_kernel || cpu_only || empty_pad
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! NORM, RMS_NORM and SOFT_MAX, one block per row (`norm.cu`).
+//! NORM, RMS_NORM, L2_NORM and SOFT_MAX, one block per row (`norm.cu`).
 
 use gantry_engine::{DType, Op, TensorDesc, TensorId};
 
@@ -29,6 +29,12 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
             let mut args = p.args(dst, &[x]);
             args.f[0] = eps;
             args.i[0] = i64::from(matches!(d.op, Op::RmsNorm { .. }));
+            p.launch(Kernel::new(Module::Norm, "norm_rows"), grid, [BLOCK, 1, 1], 0, args);
+        }
+        Op::L2Norm { eps } => {
+            let mut args = p.args(dst, &[x]);
+            args.f[0] = eps;
+            args.i[0] = 2;
             p.launch(Kernel::new(Module::Norm, "norm_rows"), grid, [BLOCK, 1, 1], 0, args);
         }
         Op::SoftMax { scale, max_bias } => {

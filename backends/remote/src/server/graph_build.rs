@@ -492,6 +492,99 @@ impl Builder<'_, '_> {
                     None => self.ctx.swiglu_oai(x, alpha, limit, swapped),
                 }
             }
+            Op::Im2col { conv, is_2d } => {
+                let (k, x) = (a(self)?, b1(self)?);
+                self.ctx.im2col(k, x, conv, is_2d, t.dtype)
+            }
+            Op::Conv2d(conv) => {
+                let (k, x) = (a(self)?, b1(self)?);
+                self.ctx.conv_2d_direct(k, x, conv)
+            }
+            Op::Conv2dDw(conv) => {
+                let (k, x) = (a(self)?, b1(self)?);
+                self.ctx.conv_2d_dw_direct(k, x, conv)
+            }
+            Op::ConvTranspose1d { stride } => {
+                let (k, x) = (a(self)?, b1(self)?);
+                self.ctx.conv_transpose_1d(k, x, stride)
+            }
+            Op::ConvTranspose2d { stride } => {
+                let (k, x) = (a(self)?, b1(self)?);
+                self.ctx.conv_transpose_2d(k, x, stride)
+            }
+            Op::Pool1d { op, k, s, p } => {
+                let x = a(self)?;
+                self.ctx.pool_1d(x, op, k, s, p)
+            }
+            Op::Pool2d { op, k, s, p } => {
+                let x = a(self)?;
+                self.ctx.pool_2d(x, op, k, s, p)
+            }
+            Op::Upscale { mode, align_corners } => {
+                let x = a(self)?;
+                self.ctx.upscale_ext(x, t.ne, mode, align_corners)
+            }
+            Op::Pad { lp, rp, circular } => {
+                let x = a(self)?;
+                if circular { self.ctx.pad_ext_circular(x, lp, rp) } else { self.ctx.pad_ext(x, lp, rp) }
+            }
+            Op::PadReflect1d { p0, p1 } => {
+                let x = a(self)?;
+                self.ctx.pad_reflect_1d(x, p0, p1)
+            }
+            Op::Roll { shift } => {
+                let x = a(self)?;
+                self.ctx.roll(x, shift)
+            }
+            Op::GroupNorm { n_groups, eps } => {
+                let x = a(self)?;
+                self.ctx.group_norm(x, n_groups, eps)
+            }
+            Op::L2Norm { eps } => {
+                let x = a(self)?;
+                self.ctx.l2_norm(x, eps)
+            }
+            Op::Arange { start, stop, step } => self.ctx.arange(start, stop, step),
+            Op::TimestepEmbedding { dim, max_period } => {
+                let x = a(self)?;
+                self.ctx.timestep_embedding(x, dim, max_period)
+            }
+            Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+                let x = a(self)?;
+                self.ctx.xielu_stored(x, alpha_n, alpha_p, beta, eps)
+            }
+            Op::Fill { c } => {
+                let x = a(self)?;
+                self.ctx.fill(x, c)
+            }
+            Op::Tri(kind) => {
+                let x = a(self)?;
+                self.ctx.tri(x, kind)
+            }
+            Op::Diag => {
+                let x = a(self)?;
+                self.ctx.diag(x)
+            }
+            Op::DiagMaskZero { n_past } => {
+                let x = a(self)?;
+                self.ctx.diag_mask_zero(x, n_past)
+            }
+            Op::Set { nb, offset } => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.set(x, y, nb, offset)
+            }
+            Op::Acc { nb, offset } => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.acc(x, y, nb, offset)
+            }
+            Op::Add1 => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.add1(x, y)
+            }
+            Op::CountEqual => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.count_equal(x, y)
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 let (q, k, v) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
                 let mask = self.opt_src(t, 3);
@@ -584,6 +677,75 @@ mod tests {
             tensor(DType::F32, [4, 1, 1, 1], Op::Unary(gantry_engine::UnaryOp::Silu), &[0, 0], Some((7, 64))),
         ];
         assert!(build(&mut ctx, b, graph).unwrap_err().to_string().contains("does not take the sources"));
+    }
+
+    #[test]
+    fn vision_ops_are_rebuilt_by_their_builders() {
+        use gantry_engine::{ConvParams, PoolOp, ScaleMode};
+        let (mut ctx, b) = session();
+        let conv = ConvParams::square(1, 1, 1);
+        let graph = vec![
+            tensor(DType::F32, [3, 3, 2, 2], Op::None, &[], Some((7, 0))),
+            tensor(DType::F32, [4, 4, 2, 1], Op::None, &[], Some((7, 256))),
+            tensor(DType::F16, [18, 4, 4, 1], Op::Im2col { conv, is_2d: true }, &[0, 1], Some((7, 512))),
+            tensor(DType::F32, [4, 4, 2, 1], Op::Conv2d(conv), &[0, 1], Some((7, 1152))),
+            tensor(
+                DType::F32,
+                [2, 2, 2, 1],
+                Op::Pool2d { op: PoolOp::Max, k: [2, 2], s: [2, 2], p: [0, 0] },
+                &[3],
+                Some((7, 1280)),
+            ),
+            tensor(
+                DType::F32,
+                [8, 8, 2, 1],
+                Op::Upscale { mode: ScaleMode::Bilinear, align_corners: true },
+                &[3],
+                Some((7, 1344)),
+            ),
+            tensor(
+                DType::F32,
+                [5, 5, 2, 1],
+                Op::Pad { lp: [1, 0, 0, 0], rp: [0, 1, 0, 0], circular: false },
+                &[3],
+                Some((7, 1856)),
+            ),
+            tensor(DType::F32, [4, 4, 2, 1], Op::GroupNorm { n_groups: 2, eps: 1e-6 }, &[3], Some((7, 2064))),
+            tensor(DType::F32, [7, 1, 1, 1], Op::Arange { start: 0.0, stop: 7.0, step: 1.0 }, &[], Some((7, 2192))),
+            tensor(
+                DType::F32,
+                [6, 7, 1, 1],
+                Op::TimestepEmbedding { dim: 6, max_period: 10000 },
+                &[8],
+                Some((7, 2224)),
+            ),
+        ];
+        assert_eq!(build(&mut ctx, b, graph.clone()).unwrap().len(), 8);
+        // Claims the op rules contradict: a shape, a kernel that does not fit, a bad parameter.
+        let mut wrong = graph.clone();
+        wrong[4].ne = [3, 2, 2, 1];
+        wrong[4].nb = gantry_engine::tensor::contiguous_strides(DType::F32, wrong[4].ne).unwrap();
+        let err = build(&mut ctx, b, wrong).unwrap_err().to_string();
+        assert!(err.contains("POOL_2D") && err.contains("[2, 2, 2, 1]"), "{err}");
+        let mut wrong = graph.clone();
+        wrong[3].op = Op::Conv2d(ConvParams { stride: [0, 1], ..conv });
+        assert!(build(&mut ctx, b, wrong).unwrap_err().to_string().contains("stride"));
+        let mut wrong = graph[..8].to_vec();
+        wrong[7].op = Op::GroupNorm { n_groups: 0, eps: 1e-6 };
+        assert!(build(&mut ctx, b, wrong).unwrap_err().to_string().contains("GROUP_NORM"));
+        let mut wrong = graph;
+        wrong[8].op = Op::Arange { start: 0.0, stop: 7.0, step: -1.0 };
+        assert!(build(&mut ctx, b, wrong).unwrap_err().to_string().contains("ARANGE"));
+        // SET's view must lie inside its destination.
+        let set = |offset| {
+            vec![
+                tensor(DType::F32, [4, 4, 1, 1], Op::None, &[], Some((7, 0))),
+                tensor(DType::F32, [2, 2, 1, 1], Op::None, &[], Some((7, 64))),
+                tensor(DType::F32, [4, 4, 1, 1], Op::Set { nb: [16, 32, 32], offset }, &[0, 1], Some((7, 128))),
+            ]
+        };
+        assert!(build(&mut ctx, b, set(8)).is_ok());
+        assert!(build(&mut ctx, b, set(48)).unwrap_err().to_string().contains("SET"));
     }
 
     #[test]

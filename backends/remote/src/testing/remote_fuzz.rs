@@ -32,8 +32,8 @@ use std::sync::{Arc, OnceLock};
 use arbitrary::{Result as ArbResult, Unstructured};
 use gantry_cpu::{CpuBackend, CpuDevice};
 use gantry_engine::{
-    BinaryOp, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, SortOrder, UnaryOp,
-    tensor::contiguous_strides,
+    BinaryOp, ConvParams, DType, Device, GluOp, MAX_DIMS, MAX_SRC, Op, PoolOp, RopeMode, RopeParams, ScaleMode,
+    SortOrder, TriType, UnaryOp, tensor::contiguous_strides,
 };
 
 use crate::server::{ServedDevice, ServerState, Session, WeightCache};
@@ -157,8 +157,21 @@ fn float(u: &mut Unstructured<'_>) -> ArbResult<f32> {
     Ok(FLOATS[u.choose_index(FLOATS.len())?])
 }
 
+/// A small count, stride or padding (0 included, which the builders refuse where it is wrong).
+fn small(u: &mut Unstructured<'_>) -> ArbResult<u32> {
+    u.int_in_range(0..=5)
+}
+
+fn conv(u: &mut Unstructured<'_>) -> ArbResult<ConvParams> {
+    Ok(ConvParams { stride: [small(u)?, small(u)?], pad: [small(u)?, small(u)?], dilation: [small(u)?, small(u)?] })
+}
+
+fn pool_op(u: &mut Unstructured<'_>) -> ArbResult<PoolOp> {
+    Ok(if u.arbitrary()? { PoolOp::Max } else { PoolOp::Avg })
+}
+
 fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
-    Ok(match u.int_in_range(0u8..=34)? {
+    Ok(match u.int_in_range(0u8..=58)? {
         0 => Op::None,
         1 => Op::View,
         2 => Op::Reshape,
@@ -208,6 +221,50 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         31 => Op::TopK,
         32 => Op::Cumsum,
         33 => Op::SwigluOai { alpha: float(u)?, limit: float(u)?, swapped: u.arbitrary()? },
+        34 => Op::Im2col { conv: conv(u)?, is_2d: u.arbitrary()? },
+        35 => Op::Conv2d(conv(u)?),
+        36 => Op::Conv2dDw(conv(u)?),
+        37 => Op::ConvTranspose1d { stride: u.int_in_range(0..=4)? },
+        38 => Op::ConvTranspose2d { stride: u.int_in_range(0..=4)? },
+        39 => Op::Pool1d { op: pool_op(u)?, k: small(u)?, s: small(u)?, p: small(u)? },
+        40 => Op::Pool2d {
+            op: pool_op(u)?,
+            k: [small(u)?, small(u)?],
+            s: [small(u)?, small(u)?],
+            p: [small(u)?, small(u)?],
+        },
+        41 => Op::Upscale {
+            mode: if u.arbitrary()? { ScaleMode::Nearest } else { ScaleMode::Bilinear },
+            align_corners: u.arbitrary()?,
+        },
+        42 => Op::Pad {
+            lp: [small(u)?, small(u)?, small(u)?, small(u)?],
+            rp: [small(u)?, small(u)?, small(u)?, small(u)?],
+            circular: u.arbitrary()?,
+        },
+        43 => Op::PadReflect1d { p0: small(u)?, p1: small(u)? },
+        44 => Op::Roll {
+            shift: [u.int_in_range(-8..=8)?, u.int_in_range(-8..=8)?, u.int_in_range(-8..=8)?, u.int_in_range(-8..=8)?],
+        },
+        45 => Op::GroupNorm { n_groups: small(u)?, eps: float(u)? },
+        46 => Op::L2Norm { eps: float(u)? },
+        47 => Op::Arange { start: float(u)?, stop: float(u)?, step: float(u)? },
+        48 => Op::TimestepEmbedding { dim: u.int_in_range(0..=16)?, max_period: u.int_in_range(-2..=10000)? },
+        49 => Op::Xielu { alpha_n: float(u)?, alpha_p: float(u)?, beta: float(u)?, eps: float(u)? },
+        50 => Op::Fill { c: float(u)? },
+        51 => Op::Tri(TriType::ALL[u.choose_index(TriType::ALL.len())?]),
+        52 => Op::Diag,
+        53 => Op::DiagMaskZero { n_past: u.int_in_range(0..=8)? },
+        54 => Op::Set {
+            nb: [u.int_in_range(0..=256)?, u.int_in_range(0..=256)?, u.int_in_range(0..=1024)?],
+            offset: u.int_in_range(0..=256)?,
+        },
+        55 => Op::Acc {
+            nb: [u.int_in_range(0..=256)?, u.int_in_range(0..=256)?, u.int_in_range(0..=1024)?],
+            offset: u.int_in_range(0..=256)?,
+        },
+        56 => Op::Add1,
+        57 => Op::CountEqual,
         _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
     })
 }

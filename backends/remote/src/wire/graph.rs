@@ -11,7 +11,10 @@
 //! `server::graph_build`), so a node never reaches a kernel with a shape,
 //! stride or type the op rules do not allow.
 
-use gantry_engine::{BinaryOp, DType, GluOp, MAX_DIMS, MAX_SRC, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
+use gantry_engine::{
+    BinaryOp, ConvParams, DType, GluOp, MAX_DIMS, MAX_SRC, Op, PoolOp, RopeMode, RopeParams, ScaleMode, SortOrder,
+    TriType, UnaryOp,
+};
 
 use super::codec::{Reader, WireError, Writer, wire_err};
 
@@ -179,7 +182,143 @@ fn write_op(w: &mut Writer, op: &Op) {
             w.f32(limit);
             w.u8(u8::from(swapped));
         }
+        Op::Im2col { conv, is_2d } => {
+            w.u8(35);
+            write_conv(w, &conv);
+            w.u8(u8::from(is_2d));
+        }
+        Op::Conv2d(conv) => {
+            w.u8(36);
+            write_conv(w, &conv);
+        }
+        Op::Conv2dDw(conv) => {
+            w.u8(37);
+            write_conv(w, &conv);
+        }
+        Op::ConvTranspose1d { stride } => {
+            w.u8(38);
+            w.u32(stride);
+        }
+        Op::ConvTranspose2d { stride } => {
+            w.u8(39);
+            w.u32(stride);
+        }
+        Op::Pool1d { op, k, s, p } => {
+            w.u8(40);
+            w.u8(op.ggml_code() as u8);
+            for v in [k, s, p] {
+                w.u32(v);
+            }
+        }
+        Op::Pool2d { op, k, s, p } => {
+            w.u8(41);
+            w.u8(op.ggml_code() as u8);
+            for v in [k, s, p].concat() {
+                w.u32(v);
+            }
+        }
+        Op::Upscale { mode, align_corners } => {
+            w.u8(42);
+            w.u8(mode.ggml_code() as u8);
+            w.u8(u8::from(align_corners));
+        }
+        Op::Pad { lp, rp, circular } => {
+            w.u8(43);
+            for v in [lp, rp].concat() {
+                w.u32(v);
+            }
+            w.u8(u8::from(circular));
+        }
+        Op::PadReflect1d { p0, p1 } => {
+            w.u8(44);
+            w.u32(p0);
+            w.u32(p1);
+        }
+        Op::Roll { shift } => {
+            w.u8(45);
+            for v in shift {
+                w.u32(v as u32);
+            }
+        }
+        Op::GroupNorm { n_groups, eps } => {
+            w.u8(46);
+            w.u32(n_groups);
+            w.f32(eps);
+        }
+        Op::L2Norm { eps } => {
+            w.u8(47);
+            w.f32(eps);
+        }
+        Op::Arange { start, stop, step } => {
+            w.u8(48);
+            w.f32(start);
+            w.f32(stop);
+            w.f32(step);
+        }
+        Op::TimestepEmbedding { dim, max_period } => {
+            w.u8(49);
+            w.u32(dim);
+            w.u32(max_period as u32);
+        }
+        Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+            w.u8(50);
+            for v in [alpha_n, alpha_p, beta, eps] {
+                w.f32(v);
+            }
+        }
+        Op::Fill { c } => {
+            w.u8(51);
+            w.f32(c);
+        }
+        Op::Tri(kind) => {
+            w.u8(52);
+            w.u8(TriType::ALL.iter().position(|&k| k == kind).unwrap_or(0) as u8);
+        }
+        Op::Diag => w.u8(53),
+        Op::DiagMaskZero { n_past } => {
+            w.u8(54);
+            w.usize(n_past);
+        }
+        Op::Set { nb, offset } | Op::Acc { nb, offset } => {
+            w.u8(if matches!(op, Op::Set { .. }) { 55 } else { 56 });
+            for v in nb {
+                w.usize(v);
+            }
+            w.usize(offset);
+        }
+        Op::Add1 => w.u8(57),
+        Op::CountEqual => w.u8(58),
     }
+}
+
+fn write_conv(w: &mut Writer, c: &ConvParams) {
+    for v in [c.stride, c.pad, c.dilation].concat() {
+        w.u32(v);
+    }
+}
+
+fn read_conv(r: &mut Reader<'_>, op: &str) -> Result<ConvParams, WireError> {
+    let mut v = [0u32; 6];
+    for x in &mut v {
+        *x = r.u32(op)?;
+    }
+    Ok(ConvParams { stride: [v[0], v[1]], pad: [v[2], v[3]], dilation: [v[4], v[5]] })
+}
+
+fn read_pool_op(r: &mut Reader<'_>) -> Result<PoolOp, WireError> {
+    match r.u8("pool op")? {
+        0 => Ok(PoolOp::Max),
+        1 => Ok(PoolOp::Avg),
+        code => Err(wire_err!("unknown pool op {code}")),
+    }
+}
+
+fn read_u32s<const N: usize>(r: &mut Reader<'_>, what: &str) -> Result<[u32; N], WireError> {
+    let mut v = [0u32; N];
+    for x in &mut v {
+        *x = r.u32(what)?;
+    }
+    Ok(v)
 }
 
 fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
@@ -270,6 +409,62 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
             limit: r.f32("SWIGLU_OAI limit")?,
             swapped: r.bool("SWIGLU_OAI swapped")?,
         },
+        35 => Op::Im2col { conv: read_conv(r, "IM2COL parameters")?, is_2d: r.bool("IM2COL is_2d")? },
+        36 => Op::Conv2d(read_conv(r, "CONV_2D parameters")?),
+        37 => Op::Conv2dDw(read_conv(r, "CONV_2D_DW parameters")?),
+        38 => Op::ConvTranspose1d { stride: r.u32("CONV_TRANSPOSE_1D stride")? },
+        39 => Op::ConvTranspose2d { stride: r.u32("CONV_TRANSPOSE_2D stride")? },
+        40 => {
+            let op = read_pool_op(r)?;
+            let [k, s, p] = read_u32s(r, "POOL_1D parameters")?;
+            Op::Pool1d { op, k, s, p }
+        }
+        41 => {
+            let op = read_pool_op(r)?;
+            let v: [u32; 6] = read_u32s(r, "POOL_2D parameters")?;
+            Op::Pool2d { op, k: [v[0], v[1]], s: [v[2], v[3]], p: [v[4], v[5]] }
+        }
+        42 => Op::Upscale {
+            mode: match r.u8("UPSCALE mode")? {
+                0 => ScaleMode::Nearest,
+                1 => ScaleMode::Bilinear,
+                code => return Err(wire_err!("unknown UPSCALE mode {code}")),
+            },
+            align_corners: r.bool("UPSCALE align_corners")?,
+        },
+        43 => {
+            let v: [u32; 8] = read_u32s(r, "PAD padding")?;
+            Op::Pad { lp: [v[0], v[1], v[2], v[3]], rp: [v[4], v[5], v[6], v[7]], circular: r.bool("PAD circular")? }
+        }
+        44 => Op::PadReflect1d { p0: r.u32("PAD_REFLECT_1D p0")?, p1: r.u32("PAD_REFLECT_1D p1")? },
+        45 => Op::Roll { shift: read_u32s::<4>(r, "ROLL shift")?.map(|v| v as i32) },
+        46 => Op::GroupNorm { n_groups: r.u32("GROUP_NORM n_groups")?, eps: r.f32("GROUP_NORM eps")? },
+        47 => Op::L2Norm { eps: r.f32("L2_NORM eps")? },
+        48 => Op::Arange { start: r.f32("ARANGE start")?, stop: r.f32("ARANGE stop")?, step: r.f32("ARANGE step")? },
+        49 => Op::TimestepEmbedding {
+            dim: r.u32("TIMESTEP_EMBEDDING dim")?,
+            max_period: r.u32("TIMESTEP_EMBEDDING max_period")? as i32,
+        },
+        50 => Op::Xielu {
+            alpha_n: r.f32("XIELU alpha_n")?,
+            alpha_p: r.f32("XIELU alpha_p")?,
+            beta: r.f32("XIELU beta")?,
+            eps: r.f32("XIELU eps")?,
+        },
+        51 => Op::Fill { c: r.f32("FILL value")? },
+        52 => {
+            let code = r.u8("TRI type")?;
+            Op::Tri(*TriType::ALL.get(code as usize).ok_or_else(|| wire_err!("unknown TRI type {code}"))?)
+        }
+        53 => Op::Diag,
+        54 => Op::DiagMaskZero { n_past: r.usize("DIAG_MASK_ZERO n_past")? },
+        55 | 56 => {
+            let nb = [r.usize("view stride")?, r.usize("view stride")?, r.usize("view stride")?];
+            let offset = r.usize("view offset")?;
+            if tag == 55 { Op::Set { nb, offset } } else { Op::Acc { nb, offset } }
+        }
+        57 => Op::Add1,
+        58 => Op::CountEqual,
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
     })
@@ -412,6 +607,33 @@ mod tests {
             Op::TopK,
             Op::Cumsum,
             Op::SwigluOai { alpha: 1.702, limit: 7.0, swapped: true },
+            Op::Im2col { conv: ConvParams { stride: [2, 1], pad: [1, 3], dilation: [1, 2] }, is_2d: true },
+            Op::Im2col { conv: ConvParams::UNIT, is_2d: false },
+            Op::Conv2d(ConvParams::square(2, 1, 3)),
+            Op::Conv2dDw(ConvParams { stride: [1, 4], pad: [0, 2], dilation: [5, 1] }),
+            Op::ConvTranspose1d { stride: 3 },
+            Op::ConvTranspose2d { stride: 2 },
+            Op::Pool1d { op: PoolOp::Avg, k: 3, s: 2, p: 1 },
+            Op::Pool2d { op: PoolOp::Max, k: [2, 3], s: [1, 2], p: [0, 1] },
+            Op::Upscale { mode: ScaleMode::Bilinear, align_corners: true },
+            Op::Upscale { mode: ScaleMode::Nearest, align_corners: false },
+            Op::Pad { lp: [1, 2, 3, 4], rp: [5, 6, 7, 8], circular: true },
+            Op::PadReflect1d { p0: 3, p1: 1 },
+            Op::Roll { shift: [-3, 2, 0, -1] },
+            Op::GroupNorm { n_groups: 32, eps: 1e-6 },
+            Op::L2Norm { eps: 1e-12 },
+            Op::Arange { start: -1.5, stop: 7.0, step: 0.25 },
+            Op::TimestepEmbedding { dim: 320, max_period: 10000 },
+            Op::Xielu { alpha_n: 1.3, alpha_p: 0.9, beta: 0.5, eps: -1e-6 },
+            Op::Fill { c: -2.5 },
+            Op::Tri(TriType::LowerDiag),
+            Op::Tri(TriType::Upper),
+            Op::Diag,
+            Op::DiagMaskZero { n_past: 3 },
+            Op::Set { nb: [40, 200, 800], offset: 12 },
+            Op::Acc { nb: [16, 64, 1024], offset: 4 },
+            Op::Add1,
+            Op::CountEqual,
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));

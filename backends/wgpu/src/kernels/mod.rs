@@ -18,6 +18,7 @@ mod routing;
 mod rows;
 pub mod shader;
 mod shared_constants;
+mod vision;
 
 use std::sync::Arc;
 
@@ -119,6 +120,21 @@ pub enum Kernel {
     Sort,
     /// CUMSUM.
     Cumsum,
+    /// IM2COL.
+    Im2col {
+        /// 2-D (else 1-D).
+        is_2d: bool,
+    },
+    /// POOL_2D.
+    Pool2d,
+    /// UPSCALE.
+    Upscale,
+    /// PAD.
+    Pad,
+    /// GROUP_NORM.
+    GroupNorm,
+    /// L2_NORM (`norm.wgsl`).
+    L2Norm,
 }
 
 /// One compiled kernel instance: kernel, binding stores, and the src0 dtype
@@ -203,6 +219,30 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::Cumsum => routing::cumsum(&mut b),
         Op::SwigluOai { alpha, limit, swapped } => elementwise::swiglu_oai(&mut b, alpha, limit, swapped),
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(None),
+        Op::Im2col { conv, is_2d } => vision::im2col(&mut b, conv, is_2d),
+        Op::Pool2d { op, k, s, p } => vision::pool_2d(&mut b, op, k, s, p),
+        Op::Upscale { mode, align_corners } => vision::upscale(&mut b, mode, align_corners),
+        Op::Pad { .. } => vision::pad(&mut b),
+        Op::GroupNorm { n_groups, eps } => vision::group_norm(&mut b, n_groups, eps),
+        Op::L2Norm { eps } => norm::l2_norm(&mut b, eps),
+        Op::Conv2d(_)
+        | Op::Conv2dDw(_)
+        | Op::ConvTranspose1d { .. }
+        | Op::ConvTranspose2d { .. }
+        | Op::Pool1d { .. }
+        | Op::PadReflect1d { .. }
+        | Op::Roll { .. }
+        | Op::Arange { .. }
+        | Op::TimestepEmbedding { .. }
+        | Op::Xielu { .. }
+        | Op::Fill { .. }
+        | Op::Tri(_)
+        | Op::Diag
+        | Op::DiagMaskZero { .. }
+        | Op::Set { .. }
+        | Op::Acc { .. }
+        | Op::Add1
+        | Op::CountEqual => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
@@ -379,6 +419,12 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::AddId => include_str!("../shaders/add_id.wgsl"),
         Kernel::Sort => include_str!("../shaders/sort.wgsl"),
         Kernel::Cumsum => include_str!("../shaders/cumsum.wgsl"),
+        Kernel::Im2col { .. } => include_str!("../shaders/im2col.wgsl"),
+        Kernel::Pool2d => include_str!("../shaders/pool_2d.wgsl"),
+        Kernel::Upscale => include_str!("../shaders/upscale.wgsl"),
+        Kernel::Pad => include_str!("../shaders/pad.wgsl"),
+        Kernel::GroupNorm => include_str!("../shaders/group_norm.wgsl"),
+        Kernel::L2Norm => include_str!("../shaders/norm.wgsl"),
     }
 }
 
@@ -513,7 +559,9 @@ pub fn source(key: &KernelKey) -> String {
         Kernel::GetRowsQuant | Kernel::MulMatVec | Kernel::MulMat | Kernel::MulMatId => {
             libs.extend(dequantizer(key.dtype))
         }
-        Kernel::Norm { rms } => consts += &format!("const NORM_RMS: bool = {rms};"),
+        Kernel::Norm { rms } => consts += &format!("const NORM_RMS: bool = {rms};\nconst NORM_L2: bool = false;"),
+        Kernel::L2Norm => consts += "const NORM_RMS: bool = true;\nconst NORM_L2: bool = true;",
+        Kernel::Im2col { is_2d } => consts += &format!("const IS_2D: bool = {is_2d};"),
         Kernel::Quantize { set_rows } => {
             let qtype = QUANT_TARGETS.iter().position(|&t| t == key.dtype).unwrap_or(usize::MAX);
             consts += &format!("const QTYPE: u32 = {qtype}u;\n");
@@ -544,7 +592,11 @@ pub fn source(key: &KernelKey) -> String {
         | Kernel::Rope
         | Kernel::AddId
         | Kernel::Sort
-        | Kernel::Cumsum => {}
+        | Kernel::Cumsum
+        | Kernel::Pool2d
+        | Kernel::Upscale
+        | Kernel::Pad
+        | Kernel::GroupNorm => {}
     }
     if key.kernel == Kernel::Rope {
         consts.push_str(if st[3] == Store::Unused {

@@ -1,4 +1,4 @@
-//! Plans for row normalizations: NORM, RMS_NORM, SOFT_MAX, DIAG_MASK_INF.
+//! Plans for row normalizations: NORM, RMS_NORM, L2_NORM, SOFT_MAX, DIAG_MASK_INF.
 
 use gantry_engine::DType;
 
@@ -11,6 +11,13 @@ pub(super) fn norm(b: &mut Builder<'_>, rms: bool, eps: f32) -> Planned {
     let s = b.bind_src(0)?;
     b.params.f[0] = eps;
     b.finish(Kernel::Norm { rms }, DType::F32, s.nrows() as u64)
+}
+
+pub(super) fn l2_norm(b: &mut Builder<'_>, eps: f32) -> Planned {
+    b.bind_dst()?;
+    let s = b.bind_src(0)?;
+    b.params.f[0] = eps;
+    b.finish(Kernel::L2Norm, DType::F32, s.nrows() as u64)
 }
 
 /// ALiBi's per-head slope bases (ggml's `soft_max` and `flash_attn_ext`):

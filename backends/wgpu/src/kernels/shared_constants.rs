@@ -13,8 +13,9 @@
 //! | `BM`, `BN` | `matmul::TILE` | `mul_mat.wgsl` |
 //! | `MAX_DK`, `MAX_DV` | `attention::MAX_DK`, `attention::MAX_DV` | `flash_attn.wgsl` |
 //!
-//! Kernels with one workgroup per row (NORM, SOFT_MAX, SUM, SUM_ROWS,
-//! ARGMAX) size their workgroups in the WGSL alone: their plans count rows.
+//! Kernels with one workgroup per row (NORM, L2_NORM, SOFT_MAX, SUM,
+//! SUM_ROWS, ARGMAX) or per group (GROUP_NORM) size their workgroups in the
+//! WGSL alone: their plans count rows or groups.
 
 use std::fmt::Write;
 
@@ -52,7 +53,11 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::SwigluOai { .. }
         | Kernel::AddId
         | Kernel::Sort
-        | Kernel::Cumsum => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::Cumsum
+        | Kernel::Im2col { .. }
+        | Kernel::Pool2d
+        | Kernel::Upscale
+        | Kernel::Pad => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
         Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
@@ -67,7 +72,13 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
             constant("MAX_DK", MAX_DK as u64);
             constant("MAX_DV", MAX_DV as u64);
         }
-        Kernel::SumRows | Kernel::Sum | Kernel::Argmax | Kernel::Norm { .. } | Kernel::SoftMax => {}
+        Kernel::SumRows
+        | Kernel::Sum
+        | Kernel::Argmax
+        | Kernel::Norm { .. }
+        | Kernel::L2Norm
+        | Kernel::SoftMax
+        | Kernel::GroupNorm => {}
     }
     wgsl
 }
@@ -111,6 +122,13 @@ mod tests {
             Kernel::MulMatVec,
             Kernel::MulMat,
             Kernel::FlashAttn,
+            Kernel::Im2col { is_2d: true },
+            Kernel::Im2col { is_2d: false },
+            Kernel::Pool2d,
+            Kernel::Upscale,
+            Kernel::Pad,
+            Kernel::GroupNorm,
+            Kernel::L2Norm,
         ];
         for kernel in kernels {
             for dtype in [DType::F32, DType::Q4_K, DType::Q5_K] {

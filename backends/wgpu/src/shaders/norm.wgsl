@@ -1,4 +1,5 @@
-// NORM (NORM_RMS false): (x - mean) / sqrt(var + eps); RMS_NORM: x / sqrt(mean(x^2) + eps).
+// NORM (NORM_RMS false): (x - mean) / sqrt(var + eps); RMS_NORM: x / sqrt(mean(x^2) + eps);
+// L2_NORM (NORM_L2, with NORM_RMS): x / max(sqrt(sum(x^2)), eps).
 // One workgroup per row; eps in p.f.x. Each element is read before its own
 // position is written, so dst may alias src0.
 
@@ -38,7 +39,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let v = src0_ld(src + i * p.src0.nb.x) - mean;
         s2 += v * v;
     }
-    let inv = 1.0 / sqrt(row_sum(s2, lid) / f32(n) + p.f.x);
+    let total = row_sum(s2, lid);
+    var inv = 1.0 / sqrt(total / f32(n) + p.f.x);
+    if (NORM_L2) { inv = 1.0 / max(sqrt(total), p.f.x); }
     for (var i = lid; i < n; i += 256u) {
         dst_st(out + i * p.dst.nb.x, (src0_ld(src + i * p.src0.nb.x) - mean) * inv);
     }

@@ -16,3 +16,4 @@ mod plans;
 mod quant;
 mod read_back;
 mod scheduler;
+mod vision;
