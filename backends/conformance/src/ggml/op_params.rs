@@ -107,6 +107,9 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
         | Op::AddId
         | Op::TopK
         | Op::Cumsum => {}
+        // The vision, diffusion and mask ops are not translated yet: their
+        // cases run with zero parameters and show as over tolerance.
+        _ => {}
     }
     p
 }
