@@ -253,16 +253,21 @@ fn every_family_matches_llama_cpp_on_cuda_and_the_cpu() {
 /// on the CPU and on the first wgpu adapter with the CPU behind it.
 #[test]
 fn gpt_oss_matches_llama_cpp_with_explicit_attention() {
-    let mut runs: Vec<(Vec<Arc<dyn Backend>>, &str)> = vec![(vec![cpu()], "cpu")];
+    let cpu_only: (Vec<Arc<dyn Backend>>, &str) = (vec![cpu()], "cpu");
     #[cfg(feature = "wgpu")]
-    {
+    let runs = {
         use gantry::Device;
         let platform = gantry::backends::wgpu::WgpuPlatform::new();
         match platform.wgpu_devices().first() {
-            Some(dev) => runs.push((vec![dev.init_backend(None).unwrap(), cpu()], "wgpu+cpu")),
-            None => eprintln!("wgpu part skipped: no wgpu adapter on this machine"),
+            Some(dev) => vec![cpu_only, (vec![dev.init_backend(None).unwrap(), cpu()], "wgpu+cpu")],
+            None => {
+                eprintln!("wgpu part skipped: no wgpu adapter on this machine");
+                vec![cpu_only]
+            }
         }
-    }
+    };
+    #[cfg(not(feature = "wgpu"))]
+    let runs = vec![cpu_only];
     for (backends, on) in &runs {
         for dtype in [DType::F32, DType::Q8_0] {
             let model = SeededModel::new(SeededFamily::GptOss, dtype);
