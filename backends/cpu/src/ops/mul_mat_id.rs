@@ -183,6 +183,9 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>, shared
     let driver: &mut [u8] = bytemuck::cast_slice_mut(driver);
 
     sort_slots_by_expert(ctx, t, d, &ids, s, order, ends)?;
+    if s.n_tokens == 1 && b.ne[1] == 1 && shares_columns(experts) {
+        return one_column_for_all(experts, &ids, &b, &dst, s, (cols, out, driver), par);
+    }
     gather_columns(&b, s, order, cols, par);
     let mut start = 0usize;
     for (x, &end) in ends.iter().enumerate() {
@@ -291,6 +294,82 @@ fn scatter_results(dst: &Bound, s: Sizes, order: &[u32], out: &[f32], par: &Par<
             unsafe { dst.store_row(e, tok, 0, &out[p * m..(p + 1) * m]) };
         }
     });
+}
+
+/// Whether the experts' product driver multiplies several matrices by the
+/// same column in one dispatch (the repacked driver, and the quantized one
+/// for a single column).
+fn shares_columns(experts: Experts<'_>) -> bool {
+    match experts {
+        Experts::Repacked(_) => true,
+        Experts::Quantized(_) => quant::shared_takes(1),
+        Experts::Plain(_) => false,
+    }
+}
+
+/// One token whose chosen experts all read its one activation row (a
+/// decoder's gate and up products at batch 1): the chosen experts go
+/// [`quant::MAX_SHARED`] at a time through the drivers' shared products,
+/// the row quantized once per group and one hand-over to the pool each,
+/// instead of one per expert. The ids were checked by the caller.
+fn one_column_for_all(
+    experts: Experts<'_>,
+    ids: &Bound,
+    b: &Bound,
+    dst: &Bound,
+    s: Sizes,
+    (cols, out, driver): (&mut [f32], &mut [f32], &mut [u8]),
+    par: &Par<'_>,
+) -> Result<()> {
+    let (k, m) = (s.k, s.m);
+    let column = &mut cols[..k];
+    // SAFETY: row 0 of token 0 exists (the shape was checked) and `column`
+    // holds its `k` floats.
+    unsafe { b.load_row(0, 0, 0, column) };
+    let columns = quant::Columns { data: column, stride: k, n: 1 };
+    // SAFETY: e < ids.ne[0] and token 0 exist; I32 elements are aligned.
+    let id_at = |e: usize| unsafe { *(ids.at(e, 0, 0, 0) as *const i32) } as usize;
+    let out = &mut out[..s.n_used * m];
+    for (g, group) in out.chunks_mut(quant::MAX_SHARED * m).enumerate() {
+        let first = g * quant::MAX_SHARED;
+        let mut dsts: [quant::ColumnsMut<'_>; quant::MAX_SHARED] =
+            std::array::from_fn(|_| quant::ColumnsMut { data: &mut [], stride: m });
+        let mut n = 0;
+        for (slot, rows) in group.chunks_mut(m).enumerate() {
+            dsts[slot] = quant::ColumnsMut { data: rows, stride: m };
+            n = slot + 1;
+        }
+        match experts {
+            Experts::Repacked(stack) => {
+                // x < n_expert = stack.count: the ids were checked against it.
+                let expert =
+                    |x: usize| stack.matrix(x).ok_or_else(|| Error::Unsupported(format!("no repacked expert {x}")));
+                let mut matrices = [expert(id_at(first))?; quant::MAX_SHARED];
+                for (i, w) in matrices.iter_mut().enumerate().take(n).skip(1) {
+                    *w = expert(id_at(first + i))?;
+                }
+                repacked_mul_mat(&matrices[..n], columns, &mut dsts[..n], driver, par.jobs())?;
+            }
+            Experts::Quantized(a) => {
+                let row_bytes = a.dtype.row_size(k).unwrap_or(0);
+                let span = (m - 1) * a.nb[1] + row_bytes;
+                let matrices: [QuantMatrix<'_>; quant::MAX_SHARED] = std::array::from_fn(|i| {
+                    let x = id_at(first + i.min(n - 1));
+                    // SAFETY: expert x < a.ne[2] (the ids were checked); its m
+                    // rows of `row_bytes` bytes, nb[1] apart, lie inside a's memory.
+                    let data = unsafe { std::slice::from_raw_parts(a.row(0, x, 0) as *const u8, span) };
+                    QuantMatrix { dtype: a.dtype, data, row_stride: a.nb[1], k, m }
+                });
+                quant::quant_mul_mat_shared(&matrices[..n], columns, &mut dsts[..n], driver, par.jobs())?;
+            }
+            Experts::Plain(_) => return Err(Error::Unsupported("plain experts take no shared products".into())),
+        }
+    }
+    for (e, rows) in out.chunks(m).enumerate() {
+        // SAFETY: slot (e, 0) is within dst's shape, whose rows are dense F32.
+        unsafe { dst.store_row(e, 0, 0, rows) };
+    }
+    Ok(())
 }
 
 /// Expert `x`'s weights times `n` packed columns, into `n` packed result

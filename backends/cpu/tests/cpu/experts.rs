@@ -66,8 +66,13 @@ fn a_bias_id_out_of_range_is_an_error_not_a_read() {
 /// (`[k, 21, n_expert]`: each expert ends in a short group of rows), the
 /// weights in `weights_buft`, the rest in plain CPU memory; tokens choose
 /// experts all over the stack.
-fn experts_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>, dtype: DType, k: usize) -> Vec<f32> {
-    let (m, n_expert, n_used, n_tokens) = (21, 5, 2, 7);
+fn experts_product(
+    weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>,
+    dtype: DType,
+    k: usize,
+    (n_used, n_tokens): (usize, usize),
+) -> Vec<f32> {
+    let (m, n_expert) = (21, 7);
     let mut ctx = Context::new();
     let w = ctx.tensor(dtype, [k, m, n_expert]).unwrap();
     let x = ctx.tensor(DType::F32, [k, 1, n_tokens]).unwrap();
@@ -82,7 +87,8 @@ fn experts_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>,
     let wv: Vec<f32> = (0..k * m * n_expert).map(|i| ((i * 7) % 23) as f32 / 11.0 - 1.0).collect();
     ctx.set_f32(w, &wv).unwrap();
     ctx.set_f32(x, &(0..k * n_tokens).map(|i| ((i * 5) % 17) as f32 / 8.0 - 1.0).collect::<Vec<_>>()).unwrap();
-    let chosen: Vec<f32> = (0..n_used * n_tokens).map(|i| ((i * 3) % n_expert) as f32).collect();
+    // Distinct experts per token, all over the stack.
+    let chosen: Vec<f32> = (0..n_used * n_tokens).map(|i| ((i % n_used * 3 + i / n_used) % n_expert) as f32).collect();
     ctx.set_f32(ids, &chosen).unwrap();
     let cpu = CpuBackend::with_threads(2).unwrap();
     cpu.graph_compute(&ctx, graph).into_result().unwrap();
@@ -91,13 +97,29 @@ fn experts_product(weights_buft: &std::sync::Arc<dyn gantry_engine::BufferType>,
 
 #[test]
 fn repacked_experts_give_the_plain_product() {
-    for (dtype, k) in [(DType::Q8_0, 64), (DType::Q4_0, 64), (DType::Q4_K, 256), (DType::Q6_K, 256)] {
-        let plain = experts_product(&gantry_cpu::buffer_type(), dtype, k);
-        let repacked = experts_product(&gantry_cpu::repack_buffer_type(), dtype, k);
-        assert!(plain.iter().any(|&v| v != 0.0));
-        // Both quantize the activations and dot whole blocks: the same sums, in another order.
-        for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
-            assert!((p - r).abs() <= 1e-4 * p.abs().max(1.0), "{dtype} slot value {i}: plain {p}, repacked {r}");
+    // Several tokens (experts grouped by the tokens that chose them), and
+    // one token's six experts (the shared products, four then two).
+    for shape in [(2, 7), (6, 1)] {
+        for (dtype, k) in [(DType::Q8_0, 64), (DType::Q4_0, 64), (DType::Q4_K, 256), (DType::Q6_K, 256)] {
+            let plain = experts_product(&gantry_cpu::buffer_type(), dtype, k, shape);
+            let repacked = experts_product(&gantry_cpu::repack_buffer_type(), dtype, k, shape);
+            assert!(plain.iter().any(|&v| v != 0.0));
+            // Both quantize the activations and dot whole blocks: the same sums, in another order.
+            for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
+                assert!(
+                    (p - r).abs() <= 1e-4 * p.abs().max(1.0),
+                    "{dtype} {shape:?} slot {i}: plain {p}, repacked {r}"
+                );
+            }
+            // And each slot is its own expert's product: near the F32 weights'
+            // (within the 4-bit weights' rounding), where another expert's
+            // would be off by the whole scale.
+            if shape.1 == 1 {
+                let f32s = experts_product(&gantry_cpu::buffer_type(), DType::F32, k, shape);
+                let err = repacked.iter().zip(&f32s).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                let scale = f32s.iter().map(|v| v.abs()).fold(0f32, f32::max);
+                assert!(err <= 0.15 * scale, "{dtype}: {err} off the F32 product (scale {scale})");
+            }
         }
     }
 }
