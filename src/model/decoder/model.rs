@@ -105,12 +105,9 @@ impl DecoderModel {
         device: &dyn Device,
         options: LoadOptions<'_>,
     ) -> Result<Self> {
-        let gguf = Gguf::open_mapped_or_read(path.as_ref(), options.use_mmap)?;
+        let (gguf, hp, tokenizer) = open_decoder(path.as_ref(), options.use_mmap)?;
         // The bytes are the process's own now: lending them is safe.
         let options = LoadOptions { use_mmap: true, ..options };
-        let hp = DecoderHparams::from_gguf(&gguf)?;
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        check_vocab(&gguf, &hp, &tokenizer)?;
         let loaded = load_tensors(&gguf, ctx, device, options)?;
         Self::assemble(hp, tokenizer, loaded, gguf, ctx)
     }
@@ -141,12 +138,9 @@ impl DecoderModel {
         device: &dyn Device,
         options: LoadOptions<'_>,
     ) -> Result<Self> {
-        let gguf = Gguf::open_mapped_or_read(path.as_ref(), options.use_mmap)?;
+        let (gguf, hp, tokenizer) = open_decoder(path.as_ref(), options.use_mmap)?;
         // The bytes are the process's own now: lending them is safe.
         let options = LoadOptions { use_mmap: true, ..options };
-        let hp = DecoderHparams::from_gguf(&gguf)?;
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        check_vocab(&gguf, &hp, &tokenizer)?;
         let loaded = load_tensors(&DequantizedFile::new(&gguf)?, ctx, device, options)?;
         Self::assemble(hp, tokenizer, loaded, gguf, ctx)
     }
@@ -168,6 +162,16 @@ impl DecoderModel {
             }
         }
     }
+}
+
+/// The file (mapped, or read when `use_mmap` is off), its hyperparameters
+/// and its tokenizer, checked against each other.
+fn open_decoder(path: &Path, use_mmap: bool) -> Result<(Gguf, DecoderHparams, Tokenizer)> {
+    let gguf = Gguf::open_mapped_or_read(path, use_mmap)?;
+    let hp = DecoderHparams::from_gguf(&gguf)?;
+    let tokenizer = Tokenizer::from_gguf(&gguf)?;
+    check_vocab(&gguf, &hp, &tokenizer)?;
+    Ok((gguf, hp, tokenizer))
 }
 
 /// An error naming the file unless the tokenizer has a token per embedding row.

@@ -74,16 +74,24 @@ pub fn supports(ctx: &Context, t: TensorId, d: &TensorDesc) -> Option<bool> {
     })
 }
 
-/// The repacked matrix of `t` when its memory is in a `CPU_REPACK` buffer;
-/// an error when `t` is a view of one.
-pub fn matrix(ctx: &Context, t: TensorId) -> Result<Option<RepackedMatrix<'_>>> {
-    let Some((buffer, offset)) = repack_buffer(ctx, t) else { return Ok(None) };
+/// The `CPU_REPACK` buffer holding `t` and `t`'s offset in it; an error
+/// when `t` is a view of repacked weights (only the whole tensor has the
+/// repacked layout's meaning).
+fn whole_repacked(ctx: &Context, t: TensorId) -> Result<Option<(&RepackBuffer, usize)>> {
+    let Some(found) = repack_buffer(ctx, t) else { return Ok(None) };
     if ctx.desc(t)?.view_src.is_some() {
         return Err(Error::Unsupported(format!(
             "{} is a view of repacked weights, which only the whole tensor can be read as",
             ctx.describe(t)
         )));
     }
+    Ok(Some(found))
+}
+
+/// The repacked matrix of `t` when its memory is in a `CPU_REPACK` buffer;
+/// an error when `t` is a view of one, or a stack of several matrices.
+pub fn matrix(ctx: &Context, t: TensorId) -> Result<Option<RepackedMatrix<'_>>> {
+    let Some((buffer, offset)) = whole_repacked(ctx, t)? else { return Ok(None) };
     buffer
         .matrix(t, offset)
         .map(Some)
@@ -93,13 +101,7 @@ pub fn matrix(ctx: &Context, t: TensorId) -> Result<Option<RepackedMatrix<'_>>> 
 /// The repacked matrices of `t` (one, or an expert layer's stack) when its
 /// memory is in a `CPU_REPACK` buffer; an error when `t` is a view of one.
 pub fn stack(ctx: &Context, t: TensorId) -> Result<Option<RepackedStack<'_>>> {
-    let Some((buffer, offset)) = repack_buffer(ctx, t) else { return Ok(None) };
-    if ctx.desc(t)?.view_src.is_some() {
-        return Err(Error::Unsupported(format!(
-            "{} is a view of repacked weights, which only the whole tensor can be read as",
-            ctx.describe(t)
-        )));
-    }
+    let Some((buffer, offset)) = whole_repacked(ctx, t)? else { return Ok(None) };
     buffer
         .stack(t, offset)
         .map(Some)
