@@ -85,12 +85,7 @@ impl DecoderModel {
         device: &dyn Device,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
-        // Tensors too large for one of the device's buffers (a big vocabulary's
-        // embeddings on a GPU that caps buffers) stay in host memory, as
-        // llama.cpp keeps its input layer on the CPU.
-        let options =
-            LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
-        Self::load_with(path, ctx, device, options)
+        Self::load_with(path, ctx, device, default_options(progress))
     }
 
     /// [`DecoderModel::load`] with the loader's options as given. With
@@ -105,11 +100,7 @@ impl DecoderModel {
         device: &dyn Device,
         options: LoadOptions<'_>,
     ) -> Result<Self> {
-        let (gguf, hp, tokenizer) = open_decoder(path.as_ref(), options.use_mmap)?;
-        // The bytes are the process's own now: lending them is safe.
-        let options = LoadOptions { use_mmap: true, ..options };
-        let loaded = load_tensors(&gguf, ctx, device, options)?;
-        Self::assemble(hp, tokenizer, loaded, gguf, ctx)
+        Self::load_file(path.as_ref(), ctx, device, options, false)
     }
 
     /// [`DecoderModel::load`] with every weight dequantized to F32 first
@@ -122,9 +113,7 @@ impl DecoderModel {
         device: &dyn Device,
         progress: Option<&mut dyn FnMut(LoadProgress)>,
     ) -> Result<Self> {
-        let options =
-            LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() };
-        Self::load_dequantized_with(path, ctx, device, options)
+        Self::load_dequantized_with(path, ctx, device, default_options(progress))
     }
 
     /// [`DecoderModel::load_dequantized`] with the loader's options as given:
@@ -138,10 +127,30 @@ impl DecoderModel {
         device: &dyn Device,
         options: LoadOptions<'_>,
     ) -> Result<Self> {
-        let (gguf, hp, tokenizer) = open_decoder(path.as_ref(), options.use_mmap)?;
+        Self::load_file(path.as_ref(), ctx, device, options, true)
+    }
+
+    /// Opens the file (mapped, or read when `use_mmap` is off), checks its
+    /// hyperparameters against its tokenizer, and loads its weights as they
+    /// are or dequantized to F32.
+    fn load_file(
+        path: &Path,
+        ctx: &mut Context,
+        device: &dyn Device,
+        options: LoadOptions<'_>,
+        dequantized: bool,
+    ) -> Result<Self> {
+        let gguf = Gguf::open_mapped_or_read(path, options.use_mmap)?;
+        let hp = DecoderHparams::from_gguf(&gguf)?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        check_vocab(&gguf, &hp, &tokenizer)?;
         // The bytes are the process's own now: lending them is safe.
         let options = LoadOptions { use_mmap: true, ..options };
-        let loaded = load_tensors(&DequantizedFile::new(&gguf)?, ctx, device, options)?;
+        let loaded = if dequantized {
+            load_tensors(&DequantizedFile::new(&gguf)?, ctx, device, options)?
+        } else {
+            load_tensors(&gguf, ctx, device, options)?
+        };
         Self::assemble(hp, tokenizer, loaded, gguf, ctx)
     }
 
@@ -164,14 +173,11 @@ impl DecoderModel {
     }
 }
 
-/// The file (mapped, or read when `use_mmap` is off), its hyperparameters
-/// and its tokenizer, checked against each other.
-fn open_decoder(path: &Path, use_mmap: bool) -> Result<(Gguf, DecoderHparams, Tokenizer)> {
-    let gguf = Gguf::open_mapped_or_read(path, use_mmap)?;
-    let hp = DecoderHparams::from_gguf(&gguf)?;
-    let tokenizer = Tokenizer::from_gguf(&gguf)?;
-    check_vocab(&gguf, &hp, &tokenizer)?;
-    Ok((gguf, hp, tokenizer))
+/// The loader's defaults for a decoder: tensors too large for one of the
+/// device's buffers (a big vocabulary's embeddings on a GPU that caps
+/// buffers) stay in host memory, as llama.cpp keeps its input layer on the CPU.
+fn default_options(progress: Option<&mut dyn FnMut(LoadProgress)>) -> LoadOptions<'_> {
+    LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() }
 }
 
 /// An error naming the file unless the tokenizer has a token per embedding row.
