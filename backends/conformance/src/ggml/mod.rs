@@ -234,7 +234,9 @@ fn computed(ctx: &Context, _graph: Graph<'_>, output: TensorId, inputs: Inputs) 
 /// Prints the per-op table, the cases over tolerance, not compared or
 /// failed, and a total line.
 pub fn print_table(p: &Parity, out: &mut dyn Write) {
-    let _ = writeln!(out, "{:<16} {:>6} {:>12} {:>21} {:>5}", "op", "cases", "worst NMSE", "ggml tolerance", "over");
+    // As wide as the longest name (TIMESTEP_EMBEDDING), so the columns line up.
+    let w = p.ops.keys().map(|op| op.len()).max().unwrap_or(0).max(16);
+    let _ = writeln!(out, "{:<w$} {:>6} {:>12} {:>21} {:>5}", "op", "cases", "worst NMSE", "ggml tolerance", "over");
     let (mut cases, mut over) = (0, 0);
     for (op, row) in &p.ops {
         let tol = if row.tolerance.0 == row.tolerance.1 {
@@ -242,7 +244,7 @@ pub fn print_table(p: &Parity, out: &mut dyn Write) {
         } else {
             format!("{:.0e} .. {:.0e}", row.tolerance.0, row.tolerance.1)
         };
-        let _ = writeln!(out, "{op:<16} {:>6} {:>12.3e} {tol:>21} {:>5}", row.compared, row.worst, row.over);
+        let _ = writeln!(out, "{op:<w$} {:>6} {:>12.3e} {tol:>21} {:>5}", row.compared, row.worst, row.over);
         cases += row.compared;
         over += row.over;
     }
