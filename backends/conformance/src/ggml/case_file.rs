@@ -8,6 +8,9 @@
 //! i32 op_params[16], i32 src[5] (-1: none), i32 view source (-1: none), u64
 //! view offset, u64 data length and the data (leafs only). A name is a u32
 //! length and its bytes.
+//!
+//! Tensors keep Gantry's types and strides, except COUNT_EQUAL's result,
+//! which ggml computes as an I64.
 
 use gantry_engine::{Context, Error, Graph, MAX_SRC, Op, Result, TensorId};
 
@@ -41,12 +44,15 @@ pub fn case_file(
     put_u32(&mut out, index(output)? as u32);
     for (i, &t) in tensors.iter().enumerate() {
         let d = ctx.desc(t)?;
-        put_str(&mut out, d.dtype.info().name);
+        // COUNT_EQUAL: ggml's result is one I64 (its CPU kernel asserts it),
+        // Gantry's one I32.
+        let (dtype, nb) = if d.op == Op::CountEqual { ("i64", [8; 4]) } else { (d.dtype.info().name, d.nb) };
+        put_str(&mut out, dtype);
         put_str(&mut out, d.op.name());
         for &ne in &d.ne {
             out.extend_from_slice(&(ne as i64).to_le_bytes());
         }
-        for &nb in &d.nb {
+        for &nb in &nb {
             out.extend_from_slice(&(nb as u64).to_le_bytes());
         }
         for p in ggml_op_params(&d.op, d.view_offset) {

@@ -158,8 +158,8 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
             continue;
         }
         let ggml = match std::fs::read(driver.dir.join(format!("{}.out", p.file))) {
-            Ok(bytes) => match gantry_engine::convert::strided_to_f32(&p.out_desc, &bytes) {
-                Some(v) => v.into_iter().map(f64::from).collect::<Vec<_>>(),
+            Ok(bytes) => match ggml_result(&p.out_desc, &bytes) {
+                Some(v) => v,
                 None => {
                     parity.failed.push((p.case.name.clone(), format!("ggml wrote {} bytes", bytes.len())));
                     continue;
@@ -188,6 +188,17 @@ pub fn parity(driver: &Driver, filter: &Filter, out: &mut dyn Write) -> std::io:
     }
     print_table(&parity, out);
     Ok(parity)
+}
+
+/// ggml's result as numbers: its bytes in Gantry's layout, except
+/// COUNT_EQUAL's, one I64 where Gantry has an I32 (`case_file` says so).
+fn ggml_result(out: &TensorDesc, bytes: &[u8]) -> Option<Vec<f64>> {
+    if out.op == Op::CountEqual {
+        let count = i64::from_le_bytes(bytes.try_into().ok()?);
+        return Some(vec![count as f64]);
+    }
+    let v = gantry_engine::convert::strided_to_f32(out, bytes)?;
+    Some(v.into_iter().map(f64::from).collect())
 }
 
 /// The case file, and the facts ggml's tolerance depends on.
@@ -223,7 +234,9 @@ fn computed(ctx: &Context, _graph: Graph<'_>, output: TensorId, inputs: Inputs) 
 /// Prints the per-op table, the cases over tolerance, not compared or
 /// failed, and a total line.
 pub fn print_table(p: &Parity, out: &mut dyn Write) {
-    let _ = writeln!(out, "{:<16} {:>6} {:>12} {:>21} {:>5}", "op", "cases", "worst NMSE", "ggml tolerance", "over");
+    // As wide as the longest name (TIMESTEP_EMBEDDING), so the columns line up.
+    let w = p.ops.keys().map(|op| op.len()).max().unwrap_or(0).max(16);
+    let _ = writeln!(out, "{:<w$} {:>6} {:>12} {:>21} {:>5}", "op", "cases", "worst NMSE", "ggml tolerance", "over");
     let (mut cases, mut over) = (0, 0);
     for (op, row) in &p.ops {
         let tol = if row.tolerance.0 == row.tolerance.1 {
@@ -231,7 +244,7 @@ pub fn print_table(p: &Parity, out: &mut dyn Write) {
         } else {
             format!("{:.0e} .. {:.0e}", row.tolerance.0, row.tolerance.1)
         };
-        let _ = writeln!(out, "{op:<16} {:>6} {:>12.3e} {tol:>21} {:>5}", row.compared, row.worst, row.over);
+        let _ = writeln!(out, "{op:<w$} {:>6} {:>12.3e} {tol:>21} {:>5}", row.compared, row.worst, row.over);
         cases += row.compared;
         over += row.over;
     }

@@ -6,7 +6,7 @@
 //! name (`ggml_unary_op_name`, `ggml_glu_op_name`) and sets them itself, so
 //! nothing here depends on the order of ggml's enums.
 
-use gantry_engine::Op;
+use gantry_engine::{Op, TriType};
 
 /// ggml's `GGML_MAX_OP_PARAMS / sizeof(int32_t)`.
 pub const N_OP_PARAMS: usize = 16;
@@ -85,6 +85,109 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
                 *slot = i32::from(a);
             }
         }
+        // ggml_im2col: { s0, s1, p0, p1, d0, d1, is_2D }. ggml_conv_1d, the
+        // 1-D caller, passes 0 for the second dim's three.
+        Op::Im2col { conv, is_2d } => {
+            let dims = if is_2d { 2 } else { 1 };
+            for d in 0..dims {
+                p[d] = conv.stride[d] as i32;
+                p[2 + d] = conv.pad[d] as i32;
+                p[4 + d] = conv.dilation[d] as i32;
+            }
+            p[6] = i32::from(is_2d);
+        }
+        // ggml_conv_2d_direct, ggml_conv_2d_dw_direct: { s0, s1, p0, p1, d0,
+        // d1 }.
+        Op::Conv2d(conv) | Op::Conv2dDw(conv) => {
+            for d in 0..2 {
+                p[d] = conv.stride[d] as i32;
+                p[2 + d] = conv.pad[d] as i32;
+                p[4 + d] = conv.dilation[d] as i32;
+            }
+        }
+        // ggml_conv_transpose_1d: { s0, p0, d0 }, which it asserts are
+        // { s0, 0, 1 }.
+        Op::ConvTranspose1d { stride } => {
+            p[0] = stride as i32;
+            p[2] = 1;
+        }
+        // ggml_conv_transpose_2d_p0: { stride }.
+        Op::ConvTranspose2d { stride } => p[0] = stride as i32,
+        // ggml_pool_1d: { op, k0, s0, p0 }.
+        Op::Pool1d { op, k, s, p: pad } => {
+            p[..4].copy_from_slice(&[op.ggml_code(), k as i32, s as i32, pad as i32]);
+        }
+        // ggml_pool_2d: { op, k0, k1, s0, s1, p0, p1 }, all int32_t (its
+        // float paddings converted by the array's initializer; the CPU kernel
+        // reads ints).
+        Op::Pool2d { op, k, s, p: pad } => {
+            p[..7].copy_from_slice(&[
+                op.ggml_code(),
+                k[0] as i32,
+                k[1] as i32,
+                s[0] as i32,
+                s[1] as i32,
+                pad[0] as i32,
+                pad[1] as i32,
+            ]);
+        }
+        // ggml_interpolate_impl: { mode | flags } (GGML_SCALE_FLAG_ALIGN_CORNERS
+        // = 1 << 8).
+        Op::Upscale { mode, align_corners } => p[0] = mode.ggml_code() | (i32::from(align_corners) << 8),
+        // ggml_pad_ext: { lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3, circular }.
+        Op::Pad { lp, rp, circular } => {
+            for d in 0..4 {
+                p[2 * d] = lp[d] as i32;
+                p[2 * d + 1] = rp[d] as i32;
+            }
+            p[8] = i32::from(circular);
+        }
+        // ggml_pad_reflect_1d: { p0, p1 }.
+        Op::PadReflect1d { p0, p1 } => {
+            p[0] = p0 as i32;
+            p[1] = p1 as i32;
+        }
+        // ggml_roll: { shift0, shift1, shift2, shift3 }.
+        Op::Roll { shift } => p[..4].copy_from_slice(&shift),
+        // ggml_group_norm_impl: { n_groups (i32), eps (f32) }.
+        Op::GroupNorm { n_groups, eps } => {
+            p[0] = n_groups as i32;
+            p[1] = f(eps);
+        }
+        // ggml_l2_norm_impl: { eps }.
+        Op::L2Norm { eps } => p[0] = f(eps),
+        // ggml_arange: { start, stop, step }.
+        Op::Arange { start, stop, step } => {
+            p[0] = f(start);
+            p[1] = f(stop);
+            p[2] = f(step);
+        }
+        // ggml_timestep_embedding: { dim, max_period }.
+        Op::TimestepEmbedding { dim, max_period } => {
+            p[0] = dim as i32;
+            p[1] = max_period;
+        }
+        // ggml_xielu: a GGML_OP_UNARY node, { GGML_UNARY_OP_XIELU (set by the
+        // driver), beta + softplus(alpha_n), softplus(alpha_p), beta, eps }:
+        // Gantry keeps the parameters as ggml stores them.
+        Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+            p[1] = f(alpha_n);
+            p[2] = f(alpha_p);
+            p[3] = f(beta);
+            p[4] = f(eps);
+        }
+        // ggml_fill_impl: { c }.
+        Op::Fill { c } => p[0] = f(c),
+        // ggml_tri: { type }, TriType::ALL being ggml's enum order.
+        Op::Tri(kind) => p[0] = TriType::ALL.iter().position(|&t| t == kind).unwrap_or(0) as i32,
+        // ggml_diag_mask_zero_impl: { n_past }.
+        Op::DiagMaskZero { n_past } => p[0] = n_past as i32,
+        // ggml_set_impl, ggml_acc_impl: { nb1, nb2, nb3, offset, inplace }
+        // (Gantry's results are never in place; ggml's CPU kernels copy src0
+        // first unless the flag is set).
+        Op::Set { nb, offset } | Op::Acc { nb, offset } => {
+            p[..4].copy_from_slice(&[nb[0] as i32, nb[1] as i32, nb[2] as i32, offset as i32]);
+        }
         // No parameters: ggml's builders leave op_params zero (TOP_K's k is
         // its result's ne[0]; the unary op is set by the driver).
         Op::None
@@ -106,17 +209,17 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
         | Op::MulMatId
         | Op::AddId
         | Op::TopK
-        | Op::Cumsum => {}
-        // The vision, diffusion and mask ops are not translated yet: their
-        // cases run with zero parameters and show as over tolerance.
-        _ => {}
+        | Op::Cumsum
+        | Op::Diag
+        | Op::Add1
+        | Op::CountEqual => {}
     }
     p
 }
 
 #[cfg(test)]
 mod tests {
-    use gantry_engine::{RopeMode, RopeParams};
+    use gantry_engine::{ConvParams, PoolOp, RopeMode, RopeParams, ScaleMode};
 
     use super::*;
 
@@ -128,6 +231,26 @@ mod tests {
         assert_eq!(f32::from_bits(p[5] as u32), 10000.0);
         assert_eq!(f32::from_bits(p[9] as u32), 32.0);
         assert_eq!(&p[11..], &[0; 5]);
+    }
+
+    #[test]
+    fn vision_ops_follow_their_builders() {
+        let conv = ConvParams { stride: [2, 3], pad: [1, 0], dilation: [1, 2] };
+        let p = ggml_op_params(&Op::Im2col { conv, is_2d: true }, 0);
+        assert_eq!(&p[..8], &[2, 3, 1, 0, 1, 2, 1, 0]);
+        let p = ggml_op_params(&Op::Im2col { conv, is_2d: false }, 0);
+        assert_eq!(&p[..8], &[2, 0, 1, 0, 1, 0, 0, 0]);
+        let pool = Op::Pool2d { op: PoolOp::Avg, k: [3, 2], s: [1, 2], p: [1, 0] };
+        assert_eq!(&ggml_op_params(&pool, 0)[..8], &[1, 3, 2, 1, 2, 1, 0, 0]);
+        let pad = Op::Pad { lp: [1, 0, 2, 0], rp: [0, 3, 0, 4], circular: true };
+        assert_eq!(&ggml_op_params(&pad, 0)[..10], &[1, 0, 0, 3, 2, 0, 0, 4, 1, 0]);
+        let up = Op::Upscale { mode: ScaleMode::Bilinear, align_corners: true };
+        assert_eq!(ggml_op_params(&up, 0)[0], 0x101);
+        assert_eq!(ggml_op_params(&Op::Tri(TriType::LowerDiag), 0)[0], 2);
+        let p = ggml_op_params(&Op::GroupNorm { n_groups: 4, eps: 1e-6 }, 0);
+        assert_eq!((p[0], f32::from_bits(p[1] as u32)), (4, 1e-6));
+        let p = ggml_op_params(&Op::Acc { nb: [16, 64, 256], offset: 8 }, 0);
+        assert_eq!(&p[..5], &[16, 64, 256, 8, 0]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Cases ggml's CPU backend computes wrongly without a word: layouts and
 //! types its builders reject (a GGML_ASSERT in ggml.c) or its kernels only
-//! `assert()` (compiled out of release builds). Cases its kernels refuse
+//! `assert()` (compiled out of release builds), and parameters or shapes
+//! its kernels index wrongly (circular PAD, COUNT_EQUAL). Cases its kernels refuse
 //! with a GGML_ASSERT or GGML_ABORT at run time need no rule here: the
 //! driver reports ggml's message and the case is listed as not compared.
 
@@ -34,6 +35,26 @@ pub fn ggml_lacks(ctx: &Context, output: TensorId) -> Result<Option<&'static str
         Op::FlashAttnExt { .. } if src(3)?.is_some_and(|m| m.dtype == DType::F32) => {
             Some("ggml_flash_attn_ext asserts an F16 mask; its CPU kernel reads the mask as F16")
         }
+        Op::Pool1d { .. } | Op::Pool2d { .. } if strided(&src0) => {
+            Some("ggml's CPU pooling kernels read a row as a dense array (nb[0] is not read)")
+        }
+        Op::Pool1d { .. } if !rows_in_order(&src0) => {
+            Some("ggml's CPU POOL_1D kernel finds row i at i*nb[1]: rows in memory order only")
+        }
+        Op::Pool2d { .. } if src0.ne[3] > 1 && src0.nb[3] != src0.nb[2] * src0.ne[2] => {
+            Some("ggml's CPU POOL_2D kernel finds plane i at i*nb[2]: planes in memory order only")
+        }
+        // C's % keeps the sign of a negative dividend, except where the
+        // source length is 1 (anything % 1 is 0).
+        Op::Pad { lp, circular: true, .. } if lp.iter().zip(&src0.ne).any(|(&l, &n)| n > 1 && l as usize > n) => Some(
+            "ggml's circular PAD wraps a coordinate by adding the source length once \
+                 (ggml_wrap_around: (c + n) % n), so padding before a dim of more than one element \
+                 by more than its length reads before the source's first element",
+        ),
+        Op::CountEqual if !count_equal_rows_right(&src0) => Some(
+            "ggml's CPU COUNT_EQUAL kernel derives a row's i02 and i01 as (ir - i03*ne03)/ne01 \
+             and ir - i03*ne03 - i02*ne02, so it counts the wrong rows of this shape",
+        ),
         Op::GetRows if matches!(src0.dtype, DType::Q8_1 | DType::Q8_K) => {
             Some("ggml has no dequantization of the activation formats q8_1 and q8_K (no to_float)")
         }
@@ -50,4 +71,35 @@ fn strided(d: &TensorDesc) -> bool {
 /// Whether row `i` (counting over dims 1 to 3) starts at `i * nb[1]`.
 fn rows_in_order(d: &TensorDesc) -> bool {
     (d.ne[2] == 1 || d.nb[2] == d.nb[1] * d.ne[1]) && (d.ne[3] == 1 || d.nb[3] == d.nb[2] * d.ne[2])
+}
+
+/// Whether ggml's CPU COUNT_EQUAL kernel (`ggml_compute_forward_count_equal_i32`)
+/// visits every row of `d` once: it derives the indices of row `ir` with
+/// `ne03` and `ne02` where `ne02 * ne01` and `ne01` belong, which is right
+/// only for some shapes (a matrix, or `ne02 == ne01` in one batch).
+fn count_equal_rows_right(d: &TensorDesc) -> bool {
+    let [_, ne1, ne2, ne3] = d.ne.map(|n| n as i64);
+    let rows = ne1 * ne2 * ne3;
+    (0..rows).all(|ir| {
+        let i03 = ir / (ne2 * ne1);
+        let i02 = (ir - i03 * ne3) / ne1;
+        let i01 = ir - i03 * ne3 - i02 * ne2;
+        (i01, i02, i03) == (ir % ne1, ir / ne1 % ne2, ir / (ne1 * ne2))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use gantry_engine::{DType, TensorDesc};
+
+    use super::count_equal_rows_right;
+
+    #[test]
+    fn count_equal_rows() {
+        let desc = |ne: [usize; 4]| TensorDesc::contiguous(DType::I32, ne).expect("a small shape");
+        assert!(count_equal_rows_right(&desc([7, 6, 1, 1])));
+        assert!(count_equal_rows_right(&desc([7, 3, 3, 1])));
+        assert!(!count_equal_rows_right(&desc([7, 6, 2, 1])));
+        assert!(!count_equal_rows_right(&desc([10, 5, 4, 3])));
+    }
 }

@@ -26,10 +26,12 @@ fn estimated(dtype: DType) -> bool {
 pub fn ggml_tolerance(op: &str, facts: ToleranceFacts) -> f64 {
     let ToleranceFacts { src_dtype, dst_dtype, elements } = facts;
     match op {
-        // test_argmax.
-        "ARGMAX" => 0.0,
-        // test_mul_mat, test_mul_mat_id, test_flash_attn_ext.
-        "MUL_MAT" | "MUL_MAT_ID" | "FLASH_ATTN_EXT" => 5e-4,
+        // test_argmax, test_count_equal.
+        "ARGMAX" | "COUNT_EQUAL" => 0.0,
+        // test_mul_mat, test_mul_mat_id, test_flash_attn_ext, test_conv_2d
+        // (ggml_conv_2d_direct), test_conv_transpose_2d. (test_conv_2d_dw,
+        // test_conv_transpose_1d and test_im2col keep the default.)
+        "MUL_MAT" | "MUL_MAT_ID" | "FLASH_ATTN_EXT" | "CONV_2D" | "CONV_TRANSPOSE_2D" => 5e-4,
         // test_soft_max.
         "SOFT_MAX" => 1e-6,
         // test_cpy: exact within a type; into a quantized type, the error of
@@ -81,6 +83,9 @@ mod tests {
         let plain = ToleranceFacts { src_dtype: DType::F32, dst_dtype: DType::F32, elements: 10 };
         assert_eq!(ggml_tolerance("MUL_MAT", plain), 5e-4);
         assert_eq!(ggml_tolerance("ADD", plain), 1e-7);
+        assert_eq!(ggml_tolerance("CONV_2D", plain), 5e-4);
+        assert_eq!(ggml_tolerance("CONV_2D_DW", plain), 1e-7);
+        assert_eq!(ggml_tolerance("COUNT_EQUAL", plain), 0.0);
         assert_eq!(ggml_tolerance("CPY", plain), 0.0);
         assert_eq!(ggml_tolerance("CPY", ToleranceFacts { dst_dtype: DType::F16, ..plain }), 1e-6);
         let q8 = ToleranceFacts { dst_dtype: DType::Q8_0, elements: 1000, ..plain };
