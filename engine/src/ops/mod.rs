@@ -18,6 +18,7 @@ mod reduce;
 mod rope;
 mod rows;
 mod sort;
+mod ssm;
 
 pub use generate::arange_len;
 

@@ -18,6 +18,7 @@ mod reduce;
 mod resample;
 mod rope;
 mod sort;
+mod ssm;
 
 use gantry_engine::{Context, DType, Result, TensorId};
 
@@ -41,6 +42,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(norm::vision_cases());
     cases.extend(generate::cases());
     cases.extend(masks::cases());
+    cases.extend(ssm::cases());
     cases
 }
 

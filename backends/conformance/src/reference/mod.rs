@@ -29,6 +29,7 @@ mod reduce;
 mod resample;
 mod rope;
 mod sort;
+mod ssm;
 
 use std::collections::HashMap;
 
@@ -311,6 +312,8 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::Acc { nb, offset } => masks::set_acc(&srcs[0], &srcs[1], nb, offset, d.dtype.bytes_per_block(), true),
             Op::Add1 => masks::add1(&srcs[0], &srcs[1]),
             Op::CountEqual => masks::count_equal(&srcs[0], &srcs[1]),
+            Op::SsmConv => ssm::ssm_conv(&srcs[0], &srcs[1], d.ne),
+            Op::SsmScan { states } => ssm::ssm_scan(&srcs, states as usize, d.ne[0]),
             Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => continue,
         };
         let out = out.map_err(|reason| Error::InvalidOp { op: d.op.name(), reason })?;

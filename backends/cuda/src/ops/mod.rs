@@ -197,7 +197,9 @@ impl<'a> Planner<'a> {
             | Op::Set { .. }
             | Op::Acc { .. }
             | Op::Add1
-            | Op::CountEqual => Err(format!("{} has no CUDA kernel", d.op.name())),
+            | Op::CountEqual
+            | Op::SsmConv
+            | Op::SsmScan { .. } => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -294,6 +296,8 @@ mod tests {
                 | Op::Acc { .. }
                 | Op::Add1
                 | Op::CountEqual
+                | Op::SsmConv
+                | Op::SsmScan { .. }
         );
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);
