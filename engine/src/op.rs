@@ -709,6 +709,11 @@ pub enum Op {
         /// 1, 2, ... tokens before the end (ggml's `K`).
         states: u32,
     },
+    /// `X` with `A X = B` for each lower-triangular `A` (`src0`, `[n, n,
+    /// ...]`, element `[t, i]` in row `i`) and right-hand sides `B`
+    /// (`src1`, `[k, n, ...]`, a column per `k`), by forward substitution
+    /// (ggml's `ggml_solve_tri`, left, lower, non-unit diagonal).
+    SolveTri,
     /// Fused attention: `softmax(Q K^T * scale + mask) V`; srcs Q, K, V, optional mask.
     FlashAttnExt {
         /// Multiplies `Q K^T`.
@@ -785,6 +790,7 @@ impl Op {
             Op::CountEqual => "COUNT_EQUAL",
             Op::SsmConv => "SSM_CONV",
             Op::SsmScan { .. } => "SSM_SCAN",
+            Op::SolveTri => "SOLVE_TRI",
         }
     }
 
@@ -813,7 +819,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 93] = [
+    pub const NAMES: [&'static str; 94] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -907,5 +913,6 @@ impl Op {
         "COUNT_EQUAL",
         "SSM_CONV",
         "SSM_SCAN",
+        "SOLVE_TRI",
     ];
 }

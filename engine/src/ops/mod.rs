@@ -17,6 +17,7 @@ mod pool;
 mod reduce;
 mod rope;
 mod rows;
+mod solve_tri;
 mod sort;
 mod ssm;
 

@@ -17,6 +17,7 @@ mod quant;
 mod reduce;
 mod resample;
 mod rope;
+mod solve_tri;
 mod sort;
 mod ssm;
 
@@ -43,6 +44,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(generate::cases());
     cases.extend(masks::cases());
     cases.extend(ssm::cases());
+    cases.extend(solve_tri::cases());
     cases
 }
 

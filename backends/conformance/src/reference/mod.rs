@@ -28,6 +28,7 @@ mod norm;
 mod reduce;
 mod resample;
 mod rope;
+mod solve_tri;
 mod sort;
 mod ssm;
 
@@ -314,6 +315,7 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::CountEqual => masks::count_equal(&srcs[0], &srcs[1]),
             Op::SsmConv => ssm::ssm_conv(&srcs[0], &srcs[1], d.ne),
             Op::SsmScan { states } => ssm::ssm_scan(&srcs, states as usize, d.ne[0]),
+            Op::SolveTri => solve_tri::solve_tri(&srcs[0], &srcs[1]),
             Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => continue,
         };
         let out = out.map_err(|reason| Error::InvalidOp { op: d.op.name(), reason })?;

@@ -34,6 +34,7 @@ pub(crate) mod rope_set_rows;
 mod rows;
 mod set_acc;
 mod softmax;
+mod solve_tri;
 mod sort;
 mod ssm_conv;
 mod ssm_scan;
@@ -88,6 +89,7 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::CountEqual => count_equal::supports(ctx, d),
         Op::SsmConv => ssm_conv::supports(ctx, d),
         Op::SsmScan { .. } => ssm_scan::supports(ctx, d),
+        Op::SolveTri => solve_tri::supports(ctx, d),
     }
 }
 
@@ -163,6 +165,7 @@ pub fn dispatch(
         Op::CountEqual => count_equal::compute(ctx, t, &d, par),
         Op::SsmConv => ssm_conv::compute(ctx, t, &d, par),
         Op::SsmScan { .. } => ssm_scan::compute(ctx, t, &d, par),
+        Op::SolveTri => solve_tri::compute(ctx, t, &d, par),
     }
 }
 

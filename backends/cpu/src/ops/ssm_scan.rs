@@ -77,7 +77,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
             }
         }
     }
-    let heads_per_group = if ng == 0 { 1 } else { nh / ng };
+    let heads_per_group = nh.checked_div(ng).unwrap_or(1);
     let out = SendPtr(dst.base as *mut f32);
     par.for_each(nh, ns * nt * nr * nc, nc, |heads, st| {
         let out = out.get();

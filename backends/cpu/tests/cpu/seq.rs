@@ -6,7 +6,7 @@ use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
 use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};
 
-const OPS: &str = "SSM_CONV,SSM_SCAN";
+const OPS: &str = "SSM_CONV,SSM_SCAN,SOLVE_TRI";
 
 #[test]
 fn sequence_cases_pass() {
@@ -17,7 +17,7 @@ fn sequence_cases_pass() {
     let problems: Vec<&str> = log.lines().filter(|l| l.contains("FAIL") || l.contains("not supported (")).collect();
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
     assert_eq!((summary.failed, summary.skipped), (0, 0));
-    assert!(summary.passed >= 11, "only {} cases ran", summary.passed);
+    assert!(summary.passed >= 16, "only {} cases ran", summary.passed);
 }
 
 /// Computes `out` on the CPU after writing the F32 and I32 inputs.
@@ -114,4 +114,17 @@ fn ssm_builders_refuse_mismatched_shapes() {
     let err = ctx.ssm_scan(s, x, dt, a, b3, b3, ids, 1).unwrap_err().to_string();
     assert!(err.contains("SSM_SCAN") && err.contains("groups"), "{err}");
     assert!(ctx.ssm_scan(s, x, dt, a, b, b, ids, 0).is_err());
+}
+
+#[test]
+fn solve_tri_substitutes_forward_and_ignores_the_upper_triangle() {
+    let mut ctx = Context::new();
+    let a = ctx.tensor(DType::F32, [2, 2]).unwrap();
+    let b = ctx.tensor(DType::F32, [1, 2]).unwrap();
+    let x = ctx.solve_tri(a, b, true, true, false).unwrap();
+    // [[2, 99], [1, 4]] x = [4, 6]: x0 = 2, x1 = (6 - 2) / 4 = 1.
+    let got = compute(&mut ctx, x, &[(a, &[2.0, 99.0, 1.0, 4.0]), (b, &[4.0, 6.0])], &[]).unwrap();
+    assert_eq!(got, [2.0, 1.0]);
+    let err = ctx.solve_tri(a, b, true, false, false).unwrap_err().to_string();
+    assert!(err.contains("SOLVE_TRI"), "{err}");
 }

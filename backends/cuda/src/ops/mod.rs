@@ -199,7 +199,8 @@ impl<'a> Planner<'a> {
             | Op::Add1
             | Op::CountEqual
             | Op::SsmConv
-            | Op::SsmScan { .. } => Err(format!("{} has no CUDA kernel", d.op.name())),
+            | Op::SsmScan { .. }
+            | Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -298,6 +299,7 @@ mod tests {
                 | Op::CountEqual
                 | Op::SsmConv
                 | Op::SsmScan { .. }
+                | Op::SolveTri
         );
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);

@@ -289,6 +289,7 @@ fn write_op(w: &mut Writer, op: &Op) {
         Op::Add1 => w.u8(57),
         Op::CountEqual => w.u8(58),
         Op::SsmConv => w.u8(59),
+        Op::SolveTri => w.u8(61),
         Op::SsmScan { states } => {
             w.u8(60);
             w.u32(states);
@@ -471,6 +472,7 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
         57 => Op::Add1,
         58 => Op::CountEqual,
         59 => Op::SsmConv,
+        61 => Op::SolveTri,
         60 => Op::SsmScan { states: r.u32("SSM_SCAN states")? },
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
@@ -643,6 +645,7 @@ mod tests {
             Op::CountEqual,
             Op::SsmConv,
             Op::SsmScan { states: 4 },
+            Op::SolveTri,
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));

@@ -244,7 +244,8 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         | Op::Add1
         | Op::CountEqual
         | Op::SsmConv
-        | Op::SsmScan { .. } => Err(format!("{} has no wgpu kernel", d.op.name())),
+        | Op::SsmScan { .. }
+        | Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
