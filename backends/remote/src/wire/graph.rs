@@ -706,7 +706,7 @@ mod tests {
         bytes.u8(0);
         bytes.raw(&[0; 64]);
         bytes.u8(200); // no op has this code
-        bytes.raw(&[0; 32]);
+        bytes.raw(&[0; 4 * MAX_SRC + 12]); // room for the sources and what follows
         let err = WireGraph::read(&mut Reader::new(bytes.as_bytes()), 10).unwrap_err();
         assert!(err.0.contains("custom ops are not accepted"), "{err}");
         assert!(dtype_of(DType::ALL.len() as u8).is_err());
