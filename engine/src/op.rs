@@ -695,6 +695,25 @@ pub enum Op {
     Add1,
     /// The number of positions where the I32 `src0` and `src1` are equal.
     CountEqual,
+    /// Mamba's depthwise causal convolution (ggml's `ggml_ssm_conv`): srcs
+    /// `sx` `[d_conv - 1 + n_t, d_inner, n_s]` and `c` `[d_conv, d_inner]`,
+    /// result `[d_inner, n_t, n_s]` with `out[i, t, s] = Σ_k sx[t + k, i, s]
+    /// · c[k, i]`.
+    SsmConv,
+    /// Mamba's selective scan (ggml's `ggml_ssm_scan`): srcs state `s`, `x`,
+    /// `dt`, `A`, `B`, `C` and the I32 `ids` that pick each sequence's
+    /// initial state; a 1-D result holding `y` and then `states` snapshots of
+    /// the final states.
+    SsmScan {
+        /// How many states each sequence keeps: the last one, then those
+        /// 1, 2, ... tokens before the end (ggml's `K`).
+        states: u32,
+    },
+    /// `X` with `A X = B` for each lower-triangular `A` (`src0`, `[n, n,
+    /// ...]`, element `[t, i]` in row `i`) and right-hand sides `B`
+    /// (`src1`, `[k, n, ...]`, a column per `k`), by forward substitution
+    /// (ggml's `ggml_solve_tri`, left, lower, non-unit diagonal).
+    SolveTri,
     /// Fused attention: `softmax(Q K^T * scale + mask) V`; srcs Q, K, V, optional mask.
     FlashAttnExt {
         /// Multiplies `Q K^T`.
@@ -769,6 +788,9 @@ impl Op {
             Op::Acc { .. } => "ACC",
             Op::Add1 => "ADD1",
             Op::CountEqual => "COUNT_EQUAL",
+            Op::SsmConv => "SSM_CONV",
+            Op::SsmScan { .. } => "SSM_SCAN",
+            Op::SolveTri => "SOLVE_TRI",
         }
     }
 
@@ -797,7 +819,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 91] = [
+    pub const NAMES: [&'static str; 94] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -889,5 +911,8 @@ impl Op {
         "ACC",
         "ADD1",
         "COUNT_EQUAL",
+        "SSM_CONV",
+        "SSM_SCAN",
+        "SOLVE_TRI",
     ];
 }

@@ -8,9 +8,9 @@ use crate::{DType, Op};
 
 /// Maximum number of dimensions (ggml's `GGML_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
-/// Maximum number of source tensors of one op: FLASH_ATTN_EXT's Q, K, V,
-/// mask and attention sinks.
-pub const MAX_SRC: usize = 5;
+/// Maximum number of source tensors of one op: SSM_SCAN's seven (state, x,
+/// dt, A, B, C, ids) and RWKV_WKV7's, with one to spare (ggml allows ten).
+pub const MAX_SRC: usize = 8;
 /// Maximum tensor name length in bytes (ggml's 64-byte buffer minus the NUL).
 pub const MAX_NAME: usize = 63;
 

@@ -224,7 +224,7 @@ fn a_split_reaching_the_input_limit_starts_another() {
     let gpu_dev = TestGpuDevice::new("TestGPU", all_but("ADD"));
     let gpu = gpu_dev.backend();
     let mut ctx = Context::new();
-    let ws: Vec<TensorId> = (0..13).map(|_| ctx.tensor(DType::F32, [8]).unwrap()).collect();
+    let ws: Vec<TensorId> = (0..25).map(|_| ctx.tensor(DType::F32, [8]).unwrap()).collect();
     ctx.alloc_tensors(&ws, &gpu_dev_buft(&gpu), BufferUsage::Weights).unwrap();
     for (i, &w) in ws.iter().enumerate() {
         fill(&mut ctx, w, i as u64, 1.0).unwrap();
@@ -234,7 +234,8 @@ fn a_split_reaching_the_input_limit_starts_another() {
     for &p in &parts[2..] {
         acc = ctx.add(acc, p).unwrap();
     }
-    let params = SchedulerParams { max_split_inputs: 5, ..SchedulerParams::default() };
+    // The smallest limit allowed: one node's sources.
+    let params = SchedulerParams { max_split_inputs: gantry::MAX_SRC, ..SchedulerParams::default() };
     let mut sched = Scheduler::new(&[gpu, cpu_backend()], params).unwrap();
     let arena = GraphArena::new();
     let graph = ctx.build_graph(&arena, &[acc]).unwrap();
@@ -243,7 +244,7 @@ fn a_split_reaching_the_input_limit_starts_another() {
         .filter(|&i| sched.splits()[i].backend == gantry::sched::BackendIndex::new(1))
         .map(|i| sched.split_inputs(i).len())
         .collect();
-    assert!(cpu_splits.len() >= 3 && cpu_splits.iter().all(|&n| n <= 5), "{cpu_splits:?}");
+    assert!(cpu_splits.len() >= 3 && cpu_splits.iter().all(|&n| n <= gantry::MAX_SRC), "{cpu_splits:?}");
     let got = ctx.read_f32(acc).unwrap();
     let want: Vec<f32> = (0..8).map(|i| ws.iter().map(|&w| ctx.read_f32(w).unwrap()[i].exp()).sum::<f32>()).collect();
     assert!(max_abs_diff(&got, &want) < 1e-4, "{got:?} vs {want:?}");

@@ -423,7 +423,8 @@ fn op_none_nodes_and_dependency_views() {
         let mid2 = ctx.neg(mid).unwrap();
         let mut dep = *ctx.desc(src).unwrap();
         dep.op = dep_op;
-        dep.srcs = [Some(src), None, None, None, None];
+        dep.srcs = [None; crate::MAX_SRC];
+        dep.srcs[0] = Some(src);
         dep.view_src = Some(src);
         dep.view_offset = 0;
         let dep = ctx.insert(dep);

@@ -17,7 +17,9 @@ mod pool;
 mod reduce;
 mod rope;
 mod rows;
+mod solve_tri;
 mod sort;
+mod ssm;
 
 pub use generate::arange_len;
 

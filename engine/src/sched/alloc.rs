@@ -13,7 +13,7 @@ use super::tables::{Assignments, CopyTable, UNASSIGNED};
 use super::{BackendSet, MAX_BACKENDS};
 use crate::alloc::tensor_table::Role;
 use crate::alloc::{BufferGrowth, GraphAllocator, TensorTable};
-use crate::{Context, Error, Name, Op, Result, TensorDesc, TensorFlags};
+use crate::{Context, Error, MAX_SRC, Name, Op, Result, TensorDesc, TensorFlags};
 
 /// Plans the placed graph (laid out in the allocator's table by the split
 /// system) and sizes the allocator's buffers for it (nothing is bound).
@@ -201,7 +201,11 @@ pub fn build_alloc_graph(
             // convention), counted as a consumer of `input`, never as a view.
             let dep = ctx.insert_scratch(TensorDesc {
                 op: Op::None,
-                srcs: [Some(input), None, None, None, None],
+                srcs: {
+                    let mut s = [None; MAX_SRC];
+                    s[0] = Some(input);
+                    s
+                },
                 view_src: Some(d.view_src.unwrap_or(input)),
                 view_offset: if d.view_src.is_some() { d.view_offset } else { 0 },
                 flags: TensorFlags::NONE,

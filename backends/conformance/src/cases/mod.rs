@@ -17,7 +17,9 @@ mod quant;
 mod reduce;
 mod resample;
 mod rope;
+mod solve_tri;
 mod sort;
+mod ssm;
 
 use gantry_engine::{Context, DType, Result, TensorId};
 
@@ -41,6 +43,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(norm::vision_cases());
     cases.extend(generate::cases());
     cases.extend(masks::cases());
+    cases.extend(ssm::cases());
+    cases.extend(solve_tri::cases());
     cases
 }
 

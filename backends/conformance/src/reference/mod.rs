@@ -28,7 +28,9 @@ mod norm;
 mod reduce;
 mod resample;
 mod rope;
+mod solve_tri;
 mod sort;
+mod ssm;
 
 use std::collections::HashMap;
 
@@ -311,6 +313,9 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::Acc { nb, offset } => masks::set_acc(&srcs[0], &srcs[1], nb, offset, d.dtype.bytes_per_block(), true),
             Op::Add1 => masks::add1(&srcs[0], &srcs[1]),
             Op::CountEqual => masks::count_equal(&srcs[0], &srcs[1]),
+            Op::SsmConv => ssm::ssm_conv(&srcs[0], &srcs[1], d.ne),
+            Op::SsmScan { states } => ssm::ssm_scan(&srcs, states as usize, d.ne[0]),
+            Op::SolveTri => solve_tri::solve_tri(&srcs[0], &srcs[1]),
             Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => continue,
         };
         let out = out.map_err(|reason| Error::InvalidOp { op: d.op.name(), reason })?;

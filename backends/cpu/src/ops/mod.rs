@@ -34,7 +34,10 @@ pub(crate) mod rope_set_rows;
 mod rows;
 mod set_acc;
 mod softmax;
+mod solve_tri;
 mod sort;
+mod ssm_conv;
+mod ssm_scan;
 mod unary;
 mod upscale;
 
@@ -84,6 +87,9 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::Set { .. } | Op::Acc { .. } => set_acc::supports(ctx, d),
         Op::Add1 => add1::supports(ctx, d),
         Op::CountEqual => count_equal::supports(ctx, d),
+        Op::SsmConv => ssm_conv::supports(ctx, d),
+        Op::SsmScan { .. } => ssm_scan::supports(ctx, d),
+        Op::SolveTri => solve_tri::supports(ctx, d),
     }
 }
 
@@ -157,6 +163,9 @@ pub fn dispatch(
         Op::Set { .. } | Op::Acc { .. } => set_acc::compute(ctx, t, &d, par),
         Op::Add1 => add1::compute(ctx, t, &d, par),
         Op::CountEqual => count_equal::compute(ctx, t, &d, par),
+        Op::SsmConv => ssm_conv::compute(ctx, t, &d, par),
+        Op::SsmScan { .. } => ssm_scan::compute(ctx, t, &d, par),
+        Op::SolveTri => solve_tri::compute(ctx, t, &d, par),
     }
 }
 

@@ -9,5 +9,6 @@ mod conformance;
 mod experts;
 mod fusion;
 mod graph_plans;
+mod seq;
 mod tensor_read;
 mod vision;

@@ -197,7 +197,10 @@ impl<'a> Planner<'a> {
             | Op::Set { .. }
             | Op::Acc { .. }
             | Op::Add1
-            | Op::CountEqual => Err(format!("{} has no CUDA kernel", d.op.name())),
+            | Op::CountEqual
+            | Op::SsmConv
+            | Op::SsmScan { .. }
+            | Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -294,6 +297,9 @@ mod tests {
                 | Op::Acc { .. }
                 | Op::Add1
                 | Op::CountEqual
+                | Op::SsmConv
+                | Op::SsmScan { .. }
+                | Op::SolveTri
         );
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);

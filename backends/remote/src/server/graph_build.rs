@@ -585,6 +585,18 @@ impl Builder<'_, '_> {
                 let (x, y) = (a(self)?, b1(self)?);
                 self.ctx.count_equal(x, y)
             }
+            Op::SsmConv => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.ssm_conv(x, y)
+            }
+            Op::SolveTri => {
+                let (x, y) = (a(self)?, b1(self)?);
+                self.ctx.solve_tri(x, y, true, true, false)
+            }
+            Op::SsmScan { states } => {
+                let [s, x, dt, a_, b, c, ids] = [0, 1, 2, 3, 4, 5, 6].map(|k| self.src(i, t, k));
+                self.ctx.ssm_scan(s?, x?, dt?, a_?, b?, c?, ids?, states)
+            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 let (q, k, v) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
                 let mask = self.opt_src(t, 3);

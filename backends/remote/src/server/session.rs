@@ -599,7 +599,7 @@ mod tests {
         let graph = WireGraph {
             tensors: vec![
                 t(false, gantry_engine::Op::None, [None; MAX_SRC], 0),
-                t(true, neg, [Some(0), None, None, None, None], 64),
+                t(true, neg, std::array::from_fn(|k| (k == 0).then_some(0)), 64),
             ],
         };
         let tensors_before = s.ctx.tensor_count();

@@ -171,7 +171,7 @@ fn pool_op(u: &mut Unstructured<'_>) -> ArbResult<PoolOp> {
 }
 
 fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
-    Ok(match u.int_in_range(0u8..=58)? {
+    Ok(match u.int_in_range(0u8..=61)? {
         0 => Op::None,
         1 => Op::View,
         2 => Op::Reshape,
@@ -265,6 +265,9 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         },
         56 => Op::Add1,
         57 => Op::CountEqual,
+        58 => Op::SsmConv,
+        59 => Op::SsmScan { states: u.int_in_range(0..=4)? },
+        60 => Op::SolveTri,
         _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
     })
 }

@@ -288,6 +288,12 @@ fn write_op(w: &mut Writer, op: &Op) {
         }
         Op::Add1 => w.u8(57),
         Op::CountEqual => w.u8(58),
+        Op::SsmConv => w.u8(59),
+        Op::SolveTri => w.u8(61),
+        Op::SsmScan { states } => {
+            w.u8(60);
+            w.u32(states);
+        }
     }
 }
 
@@ -465,6 +471,9 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
         }
         57 => Op::Add1,
         58 => Op::CountEqual,
+        59 => Op::SsmConv,
+        61 => Op::SolveTri,
+        60 => Op::SsmScan { states: r.u32("SSM_SCAN states")? },
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
     })
@@ -634,6 +643,9 @@ mod tests {
             Op::Acc { nb: [16, 64, 1024], offset: 4 },
             Op::Add1,
             Op::CountEqual,
+            Op::SsmConv,
+            Op::SsmScan { states: 4 },
+            Op::SolveTri,
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));
@@ -655,7 +667,7 @@ mod tests {
                     ne: [i, 2, 3, 4],
                     nb: [4, 8 * i, 16, 32],
                     op,
-                    srcs: [i.checked_sub(1).map(|s| s as u32), None, None, None, None],
+                    srcs: std::array::from_fn(|k| if k == 0 { i.checked_sub(1).map(|s| s as u32) } else { None }),
                     location: (i % 2 == 0).then_some(WireLocation { buffer: i as u64, offset: 64 }),
                     name: "blk.0.attn_q",
                 })
@@ -679,7 +691,7 @@ mod tests {
             ne: [1; 4],
             nb: [4; 4],
             op: Op::MulMat,
-            srcs: [Some(0), None, None, None, None],
+            srcs: std::array::from_fn(|k| (k == 0).then_some(0)),
             location: None,
             name: "",
         };
@@ -694,7 +706,7 @@ mod tests {
         bytes.u8(0);
         bytes.raw(&[0; 64]);
         bytes.u8(200); // no op has this code
-        bytes.raw(&[0; 32]);
+        bytes.raw(&[0; 4 * MAX_SRC + 12]); // room for the sources and what follows
         let err = WireGraph::read(&mut Reader::new(bytes.as_bytes()), 10).unwrap_err();
         assert!(err.0.contains("custom ops are not accepted"), "{err}");
         assert!(dtype_of(DType::ALL.len() as u8).is_err());

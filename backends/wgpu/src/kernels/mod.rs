@@ -242,7 +242,10 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         | Op::Set { .. }
         | Op::Acc { .. }
         | Op::Add1
-        | Op::CountEqual => Err(format!("{} has no wgpu kernel", d.op.name())),
+        | Op::CountEqual
+        | Op::SsmConv
+        | Op::SsmScan { .. }
+        | Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
