@@ -65,6 +65,8 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
         Op::Concat { dim } => p[0] = i32::from(dim),
         // ggml_argsort: { order }.
         Op::Argsort { order } => p[0] = order.ggml_code(),
+        // ggml_ssm_scan: { K }, the states kept per sequence.
+        Op::SsmScan { states } => p[0] = states as i32,
         // ggml_flash_attn_ext: { scale, max_bias, logit_softcap }, then the
         // precision (GGML_PREC_DEFAULT = 0; ggml's CPU kernel computes in F32
         // either way).
@@ -212,7 +214,9 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
         | Op::Cumsum
         | Op::Diag
         | Op::Add1
-        | Op::CountEqual => {}
+        | Op::CountEqual
+        | Op::SsmConv
+        | Op::SolveTri => {}
     }
     p
 }
