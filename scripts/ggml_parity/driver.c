@@ -41,13 +41,13 @@
 //   "GGPARITY" u32 version (1)
 //   str case name, u32 tensor count, u32 output index
 //   per tensor: str type, str op, i64 ne[4], u64 nb[4], i32 op_params[16],
-//               i32 src[5] (-1: none), i32 view_src (-1: none), u64 view_offs,
+//               i32 src[8] (Gantry's MAX_SRC) (-1: none), i32 view_src (-1: none), u64 view_offs,
 //               u64 data length, data bytes (leafs only)
 // where str is a u32 length and that many bytes.
 
 #define MAGIC "GGPARITY"
 #define VERSION 1
-#define N_SRC 5
+#define N_SRC 8
 
 typedef struct {
     const uint8_t * p;

@@ -5,7 +5,7 @@
 //!
 //! Little-endian: `"GGPARITY"`, u32 version; the case name, u32 tensor count,
 //! u32 output index; per tensor: type name, op name, i64 ne[4], u64 nb[4],
-//! i32 op_params[16], i32 src[5] (-1: none), i32 view source (-1: none), u64
+//! i32 op_params[16], i32 src[MAX_SRC = 8] (-1: none), i32 view source (-1: none), u64
 //! view offset, u64 data length and the data (leafs only). A name is a u32
 //! length and its bytes.
 //!
@@ -13,6 +13,9 @@
 //! which ggml computes as an I64.
 
 use gantry_engine::{Context, Error, Graph, MAX_SRC, Op, Result, TensorId};
+
+// scripts/ggml_parity/driver.c reads this many sources per tensor (its N_SRC).
+const _: () = assert!(MAX_SRC == 8, "change N_SRC in scripts/ggml_parity/driver.c with MAX_SRC");
 
 use super::op_params::ggml_op_params;
 
