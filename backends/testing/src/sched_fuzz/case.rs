@@ -301,8 +301,11 @@ impl<'a> Arbitrary<'a> for SchedCase {
         let n_dsts = u.int_in_range(0..=2)?;
         let dsts = (0..n_dsts).map(|_| u.arbitrary()).collect::<Result<Vec<DstSpec>>>()?;
         let n_copies = u.int_in_range(1..=4)?;
-        // At least one node's sources: the scheduler refuses fewer.
-        let max_split_inputs = if u.arbitrary()? { 30 } else { u.int_in_range(gantry_engine::MAX_SRC..=8)? };
+        // At least one node's sources: the scheduler refuses fewer. The byte
+        // is read from the range it had when MAX_SRC was 5, so kept inputs
+        // decode as they did then.
+        let max_split_inputs =
+            if u.arbitrary()? { 30 } else { u.int_in_range(5..=8usize)?.max(gantry_engine::MAX_SRC) };
         let op_offload = u.arbitrary()?;
         let n_pins = u.int_in_range(0..=4)?;
         let pins = (0..n_pins).map(|_| Ok((u.arbitrary()?, u.arbitrary()?))).collect::<Result<Vec<_>>>()?;
