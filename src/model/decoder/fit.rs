@@ -229,7 +229,7 @@ pub fn compute_estimate(hp: &DecoderHparams, n_tokens: usize, n_ctx: usize) -> u
 /// ```
 /// use gantry::model::decoder::{DeviceRoom, ModelFootprint, fit_layers};
 ///
-/// let model = ModelFootprint { layer_weights: vec![100; 10], layer_kv: 10, input: 0, output: 50 };
+/// let model = ModelFootprint { layer_weights: vec![100; 10], layer_kv: 10, input: 0, output: 50, ..Default::default() };
 /// let gpu = DeviceRoom { name: "wgpu0".into(), budget: Some(500), compute: 100 };
 /// let cpu = DeviceRoom { name: "CPU".into(), budget: None, compute: 100 };
 /// let counts = fit_layers(&model, &[gpu, cpu])?;
