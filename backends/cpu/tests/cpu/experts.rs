@@ -2,7 +2,6 @@
 //! own (a quick loop while working on them; the whole suite runs them too),
 //! and ids out of range reported as errors naming the op and tensors.
 
-use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
 use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};
 
@@ -10,14 +9,7 @@ const OPS: &str = "MUL_MAT_ID,ADD_ID,ARGSORT,TOP_K,CUMSUM,SWIGLU_OAI,SOFT_MAX";
 
 #[test]
 fn expert_and_routing_cases_pass() {
-    let cpu = CpuBackend::with_threads(2).unwrap();
-    let mut log = Vec::new();
-    let summary = conformance::run(&cpu, Reference::Scalar, &Filter::ops(OPS), Mode::Test, &mut log);
-    let log = String::from_utf8(log).unwrap();
-    let problems: Vec<&str> = log.lines().filter(|l| l.contains("FAIL") || l.contains("not supported (")).collect();
-    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
-    assert_eq!((summary.failed, summary.skipped), (0, 0));
-    assert!(summary.passed > 150, "only {} cases ran", summary.passed);
+    super::op_cases_pass(OPS, 2, 151);
 }
 
 /// Computes `out` on the CPU after writing `inputs`; the error message when it fails.

@@ -2,7 +2,6 @@
 //! conformance cases on their own (the whole suite runs them too),
 //! hand-checkable values, and state indices that must be refused.
 
-use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
 use gantry_engine::{Backend, BufferUsage, Context, DType, GraphArena, TensorId};
 
@@ -10,14 +9,7 @@ const OPS: &str = "SSM_CONV,SSM_SCAN,SOLVE_TRI";
 
 #[test]
 fn sequence_cases_pass() {
-    let cpu = CpuBackend::with_threads(3).unwrap();
-    let mut log = Vec::new();
-    let summary = conformance::run(&cpu, Reference::Scalar, &Filter::ops(OPS), Mode::Test, &mut log);
-    let log = String::from_utf8(log).unwrap();
-    let problems: Vec<&str> = log.lines().filter(|l| l.contains("FAIL") || l.contains("not supported (")).collect();
-    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
-    assert_eq!((summary.failed, summary.skipped), (0, 0));
-    assert!(summary.passed >= 16, "only {} cases ran", summary.passed);
+    super::op_cases_pass(OPS, 3, 16);
 }
 
 /// Computes `out` on the CPU after writing the F32 and I32 inputs.

@@ -3,7 +3,6 @@
 //! on their own (the whole suite runs them too), ggml's hand-checkable
 //! values, and the two paths of CONV_2D agreeing.
 
-use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
 use gantry_engine::{
     Backend, BufferUsage, Context, ConvParams, DType, GraphArena, PoolOp, ScaleMode, SplitMix64, TensorId,
@@ -15,14 +14,7 @@ const OPS: &str = "IM2COL,CONV_2D,CONV_2D_DW,CONV_TRANSPOSE_1D,CONV_TRANSPOSE_2D
 
 #[test]
 fn vision_cases_pass() {
-    let cpu = CpuBackend::with_threads(2).unwrap();
-    let mut log = Vec::new();
-    let summary = conformance::run(&cpu, Reference::Scalar, &Filter::ops(OPS), Mode::Test, &mut log);
-    let log = String::from_utf8(log).unwrap();
-    let problems: Vec<&str> = log.lines().filter(|l| l.contains("FAIL") || l.contains("not supported (")).collect();
-    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
-    assert_eq!((summary.failed, summary.skipped), (0, 0));
-    assert!(summary.passed > 300, "only {} cases ran", summary.passed);
+    super::op_cases_pass(OPS, 2, 301);
 }
 
 /// Computes `outs` on the CPU after writing `inputs`, and reads them back.
