@@ -90,7 +90,8 @@ pub fn compute_splits(
             let user_input = ctx.desc(input)?.flags.contains(TensorFlags::INPUT);
             let input_backend = set.backend(inputs.assigned.of(inputs.table, input).unwrap_or(set.cpu()));
             let mut bytes = ctx.desc(input)?.nbytes();
-            match expert_ids(ctx, split_graph.nodes(), input, copy).filter(|_| !user_input) {
+            let experts_only = if user_input { None } else { expert_ids(ctx, split_graph.nodes(), input, copy) };
+            match experts_only {
                 Some(ids) => {
                     // Ids that are a later input of this split are not copied
                     // in yet: they are read where they were computed.

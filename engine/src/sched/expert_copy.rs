@@ -61,13 +61,10 @@ pub(super) fn expert_ids(ctx: &Context, nodes: &[TensorId], input: TensorId, cop
 /// A 3-d stack of expert matrices, one after the other, in plain host
 /// memory that holds weights.
 fn is_plain_host_stack(ctx: &Context, t: TensorId, d: &TensorDesc) -> bool {
-    let Ok((entry, _)) = ctx.tensor_buffer(t) else { return false };
-    entry.usage == BufferUsage::Weights
-        && ctx.host_ptr(t).is_ok()
-        && d.view_src.is_none()
-        && d.ne[2] > 1
-        && d.ne[3] == 1
-        && d.nb[2].checked_mul(d.ne[2]) == Some(d.nbytes())
+    // The shape first: most split inputs are no expert stack, and this runs
+    // for every input of every compute.
+    let stack = d.view_src.is_none() && d.ne[2] > 1 && d.ne[3] == 1 && d.nb[2].checked_mul(d.ne[2]) == Some(d.nbytes());
+    stack && ctx.tensor_buffer(t).is_ok_and(|(entry, _)| entry.usage == BufferUsage::Weights) && ctx.host_ptr(t).is_ok()
 }
 
 /// Reads `ids` (from `source`, which holds the same values) and writes the
