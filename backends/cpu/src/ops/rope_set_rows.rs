@@ -75,7 +75,7 @@ pub fn compute(
         let slot = unsafe { *(idx.at(i, 0, 0, 0) as *const i32) };
         if slot < 0 || slot as usize >= dst.ne[1] {
             return Err(Error::OutOfBounds(format!(
-                "row index {slot} at [{i}, 0, 0] of {} is outside 0..{}",
+                "SET_ROWS: row index {slot} at [{i}, 0, 0] of {} is outside 0..{}",
                 ctx.describe(idx_id),
                 dst.ne[1]
             )));

@@ -104,7 +104,9 @@ unsafe fn index(idx: &Bound, i: usize, j: usize, k: usize) -> i32 {
     unsafe { *(idx.at(i, j, k, 0) as *const i32) }
 }
 
-fn check_indices(ctx: &Context, idx: &Bound, idx_id: TensorId, limit: usize) -> Result<()> {
+/// Every index of `idx` inside `0..limit`, else an error naming `op` (the
+/// kernel's only defence: the values come from the graph's data).
+fn check_indices(ctx: &Context, op: &str, idx: &Bound, idx_id: TensorId, limit: usize) -> Result<()> {
     for k in 0..idx.ne[2] {
         for j in 0..idx.ne[1] {
             for i in 0..idx.ne[0] {
@@ -112,7 +114,7 @@ fn check_indices(ctx: &Context, idx: &Bound, idx_id: TensorId, limit: usize) -> 
                 let v = unsafe { index(idx, i, j, k) };
                 if v < 0 || v as usize >= limit {
                     return Err(Error::OutOfBounds(format!(
-                        "row index {v} at [{i}, {j}, {k}] of {} is outside 0..{limit}",
+                        "{op}: row index {v} at [{i}, {j}, {k}] of {} is outside 0..{limit}",
                         ctx.describe(idx_id)
                     )));
                 }
@@ -140,7 +142,7 @@ fn get_rows(
     if dst.ne != expect || a.ne[2] != idx.ne[1] || a.ne[3] != idx.ne[2] || idx.ne[3] != 1 {
         return Err(shape_err(ctx, t, d, format!("rows {:?} by indices {:?} into {:?}", a.ne, idx.ne, dst.ne)));
     }
-    check_indices(ctx, idx, idx_id, a.ne[1])?;
+    check_indices(ctx, d.op.name(), idx, idx_id, a.ne[1])?;
     let n0 = a.ne[0];
     if a.dtype.is_quantized() {
         let bytes = quant_row_bytes(ctx, t, d, a)?;
@@ -203,7 +205,7 @@ fn get_rows_repacked(
     if dst.ne != expect || idx.ne[1] != 1 || idx.ne[2] != 1 || idx.ne[3] != 1 {
         return Err(shape_err(ctx, t, d, format!("rows [{}, {}] by indices {:?} into {:?}", w.k, w.m, idx.ne, dst.ne)));
     }
-    check_indices(ctx, idx, idx_id, w.m)?;
+    check_indices(ctx, d.op.name(), idx, idx_id, w.m)?;
     let (n0, group_bytes) = (w.k, repacked_size(w.dtype, w.k, 1).unwrap_or(0));
     let failed = FirstError::default();
     par.for_each(dst.nrows(), n0, n0, |range, tmp| {
@@ -253,7 +255,7 @@ fn set_rows(
     if !fits {
         return Err(shape_err(ctx, t, d, format!("rows {:?} by indices {:?} into {:?}", b.ne, idx.ne, dst.ne)));
     }
-    check_indices(ctx, idx, idx_id, dst.ne[1])?;
+    check_indices(ctx, d.op.name(), idx, idx_id, dst.ne[1])?;
     let n0 = b.ne[0];
     let quant_bytes = if dst.dtype.is_quantized() { Some(quant_row_bytes(ctx, t, d, dst)?) } else { None };
     let failed = FirstError::default();

@@ -17,10 +17,11 @@
 //! zero and huge strides, broadcasts to large shapes, out-of-range source
 //! indices (the tensor itself, later ones, past the end), buffer handles
 //! that were never given or were freed, offsets at and past a buffer's end
-//! — over a few ready-made gadgets (GET_ROWS and SET_ROWS whose I32 indices
-//! the input writes into the buffer first, in range, negative or huge; a
-//! row sum over an empty tensor; a broadcast product; a repeat). Inputs of
-//! the plain structured form (first byte 1, 5, ...) keep their meaning.
+//! — over a few ready-made gadgets (GET_ROWS, SET_ROWS, MUL_MAT_ID, ADD_ID
+//! and SSM_SCAN whose I32 indices or ids the input writes into the buffer
+//! first, in range, negative or huge; a row sum over an empty tensor; a
+//! broadcast product; a repeat). Inputs of the plain structured form (first
+//! byte 1, 5, ...) keep their meaning.
 //!
 //! What must hold ([`run`] returns an `Err` naming what broke): every frame
 //! gets a response that decodes, and afterwards the session still serves a
@@ -70,7 +71,8 @@ fn state() -> Arc<ServerState> {
         .clone()
 }
 
-fn frame(request: &Request<'_>, payload: &[u8]) -> Vec<u8> {
+/// One frame: `request`'s length, the request, its payload.
+pub(crate) fn frame(request: &Request<'_>, payload: &[u8]) -> Vec<u8> {
     let m = request.encode();
     let mut f = Vec::with_capacity(4 + m.len() + payload.len());
     f.extend_from_slice(&(m.len() as u32).to_le_bytes());
@@ -79,7 +81,8 @@ fn frame(request: &Request<'_>, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-fn response(out: &[u8]) -> Result<(Response, &[u8]), String> {
+/// The response in a server's reply, and its payload.
+pub(crate) fn response(out: &[u8]) -> Result<(Response, &[u8]), String> {
     let (len, rest) = out.split_first_chunk::<4>().ok_or("a reply shorter than its length")?;
     let len = u32::from_le_bytes(*len) as usize;
     if len > rest.len() {
@@ -90,7 +93,7 @@ fn response(out: &[u8]) -> Result<(Response, &[u8]), String> {
 }
 
 /// A greeted session holding [`BUFFERS`], filled with a ramp of bytes.
-fn session() -> Result<Session, String> {
+pub(crate) fn session() -> Result<Session, String> {
     let mut s = Session::new(state());
     let hello = Request::Hello { version: PROTOCOL_VERSION, client: "fuzz" };
     if !matches!(response(&s.handle_frame(&frame(&hello, &[])))?.0, Response::Welcome { .. }) {
@@ -518,7 +521,8 @@ mod hostile {
         let width = *u.choose(&[8usize, 1, 0])?;
         let ids = located(DType::I32, [n_ids, 1, 1, 1], Op::None, &[], (b1, ids_at));
         Ok(match u.int_in_range(0u8..=5)? {
-            0 => vec![],
+            // (The expert and state gadgets hang under 0, so that inputs choosing 1..=5 keep their meaning.)
+            0 => expert_or_state_gadget(u, ids, rows, width, n_ids)?,
             1 => vec![
                 // GET_ROWS of a table by the poked indices.
                 located(DType::F32, [width, rows, 1, 1], Op::None, &[], (b2, 0)),
@@ -557,6 +561,49 @@ mod hostile {
                     located(DType::F32, [1, 1, 1, 1], Op::None, &[], (b1, 0)),
                     located(DType::F32, [big, 2, 1, 1], Op::None, &[], (b1, 0)),
                     located(DType::F32, [big, 2, 1, 1], op, &[1, 0], (b2, 0)),
+                ]
+            }
+        })
+    }
+
+    /// Nothing, or an op whose expert or state ids the input poked: MUL_MAT_ID
+    /// over `rows` experts, ADD_ID over `rows` bias rows, SSM_SCAN over
+    /// `rows` cached states (one sequence per index).
+    fn expert_or_state_gadget<'a>(
+        u: &mut Unstructured<'_>,
+        ids: WireTensor<'a>,
+        rows: usize,
+        width: usize,
+        n_ids: usize,
+    ) -> ArbResult<Vec<WireTensor<'a>>> {
+        let b2 = BUFFERS[1];
+        let f = DType::F32;
+        Ok(match u.int_in_range(0u8..=3)? {
+            0 => vec![],
+            1 => vec![
+                located(f, [width, 4, rows, 1], Op::None, &[], (b2, 0)),
+                located(f, [width, n_ids, 1, 1], Op::None, &[], (b2, 4096)),
+                ids,
+                located(f, [4, n_ids, 1, 1], Op::MulMatId, &[0, 1, 2], (b2, 8192)),
+            ],
+            2 => vec![
+                located(f, [width, n_ids, 1, 1], Op::None, &[], (b2, 0)),
+                located(f, [width, rows, 1, 1], Op::None, &[], (b2, 4096)),
+                ids,
+                located(f, [width, n_ids, 1, 1], Op::AddId, &[0, 1, 2], (b2, 8192)),
+            ],
+            _ => {
+                // Mamba-2 shaped, d_state 2, one head of one channel, one token per sequence.
+                let ids = WireTensor { ne: [n_ids, 1, 1, 1], ..ids };
+                vec![
+                    located(f, [2, 1, 1, rows], Op::None, &[], (b2, 0)),
+                    located(f, [1, 1, 1, n_ids], Op::None, &[], (b2, 1024)),
+                    located(f, [1, 1, n_ids, 1], Op::None, &[], (b2, 2048)),
+                    located(f, [1, 1, 1, 1], Op::None, &[], (b2, 3072)),
+                    located(f, [2, 1, 1, n_ids], Op::None, &[], (b2, 4096)),
+                    located(f, [2, 1, 1, n_ids], Op::None, &[], (b2, 5120)),
+                    ids,
+                    located(f, [3 * n_ids, 1, 1, 1], Op::SsmScan { states: 1 }, &[0, 1, 2, 3, 4, 5, 6], (b2, 8192)),
                 ]
             }
         })
@@ -625,6 +672,34 @@ mod tests {
             }
             run(&data).unwrap();
         }
+    }
+
+    /// The hostile form reaches the expert and state gadgets: some random
+    /// inputs compute a MUL_MAT_ID, an ADD_ID and an SSM_SCAN over poked ids.
+    #[test]
+    fn hostile_inputs_reach_the_id_reading_ops() {
+        let mut rng = gantry_engine::SplitMix64::new(11);
+        let mut seen = [0usize; 3];
+        for _ in 0..3000 {
+            let data: Vec<u8> = (0..64).map(|_| rng.next_u64() as u8).collect();
+            for f in hostile::frames(&data) {
+                let Some((len, rest)) = f.split_first_chunk::<4>() else { continue };
+                let message = &rest[..(u32::from_le_bytes(*len) as usize).min(rest.len())];
+                let Ok(Request::GraphCompute { graph, .. }) = Request::decode(message, &fuzz_limits()) else {
+                    continue;
+                };
+                for t in &graph.tensors {
+                    match t.op {
+                        Op::MulMatId => seen[0] += 1,
+                        Op::AddId => seen[1] += 1,
+                        Op::SsmScan { .. } => seen[2] += 1,
+                        _ => {}
+                    }
+                }
+            }
+            run(&[&[3u8][..], &data].concat()).unwrap();
+        }
+        assert!(seen.iter().all(|&n| n > 0), "MUL_MAT_ID, ADD_ID, SSM_SCAN computed {seen:?} times");
     }
 
     #[test]
