@@ -55,6 +55,12 @@ pub enum SeededFamily {
     /// `post_attention_norm`, an untied output. Also written with MXFP4
     /// experts and the rest in F32, as gpt-oss ships.
     GptOss,
+    /// `llama` with Mistral 7B's sliding-window attention on every layer
+    /// (`llama.attention.sliding_window`), otherwise `Llama`'s file to the
+    /// weight. llama.cpp's `llama` graph has no window, so its reference
+    /// is a float64 forward (`tests/data/families_float64/`), itself checked
+    /// against llama.cpp on `Llama`'s files.
+    Mistral,
 }
 
 /// A part of a model that [`SeededModel::neutral`] can make a no-op.
@@ -129,6 +135,10 @@ impl SeededFamily {
         Self::GptOss,
     ];
 
+    /// The families whose references come from the float64 forward rather
+    /// than llama.cpp (which does not compute them).
+    pub const FLOAT64_CHECKED: [Self; 1] = [Self::Mistral];
+
     /// A short name for files and messages (`llama3`).
     pub fn name(self) -> &'static str {
         match self {
@@ -141,13 +151,14 @@ impl SeededFamily {
             Self::Qwen3Moe => "qwen3moe",
             Self::Mixtral => "mixtral",
             Self::GptOss => "gpt-oss",
+            Self::Mistral => "mistral",
         }
     }
 
     /// `general.architecture`.
     pub fn arch(self) -> &'static str {
         match self {
-            Self::Llama | Self::Llama3 | Self::Mixtral => "llama",
+            Self::Llama | Self::Llama3 | Self::Mixtral | Self::Mistral => "llama",
             Self::Qwen2 => "qwen2",
             Self::Qwen3 => "qwen3",
             Self::Gemma2 => "gemma2",
@@ -200,6 +211,7 @@ impl SeededFamily {
             Self::Phi3 => &[],
             Self::Qwen3Moe => &[Part::QkNorm, Part::Router],
             Self::Mixtral => &[Part::Router],
+            Self::Mistral => &[Part::SlidingWindow],
             Self::GptOss => &[Part::AttnBias, Part::SlidingWindow, Part::Sinks, Part::ExpertBiases, Part::Yarn],
         }
     }
@@ -213,7 +225,7 @@ impl SeededFamily {
     /// refuses a Phi 3 file with a BPE vocabulary).
     fn pre_tokenizer(self) -> Option<&'static str> {
         match self {
-            Self::Llama | Self::Mixtral => Some("smollm"),
+            Self::Llama | Self::Mixtral | Self::Mistral => Some("smollm"),
             Self::Llama3 => Some("llama-bpe"),
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe => Some("qwen2"),
             // Gemma's vocabulary is SentencePiece; the logits do not depend on it.
@@ -224,7 +236,7 @@ impl SeededFamily {
 
     fn rope_base(self) -> f32 {
         match self {
-            Self::Llama => 10_000.0,
+            Self::Llama | Self::Mistral => 10_000.0,
             Self::Llama3 => 500_000.0,
             Self::Qwen2 | Self::Qwen3 | Self::Qwen3Moe | Self::Mixtral => 1_000_000.0,
             Self::Gemma2 | Self::Phi3 => 10_000.0,
@@ -315,6 +327,10 @@ impl SeededModel {
         if f == SeededFamily::Phi3 {
             w.add_u32(&key("attention.sliding_window"), 4);
         }
+        if f == SeededFamily::Mistral {
+            let window = if neutral(Part::SlidingWindow) { 512 } else { 4 };
+            w.add_u32(&key("attention.sliding_window"), window);
+        }
         if f == SeededFamily::Gemma2 {
             // A window of 4 over a prompt of 17 and caps near the scores'
             // spread: both change every position's result.
@@ -346,6 +362,7 @@ impl SeededModel {
             f,
             SeededFamily::Llama
                 | SeededFamily::Llama3
+                | SeededFamily::Mistral
                 | SeededFamily::Phi3
                 | SeededFamily::Mixtral
                 | SeededFamily::GptOss

@@ -6,7 +6,11 @@
 //! llama.cpp next-token distributions at every position of a 17-token
 //! prompt are stored in `tests/data/families/` (made by
 //! `tests/data/scripts/family_logits_llamacpp.py` with the `xllamacpp` wheel from the
-//! files `examples/write_seeded_models.rs` writes).
+//! files `examples/write_seeded_models.rs` writes). Mistral's sliding
+//! window on a llama file, which llama.cpp's `llama` graph does not apply,
+//! is checked the same way against a float64 numpy forward
+//! (`tests/data/families_float64/`, `tests/data/scripts/llama_float64_forward.py`),
+//! which first matches llama.cpp on the llama files to KL 1.4e-5.
 //!
 //! At every position: KL(llama.cpp ‖ Gantry) at most 0.001 in F32 and 0.03
 //! quantized, and Gantry's most likely token llama.cpp's wherever
@@ -18,7 +22,7 @@
 //! own part made a no-op (Llama 3's rope factors all one, Qwen 2's biases
 //! zero, Qwen 3's Q/K norms one, Gemma 2's soft-caps and sliding window
 //! out of reach, the experts' router zero so every token gets the first
-//! experts with equal weights; gpt-oss's attention biases zero, window out
+//! experts with equal weights, Mistral's window out of reach; gpt-oss's attention biases zero, window out
 //! of reach, sinks too negative to take weight, expert biases zero and
 //! YaRN off) land far outside the F32 limit — what an engine that ignored
 //! the part would answer.
@@ -38,18 +42,27 @@ const F32_KL: f64 = 0.001;
 const QUANTIZED_KL: f64 = 0.03;
 const GREEDY_GAP: f64 = 0.5;
 
-fn data_dir() -> PathBuf {
-    gantry::testing::reference_dir().join("families")
+/// Where `family`'s references are: llama.cpp's, or the float64 forward's
+/// for what llama.cpp does not compute.
+fn data_dir(family: SeededFamily) -> PathBuf {
+    let folder = if SeededFamily::FLOAT64_CHECKED.contains(&family) { "families_float64" } else { "families" };
+    gantry::testing::reference_dir().join(folder)
 }
 
-fn manifest() -> Value {
-    let text = std::fs::read_to_string(data_dir().join("manifest.json")).unwrap();
+fn manifest(family: SeededFamily) -> Value {
+    let text = std::fs::read_to_string(data_dir(family).join("manifest.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
-/// llama.cpp's log-probabilities, `[17][vocab]`.
-fn reference(stem: &str) -> Vec<f32> {
-    let bytes = std::fs::read(data_dir().join(format!("{stem}.logprobs"))).unwrap();
+/// Every family: those llama.cpp computes, then those the float64 forward does.
+fn every_family() -> impl Iterator<Item = SeededFamily> {
+    SeededFamily::ALL.into_iter().chain(SeededFamily::FLOAT64_CHECKED)
+}
+
+/// The reference log-probabilities of `model`, `[17][vocab]`.
+fn reference(model: &SeededModel) -> Vec<f32> {
+    let stem = model.stem();
+    let bytes = std::fs::read(data_dir(model.family).join(format!("{stem}.logprobs"))).unwrap();
     assert_eq!(bytes.len(), SEEDED_PROMPT.len() * SEEDED_VOCAB * 4, "{stem}.logprobs");
     bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
@@ -151,11 +164,11 @@ fn limit(dtype: DType) -> f64 {
 
 /// Checks every family and type on `backends`; a failure lists every case.
 fn check_all(backends: &[Arc<dyn Backend>], on: &str) {
-    let manifest = manifest();
-    let prompt: Vec<u64> = manifest["prompt"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
-    assert_eq!(prompt, SEEDED_PROMPT.map(u64::from), "the stored references are of another prompt");
     let mut failures = Vec::new();
-    for family in SeededFamily::ALL {
+    for family in every_family() {
+        let manifest = manifest(family);
+        let prompt: Vec<u64> = manifest["prompt"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+        assert_eq!(prompt, SEEDED_PROMPT.map(u64::from), "the stored references are of another prompt");
         for &dtype in SEEDED_DTYPES.iter().chain(family.extra_dtypes()) {
             let model = SeededModel::new(family, dtype);
             let stem = model.stem();
@@ -164,9 +177,9 @@ fn check_all(backends: &[Arc<dyn Backend>], on: &str) {
             assert_eq!(
                 (Some(bytes.len() as u64), want["fnv1a64"].as_str()),
                 (want["bytes"].as_u64(), Some(fnv1a64(&bytes).as_str())),
-                "{stem}: the seeded file is not the one llama.cpp ran on (rerun the scripts)"
+                "{stem}: the seeded file is not the one the reference ran on (rerun the scripts)"
             );
-            let (kl, at, wrong) = compare(&gantry_logits(&model, backends), &reference(&stem));
+            let (kl, at, wrong) = compare(&gantry_logits(&model, backends), &reference(&model));
             eprintln!("{on} {stem}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}");
             if kl > limit(dtype) || !wrong.is_empty() {
                 failures
@@ -228,7 +241,7 @@ fn experts_kept_in_host_memory_match_llama_cpp_on_wgpu_and_the_cpu() {
             };
             let whole = (Attention::Flash, SEEDED_PROMPT.len());
             let logits = gantry_logits_placed(&model, &backends, whole, HostTensors::experts_of_first_layers(1), look);
-            let (kl, at, wrong) = compare(&logits, &reference(&stem));
+            let (kl, at, wrong) = compare(&logits, &reference(&model));
             eprintln!("wgpu+cpu --n-cpu-moe 1 {stem}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}");
             assert!(kl <= limit(dtype) && wrong.is_empty(), "{stem}: KL {kl} at {at}, top-1 differs at {wrong:?}");
         }
@@ -272,7 +285,7 @@ fn gpt_oss_matches_llama_cpp_with_explicit_attention() {
         for dtype in [DType::F32, DType::Q8_0] {
             let model = SeededModel::new(SeededFamily::GptOss, dtype);
             let engine = gantry_logits_with(&model, backends, Attention::Explicit);
-            let (kl, at, wrong) = compare(&engine, &reference(&model.stem()));
+            let (kl, at, wrong) = compare(&engine, &reference(&model));
             eprintln!("{on} explicit {}: worst KL {kl:.6} at position {at}; top-1 differs at {wrong:?}", model.stem());
             assert!(
                 kl <= limit(dtype) && wrong.is_empty(),
@@ -283,7 +296,7 @@ fn gpt_oss_matches_llama_cpp_with_explicit_attention() {
         // And the sinks are what this path adds: without them it lands far off.
         let model = SeededModel { neutral: Some(Part::Sinks), ..SeededModel::new(SeededFamily::GptOss, DType::F32) };
         let engine = gantry_logits_with(&model, backends, Attention::Explicit);
-        let (kl, at, _) = compare(&engine, &reference(&model.stem()));
+        let (kl, at, _) = compare(&engine, &reference(&model));
         eprintln!("{on} explicit gpt-oss without sinks: worst KL {kl:.4} at {at}");
         assert!(kl > 20.0 * F32_KL, "{on}: explicit attention without sinks: KL only {kl}");
     }
@@ -297,7 +310,7 @@ fn gpt_oss_matches_llama_cpp_token_by_token() {
     for attention in [Attention::Flash, Attention::Explicit] {
         let model = SeededModel::new(SeededFamily::GptOss, DType::F32);
         let engine = gantry_logits_in(&model, &[cpu()], attention, 1);
-        let (kl, at, wrong) = compare(&engine, &reference(&model.stem()));
+        let (kl, at, wrong) = compare(&engine, &reference(&model));
         eprintln!(
             "cpu {attention:?} token by token {}: worst KL {kl:.6} at {at}; top-1 differs at {wrong:?}",
             model.stem()
@@ -310,10 +323,10 @@ fn gpt_oss_matches_llama_cpp_token_by_token() {
 /// limit: the comparison above would catch an engine that ignored it.
 #[test]
 fn a_family_part_left_out_fails_the_comparison() {
-    for family in SeededFamily::ALL {
+    for family in every_family() {
         for &part in family.parts() {
             let model = SeededModel { neutral: Some(part), ..SeededModel::new(family, DType::F32) };
-            let (kl, at, wrong) = compare(&gantry_logits(&model, &[cpu()]), &reference(&model.stem()));
+            let (kl, at, wrong) = compare(&gantry_logits(&model, &[cpu()]), &reference(&model));
             eprintln!("{} without {part:?}: worst KL {kl:.4} at {at}; top-1 differs at {wrong:?}", family.name());
             assert!(kl > 20.0 * F32_KL, "{} without {part:?}: KL only {kl}", family.name());
         }

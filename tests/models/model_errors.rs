@@ -192,7 +192,8 @@ fn a_file_is_never_computed_without_a_part_it_has() {
     assert!(err.contains(&file) && err.contains("'blk.0.attn_q.bias' is missing"), "{err}");
 
     for (case, key, value, says) in [
-        ("sliding_window", "llama.attention.sliding_window", Value::U32(4096), "not implemented for llama"),
+        // llama's window is Mistral's, on every layer: no pattern.
+        ("swa_pattern", "llama.attention.sliding_window_pattern", Value::U32(2), "not implemented for llama"),
         ("yarn", "llama.rope.scaling.type", Value::String("yarn".into()), "\"yarn\" is not implemented"),
         ("partial_rope", "llama.rope.dimension_count", Value::U32(8), "rope over 8"),
         ("value_heads", "llama.attention.value_length", Value::U32(32), "value heads of 32"),
@@ -205,13 +206,16 @@ fn a_file_is_never_computed_without_a_part_it_has() {
     }
 
     // What the keys say and Gantry computes loads: linear scaling, scaling
-    // "none" with a factor it ignores, zero experts.
+    // "none" with a factor it ignores, zero experts, Mistral's window (0: none).
     for (key, value) in [
         ("llama.rope.scaling.type", Value::String("linear".into())),
         ("llama.rope.scaling.type", Value::String("none".into())),
         ("llama.expert_count", Value::U32(0)),
         ("llama.rope.dimension_count", Value::U32(16)),
+        ("llama.attention.sliding_window", Value::U32(4096)),
+        ("llama.attention.sliding_window", Value::U32(0)),
     ] {
+        let window = if key == "llama.attention.sliding_window" { value.as_integer().unwrap_or(0) as u32 } else { 0 };
         let path = temp_dir("gguf").join("keys_that_load.gguf");
         tiny_llama(&path, "llama", move |_, w| {
             w.add(key, value.clone());
@@ -221,6 +225,8 @@ fn a_file_is_never_computed_without_a_part_it_has() {
         let model = DecoderModel::load(&path, &mut ctx, &cpu(), None).unwrap_or_else(|e| panic!("{key}: {e}"));
         let none = key == "llama.rope.scaling.type" && model.hp.rope_freq_scale == 1.0;
         assert!(none || model.hp.rope_freq_scale == 0.25, "{key}: rope scale {}", model.hp.rope_freq_scale);
+        assert_eq!(model.hp.sliding_window as u32, window, "{key}");
+        assert!((0..model.hp.n_layer).all(|l| model.hp.is_sliding(l) == (window > 0)), "{key}");
     }
 }
 

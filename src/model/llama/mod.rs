@@ -12,7 +12,7 @@ use gantry_engine::{Limits, RopeMode};
 
 /// The `llama.*` keys this family reads beyond the common ones
 /// ([`crate::model::decoder`]'s accounting refuses any other).
-pub const KEYS: &[&str] = &[];
+pub const KEYS: &[&str] = &["attention.sliding_window"];
 
 /// Reads a `llama` GGUF file's hyperparameters (`llama.embedding_length`,
 /// ...). Three parts are the file's choice, as in llama.cpp: Llama 3's rope
@@ -22,9 +22,20 @@ pub const KEYS: &[&str] = &[];
 /// experts, the `expert_used_count` best per token with their weights
 /// normalized to sum 1, SwiGLU experts as wide as `feed_forward_length`
 /// (llama.cpp's `llm_build_llama` with `build_moe_ffn`).
+///
+/// A positive `llama.attention.sliding_window` W is Mistral 7B's
+/// sliding-window attention on every layer: a token sees itself and the
+/// W − 1 before it (Hugging Face's Mistral, and llama.cpp's rule where it
+/// has windows). llama.cpp's `llama` graph ignores the key — its converters
+/// never write it for llama files, and 0 means no window — so on a prompt
+/// longer than W llama.cpp and Gantry differ, Gantry as the model was
+/// trained; `tests/models/family_reference.rs` checks the window against a
+/// float64 forward.
 pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
     let shape = common_shape(gguf)?;
     let (n_expert, n_expert_used) = expert_counts(gguf)?;
+    let sliding_window = gguf.get_arch_count("attention.sliding_window", Limits::DEFAULT.max_context)?.unwrap_or(0);
+    let rope_base = gguf.get_arch_positive("rope.freq_base")?.unwrap_or(10000.0);
     Ok(DecoderHparams {
         n_expert,
         n_expert_used,
@@ -36,9 +47,14 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         norm: NormKind::Rms,
         ffn: FeedForwardKind::Swiglu,
         rope_mode: RopeMode::Normal,
-        rope_base: gguf.get_arch_positive("rope.freq_base")?.unwrap_or(10000.0),
+        rope_base,
         rope_factors: gguf.has_tensor("rope_freqs.weight"),
         qkv_bias: gguf.has_tensor("blk.0.attn_q.bias"),
+        sliding_window,
+        // Every layer slides, with the one rope of the model.
+        swa_pattern: 0,
+        rope_base_swa: rope_base,
+        rope_freq_scale_swa: shape.rope_freq_scale,
         ..shape
     })
 }
