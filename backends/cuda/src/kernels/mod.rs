@@ -27,6 +27,7 @@ const ROPE: &str = include_str!("rope.cu");
 const FLASH_ATTN: &str = include_str!("flash_attn.cu");
 const EXPERTS: &str = include_str!("experts.cu");
 const VISION: &str = include_str!("vision.cu");
+const SSM: &str = include_str!("ssm.cu");
 
 /// One compiled unit: a group of kernels built together from one source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,11 +54,13 @@ pub enum Module {
     Experts,
     /// IM2COL, POOL_2D, UPSCALE, PAD, GROUP_NORM.
     Vision,
+    /// SSM_CONV, SSM_SCAN.
+    Ssm,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 11] = [
+    pub const ALL: [Module; 12] = [
         Module::Elementwise,
         Module::Copy,
         Module::GetRowsQuant,
@@ -69,6 +72,7 @@ impl Module {
         Module::FlashAttn,
         Module::Experts,
         Module::Vision,
+        Module::Ssm,
     ];
 
     /// A short name (file names of the disk cache, messages).
@@ -85,6 +89,7 @@ impl Module {
             Module::FlashAttn => "flash_attn",
             Module::Experts => "experts",
             Module::Vision => "vision",
+            Module::Ssm => "ssm",
         }
     }
 
@@ -102,6 +107,7 @@ impl Module {
             Module::FlashAttn => &["flash_attn_vec"],
             Module::Experts => &["mul_mat_id_f", "add_id", "sort_rows", "cumsum"],
             Module::Vision => &["im2col", "pool_2d", "upscale", "pad", "group_norm"],
+            Module::Ssm => &["ssm_conv", "ssm_scan"],
         }
     }
 
@@ -119,6 +125,7 @@ impl Module {
             Module::FlashAttn => &[FLASH_ATTN],
             Module::Experts => &[EXPERTS],
             Module::Vision => &[VISION],
+            Module::Ssm => &[SSM],
         }
     }
 

@@ -12,6 +12,7 @@ mod norm;
 mod reduce;
 mod rope;
 mod routing;
+mod ssm;
 mod vision;
 
 use gantry_engine::{Context, DType, Op, TensorDesc, TensorId};
@@ -167,9 +168,6 @@ impl<'a> Planner<'a> {
             Op::Norm { .. } | Op::RmsNorm { .. } | Op::SoftMax { .. } => norm::plan(self, node, &d),
             Op::Rope(p) => rope::plan(self, node, &d, &p),
             Op::MulMat => mul_mat::plan(self, node, &d),
-            Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
-                Err("FLASH_ATTN_EXT with attention sinks has no CUDA kernel".into())
-            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 attention::plan(self, node, &d, [scale, max_bias, softcap])
             }
@@ -180,6 +178,7 @@ impl<'a> Planner<'a> {
                 vision::plan(self, node, &d)
             }
             Op::L2Norm { .. } => norm::plan(self, node, &d),
+            Op::SsmConv | Op::SsmScan { .. } => ssm::plan(self, node, &d),
             Op::Conv2d(_)
             | Op::Conv2dDw(_)
             | Op::ConvTranspose1d { .. }
@@ -198,8 +197,6 @@ impl<'a> Planner<'a> {
             | Op::Acc { .. }
             | Op::Add1
             | Op::CountEqual
-            | Op::SsmConv
-            | Op::SsmScan { .. }
             | Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
@@ -275,8 +272,6 @@ mod tests {
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
         let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
             || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
-        // FLASH_ATTN_EXT's attention sinks have no CUDA kernel yet.
-        let no_kernel = matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
         let cpu_only = matches!(
             d.op,
             Op::Conv2d(_)
@@ -297,13 +292,11 @@ mod tests {
                 | Op::Acc { .. }
                 | Op::Add1
                 | Op::CountEqual
-                | Op::SsmConv
-                | Op::SsmScan { .. }
                 | Op::SolveTri
         );
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);
-        quantizing || quantized_kv || lookup || no_kernel || cpu_only || empty_pad
+        quantizing || quantized_kv || lookup || cpu_only || empty_pad
     }
 
     #[test]
