@@ -46,6 +46,8 @@ pub const UNARY_SCALE: i64 = UnaryOp::ALL.len() as i64;
 pub const UNARY_CLAMP: i64 = UNARY_SCALE + 1;
 /// The kernels' code of LEAKY_RELU.
 pub const UNARY_LEAKY_RELU: i64 = UNARY_CLAMP + 1;
+/// The kernels' code of XIELU.
+pub const UNARY_XIELU: i64 = UNARY_LEAKY_RELU + 1;
 
 /// The kernels' code of a binary op.
 pub const fn binary_code(op: BinaryOp) -> i64 {
@@ -75,6 +77,7 @@ pub fn constants() -> String {
     define("GT_UNARY_SCALE", UNARY_SCALE);
     define("GT_UNARY_CLAMP", UNARY_CLAMP);
     define("GT_UNARY_LEAKY_RELU", UNARY_LEAKY_RELU);
+    define("GT_UNARY_XIELU", UNARY_XIELU);
     for op in BinaryOp::ALL {
         define(&format!("GT_BINARY_{}", op.name()), binary_code(op));
     }
