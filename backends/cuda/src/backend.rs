@@ -19,7 +19,7 @@ use super::cublas::Blas;
 use super::device::CudaDevice;
 use super::gpu::Gpu;
 use super::graphs::{GraphAction, GraphCache, graphs_enabled};
-use super::kernels::constants::{ERR_EXPERT_ID, ERR_ROW_INDEX};
+use super::kernels::constants::{ERR_EXPERT_ID, ERR_ROW_INDEX, ERR_STATE_ID};
 use super::launch::{Launch, resolve_scratch};
 use super::ops::Planner;
 use super::plan::CudaPlan;
@@ -420,6 +420,10 @@ impl Backend for CudaBackend {
             ))),
             bits if bits & ERR_EXPERT_ID != 0 => Err(Error::OutOfBounds(format!(
                 "{}: a MUL_MAT_ID or ADD_ID id was outside the experts; those slots hold NaN",
+                self.name()
+            ))),
+            bits if bits & ERR_STATE_ID != 0 => Err(Error::OutOfBounds(format!(
+                "{}: an SSM_SCAN state id was outside the states; those sequences hold NaN",
                 self.name()
             ))),
             bits => Err(self.gpu().error_of(BackendErrorKind::Other, format!("a kernel reported {bits}"))),

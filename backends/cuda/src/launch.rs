@@ -30,8 +30,8 @@ pub struct TensorArg {
 pub struct Args {
     /// The result.
     pub dst: TensorArg,
-    /// The sources.
-    pub src: [TensorArg; 4],
+    /// The sources (SSM_SCAN reads seven).
+    pub src: [TensorArg; 8],
     /// Float parameters.
     pub f: [f32; 8],
     /// Integer parameters.

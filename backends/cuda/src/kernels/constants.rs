@@ -9,7 +9,7 @@ use gantry_engine::{BinaryOp, DType, GluOp, UnaryOp};
 /// Bytes of the kernels' `Tensor` (checked by a `static_assert` in the prelude).
 pub const TENSOR_BYTES: usize = 80;
 /// Bytes of the kernels' `Args` (checked by a `static_assert` in the prelude).
-pub const ARGS_BYTES: usize = 504;
+pub const ARGS_BYTES: usize = 824;
 /// Warps per block of the quantized mat-vec (one weight row each).
 pub const MMV_WARPS: u32 = 4;
 /// Most columns the quantized mat-vec takes (more go to the tiled product).
@@ -29,6 +29,9 @@ pub const ERR_ROW_INDEX: i32 = 1;
 /// Error bit: a MUL_MAT_ID or ADD_ID id was outside the experts (the slot
 /// was written as NaN, nothing was read with the id).
 pub const ERR_EXPERT_ID: i32 = 2;
+/// Error bit: an SSM_SCAN state id was outside the states (that sequence's
+/// result and states were written as NaN, nothing was read with the id).
+pub const ERR_STATE_ID: i32 = 4;
 
 /// The kernels' code of a unary function (SCALE, CLAMP and LEAKY_RELU
 /// follow the unary ops): its declaration index, which is its position in
@@ -43,6 +46,8 @@ pub const UNARY_SCALE: i64 = UnaryOp::ALL.len() as i64;
 pub const UNARY_CLAMP: i64 = UNARY_SCALE + 1;
 /// The kernels' code of LEAKY_RELU.
 pub const UNARY_LEAKY_RELU: i64 = UNARY_CLAMP + 1;
+/// The kernels' code of XIELU.
+pub const UNARY_XIELU: i64 = UNARY_LEAKY_RELU + 1;
 
 /// The kernels' code of a binary op.
 pub const fn binary_code(op: BinaryOp) -> i64 {
@@ -72,6 +77,7 @@ pub fn constants() -> String {
     define("GT_UNARY_SCALE", UNARY_SCALE);
     define("GT_UNARY_CLAMP", UNARY_CLAMP);
     define("GT_UNARY_LEAKY_RELU", UNARY_LEAKY_RELU);
+    define("GT_UNARY_XIELU", UNARY_XIELU);
     for op in BinaryOp::ALL {
         define(&format!("GT_BINARY_{}", op.name()), binary_code(op));
     }
@@ -84,6 +90,7 @@ pub fn constants() -> String {
     define("GT_Q8_1_BYTES", DType::Q8_1.bytes_per_block() as i64);
     define("GT_ERR_ROW_INDEX", i64::from(ERR_ROW_INDEX));
     define("GT_ERR_EXPERT_ID", i64::from(ERR_EXPERT_ID));
+    define("GT_ERR_STATE_ID", i64::from(ERR_STATE_ID));
     define("GT_MMV_WARPS", i64::from(MMV_WARPS));
     define("GT_MMV_MAX_COLS", MMV_MAX_COLS as i64);
     define("GT_MMQ_BM", i64::from(MMQ_BM));

@@ -23,7 +23,8 @@ __device__ __forceinline__ float hard_gate(float x) {
     return fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f));
 }
 
-__device__ __forceinline__ float unary_op(int op, float x, float f0, float f1) {
+__device__ __forceinline__ float unary_op(int op, float x, const float* f) {
+    const float f0 = f[0], f1 = f[1];
     switch (op) {
     case GT_UNARY_NEG: return -x;
     case GT_UNARY_ABS: return fabsf(x);
@@ -55,12 +56,17 @@ __device__ __forceinline__ float unary_op(int op, float x, float f0, float f1) {
     case GT_UNARY_SCALE: return fmaf(x, f0, f1);
     case GT_UNARY_CLAMP: return fmaxf(fminf(x, f1), f0);
     case GT_UNARY_LEAKY_RELU: return (x > 0.0f ? x : 0.0f) + f0 * (x < 0.0f ? x : 0.0f);
+    // f: alpha_n, alpha_p, beta, eps (ggml's stored parameters), each
+    // product and sum rounded as the CPU's.
+    case GT_UNARY_XIELU:
+        return x > 0.0f ? __fadd_rn(__fmul_rn(__fmul_rn(f[1], x), x), __fmul_rn(f[2], x))
+                        : __fadd_rn(__fmul_rn(__fsub_rn(expm1f(fminf(x, f[3])), x), f[0]), __fmul_rn(f[2], x));
     }
     return x;
 }
 
-// dst = op(src0); i[0] the op, f[0], f[1] its parameters (scale and bias,
-// min and max, or LEAKY_RELU's negative slope).
+// dst = op(src0); i[0] the op, f its parameters (scale and bias, min and
+// max, LEAKY_RELU's negative slope, or XIELU's four).
 extern "C" __global__ void unary(const Args a) {
     const Tensor& d = a.dst;
     const Tensor& s = a.src[0];
@@ -70,7 +76,7 @@ extern "C" __global__ void unary(const Args a) {
         i64 idx[4];
         unravel(k, d.ne, idx);
         const float x = load_f(s.data + byte_offset(s, idx), s.type);
-        store_f(d.data + byte_offset(d, idx), d.type, unary_op(op, x, a.f[0], a.f[1]));
+        store_f(d.data + byte_offset(d, idx), d.type, unary_op(op, x, a.f));
     }
 }
 
@@ -145,7 +151,8 @@ extern "C" __global__ void glu(const Args a) {
     }
 }
 
-// dst[i0, i1] = -inf where i0 > n_past + i1, else src0; i[0] = n_past.
+// dst[i0, i1] = -inf (DIAG_MASK_INF; 0 for DIAG_MASK_ZERO, i[1] = 1) where
+// i0 > n_past + i1, else src0; i[0] = n_past.
 extern "C" __global__ void diag_mask_inf(const Args a) {
     const Tensor& d = a.dst;
     const Tensor& s = a.src[0];
@@ -154,7 +161,8 @@ extern "C" __global__ void diag_mask_inf(const Args a) {
     for (i64 k = grid_start(); k < n; k += grid_stride()) {
         i64 idx[4];
         unravel(k, d.ne, idx);
-        const float x = idx[0] > n_past + idx[1] ? GT_NEG_INF : load_f(s.data + byte_offset(s, idx), s.type);
+        const float masked = a.i[1] != 0 ? 0.0f : GT_NEG_INF;
+        const float x = idx[0] > n_past + idx[1] ? masked : load_f(s.data + byte_offset(s, idx), s.type);
         store_f(d.data + byte_offset(d, idx), d.type, x);
     }
 }

@@ -8,9 +8,11 @@
 // src0 Q [dk, n_q, n_head, n_batch] F32; src1 K [dk, n_kv, n_head_kv, ...]
 // and src2 V [dv, n_kv, ...] in F32 / F16 / BF16 (grouped-query broadcast);
 // src3 optional mask [n_kv, >= n_q, ...] F32 / F16. dst [dv, n_head, n_q,
-// n_batch] F32. f[0] scale (already divided by softcap when capping),
-// f[1] softcap, f[2] m0, f[3] m1; i[0] = 1 with a mask, i[1] = ALiBi on,
-// i[2] = n_head_log2. Dynamic shared memory: dk floats for Q, then
+// n_batch] F32; src4 optional attention sinks [n_head] F32 (one more logit
+// per head, with no value: it joins the softmax's maximum and sum in the
+// merge, as the CPU folds it in after the keys). f[0] scale (already
+// divided by softcap when capping), f[1] softcap, f[2] m0, f[3] m1; i[0] = 1
+// with a mask, i[1] = ALiBi on, i[2] = n_head_log2, i[3] = 1 with sinks. Dynamic shared memory: dk floats for Q, then
 // GT_FA_WARPS * (dv + 2) floats for the warps' partial results.
 extern "C" __global__ void flash_attn_vec(const Args a) {
     extern __shared__ float smem[];
@@ -95,12 +97,20 @@ extern "C" __global__ void flash_attn_vec(const Args a) {
     for (int w = 0; w < GT_FA_WARPS; w++) {
         total_max = fmaxf(total_max, part[w * (dv + 2)]);
     }
+    const bool has_sink = a.i[3] != 0;
+    const float sink = has_sink ? *(const float*)(a.src[4].data + iq2 * a.src[4].nb[0]) : GT_NEG_INF;
+    if (has_sink) {
+        total_max = fmaxf(total_max, sink);
+    }
     float den = 0.0f;
     for (int w = 0; w < GT_FA_WARPS; w++) {
         const float mw = part[w * (dv + 2)];
         if (mw != GT_NEG_INF) {
             den += part[w * (dv + 2) + 1] * expf(mw - total_max);
         }
+    }
+    if (has_sink) {
+        den += expf(sink - total_max);
     }
     for (i64 i = threadIdx.x; i < dv; i += blockDim.x) {
         float num = 0.0f;

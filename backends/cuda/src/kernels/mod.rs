@@ -27,11 +27,14 @@ const ROPE: &str = include_str!("rope.cu");
 const FLASH_ATTN: &str = include_str!("flash_attn.cu");
 const EXPERTS: &str = include_str!("experts.cu");
 const VISION: &str = include_str!("vision.cu");
+const SSM: &str = include_str!("ssm.cu");
+const CONV: &str = include_str!("conv.cu");
+const MISC: &str = include_str!("misc.cu");
 
 /// One compiled unit: a group of kernels built together from one source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Module {
-    /// Unary functions, SCALE, CLAMP, binary ops, GLUs, DIAG_MASK_INF.
+    /// Unary functions, SCALE, CLAMP, XIELU, binary ops, GLUs, DIAG_MASK_INF / _ZERO.
     Elementwise,
     /// CPY / CONT / DUP, block copies, CONCAT, REPEAT, GET_ROWS, SET_ROWS.
     Copy,
@@ -53,11 +56,17 @@ pub enum Module {
     Experts,
     /// IM2COL, POOL_2D, UPSCALE, PAD, GROUP_NORM.
     Vision,
+    /// SSM_CONV, SSM_SCAN.
+    Ssm,
+    /// CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D / 2D, POOL_1D, PAD_REFLECT_1D, ROLL.
+    Conv,
+    /// FILL, TRI, DIAG, SET, ACC, ADD1, COUNT_EQUAL, ARANGE, TIMESTEP_EMBEDDING.
+    Misc,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 11] = [
+    pub const ALL: [Module; 14] = [
         Module::Elementwise,
         Module::Copy,
         Module::GetRowsQuant,
@@ -69,6 +78,9 @@ impl Module {
         Module::FlashAttn,
         Module::Experts,
         Module::Vision,
+        Module::Ssm,
+        Module::Conv,
+        Module::Misc,
     ];
 
     /// A short name (file names of the disk cache, messages).
@@ -85,6 +97,9 @@ impl Module {
             Module::FlashAttn => "flash_attn",
             Module::Experts => "experts",
             Module::Vision => "vision",
+            Module::Ssm => "ssm",
+            Module::Conv => "conv",
+            Module::Misc => "misc",
         }
     }
 
@@ -102,6 +117,11 @@ impl Module {
             Module::FlashAttn => &["flash_attn_vec"],
             Module::Experts => &["mul_mat_id_f", "add_id", "sort_rows", "cumsum"],
             Module::Vision => &["im2col", "pool_2d", "upscale", "pad", "group_norm"],
+            Module::Ssm => &["ssm_conv", "ssm_scan"],
+            Module::Conv => &["conv_2d", "conv_transpose", "pool_1d", "pad_reflect_1d", "roll"],
+            Module::Misc => {
+                &["fill", "tri", "diag", "copy_same", "set_view", "add1", "count_equal", "arange", "timestep_embedding"]
+            }
         }
     }
 
@@ -119,6 +139,9 @@ impl Module {
             Module::FlashAttn => &[FLASH_ATTN],
             Module::Experts => &[EXPERTS],
             Module::Vision => &[VISION],
+            Module::Ssm => &[SSM],
+            Module::Conv => &[CONV],
+            Module::Misc => &[MISC],
         }
     }
 

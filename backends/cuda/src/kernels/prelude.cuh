@@ -22,11 +22,11 @@ struct Tensor {
 };
 
 // The single parameter of every kernel (passed by value, so a CUDA graph
-// captures it): the result, up to four sources, float and integer parameters,
+// captures it): the result, up to eight sources (SSM_SCAN has seven), float and integer parameters,
 // and the backend's error word (kernels set bits there instead of failing).
 struct Args {
     Tensor dst;
-    Tensor src[4];
+    Tensor src[8];
     float f[8];
     i64 i[8];
     int* err;

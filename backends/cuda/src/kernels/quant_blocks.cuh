@@ -7,6 +7,9 @@
 //   int, for __dp4a) with a scale and an offset per half of 16, so that
 //   value = scale * q + offset; the quantized products dot these with Q8_1
 //   activations.
+//
+// The lookup-table types (IQ4_NL, IQ4_XS, MXFP4) unpack to their table's
+// signed entries (bytes for __dp4a, as Q8_0's) with a zero offset.
 
 // Bytes per block and values per block of a quantized dtype.
 __device__ __forceinline__ int block_bytes(int type) {
@@ -23,12 +26,51 @@ __device__ __forceinline__ int block_bytes(int type) {
     case GT_Q5_K: return 176;
     case GT_Q6_K: return 210;
     case GT_Q8_K: return 292;
+    case GT_IQ4_NL: return 18;
+    case GT_IQ4_XS: return 136;
+    case GT_MXFP4: return 17;
     }
     return 0;
 }
 
 __device__ __forceinline__ int block_values(int type) {
-    return type >= GT_Q2_K && type <= GT_Q8_K ? 256 : 32;
+    return (type >= GT_Q2_K && type <= GT_Q8_K) || type == GT_IQ4_XS ? 256 : 32;
+}
+
+// ggml's kvalues_iq4nl (IQ4_NL and IQ4_XS) and kvalues_mxfp4 (twice each
+// E2M1 value), as engine/src/quant's KVALUES_IQ4NL / KVALUES_MXFP4.
+__constant__ i8 GT_KVALUES_IQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+__constant__ i8 GT_KVALUES_MXFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// ggml's GGML_E8M0_TO_FP32_HALF: 2^(e - 128), built from its bits
+// (subnormal for e < 2), exact for every byte (engine's e8m0_to_f32_half).
+__device__ __forceinline__ float e8m0_to_f32_half(u8 e) {
+    const u32 bits = e < 2 ? (0x00200000u << e) : ((u32)(e - 1) << 23);
+    return __uint_as_float(bits);
+}
+
+// IQ4_XS: the 6-bit scale of sub-block ib (0..8) minus 32, from scales_h
+// (a little-endian u16 at byte 2) and scales_l (4 bytes at byte 4).
+__device__ __forceinline__ int iq4xs_scale(const u8* b, int ib) {
+    const int low = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF;
+    const int high = ((((u32)b[2]) | ((u32)b[3] << 8)) >> (2 * ib)) & 3;
+    return (low | (high << 4)) - 32;
+}
+
+// The 4-bit index of value j (0..32) in 16 bytes of nibbles: low nibbles
+// are values 0..16, high nibbles values 16..32.
+__device__ __forceinline__ int table_nibble(const u8* qs, int j) {
+    return j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+}
+
+// Four table entries, those of the low (shift 0) or high (shift 4) nibbles
+// of qs[0..4], packed as signed bytes for __dp4a.
+__device__ __forceinline__ int table_pack4(const i8* table, const u8* qs, int shift) {
+    u32 v = 0;
+    for (int e = 0; e < 4; e++) {
+        v |= ((u32)(u8)table[(qs[e] >> shift) & 0xF]) << (8 * e);
+    }
+    return (int)v;
 }
 
 // Q4_K / Q5_K: scale and min of group j (0..8) from the 12 packed bytes.
@@ -129,6 +171,16 @@ __device__ float dequant_value(int type, const u8* b, int l) {
         return __fmul_rn(__fmul_rn(d, (float)sc), (float)q);
     }
     case GT_Q8_K: return __fmul_rn(ld_f32(b), (float)(i8)b[4 + l]);
+    // d * kvalue (the CPU's `d * v as f32`).
+    case GT_IQ4_NL: return __fmul_rn(ld_f16(b), (float)GT_KVALUES_IQ4NL[table_nibble(b + 2, l)]);
+    // kvalue * 2^(e - 128) (the CPU's `v as f32 * d`).
+    case GT_MXFP4: return __fmul_rn((float)GT_KVALUES_MXFP4[table_nibble(b + 1, l)], e8m0_to_f32_half(b[0]));
+    // dl = d * (ls - 32) rounded to f32 first, then dl * kvalue.
+    case GT_IQ4_XS: {
+        const int ib = l / 32;
+        const float dl = __fmul_rn(ld_f16(b), (float)iq4xs_scale(b, ib));
+        return __fmul_rn(dl, (float)GT_KVALUES_IQ4NL[table_nibble(b + 8 + 16 * ib, l % 32)]);
+    }
     }
     return 0.0f;
 }
@@ -163,6 +215,19 @@ __device__ void unpack_chunk(int type, const u8* row, int c, int* q, float* sc, 
             }
             sc[0] = sc[1] = d;
             off[0] = off[1] = type == GT_Q4_0 ? -8.0f * d : ld_f16(b + 2);
+            return;
+        }
+        case GT_IQ4_NL:
+        case GT_MXFP4: {
+            const bool nl = type == GT_IQ4_NL;
+            const i8* table = nl ? GT_KVALUES_IQ4NL : GT_KVALUES_MXFP4;
+            const u8* qs = b + (nl ? 2 : 1);
+            for (int t = 0; t < 4; t++) {
+                q[t] = table_pack4(table, qs + 4 * t, 0);
+                q[4 + t] = table_pack4(table, qs + 4 * t, 4);
+            }
+            sc[0] = sc[1] = nl ? d : e8m0_to_f32_half(b[0]);
+            off[0] = off[1] = 0.0f;
             return;
         }
         default: {  // Q5_0, Q5_1
@@ -254,6 +319,16 @@ __device__ void unpack_chunk(int type, const u8* row, int c, int* q, float* sc, 
             sc[hh] = s;
             off[hh] = -32.0f * s;
         }
+        return;
+    }
+    case GT_IQ4_XS: {
+        const u8* qs = b + 8 + 16 * sub;
+        for (int t = 0; t < 4; t++) {
+            q[t] = table_pack4(GT_KVALUES_IQ4NL, qs + 4 * t, 0);
+            q[4 + t] = table_pack4(GT_KVALUES_IQ4NL, qs + 4 * t, 4);
+        }
+        sc[0] = sc[1] = ld_f16(b) * (float)iq4xs_scale(b, sub);
+        off[0] = off[1] = 0.0f;
         return;
     }
     }

@@ -1,5 +1,6 @@
 //! FLASH_ATTN_EXT with the vector kernel (`flash_attn.cu`): Q F32, K and V
-//! in F32 / F16 / BF16, an optional F32 / F16 mask, V heads up to
+//! in F32 / F16 / BF16, an optional F32 / F16 mask, optional F32 attention
+//! sinks (one logit per head, gpt-oss), V heads up to
 //! `FA_MAX_DV` values (the accumulator lives in registers).
 
 use gantry_engine::{DType, TensorDesc, TensorId};
@@ -42,6 +43,10 @@ pub fn plan(
             && divides(n_batch, m.ne[3])
             && strides_aligned(m);
     }
+    let sinks = d.srcs[4].map(|s_id| p.desc(s_id).map(|s| (s_id, s))).transpose()?;
+    if let Some((_, s)) = &sinks {
+        ok &= s.dtype == DType::F32 && s.ne == [n_head, 1, 1, 1] && strides_aligned(s);
+    }
     require(ok, || format!("Q {:?}, K {:?}, V {:?} into {:?}", q.ne, k.ne, v.ne, d.ne))?;
     require(dv <= FA_MAX_DV && dk <= MAX_DK, || {
         format!("heads of {dk} / {dv} values (at most {MAX_DK} / {FA_MAX_DV})")
@@ -49,11 +54,14 @@ pub fn plan(
     require([&q, &k, &v, d].iter().all(|t| strides_aligned(t)), || "strides are not whole elements".into())?;
     require(n_q < i32::MAX as usize, || format!("{n_q} queries"))?;
     p.check_grid_yz(n_head, n_batch)?;
-    let mut srcs = vec![p.tensor(q_id)?, p.tensor(k_id)?, p.tensor(v_id)?];
+    let mut args = p.args(p.tensor(node)?, &[p.tensor(q_id)?, p.tensor(k_id)?, p.tensor(v_id)?]);
     if let Some((m_id, _)) = mask {
-        srcs.push(p.tensor(m_id)?);
+        args.src[3] = p.tensor(m_id)?;
     }
-    let mut args = p.args(p.tensor(node)?, &srcs);
+    if let Some((s_id, _)) = sinks {
+        args.src[4] = p.tensor(s_id)?;
+    }
+    args.i[3] = i64::from(sinks.is_some());
     // ggml folds the softcap into the scale: s = softcap * tanh(qk * scale / softcap).
     args.f[0] = if softcap != 0.0 { scale / softcap } else { scale };
     args.f[1] = softcap;

@@ -91,10 +91,7 @@ pub fn plan_get_rows(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Res
         aligned(&[&a])?;
         Kernel::new(Module::Copy, "get_rows")
     } else {
-        // The lookup types (IQ4_NL, IQ4_XS, MXFP4) have no decoder in
-        // `get_rows_q`: refused, so the scheduler keeps them on the CPU.
-        let decodable = a.dtype.is_quantized() && !DType::LOOKUP_WEIGHTS.contains(&a.dtype);
-        require(decodable && dense_blocks(&a), || format!("GET_ROWS from {} rows", a.dtype))?;
+        require(a.dtype.is_quantized() && dense_blocks(&a), || format!("GET_ROWS from {} rows", a.dtype))?;
         Kernel::new(Module::GetRowsQuant, "get_rows_q")
     };
     let args = p.args(p.tensor(node)?, &[p.tensor(a_id)?, p.tensor(i_id)?]);

@@ -1,11 +1,12 @@
-//! Unary functions, SCALE, CLAMP, LEAKY_RELU, binary ops, GLUs (SWIGLU_OAI too) and DIAG_MASK_INF: the
+//! Unary functions, SCALE, CLAMP, LEAKY_RELU, XIELU, binary ops, GLUs (SWIGLU_OAI too), DIAG_MASK_INF and
+//! DIAG_MASK_ZERO: the
 //! CPU's dtype rules, one thread per result element (`elementwise.cu`).
 
 use gantry_engine::{DType, Op, TensorDesc, TensorId, tensor::can_repeat};
 
 use super::{Planner, Refusal, is_float, require, src, strides_aligned};
 use crate::kernels::constants::{
-    GLU_SWIGLU_OAI, UNARY_CLAMP, UNARY_LEAKY_RELU, UNARY_SCALE, binary_code, glu_code, unary_code,
+    GLU_SWIGLU_OAI, UNARY_CLAMP, UNARY_LEAKY_RELU, UNARY_SCALE, UNARY_XIELU, binary_code, glu_code, unary_code,
 };
 use crate::kernels::{Kernel, Module};
 
@@ -17,7 +18,7 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
     let x = p.tensor(a_id)?;
     let n = d.nelements();
     match d.op {
-        Op::Unary(_) | Op::Scale { .. } | Op::Clamp { .. } | Op::LeakyRelu { .. } => {
+        Op::Unary(_) | Op::Scale { .. } | Op::Clamp { .. } | Op::LeakyRelu { .. } | Op::Xielu { .. } => {
             require(a.ne == d.ne, || format!("source shape {:?} differs from the result's {:?}", a.ne, d.ne))?;
             let mut args = p.args(dst, &[x]);
             match d.op {
@@ -25,6 +26,10 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
                 Op::Scale { scale, bias } => (args.i[0], args.f[0], args.f[1]) = (UNARY_SCALE, scale, bias),
                 Op::Clamp { min, max } => (args.i[0], args.f[0], args.f[1]) = (UNARY_CLAMP, min, max),
                 Op::LeakyRelu { negative_slope } => (args.i[0], args.f[0]) = (UNARY_LEAKY_RELU, negative_slope),
+                Op::Xielu { alpha_n, alpha_p, beta, eps } => {
+                    args.i[0] = UNARY_XIELU;
+                    args.f[..4].copy_from_slice(&[alpha_n, alpha_p, beta, eps]);
+                }
                 _ => {}
             }
             p.launch_over(Kernel::new(Module::Elementwise, "unary"), n, args);
@@ -92,10 +97,11 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
             (args.f[0], args.f[1]) = (alpha, limit);
             p.launch_over(Kernel::new(Module::Elementwise, "glu"), n, args);
         }
-        Op::DiagMaskInf { n_past } => {
+        Op::DiagMaskInf { n_past } | Op::DiagMaskZero { n_past } => {
             require(a.ne == d.ne, || format!("source shape {:?} differs from the result's {:?}", a.ne, d.ne))?;
             let mut args = p.args(dst, &[x]);
             args.i[0] = i64::try_from(n_past).unwrap_or(i64::MAX);
+            args.i[1] = i64::from(matches!(d.op, Op::DiagMaskZero { .. }));
             p.launch_over(Kernel::new(Module::Elementwise, "diag_mask_inf"), n, args);
         }
         _ => return Err(format!("{} is not element-wise", d.op.name())),

@@ -8,7 +8,7 @@
 
 use gantry_engine::{DType, TensorDesc, TensorId};
 
-use super::{Planner, Refusal, dense_blocks, packed_arg, require, src, strides_aligned};
+use super::{Planner, Refusal, dense_blocks, is_quantized_weight, packed_arg, require, src, strides_aligned};
 use crate::kernels::{Kernel, MMV_WARPS, Module};
 use crate::launch::TensorArg;
 
@@ -41,7 +41,7 @@ pub fn plan_mul_mat_id(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> R
     let grid = slot_grid(p, m, n_used * n_tokens)?;
     let block = [32 * MMV_WARPS, 1, 1];
     let (dst, w, ids_arg) = (p.tensor(node)?, p.tensor(a_id)?, p.tensor(ids_id)?);
-    if DType::QUANTIZED_WEIGHTS.contains(&a.dtype) {
+    if is_quantized_weight(a.dtype) {
         require(dense_blocks(&a) && k.is_multiple_of(32), || "expert rows are not dense blocks".into())?;
         let chunks = k / 32;
         let rows = b.nrows();

@@ -4,14 +4,17 @@
 //! backend would do) and, with memory, the launches that compute it.
 
 mod attention;
+mod conv;
 mod copy;
 mod elementwise;
 mod experts;
+mod misc;
 mod mul_mat;
 mod norm;
 mod reduce;
 mod rope;
 mod routing;
+mod ssm;
 mod vision;
 
 use gantry_engine::{Context, DType, Op, TensorDesc, TensorId};
@@ -167,9 +170,6 @@ impl<'a> Planner<'a> {
             Op::Norm { .. } | Op::RmsNorm { .. } | Op::SoftMax { .. } => norm::plan(self, node, &d),
             Op::Rope(p) => rope::plan(self, node, &d, &p),
             Op::MulMat => mul_mat::plan(self, node, &d),
-            Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
-                Err("FLASH_ATTN_EXT with attention sinks has no CUDA kernel".into())
-            }
             Op::FlashAttnExt { scale, max_bias, softcap } => {
                 attention::plan(self, node, &d, [scale, max_bias, softcap])
             }
@@ -180,27 +180,25 @@ impl<'a> Planner<'a> {
                 vision::plan(self, node, &d)
             }
             Op::L2Norm { .. } => norm::plan(self, node, &d),
+            Op::SsmConv | Op::SsmScan { .. } => ssm::plan(self, node, &d),
             Op::Conv2d(_)
             | Op::Conv2dDw(_)
             | Op::ConvTranspose1d { .. }
             | Op::ConvTranspose2d { .. }
             | Op::Pool1d { .. }
             | Op::PadReflect1d { .. }
-            | Op::Roll { .. }
-            | Op::Arange { .. }
+            | Op::Roll { .. } => conv::plan(self, node, &d),
+            Op::Xielu { .. } | Op::DiagMaskZero { .. } => elementwise::plan(self, node, &d),
+            Op::Arange { .. }
             | Op::TimestepEmbedding { .. }
-            | Op::Xielu { .. }
             | Op::Fill { .. }
             | Op::Tri(_)
             | Op::Diag
-            | Op::DiagMaskZero { .. }
             | Op::Set { .. }
             | Op::Acc { .. }
             | Op::Add1
-            | Op::CountEqual
-            | Op::SsmConv
-            | Op::SsmScan { .. }
-            | Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
+            | Op::CountEqual => misc::plan(self, node, &d),
+            Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -228,6 +226,12 @@ pub fn src(p: &Planner<'_>, d: &TensorDesc, i: usize) -> Result<(TensorId, Tenso
 /// F32, F16 or BF16.
 pub fn is_float(t: DType) -> bool {
     t.is_float()
+}
+
+/// A weight type the quantized kernels decode: ggml's block types
+/// (`QUANTIZED_WEIGHTS`) and the lookup-table types (IQ4_NL, IQ4_XS, MXFP4).
+pub fn is_quantized_weight(t: DType) -> bool {
+    DType::QUANTIZED_WEIGHTS.contains(&t) || DType::LOOKUP_WEIGHTS.contains(&t)
 }
 
 /// F32, F16, BF16 or I32.
@@ -260,12 +264,8 @@ mod tests {
     use gantry_conformance as conformance;
 
     /// What the CUDA backend leaves to others on purpose: quantizing on the
-    /// GPU, attention over a quantized (Q8_0) KV cache, reading the
-    /// lookup-table weight types (IQ4_NL, IQ4_XS, MXFP4: no CUDA decoder
-    /// yet), FLASH_ATTN_EXT's attention sinks (no kernel yet), the vision and
-    /// small ops of issue 36 beyond IM2COL, POOL_2D, UPSCALE, PAD, GROUP_NORM
-    /// and L2_NORM (no kernels yet), and PAD of an empty source (nothing to
-    /// bind; zeros on the CPU).
+    /// GPU, attention over a quantized (Q8_0) KV cache, SOLVE_TRI (no kernel
+    /// yet), and PAD of an empty source (nothing to bind; zeros on the CPU).
     fn refused_on_purpose(ctx: &Context, d: &TensorDesc) -> bool {
         let src_dtype = |i: usize| d.srcs[i].and_then(|s| ctx.get(s)).map(|s| s.dtype);
         let quantizing = matches!(d.op, Op::Cpy | Op::SetRows)
@@ -273,37 +273,10 @@ mod tests {
             && src_dtype(0) == Some(DType::F32);
         let quantized_kv = matches!(d.op, Op::FlashAttnExt { .. })
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
-        let lookup = DType::LOOKUP_WEIGHTS.contains(&d.dtype)
-            || (0..2).any(|i| src_dtype(i).is_some_and(|t| DType::LOOKUP_WEIGHTS.contains(&t)));
-        // FLASH_ATTN_EXT's attention sinks have no CUDA kernel yet.
-        let no_kernel = matches!(d.op, Op::FlashAttnExt { .. }) && d.srcs[4].is_some();
-        let cpu_only = matches!(
-            d.op,
-            Op::Conv2d(_)
-                | Op::Conv2dDw(_)
-                | Op::ConvTranspose1d { .. }
-                | Op::ConvTranspose2d { .. }
-                | Op::Pool1d { .. }
-                | Op::PadReflect1d { .. }
-                | Op::Roll { .. }
-                | Op::Arange { .. }
-                | Op::TimestepEmbedding { .. }
-                | Op::Xielu { .. }
-                | Op::Fill { .. }
-                | Op::Tri(_)
-                | Op::Diag
-                | Op::DiagMaskZero { .. }
-                | Op::Set { .. }
-                | Op::Acc { .. }
-                | Op::Add1
-                | Op::CountEqual
-                | Op::SsmConv
-                | Op::SsmScan { .. }
-                | Op::SolveTri
-        );
+        let cpu_only = matches!(d.op, Op::SolveTri);
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);
-        quantizing || quantized_kv || lookup || no_kernel || cpu_only || empty_pad
+        quantizing || quantized_kv || cpu_only || empty_pad
     }
 
     #[test]

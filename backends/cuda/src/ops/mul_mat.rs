@@ -1,13 +1,13 @@
 //! MUL_MAT. Float weights (F32, F16, BF16 with dense rows) through cuBLAS
 //! (`cublasGemmStridedBatchedEx`, F32 accumulation and result; the
 //! activations converted on the GPU to the weights' type first). Quantized
-//! weights (Q4_0 .. Q6_K) with their activations quantized on the GPU to
+//! weights (Q4_0 .. Q6_K, IQ4_NL, IQ4_XS, MXFP4) with their activations quantized on the GPU to
 //! Q8_1 and integer dot products (`mul_mat_q.cu`): a mat-vec for up to
 //! `MMV_MAX_COLS` columns, a tiled product beyond.
 
 use gantry_engine::{DType, TensorDesc, TensorId};
 
-use super::{BLOCK, Planner, Refusal, dense_blocks, packed_arg, require, src, strides_aligned};
+use super::{BLOCK, Planner, Refusal, dense_blocks, is_quantized_weight, packed_arg, require, src, strides_aligned};
 use crate::kernels::{Kernel, MMQ_BM, MMQ_BN, MMV_MAX_COLS, MMV_WARPS, Module};
 use crate::launch::{GemmLaunch, GemmType, Launch, TensorArg};
 
@@ -28,7 +28,7 @@ pub fn plan(p: &mut Planner<'_>, node: TensorId, d: &TensorDesc) -> Result<(), R
     require(strides_aligned(&a) && strides_aligned(&b) && strides_aligned(d), || {
         "strides are not whole elements".into()
     })?;
-    if DType::QUANTIZED_WEIGHTS.contains(&a.dtype) {
+    if is_quantized_weight(a.dtype) {
         plan_quantized(p, node, (a_id, &a), (b_id, &b))
     } else if a.dtype.is_float() {
         plan_blas(p, node, d, (a_id, &a), (b_id, &b))
