@@ -18,6 +18,8 @@ mod routing;
 mod rows;
 pub mod shader;
 mod shared_constants;
+mod small;
+mod ssm;
 mod vision;
 
 use std::sync::Arc;
@@ -28,7 +30,8 @@ use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, SortOrder, Tens
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
 use self::shared_constants::{ELEMENT_WORKGROUP, QUANTIZE_WORKGROUP, shared_constants};
-use crate::gpu::{Gpu, Pipeline};
+pub use self::small::IndexOp;
+use crate::gpu::{Gpu, Pipeline, STORAGE_SLOTS};
 use gantry_engine::device_state::LazyCache;
 
 /// What the kernels need to know about the device.
@@ -135,6 +138,12 @@ pub enum Kernel {
     GroupNorm,
     /// L2_NORM (`norm.wgsl`).
     L2Norm,
+    /// FILL, TRI, DIAG, DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU.
+    IndexOp(IndexOp),
+    /// SSM_CONV.
+    SsmConv,
+    /// SSM_SCAN.
+    SsmScan,
 }
 
 /// One compiled kernel instance: kernel, binding stores, and the src0 dtype
@@ -144,7 +153,7 @@ pub struct KernelKey {
     /// The kernel.
     pub kernel: Kernel,
     /// How each slot is typed.
-    pub stores: [Store; 5],
+    pub stores: [Store; STORAGE_SLOTS],
     /// src0's dtype for kernels that dequantize (else F32).
     pub dtype: DType,
 }
@@ -157,7 +166,7 @@ pub struct Launch {
     /// Its parameters (buffer offsets are filled in at compute time).
     pub params: Params,
     /// The tensors in the slots: destination, then sources.
-    pub slots: [Option<TensorId>; 5],
+    pub slots: [Option<TensorId>; STORAGE_SLOTS],
     /// Workgroups.
     pub groups: [u32; 3],
 }
@@ -174,7 +183,15 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
     if d.op.is_empty() || d.nelements() == 0 {
         return Ok(None);
     }
-    let mut b = Builder { ctx, node, d, caps, stores: [Store::Unused; 5], slots: [None; 5], params: Params::default() };
+    let mut b = Builder {
+        ctx,
+        node,
+        d,
+        caps,
+        stores: [Store::Unused; STORAGE_SLOTS],
+        slots: [None; STORAGE_SLOTS],
+        params: Params::default(),
+    };
     match d.op {
         Op::Unary(u) => elementwise::map(&mut b, MapOp::Unary(u)),
         Op::Scale { scale, bias } => {
@@ -225,26 +242,26 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::Pad { .. } => vision::pad(&mut b),
         Op::GroupNorm { n_groups, eps } => vision::group_norm(&mut b, n_groups, eps),
         Op::L2Norm { eps } => norm::l2_norm(&mut b, eps),
+        Op::Fill { .. }
+        | Op::Tri(_)
+        | Op::Diag
+        | Op::DiagMaskZero { .. }
+        | Op::Add1
+        | Op::Roll { .. }
+        | Op::PadReflect1d { .. }
+        | Op::Arange { .. }
+        | Op::Xielu { .. } => small::index_op(&mut b),
+        Op::SsmConv => ssm::ssm_conv(&mut b),
+        Op::SsmScan { .. } => ssm::ssm_scan(&mut b),
         Op::Conv2d(_)
         | Op::Conv2dDw(_)
         | Op::ConvTranspose1d { .. }
         | Op::ConvTranspose2d { .. }
         | Op::Pool1d { .. }
-        | Op::PadReflect1d { .. }
-        | Op::Roll { .. }
-        | Op::Arange { .. }
         | Op::TimestepEmbedding { .. }
-        | Op::Xielu { .. }
-        | Op::Fill { .. }
-        | Op::Tri(_)
-        | Op::Diag
-        | Op::DiagMaskZero { .. }
         | Op::Set { .. }
         | Op::Acc { .. }
-        | Op::Add1
         | Op::CountEqual
-        | Op::SsmConv
-        | Op::SsmScan { .. }
         | Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
@@ -255,8 +272,8 @@ pub(crate) struct Builder<'a> {
     node: TensorId,
     d: &'a TensorDesc,
     caps: &'a Caps,
-    stores: [Store; 5],
-    slots: [Option<TensorId>; 5],
+    stores: [Store; STORAGE_SLOTS],
+    slots: [Option<TensorId>; STORAGE_SLOTS],
     params: Params,
 }
 
@@ -428,6 +445,9 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::Pad => include_str!("../shaders/pad.wgsl"),
         Kernel::GroupNorm => include_str!("../shaders/group_norm.wgsl"),
         Kernel::L2Norm => include_str!("../shaders/norm.wgsl"),
+        Kernel::IndexOp(_) => include_str!("../shaders/index_ops.wgsl"),
+        Kernel::SsmConv => include_str!("../shaders/ssm_conv.wgsl"),
+        Kernel::SsmScan => include_str!("../shaders/ssm_scan.wgsl"),
     }
 }
 
@@ -477,7 +497,7 @@ fn glu_op_index(op: GluOp) -> u32 {
 const ACTIVATIONS: &str = include_str!("../shaders/activations.wgsl");
 
 /// `movN(d, s)`: moves one element from slot N to dst, as an integer when both are I32.
-fn mover(stores: &[Store; 5], slot: usize) -> String {
+fn mover(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
     let n = SLOT_NAMES[slot];
     if stores[slot] == Store::I32 && stores[0] == Store::I32 {
         format!("fn mov{}(d: u32, s: u32) {{ dst_sti(d, {n}_ldi(s)); }}\n", slot - 1)
@@ -486,7 +506,7 @@ fn mover(stores: &[Store; 5], slot: usize) -> String {
     }
 }
 
-fn zeroer(stores: &[Store; 5]) -> &'static str {
+fn zeroer(stores: &[Store; STORAGE_SLOTS]) -> &'static str {
     if stores[0] == Store::I32 {
         "fn zero0(d: u32) { dst_sti(d, 0); }\n"
     } else {
@@ -496,7 +516,7 @@ fn zeroer(stores: &[Store; 5]) -> &'static str {
 
 /// `mask_at(c)`: the mask value for logits position `c` (0 without a mask),
 /// repeating the mask over dims 2 and 3.
-fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
+fn mask_reader(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
     let n = SLOT_NAMES[slot];
     if stores[slot] == Store::Unused {
         "fn mask_at(c: vec4<u32>) -> f32 { return 0.0; }\n".to_string()
@@ -509,7 +529,7 @@ fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
 
 /// `sink_at(h)`: head `h`'s attention sink from `slot`, or -inf without
 /// sinks (a logit that adds nothing to a softmax).
-fn sink_reader(stores: &[Store; 5], slot: usize) -> String {
+fn sink_reader(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
     let n = SLOT_NAMES[slot];
     if stores[slot] == Store::Unused {
         "fn sink_at(h: u32) -> f32 { return bitcast<f32>(0xff800000u); }\n".to_string()
@@ -599,7 +619,23 @@ pub fn source(key: &KernelKey) -> String {
         | Kernel::Pool2d
         | Kernel::Upscale
         | Kernel::Pad
-        | Kernel::GroupNorm => {}
+        | Kernel::GroupNorm
+        | Kernel::SsmConv => {}
+        Kernel::SsmScan => libs.push(ACTIVATIONS),
+        Kernel::IndexOp(op) => {
+            consts += &format!("const INDEX_OP: u32 = {}u;\n", op.index());
+            consts.push_str(if st[1] == Store::Unused {
+                "fn src0_value(c: vec4<u32>) -> f32 { return 0.0; }\n"
+            } else {
+                "fn src0_value(c: vec4<u32>) -> f32 { return src0_ld(src0_at(c)); }\n"
+            });
+            consts.push_str(if st[2] == Store::Unused {
+                "fn src1_first() -> f32 { return 0.0; }"
+            } else {
+                "fn src1_first() -> f32 { return src1_ld(src1_at(vec4<u32>(0u))); }"
+            });
+            libs.push(ACTIVATIONS);
+        }
     }
     if key.kernel == Kernel::Rope {
         consts.push_str(if st[3] == Store::Unused {
@@ -671,5 +707,12 @@ mod tests {
         }
         let line = glu.lines().find(|l| l.trim_start().starts_with(&format!("case {SWIGLU_OAI_INDEX}u:")));
         assert!(line.is_some_and(|l| l.ends_with("// SWIGLU_OAI")), "SWIGLU_OAI: {line:?}");
+        let index_ops = include_str!("../shaders/index_ops.wgsl");
+        let names = ["FILL", "TRI", "DIAG", "DIAG_MASK_ZERO", "ADD1", "ROLL", "PAD_REFLECT_1D", "ARANGE", "XIELU"];
+        for (op, name) in IndexOp::ALL.into_iter().zip(names) {
+            let case = format!("case {}u", op.index());
+            let line = index_ops.lines().find(|l| l.trim_start().starts_with(&case));
+            assert!(line.is_some_and(|l| l.ends_with(&format!("// {name}"))), "{name}: {line:?}");
+        }
     }
 }

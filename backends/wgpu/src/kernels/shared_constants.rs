@@ -57,7 +57,10 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::Im2col { .. }
         | Kernel::Pool2d
         | Kernel::Upscale
-        | Kernel::Pad => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::Pad
+        | Kernel::SsmConv
+        | Kernel::SsmScan
+        | Kernel::IndexOp(_) => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
         Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
@@ -92,7 +95,8 @@ mod tests {
     use crate::kernels::shader::Store;
 
     fn key(kernel: Kernel, dtype: DType) -> KernelKey {
-        let stores = [Store::F32, Store::F32, Store::F32, Store::F32, Store::Unused];
+        let mut stores = [Store::Unused; crate::gpu::STORAGE_SLOTS];
+        stores[..4].fill(Store::F32);
         KernelKey { kernel, stores, dtype }
     }
 
@@ -129,6 +133,9 @@ mod tests {
             Kernel::Pad,
             Kernel::GroupNorm,
             Kernel::L2Norm,
+            Kernel::SsmConv,
+            Kernel::SsmScan,
+            Kernel::IndexOp(super::super::IndexOp::Xielu),
         ];
         for kernel in kernels {
             for dtype in [DType::F32, DType::Q4_K, DType::Q5_K] {

@@ -11,6 +11,7 @@ mod conformance;
 mod device;
 mod experts;
 mod host_device;
+mod mamba;
 mod ops;
 mod plans;
 mod quant;
