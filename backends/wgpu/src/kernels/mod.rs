@@ -225,9 +225,6 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::DiagMaskInf { n_past } => norm::diag_mask_inf(&mut b, n_past),
         Op::Rope(rp) => rope::rope(&mut b, &rp),
         Op::MulMat => matmul::mul_mat(&mut b),
-        Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
-            Err("FLASH_ATTN_EXT with attention sinks has no wgpu kernel".into())
-        }
         Op::FlashAttnExt { scale, max_bias, softcap } => attention::flash_attn(&mut b, scale, max_bias, softcap),
         Op::MulMatId => experts::mul_mat_id(&mut b),
         Op::AddId => experts::add_id(&mut b),
@@ -606,7 +603,10 @@ pub fn source(key: &KernelKey) -> String {
             consts += &mask_reader(st, 2);
             consts += &sink_reader(st, 3);
         }
-        Kernel::FlashAttn => consts += &mask_reader(st, 4),
+        Kernel::FlashAttn => {
+            consts += &mask_reader(st, 4);
+            consts += &sink_reader(st, 5);
+        }
         Kernel::SetRows
         | Kernel::SumRows
         | Kernel::Sum
