@@ -6,6 +6,7 @@
 //! plan gets a reason, and the scheduler leaves the node to another backend.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod experts;
 mod layout;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use gantry_arenas::TensorId;
 use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, SortOrder, TensorDesc, UnaryOp};
 
+pub use self::conv::ConvOp;
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
 use self::shared_constants::{ELEMENT_WORKGROUP, QUANTIZE_WORKGROUP, shared_constants};
@@ -128,7 +130,7 @@ pub enum Kernel {
         /// 2-D (else 1-D).
         is_2d: bool,
     },
-    /// POOL_2D.
+    /// POOL_2D and POOL_1D.
     Pool2d,
     /// UPSCALE.
     Upscale,
@@ -140,6 +142,8 @@ pub enum Kernel {
     L2Norm,
     /// FILL, TRI, DIAG, DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU.
     IndexOp(IndexOp),
+    /// CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D.
+    Conv(ConvOp),
     /// SSM_CONV.
     SsmConv,
     /// SSM_SCAN.
@@ -234,7 +238,7 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::SwigluOai { alpha, limit, swapped } => elementwise::swiglu_oai(&mut b, alpha, limit, swapped),
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(None),
         Op::Im2col { conv, is_2d } => vision::im2col(&mut b, conv, is_2d),
-        Op::Pool2d { op, k, s, p } => vision::pool_2d(&mut b, op, k, s, p),
+        Op::Pool2d { op, k, s, p } => vision::pool(&mut b, op, k, s, p, true),
         Op::Upscale { mode, align_corners } => vision::upscale(&mut b, mode, align_corners),
         Op::Pad { .. } => vision::pad(&mut b),
         Op::GroupNorm { n_groups, eps } => vision::group_norm(&mut b, n_groups, eps),
@@ -250,16 +254,11 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         | Op::Xielu { .. } => small::index_op(&mut b),
         Op::SsmConv => ssm::ssm_conv(&mut b),
         Op::SsmScan { .. } => ssm::ssm_scan(&mut b),
-        Op::Conv2d(_)
-        | Op::Conv2dDw(_)
-        | Op::ConvTranspose1d { .. }
-        | Op::ConvTranspose2d { .. }
-        | Op::Pool1d { .. }
-        | Op::TimestepEmbedding { .. }
-        | Op::Set { .. }
-        | Op::Acc { .. }
-        | Op::CountEqual
-        | Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
+        Op::Conv2d(_) | Op::Conv2dDw(_) | Op::ConvTranspose1d { .. } | Op::ConvTranspose2d { .. } => conv::conv(&mut b),
+        Op::Pool1d { op, k, s, p } => vision::pool(&mut b, op, [k, 1], [s, 1], [p, 0], false),
+        Op::TimestepEmbedding { .. } | Op::Set { .. } | Op::Acc { .. } | Op::CountEqual | Op::SolveTri => {
+            Err(format!("{} has no wgpu kernel", d.op.name()))
+        }
     }
 }
 
@@ -443,6 +442,7 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::GroupNorm => include_str!("../shaders/group_norm.wgsl"),
         Kernel::L2Norm => include_str!("../shaders/norm.wgsl"),
         Kernel::IndexOp(_) => include_str!("../shaders/index_ops.wgsl"),
+        Kernel::Conv(_) => include_str!("../shaders/conv.wgsl"),
         Kernel::SsmConv => include_str!("../shaders/ssm_conv.wgsl"),
         Kernel::SsmScan => include_str!("../shaders/ssm_scan.wgsl"),
     }
@@ -622,6 +622,7 @@ pub fn source(key: &KernelKey) -> String {
         | Kernel::GroupNorm
         | Kernel::SsmConv => {}
         Kernel::SsmScan => libs.push(ACTIVATIONS),
+        Kernel::Conv(op) => consts += &format!("const CONV_OP: u32 = {}u;", op.index()),
         Kernel::IndexOp(op) => {
             consts += &format!("const INDEX_OP: u32 = {}u;\n", op.index());
             consts.push_str(if st[1] == Store::Unused {

@@ -60,7 +60,8 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::Pad
         | Kernel::SsmConv
         | Kernel::SsmScan
-        | Kernel::IndexOp(_) => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::IndexOp(_)
+        | Kernel::Conv(_) => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
         Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
@@ -136,6 +137,7 @@ mod tests {
             Kernel::SsmConv,
             Kernel::SsmScan,
             Kernel::IndexOp(super::super::IndexOp::Xielu),
+            Kernel::Conv(super::super::ConvOp::Conv2d),
         ];
         for kernel in kernels {
             for dtype in [DType::F32, DType::Q4_K, DType::Q5_K] {
