@@ -301,8 +301,19 @@ fn write_store(dtype: DType, caps: &Caps) -> Option<Store> {
 /// of `quantize.wgsl` (the engine's set).
 pub const QUANT_TARGETS: [DType; 5] = DType::QUANTIZE_TARGETS;
 
-/// The quantized dtypes with a WGSL dequantizer (MUL_MAT and GET_ROWS).
-pub const QUANTIZED: [DType; 10] = DType::QUANTIZED_WEIGHTS;
+/// The quantized dtypes with a WGSL dequantizer (MUL_MAT, MUL_MAT_ID and
+/// GET_ROWS): the engine's quantized weights and the lookup-table types.
+pub const QUANTIZED: [DType; 13] = {
+    let mut all = [DType::MXFP4; 13];
+    let mut i = 0;
+    while i < DType::QUANTIZED_WEIGHTS.len() {
+        all[i] = DType::QUANTIZED_WEIGHTS[i];
+        i += 1;
+    }
+    all[10] = DType::IQ4_NL;
+    all[11] = DType::IQ4_XS;
+    all
+};
 
 impl<'a> Builder<'a> {
     fn src(&self, i: usize) -> std::result::Result<(TensorId, &'a TensorDesc), Refusal> {
@@ -325,8 +336,9 @@ impl<'a> Builder<'a> {
         if !d.view_offset.is_multiple_of(unit) {
             return Err(format!("view offset {} is not a multiple of {unit} bytes", d.view_offset));
         }
-        // Quantized blocks are read and written 16 bits at a time: blocks start at even bytes.
-        let bytes = matches!(store, Store::Bytes | Store::BytesAtomic);
+        // Quantized blocks are read and written 16 bits at a time: blocks start at even bytes
+        // (but MXFP4's 17-byte blocks, which its dequantizer reads a byte at a time).
+        let bytes = matches!(store, Store::Bytes | Store::BytesAtomic) && d.dtype != DType::MXFP4;
         if bytes && (!d.view_offset.is_multiple_of(2) || d.nb.iter().any(|nb| !nb.is_multiple_of(2))) {
             return Err(format!("quantized {} at an odd byte offset or stride", SLOT_NAMES[slot]));
         }
@@ -452,6 +464,9 @@ fn body(kernel: Kernel) -> &'static str {
 /// Q5_K block (they pack them alike).
 const SCALE_MIN_K4: &str = include_str!("../shaders/scale_min_k4.wgsl");
 
+/// `KVALUES_IQ4NL`: IQ4_NL's and IQ4_XS's table of nibble values.
+const KVALUES_IQ4NL: &str = include_str!("../shaders/kvalues_iq4nl.wgsl");
+
 /// The libraries that define `deq8` for src0 of `dtype`: its dequantizer,
 /// after the helpers it calls.
 fn dequantizer(dtype: DType) -> &'static [&'static str] {
@@ -466,6 +481,9 @@ fn dequantizer(dtype: DType) -> &'static [&'static str] {
         DType::Q5_K => &[SCALE_MIN_K4, include_str!("../shaders/deq_q5_k.wgsl")],
         DType::Q4_K => &[SCALE_MIN_K4, include_str!("../shaders/deq_q4_k.wgsl")],
         DType::Q6_K => &[include_str!("../shaders/deq_q6_k.wgsl")],
+        DType::IQ4_NL => &[KVALUES_IQ4NL, include_str!("../shaders/deq_iq4_nl.wgsl")],
+        DType::IQ4_XS => &[KVALUES_IQ4NL, include_str!("../shaders/deq_iq4_xs.wgsl")],
+        DType::MXFP4 => &[include_str!("../shaders/deq_mxfp4.wgsl")],
         _ => &[include_str!("../shaders/deq_float.wgsl")],
     }
 }

@@ -1,7 +1,7 @@
 //! The state-space ops on wgpu (SSM_CONV, SSM_SCAN): their conformance
 //! cases against the CPU; a Mamba-2-like block whose input projection
-//! (IQ4_NL weights in host memory, which wgpu has no kernel for) runs on the
-//! CPU and whose convolution and scan run on wgpu, computing the CPU-only
+//! (IQ4_NL weights in host memory) runs where its weights are, on the CPU,
+//! and whose convolution and scan run on wgpu, computing the CPU-only
 //! result; and SSM_SCAN's state indices checked in the shader.
 
 use std::sync::Arc;
@@ -127,7 +127,7 @@ fn a_mamba_block_split_between_wgpu_and_the_cpu_agrees_with_the_cpu() {
     let (want, _, _) = run(std::slice::from_ref(&cpu), &x);
     let (got, splits, placed) = run(&[gpu.clone(), cpu.clone()], &x);
     let (g, c) = (gpu.name().to_string(), cpu.name().to_string());
-    assert_eq!(placed, [c, g.clone(), g], "the IQ4_NL projection has no wgpu kernel");
+    assert_eq!(placed, [c, g.clone(), g], "the projection over host weights on the CPU, the SSM ops on wgpu");
     assert!(splits >= 2, "{splits} splits");
     assert_close("y and final states", &got, &want, 1e-5, 1e-4);
 }
