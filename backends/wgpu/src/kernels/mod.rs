@@ -17,6 +17,7 @@ mod reduce;
 mod rope;
 mod routing;
 mod rows;
+mod set_acc;
 pub mod shader;
 mod shared_constants;
 mod small;
@@ -140,10 +141,18 @@ pub enum Kernel {
     GroupNorm,
     /// L2_NORM (`norm.wgsl`).
     L2Norm,
-    /// FILL, TRI, DIAG, DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU.
+    /// FILL, TRI, DIAG, DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU,
+    /// TIMESTEP_EMBEDDING.
     IndexOp(IndexOp),
     /// CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D.
     Conv(ConvOp),
+    /// SET and ACC.
+    SetAcc {
+        /// ACC (else SET).
+        add: bool,
+    },
+    /// COUNT_EQUAL.
+    CountEqual,
     /// SSM_CONV.
     SsmConv,
     /// SSM_SCAN.
@@ -251,14 +260,15 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         | Op::Roll { .. }
         | Op::PadReflect1d { .. }
         | Op::Arange { .. }
+        | Op::TimestepEmbedding { .. }
         | Op::Xielu { .. } => small::index_op(&mut b),
         Op::SsmConv => ssm::ssm_conv(&mut b),
         Op::SsmScan { .. } => ssm::ssm_scan(&mut b),
         Op::Conv2d(_) | Op::Conv2dDw(_) | Op::ConvTranspose1d { .. } | Op::ConvTranspose2d { .. } => conv::conv(&mut b),
         Op::Pool1d { op, k, s, p } => vision::pool(&mut b, op, [k, 1], [s, 1], [p, 0], false),
-        Op::TimestepEmbedding { .. } | Op::Set { .. } | Op::Acc { .. } | Op::CountEqual | Op::SolveTri => {
-            Err(format!("{} has no wgpu kernel", d.op.name()))
-        }
+        Op::Set { .. } | Op::Acc { .. } => set_acc::set_acc(&mut b),
+        Op::CountEqual => reduce::count_equal(&mut b),
+        Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
@@ -455,6 +465,8 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::L2Norm => include_str!("../shaders/norm.wgsl"),
         Kernel::IndexOp(_) => include_str!("../shaders/index_ops.wgsl"),
         Kernel::Conv(_) => include_str!("../shaders/conv.wgsl"),
+        Kernel::SetAcc { .. } => include_str!("../shaders/set_acc.wgsl"),
+        Kernel::CountEqual => include_str!("../shaders/count_equal.wgsl"),
         Kernel::SsmConv => include_str!("../shaders/ssm_conv.wgsl"),
         Kernel::SsmScan => include_str!("../shaders/ssm_scan.wgsl"),
     }
@@ -539,6 +551,21 @@ fn mask_reader(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
         format!(
             "fn mask_at(c: vec4<u32>) -> f32 {{ return {n}_ld({n}_at(vec4<u32>(c.x, c.y, c.z % p.{n}.ne.z, c.w % p.{n}.ne.w))); }}\n"
         )
+    }
+}
+
+/// `set_acc.wgsl`'s element functions: from src0, and inside the view
+/// (src1's element, or for ACC the sum), moved as integers for I32.
+fn set_acc_movers(stores: &[Store; STORAGE_SLOTS], add: bool) -> &'static str {
+    if add {
+        "fn elem_from_src0(d: u32, a: u32) { dst_st(d, src0_ld(a)); }
+fn elem_from_view(d: u32, a: u32, b: u32) { dst_st(d, src0_ld(a) + src1_ld(b)); }"
+    } else if stores[0] == Store::I32 {
+        "fn elem_from_src0(d: u32, a: u32) { dst_sti(d, src0_ldi(a)); }
+fn elem_from_view(d: u32, a: u32, b: u32) { dst_sti(d, src1_ldi(b)); }"
+    } else {
+        "fn elem_from_src0(d: u32, a: u32) { dst_st(d, src0_ld(a)); }
+fn elem_from_view(d: u32, a: u32, b: u32) { dst_st(d, src1_ld(b)); }"
     }
 }
 
@@ -641,6 +668,8 @@ pub fn source(key: &KernelKey) -> String {
         | Kernel::SsmConv => {}
         Kernel::SsmScan => libs.push(ACTIVATIONS),
         Kernel::Conv(op) => consts += &format!("const CONV_OP: u32 = {}u;", op.index()),
+        Kernel::SetAcc { add } => consts += set_acc_movers(st, add),
+        Kernel::CountEqual => {}
         Kernel::IndexOp(op) => {
             consts += &format!("const INDEX_OP: u32 = {}u;\n", op.index());
             consts.push_str(if st[1] == Store::Unused {
@@ -727,7 +756,18 @@ mod tests {
         let line = glu.lines().find(|l| l.trim_start().starts_with(&format!("case {SWIGLU_OAI_INDEX}u:")));
         assert!(line.is_some_and(|l| l.ends_with("// SWIGLU_OAI")), "SWIGLU_OAI: {line:?}");
         let index_ops = include_str!("../shaders/index_ops.wgsl");
-        let names = ["FILL", "TRI", "DIAG", "DIAG_MASK_ZERO", "ADD1", "ROLL", "PAD_REFLECT_1D", "ARANGE", "XIELU"];
+        let names = [
+            "FILL",
+            "TRI",
+            "DIAG",
+            "DIAG_MASK_ZERO",
+            "ADD1",
+            "ROLL",
+            "PAD_REFLECT_1D",
+            "ARANGE",
+            "XIELU",
+            "TIMESTEP_EMBEDDING",
+        ];
         for (op, name) in IndexOp::ALL.into_iter().zip(names) {
             let case = format!("case {}u", op.index());
             let line = index_ops.lines().find(|l| l.trim_start().starts_with(&case));

@@ -61,7 +61,8 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::SsmConv
         | Kernel::SsmScan
         | Kernel::IndexOp(_)
-        | Kernel::Conv(_) => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::Conv(_)
+        | Kernel::SetAcc { .. } => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
         Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
@@ -82,7 +83,8 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::Norm { .. }
         | Kernel::L2Norm
         | Kernel::SoftMax
-        | Kernel::GroupNorm => {}
+        | Kernel::GroupNorm
+        | Kernel::CountEqual => {}
     }
     wgsl
 }
@@ -138,6 +140,8 @@ mod tests {
             Kernel::SsmScan,
             Kernel::IndexOp(super::super::IndexOp::Xielu),
             Kernel::Conv(super::super::ConvOp::Conv2d),
+            Kernel::SetAcc { add: true },
+            Kernel::CountEqual,
         ];
         for kernel in kernels {
             for dtype in [DType::F32, DType::Q4_K, DType::Q5_K] {

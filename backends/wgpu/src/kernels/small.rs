@@ -1,5 +1,6 @@
 //! Plans for the small index ops of `index_ops.wgsl` (FILL, TRI, DIAG,
-//! DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU): one
+//! DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU,
+//! TIMESTEP_EMBEDDING): one
 //! invocation per result element, each reading at most one element of its
 //! source. Shapes are checked as the CPU checks them, since the kernel
 //! indexes the source by the result's position.
@@ -31,11 +32,13 @@ pub enum IndexOp {
     Arange,
     /// XIELU.
     Xielu,
+    /// TIMESTEP_EMBEDDING.
+    TimestepEmbedding,
 }
 
 impl IndexOp {
     /// Every function, in `INDEX_OP` order.
-    pub const ALL: [IndexOp; 9] = [
+    pub const ALL: [IndexOp; 10] = [
         IndexOp::Fill,
         IndexOp::Tri,
         IndexOp::Diag,
@@ -45,6 +48,7 @@ impl IndexOp {
         IndexOp::PadReflect1d,
         IndexOp::Arange,
         IndexOp::Xielu,
+        IndexOp::TimestepEmbedding,
     ];
 
     /// `INDEX_OP` of this function.
@@ -93,6 +97,12 @@ pub(super) fn index_op(b: &mut Builder<'_>) -> Planned {
             b.params.f[..4].copy_from_slice(&[alpha_n, alpha_p, beta, eps]);
             IndexOp::Xielu
         }
+        Op::TimestepEmbedding { dim, max_period } => {
+            b.params.u[0] = dim / 2;
+            // ln in f32, as the CPU computes it.
+            b.params.f[0] = (max_period as f32).ln();
+            IndexOp::TimestepEmbedding
+        }
         _ => return Err(format!("{name} is not an index op")),
     };
     let dst = b.d;
@@ -118,6 +128,10 @@ pub(super) fn index_op(b: &mut Builder<'_>) -> Planned {
     }
     let fits = match op {
         IndexOp::Diag => a.ne[1] == 1 && dst.ne == [a.ne[0], a.ne[0], a.ne[2], a.ne[3]],
+        IndexOp::TimestepEmbedding => {
+            let Op::TimestepEmbedding { dim, .. } = dst.op else { return Err("not TIMESTEP_EMBEDDING".into()) };
+            dst.ne == [dim as usize, a.ne[0], 1, 1]
+        }
         IndexOp::PadReflect1d => {
             let Op::PadReflect1d { p0, p1 } = dst.op else { return Err("not PAD_REFLECT_1D".into()) };
             let m0 = a.ne[0];

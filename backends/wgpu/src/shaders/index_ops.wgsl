@@ -2,9 +2,11 @@
 // picked by INDEX_OP (the order of `kernels::small::IndexOp`). Each reads
 // at most one element of src0 (and ADD1 the one element of src1) at a
 // position inside src0's shape; the plan checked the shapes.
-// u.x: TRI's kind (ggml's order) / DIAG_MASK_ZERO's n_past / PAD_REFLECT_1D's p0;
+// u.x: TRI's kind (ggml's order) / DIAG_MASK_ZERO's n_past / PAD_REFLECT_1D's p0
+// / TIMESTEP_EMBEDDING's dim / 2;
 // u2: ROLL's shifts (i32 bits, each already in 0..ne).
-// f: FILL's value / ARANGE's start and step / XIELU's alpha_n, alpha_p, beta, eps.
+// f: FILL's value / ARANGE's start and step / XIELU's alpha_n, alpha_p, beta, eps
+// / TIMESTEP_EMBEDDING's ln(max_period).
 // `src0_value(c)` and `src1_first()` come with the instance: 0 where the
 // op binds no such source (every case compiles, whichever one runs).
 
@@ -46,6 +48,13 @@ fn index_value(c: vec4<u32>) -> f32 {
             return src0_value(vec4<u32>(j, c.y, c.z, c.w));
         }
         case 7u: { return p.f.x + p.f.y * f32(c.x); } // ARANGE
+        // Cosines then sines of t · max_period^(-j / half); an odd last element is 0.
+        case 9u: { // TIMESTEP_EMBEDDING
+            let half = p.u.x;
+            if (c.x >= 2u * half) { return 0.0; }
+            let arg = src0_value(vec4<u32>(c.y, 0u, 0u, 0u)) * exp(-p.f.x * f32(c.x % half) / f32(half));
+            return select(sin(arg), cos(arg), c.x < half);
+        }
         case 8u, default: { return xielu(src0_value(c)); } // XIELU
     }
 }

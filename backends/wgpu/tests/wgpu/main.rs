@@ -17,4 +17,5 @@ mod plans;
 mod quant;
 mod read_back;
 mod scheduler;
+mod small_ops;
 mod vision;
