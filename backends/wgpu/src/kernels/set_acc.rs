@@ -38,7 +38,7 @@ pub(super) fn set_acc(b: &mut Builder<'_>) -> Planned {
             if strides[k - 1] < extent {
                 return Err(format!("{name}'s view strides {nb:?} are not nested; it runs on the CPU"));
             }
-            extent = (v.ne[k] - 1) * strides[k - 1] + extent;
+            extent = extent.saturating_add((v.ne[k] - 1).saturating_mul(strides[k - 1]));
         }
     }
     let start = offset / es;

@@ -1,7 +1,7 @@
 //! The small ops' planner on wgpu: what it leaves to the CPU on purpose.
 
 use super::support::Harness;
-use gantry_engine::{DType, Device};
+use gantry_engine::DType;
 
 /// SET's kernel finds an element's place in the view dim by dim from the
 /// top, which needs nested strides: an interleaved view (dim 2 stepping
