@@ -14,8 +14,9 @@
 //! | `MAX_DK`, `MAX_DV` | `attention::MAX_DK`, `attention::MAX_DV` | `flash_attn.wgsl` |
 //!
 //! Kernels with one workgroup per row (NORM, L2_NORM, SOFT_MAX, SUM,
-//! SUM_ROWS, ARGMAX) or per group (GROUP_NORM) size their workgroups in the
-//! WGSL alone: their plans count rows or groups.
+//! SUM_ROWS, ARGMAX), per group (GROUP_NORM) or one in all (COUNT_EQUAL)
+//! size their workgroups in the WGSL alone: their plans count rows or groups.
+//! SSM_SCAN's `WORKGROUP_SIZE` counts state rows (one invocation each).
 
 use std::fmt::Write;
 
