@@ -42,10 +42,10 @@
 //!
 //! Coverage: every op of the core set in F32, F16 and BF16 (F16 and BF16
 //! results need no `shader-f16`: without it they are written half a word at
-//! a time with atomics); MUL_MAT and GET_ROWS from Q4_0, Q4_1, Q5_0, Q5_1,
-//! Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, dequantized in the shader (not
-//! from IQ4_NL, IQ4_XS or MXFP4: no shader reads them, so those nodes are
-//! refused and stay on the CPU); CPY and
+//! a time with atomics); MUL_MAT, MUL_MAT_ID and GET_ROWS from Q4_0, Q4_1,
+//! Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and the lookup types
+//! IQ4_NL, IQ4_XS and MXFP4, dequantized in the shader; the vision, Mamba
+//! and small ops `docs/ops.md` lists for wgpu; CPY and
 //! SET_ROWS from F32 into Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 with ggml's
 //! reference quantizers. Not covered (so `supports_op` is false): copies
 //! between quantized dtypes, the activation formats Q8_1 and Q8_K, heads

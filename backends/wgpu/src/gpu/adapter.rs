@@ -339,7 +339,7 @@ mod tests {
                 LimitShortfall { limit: "max_dynamic_uniform_buffers_per_pipeline_layout", have: 0, need: 1 },
             ]
         );
-        assert_eq!(short[0].to_string(), "max_storage_buffers_per_shader_stage is 4, the kernels need at least 5");
+        assert_eq!(short[0].to_string(), "max_storage_buffers_per_shader_stage is 4, the kernels need at least 8");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The one bind-group layout every kernel uses, and a cache of bind groups.
 //!
-//! Every kernel sees the same six bindings: 0 is the parameter block (a
-//! uniform with a dynamic offset, one block per dispatch), 1 to 5 are the
-//! destination and up to four sources, always whole storage buffers bound
+//! Every kernel sees the same nine bindings: 0 is the parameter block (a
+//! uniform with a dynamic offset, one block per dispatch), 1 to 8 are the
+//! destination and up to seven sources (SSM_SCAN has seven; eight storage
+//! buffers per stage is WebGPU's default limit), always whole storage buffers bound
 //! read-write (one usage, so the same buffer may sit in several slots: the
 //! graph allocator puts a node and its sources in one buffer). Tensor
 //! offsets travel in the parameters, so a bind group depends only on which
@@ -19,9 +20,9 @@ use super::memory::GpuBuffer;
 use gantry_engine::device_state::LazyCache;
 
 /// Bytes of one kernel's parameter block (`Params` in the WGSL prelude).
-pub const PARAMS_SIZE: u64 = 256;
-/// Storage slots: destination and four sources.
-pub const STORAGE_SLOTS: usize = 5;
+pub const PARAMS_SIZE: u64 = 352;
+/// Storage slots: destination and seven sources.
+pub const STORAGE_SLOTS: usize = 8;
 
 /// Which buffers fill the bindings: parameters, then the storage slots.
 type BindKey = [u64; 1 + STORAGE_SLOTS];
@@ -86,7 +87,10 @@ impl Bindings {
         params: &GpuBuffer,
         slots: [&GpuBuffer; STORAGE_SLOTS],
     ) -> Result<wgpu::BindGroup> {
-        let key: BindKey = [params.id(), slots[0].id(), slots[1].id(), slots[2].id(), slots[3].id(), slots[4].id()];
+        let mut key: BindKey = [params.id(); 1 + STORAGE_SLOTS];
+        for (k, b) in key[1..].iter_mut().zip(slots) {
+            *k = b.id();
+        }
         self.cache.get_or_try_insert_with(&key, || {
             gpu.catch("making a bind group", || {
                 let mut entries = Vec::with_capacity(1 + STORAGE_SLOTS);

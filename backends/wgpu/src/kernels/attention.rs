@@ -22,6 +22,12 @@ pub(super) fn flash_attn(b: &mut Builder<'_>, scale: f32, max_bias: f32, softcap
     if b.d.srcs[3].is_some() {
         b.bind_src(3)?;
     }
+    if b.d.srcs[4].is_some() {
+        let sinks = b.bind_src(4)?;
+        if sinks.dtype != DType::F32 || sinks.ne != [q.ne[2], 1, 1, 1] {
+            return Err(format!("attention sinks {} {:?} for {} heads", sinks.dtype, sinks.ne, q.ne[2]));
+        }
+    }
     if q.ne[0] > MAX_DK || v.ne[0] > MAX_DV {
         return Err(format!("head sizes {} / {} above {MAX_DK} / {MAX_DV}", q.ne[0], v.ne[0]));
     }

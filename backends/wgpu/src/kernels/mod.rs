@@ -6,6 +6,7 @@
 //! plan gets a reason, and the scheduler leaves the node to another backend.
 
 mod attention;
+mod conv;
 mod elementwise;
 mod experts;
 mod layout;
@@ -16,8 +17,11 @@ mod reduce;
 mod rope;
 mod routing;
 mod rows;
+mod set_acc;
 pub mod shader;
 mod shared_constants;
+mod small;
+mod ssm;
 mod vision;
 
 use std::sync::Arc;
@@ -25,10 +29,12 @@ use std::sync::Arc;
 use gantry_arenas::TensorId;
 use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, SortOrder, TensorDesc, UnaryOp};
 
+pub use self::conv::ConvOp;
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
 use self::shared_constants::{ELEMENT_WORKGROUP, QUANTIZE_WORKGROUP, shared_constants};
-use crate::gpu::{Gpu, Pipeline};
+pub use self::small::IndexOp;
+use crate::gpu::{Gpu, Pipeline, STORAGE_SLOTS};
 use gantry_engine::device_state::LazyCache;
 
 /// What the kernels need to know about the device.
@@ -125,7 +131,7 @@ pub enum Kernel {
         /// 2-D (else 1-D).
         is_2d: bool,
     },
-    /// POOL_2D.
+    /// POOL_2D and POOL_1D.
     Pool2d,
     /// UPSCALE.
     Upscale,
@@ -135,6 +141,22 @@ pub enum Kernel {
     GroupNorm,
     /// L2_NORM (`norm.wgsl`).
     L2Norm,
+    /// FILL, TRI, DIAG, DIAG_MASK_ZERO, ADD1, ROLL, PAD_REFLECT_1D, ARANGE, XIELU,
+    /// TIMESTEP_EMBEDDING.
+    IndexOp(IndexOp),
+    /// CONV_2D, CONV_2D_DW, CONV_TRANSPOSE_1D, CONV_TRANSPOSE_2D.
+    Conv(ConvOp),
+    /// SET and ACC.
+    SetAcc {
+        /// ACC (else SET).
+        add: bool,
+    },
+    /// COUNT_EQUAL.
+    CountEqual,
+    /// SSM_CONV.
+    SsmConv,
+    /// SSM_SCAN.
+    SsmScan,
 }
 
 /// One compiled kernel instance: kernel, binding stores, and the src0 dtype
@@ -144,7 +166,7 @@ pub struct KernelKey {
     /// The kernel.
     pub kernel: Kernel,
     /// How each slot is typed.
-    pub stores: [Store; 5],
+    pub stores: [Store; STORAGE_SLOTS],
     /// src0's dtype for kernels that dequantize (else F32).
     pub dtype: DType,
 }
@@ -157,7 +179,7 @@ pub struct Launch {
     /// Its parameters (buffer offsets are filled in at compute time).
     pub params: Params,
     /// The tensors in the slots: destination, then sources.
-    pub slots: [Option<TensorId>; 5],
+    pub slots: [Option<TensorId>; STORAGE_SLOTS],
     /// Workgroups.
     pub groups: [u32; 3],
 }
@@ -174,7 +196,15 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
     if d.op.is_empty() || d.nelements() == 0 {
         return Ok(None);
     }
-    let mut b = Builder { ctx, node, d, caps, stores: [Store::Unused; 5], slots: [None; 5], params: Params::default() };
+    let mut b = Builder {
+        ctx,
+        node,
+        d,
+        caps,
+        stores: [Store::Unused; STORAGE_SLOTS],
+        slots: [None; STORAGE_SLOTS],
+        params: Params::default(),
+    };
     match d.op {
         Op::Unary(u) => elementwise::map(&mut b, MapOp::Unary(u)),
         Op::Scale { scale, bias } => {
@@ -208,9 +238,6 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::DiagMaskInf { n_past } => norm::diag_mask_inf(&mut b, n_past),
         Op::Rope(rp) => rope::rope(&mut b, &rp),
         Op::MulMat => matmul::mul_mat(&mut b),
-        Op::FlashAttnExt { .. } if d.srcs[4].is_some() => {
-            Err("FLASH_ATTN_EXT with attention sinks has no wgpu kernel".into())
-        }
         Op::FlashAttnExt { scale, max_bias, softcap } => attention::flash_attn(&mut b, scale, max_bias, softcap),
         Op::MulMatId => experts::mul_mat_id(&mut b),
         Op::AddId => experts::add_id(&mut b),
@@ -220,32 +247,28 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::SwigluOai { alpha, limit, swapped } => elementwise::swiglu_oai(&mut b, alpha, limit, swapped),
         Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => Ok(None),
         Op::Im2col { conv, is_2d } => vision::im2col(&mut b, conv, is_2d),
-        Op::Pool2d { op, k, s, p } => vision::pool_2d(&mut b, op, k, s, p),
+        Op::Pool2d { op, k, s, p } => vision::pool(&mut b, op, k, s, p, true),
         Op::Upscale { mode, align_corners } => vision::upscale(&mut b, mode, align_corners),
         Op::Pad { .. } => vision::pad(&mut b),
         Op::GroupNorm { n_groups, eps } => vision::group_norm(&mut b, n_groups, eps),
         Op::L2Norm { eps } => norm::l2_norm(&mut b, eps),
-        Op::Conv2d(_)
-        | Op::Conv2dDw(_)
-        | Op::ConvTranspose1d { .. }
-        | Op::ConvTranspose2d { .. }
-        | Op::Pool1d { .. }
-        | Op::PadReflect1d { .. }
-        | Op::Roll { .. }
-        | Op::Arange { .. }
-        | Op::TimestepEmbedding { .. }
-        | Op::Xielu { .. }
-        | Op::Fill { .. }
+        Op::Fill { .. }
         | Op::Tri(_)
         | Op::Diag
         | Op::DiagMaskZero { .. }
-        | Op::Set { .. }
-        | Op::Acc { .. }
         | Op::Add1
-        | Op::CountEqual
-        | Op::SsmConv
-        | Op::SsmScan { .. }
-        | Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
+        | Op::Roll { .. }
+        | Op::PadReflect1d { .. }
+        | Op::Arange { .. }
+        | Op::TimestepEmbedding { .. }
+        | Op::Xielu { .. } => small::index_op(&mut b),
+        Op::SsmConv => ssm::ssm_conv(&mut b),
+        Op::SsmScan { .. } => ssm::ssm_scan(&mut b),
+        Op::Conv2d(_) | Op::Conv2dDw(_) | Op::ConvTranspose1d { .. } | Op::ConvTranspose2d { .. } => conv::conv(&mut b),
+        Op::Pool1d { op, k, s, p } => vision::pool(&mut b, op, [k, 1], [s, 1], [p, 0], false),
+        Op::Set { .. } | Op::Acc { .. } => set_acc::set_acc(&mut b),
+        Op::CountEqual => reduce::count_equal(&mut b),
+        Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
@@ -255,8 +278,8 @@ pub(crate) struct Builder<'a> {
     node: TensorId,
     d: &'a TensorDesc,
     caps: &'a Caps,
-    stores: [Store; 5],
-    slots: [Option<TensorId>; 5],
+    stores: [Store; STORAGE_SLOTS],
+    slots: [Option<TensorId>; STORAGE_SLOTS],
     params: Params,
 }
 
@@ -288,8 +311,19 @@ fn write_store(dtype: DType, caps: &Caps) -> Option<Store> {
 /// of `quantize.wgsl` (the engine's set).
 pub const QUANT_TARGETS: [DType; 5] = DType::QUANTIZE_TARGETS;
 
-/// The quantized dtypes with a WGSL dequantizer (MUL_MAT and GET_ROWS).
-pub const QUANTIZED: [DType; 10] = DType::QUANTIZED_WEIGHTS;
+/// The quantized dtypes with a WGSL dequantizer (MUL_MAT, MUL_MAT_ID and
+/// GET_ROWS): the engine's quantized weights and the lookup-table types.
+pub const QUANTIZED: [DType; 13] = {
+    let mut all = [DType::MXFP4; 13];
+    let mut i = 0;
+    while i < DType::QUANTIZED_WEIGHTS.len() {
+        all[i] = DType::QUANTIZED_WEIGHTS[i];
+        i += 1;
+    }
+    all[10] = DType::IQ4_NL;
+    all[11] = DType::IQ4_XS;
+    all
+};
 
 impl<'a> Builder<'a> {
     fn src(&self, i: usize) -> std::result::Result<(TensorId, &'a TensorDesc), Refusal> {
@@ -312,8 +346,9 @@ impl<'a> Builder<'a> {
         if !d.view_offset.is_multiple_of(unit) {
             return Err(format!("view offset {} is not a multiple of {unit} bytes", d.view_offset));
         }
-        // Quantized blocks are read and written 16 bits at a time: blocks start at even bytes.
-        let bytes = matches!(store, Store::Bytes | Store::BytesAtomic);
+        // Quantized blocks are read and written 16 bits at a time: blocks start at even bytes
+        // (but MXFP4's 17-byte blocks, which its dequantizer reads a byte at a time).
+        let bytes = matches!(store, Store::Bytes | Store::BytesAtomic) && d.dtype != DType::MXFP4;
         if bytes && (!d.view_offset.is_multiple_of(2) || d.nb.iter().any(|nb| !nb.is_multiple_of(2))) {
             return Err(format!("quantized {} at an odd byte offset or stride", SLOT_NAMES[slot]));
         }
@@ -428,12 +463,21 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::Pad => include_str!("../shaders/pad.wgsl"),
         Kernel::GroupNorm => include_str!("../shaders/group_norm.wgsl"),
         Kernel::L2Norm => include_str!("../shaders/norm.wgsl"),
+        Kernel::IndexOp(_) => include_str!("../shaders/index_ops.wgsl"),
+        Kernel::Conv(_) => include_str!("../shaders/conv.wgsl"),
+        Kernel::SetAcc { .. } => include_str!("../shaders/set_acc.wgsl"),
+        Kernel::CountEqual => include_str!("../shaders/count_equal.wgsl"),
+        Kernel::SsmConv => include_str!("../shaders/ssm_conv.wgsl"),
+        Kernel::SsmScan => include_str!("../shaders/ssm_scan.wgsl"),
     }
 }
 
 /// `scale_min_k4`: the six-bit scale and min of one sub-block of a Q4_K or
 /// Q5_K block (they pack them alike).
 const SCALE_MIN_K4: &str = include_str!("../shaders/scale_min_k4.wgsl");
+
+/// `KVALUES_IQ4NL`: IQ4_NL's and IQ4_XS's table of nibble values.
+const KVALUES_IQ4NL: &str = include_str!("../shaders/kvalues_iq4nl.wgsl");
 
 /// The libraries that define `deq8` for src0 of `dtype`: its dequantizer,
 /// after the helpers it calls.
@@ -449,6 +493,9 @@ fn dequantizer(dtype: DType) -> &'static [&'static str] {
         DType::Q5_K => &[SCALE_MIN_K4, include_str!("../shaders/deq_q5_k.wgsl")],
         DType::Q4_K => &[SCALE_MIN_K4, include_str!("../shaders/deq_q4_k.wgsl")],
         DType::Q6_K => &[include_str!("../shaders/deq_q6_k.wgsl")],
+        DType::IQ4_NL => &[KVALUES_IQ4NL, include_str!("../shaders/deq_iq4_nl.wgsl")],
+        DType::IQ4_XS => &[KVALUES_IQ4NL, include_str!("../shaders/deq_iq4_xs.wgsl")],
+        DType::MXFP4 => &[include_str!("../shaders/deq_mxfp4.wgsl")],
         _ => &[include_str!("../shaders/deq_float.wgsl")],
     }
 }
@@ -477,7 +524,7 @@ fn glu_op_index(op: GluOp) -> u32 {
 const ACTIVATIONS: &str = include_str!("../shaders/activations.wgsl");
 
 /// `movN(d, s)`: moves one element from slot N to dst, as an integer when both are I32.
-fn mover(stores: &[Store; 5], slot: usize) -> String {
+fn mover(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
     let n = SLOT_NAMES[slot];
     if stores[slot] == Store::I32 && stores[0] == Store::I32 {
         format!("fn mov{}(d: u32, s: u32) {{ dst_sti(d, {n}_ldi(s)); }}\n", slot - 1)
@@ -486,7 +533,7 @@ fn mover(stores: &[Store; 5], slot: usize) -> String {
     }
 }
 
-fn zeroer(stores: &[Store; 5]) -> &'static str {
+fn zeroer(stores: &[Store; STORAGE_SLOTS]) -> &'static str {
     if stores[0] == Store::I32 {
         "fn zero0(d: u32) { dst_sti(d, 0); }\n"
     } else {
@@ -496,7 +543,7 @@ fn zeroer(stores: &[Store; 5]) -> &'static str {
 
 /// `mask_at(c)`: the mask value for logits position `c` (0 without a mask),
 /// repeating the mask over dims 2 and 3.
-fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
+fn mask_reader(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
     let n = SLOT_NAMES[slot];
     if stores[slot] == Store::Unused {
         "fn mask_at(c: vec4<u32>) -> f32 { return 0.0; }\n".to_string()
@@ -507,9 +554,24 @@ fn mask_reader(stores: &[Store; 5], slot: usize) -> String {
     }
 }
 
+/// `set_acc.wgsl`'s element functions: from src0, and inside the view
+/// (src1's element, or for ACC the sum), moved as integers for I32.
+fn set_acc_movers(stores: &[Store; STORAGE_SLOTS], add: bool) -> &'static str {
+    if add {
+        "fn elem_from_src0(d: u32, a: u32) { dst_st(d, src0_ld(a)); }
+fn elem_from_view(d: u32, a: u32, b: u32) { dst_st(d, src0_ld(a) + src1_ld(b)); }"
+    } else if stores[0] == Store::I32 {
+        "fn elem_from_src0(d: u32, a: u32) { dst_sti(d, src0_ldi(a)); }
+fn elem_from_view(d: u32, a: u32, b: u32) { dst_sti(d, src1_ldi(b)); }"
+    } else {
+        "fn elem_from_src0(d: u32, a: u32) { dst_st(d, src0_ld(a)); }
+fn elem_from_view(d: u32, a: u32, b: u32) { dst_st(d, src1_ld(b)); }"
+    }
+}
+
 /// `sink_at(h)`: head `h`'s attention sink from `slot`, or -inf without
 /// sinks (a logit that adds nothing to a softmax).
-fn sink_reader(stores: &[Store; 5], slot: usize) -> String {
+fn sink_reader(stores: &[Store; STORAGE_SLOTS], slot: usize) -> String {
     let n = SLOT_NAMES[slot];
     if stores[slot] == Store::Unused {
         "fn sink_at(h: u32) -> f32 { return bitcast<f32>(0xff800000u); }\n".to_string()
@@ -586,7 +648,10 @@ pub fn source(key: &KernelKey) -> String {
             consts += &mask_reader(st, 2);
             consts += &sink_reader(st, 3);
         }
-        Kernel::FlashAttn => consts += &mask_reader(st, 4),
+        Kernel::FlashAttn => {
+            consts += &mask_reader(st, 4);
+            consts += &sink_reader(st, 5);
+        }
         Kernel::SetRows
         | Kernel::SumRows
         | Kernel::Sum
@@ -599,7 +664,26 @@ pub fn source(key: &KernelKey) -> String {
         | Kernel::Pool2d
         | Kernel::Upscale
         | Kernel::Pad
-        | Kernel::GroupNorm => {}
+        | Kernel::GroupNorm
+        | Kernel::SsmConv => {}
+        Kernel::SsmScan => libs.push(ACTIVATIONS),
+        Kernel::Conv(op) => consts += &format!("const CONV_OP: u32 = {}u;", op.index()),
+        Kernel::SetAcc { add } => consts += set_acc_movers(st, add),
+        Kernel::CountEqual => {}
+        Kernel::IndexOp(op) => {
+            consts += &format!("const INDEX_OP: u32 = {}u;\n", op.index());
+            consts.push_str(if st[1] == Store::Unused {
+                "fn src0_value(c: vec4<u32>) -> f32 { return 0.0; }\n"
+            } else {
+                "fn src0_value(c: vec4<u32>) -> f32 { return src0_ld(src0_at(c)); }\n"
+            });
+            consts.push_str(if st[2] == Store::Unused {
+                "fn src1_first() -> f32 { return 0.0; }"
+            } else {
+                "fn src1_first() -> f32 { return src1_ld(src1_at(vec4<u32>(0u))); }"
+            });
+            libs.push(ACTIVATIONS);
+        }
     }
     if key.kernel == Kernel::Rope {
         consts.push_str(if st[3] == Store::Unused {
@@ -671,5 +755,25 @@ mod tests {
         }
         let line = glu.lines().find(|l| l.trim_start().starts_with(&format!("case {SWIGLU_OAI_INDEX}u:")));
         assert!(line.is_some_and(|l| l.ends_with("// SWIGLU_OAI")), "SWIGLU_OAI: {line:?}");
+        // The cases of `index_value` (helpers above it have switches of their own).
+        let index_ops = include_str!("../shaders/index_ops.wgsl");
+        let index_ops = &index_ops[index_ops.find("fn index_value").unwrap_or(0)..];
+        let names = [
+            "FILL",
+            "TRI",
+            "DIAG",
+            "DIAG_MASK_ZERO",
+            "ADD1",
+            "ROLL",
+            "PAD_REFLECT_1D",
+            "ARANGE",
+            "XIELU",
+            "TIMESTEP_EMBEDDING",
+        ];
+        for (op, name) in IndexOp::ALL.into_iter().zip(names) {
+            let case = format!("case {}u", op.index());
+            let line = index_ops.lines().find(|l| l.trim_start().starts_with(&case));
+            assert!(line.is_some_and(|l| l.ends_with(&format!("// {name}"))), "{name}: {line:?}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::PARAMS_SIZE;
+use crate::gpu::{PARAMS_SIZE, STORAGE_SLOTS};
 
 /// Shape and strides of one bound tensor, in the units its kernel indexes
 /// it by (elements for plain dtypes, bytes for quantized ones).
@@ -21,9 +21,9 @@ pub struct TensorParams {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
 pub struct Params {
-    /// Destination, src0, src1, src2, src3.
-    pub t: [TensorParams; 5],
-    /// Offset of each bound tensor in its buffer, in units (5 used).
+    /// Destination, src0 … src6.
+    pub t: [TensorParams; STORAGE_SLOTS],
+    /// Offset of each bound tensor in its buffer, in units.
     pub offs: [u32; 8],
     /// Op-specific integers.
     pub u: [u32; 8],
@@ -32,12 +32,13 @@ pub struct Params {
 }
 
 const _: () = assert!(size_of::<Params>() as u64 == PARAMS_SIZE);
+const _: () = assert!(STORAGE_SLOTS == 8, "offs holds one offset per slot");
 
 /// The WGSL declaration matching [`Params`].
 pub const PARAMS_WGSL: &str = "
 struct Tensor { ne: vec4<u32>, nb: vec4<u32> }
 struct Params {
-    dst: Tensor, src0: Tensor, src1: Tensor, src2: Tensor, src3: Tensor,
+    dst: Tensor, src0: Tensor, src1: Tensor, src2: Tensor, src3: Tensor, src4: Tensor, src5: Tensor, src6: Tensor,
     offs: vec4<u32>, offs2: vec4<u32>,
     u: vec4<u32>, u2: vec4<u32>,
     f: vec4<f32>, f2: vec4<f32>,

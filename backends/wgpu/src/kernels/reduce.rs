@@ -1,4 +1,4 @@
-//! Plans for reductions: SUM, SUM_ROWS, MEAN, ARGMAX.
+//! Plans for reductions: SUM, SUM_ROWS, MEAN, ARGMAX, COUNT_EQUAL.
 
 use gantry_engine::DType;
 
@@ -24,4 +24,19 @@ pub(super) fn argmax(b: &mut Builder<'_>) -> Planned {
     b.bind_dst()?;
     let s = b.bind_src(0)?;
     b.finish(Kernel::Argmax, DType::F32, s.ne[1] as u64)
+}
+
+/// One workgroup counts the equal positions of two I32 tensors into an I32.
+pub(super) fn count_equal(b: &mut Builder<'_>) -> Planned {
+    b.bind_dst()?;
+    let a = b.bind_src(0)?;
+    let c = b.bind_src(1)?;
+    if a.dtype != DType::I32 || c.dtype != DType::I32 || b.d.dtype != DType::I32 {
+        return Err(format!("COUNT_EQUAL of {} and {} into {} has no wgpu kernel", a.dtype, c.dtype, b.d.dtype));
+    }
+    // The count must fit the I32 result (the builder refuses more elements).
+    if a.ne != c.ne || b.d.nelements() != 1 || a.nelements() > i32::MAX as usize {
+        return Err(format!("COUNT_EQUAL of {:?} against {:?} does not fit", a.ne, c.ne));
+    }
+    b.finish(Kernel::CountEqual, DType::F32, 1)
 }

@@ -13,6 +13,7 @@
 use std::fmt::Write;
 
 use super::params::PARAMS_WGSL;
+use crate::gpu::STORAGE_SLOTS;
 
 /// How a bound tensor is typed in WGSL and indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,9 +60,10 @@ impl Store {
     }
 }
 
-/// Names of the storage slots, in binding order (bindings 1 to 5).
-pub const SLOT_NAMES: [&str; 5] = ["dst", "src0", "src1", "src2", "src3"];
-const SLOT_OFFSETS: [&str; 5] = ["p.offs.x", "p.offs.y", "p.offs.z", "p.offs.w", "p.offs2.x"];
+/// Names of the storage slots, in binding order (bindings 1 to 8).
+pub const SLOT_NAMES: [&str; STORAGE_SLOTS] = ["dst", "src0", "src1", "src2", "src3", "src4", "src5", "src6"];
+const SLOT_OFFSETS: [&str; STORAGE_SLOTS] =
+    ["p.offs.x", "p.offs.y", "p.offs.z", "p.offs.w", "p.offs2.x", "p.offs2.y", "p.offs2.z", "p.offs2.w"];
 
 const COMMON: &str = "
 fn flat_group(wid: vec3<u32>, nwg: vec3<u32>) -> u32 { return wid.x + nwg.x * (wid.y + nwg.y * wid.z); }
@@ -159,7 +161,7 @@ fn accessors(out: &mut String, slot: usize, store: Store) {
 }
 
 /// The full source of one kernel instance.
-pub fn compose(stores: &[Store; 5], consts: &str, libs: &[&str], body: &str) -> String {
+pub fn compose(stores: &[Store; STORAGE_SLOTS], consts: &str, libs: &[&str], body: &str) -> String {
     let mut s = String::with_capacity(8192);
     if stores.contains(&Store::F16) {
         s.push_str("enable f16;\n");

@@ -14,8 +14,9 @@
 //! | `MAX_DK`, `MAX_DV` | `attention::MAX_DK`, `attention::MAX_DV` | `flash_attn.wgsl` |
 //!
 //! Kernels with one workgroup per row (NORM, L2_NORM, SOFT_MAX, SUM,
-//! SUM_ROWS, ARGMAX) or per group (GROUP_NORM) size their workgroups in the
-//! WGSL alone: their plans count rows or groups.
+//! SUM_ROWS, ARGMAX), per group (GROUP_NORM) or one in all (COUNT_EQUAL)
+//! size their workgroups in the WGSL alone: their plans count rows or groups.
+//! SSM_SCAN's `WORKGROUP_SIZE` counts state rows (one invocation each).
 
 use std::fmt::Write;
 
@@ -57,7 +58,12 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::Im2col { .. }
         | Kernel::Pool2d
         | Kernel::Upscale
-        | Kernel::Pad => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::Pad
+        | Kernel::SsmConv
+        | Kernel::SsmScan
+        | Kernel::IndexOp(_)
+        | Kernel::Conv(_)
+        | Kernel::SetAcc { .. } => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
         Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
@@ -78,7 +84,8 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::Norm { .. }
         | Kernel::L2Norm
         | Kernel::SoftMax
-        | Kernel::GroupNorm => {}
+        | Kernel::GroupNorm
+        | Kernel::CountEqual => {}
     }
     wgsl
 }
@@ -92,7 +99,8 @@ mod tests {
     use crate::kernels::shader::Store;
 
     fn key(kernel: Kernel, dtype: DType) -> KernelKey {
-        let stores = [Store::F32, Store::F32, Store::F32, Store::F32, Store::Unused];
+        let mut stores = [Store::Unused; crate::gpu::STORAGE_SLOTS];
+        stores[..4].fill(Store::F32);
         KernelKey { kernel, stores, dtype }
     }
 
@@ -129,6 +137,12 @@ mod tests {
             Kernel::Pad,
             Kernel::GroupNorm,
             Kernel::L2Norm,
+            Kernel::SsmConv,
+            Kernel::SsmScan,
+            Kernel::IndexOp(super::super::IndexOp::Xielu),
+            Kernel::Conv(super::super::ConvOp::Conv2d),
+            Kernel::SetAcc { add: true },
+            Kernel::CountEqual,
         ];
         for kernel in kernels {
             for dtype in [DType::F32, DType::Q4_K, DType::Q5_K] {

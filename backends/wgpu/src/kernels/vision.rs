@@ -1,4 +1,4 @@
-//! Plans for the vision and diffusion ops wgpu computes: IM2COL, POOL_2D,
+//! Plans for the vision and diffusion ops wgpu computes: IM2COL, POOL_1D, POOL_2D,
 //! UPSCALE, PAD (one invocation per result element) and GROUP_NORM (one
 //! workgroup per group of one sample).
 
@@ -23,13 +23,20 @@ pub(super) fn im2col(b: &mut Builder<'_>, conv: ConvParams, is_2d: bool) -> Plan
     b.finish(Kernel::Im2col { is_2d }, DType::F32, groups_for(b.d.nelements()))
 }
 
-pub(super) fn pool_2d(b: &mut Builder<'_>, op: PoolOp, k: [u32; 2], s: [u32; 2], p: [u32; 2]) -> Planned {
+/// POOL_2D, or POOL_1D (`two_d` false: a window of one row, whose average
+/// divides by the taps inside the input, as the CPU's).
+pub(super) fn pool(b: &mut Builder<'_>, op: PoolOp, k: [u32; 2], s: [u32; 2], p: [u32; 2], two_d: bool) -> Planned {
+    let name = b.d.op.name();
     b.bind_dst()?;
     let a = b.bind_src(0)?;
     if !matches!(a.dtype, DType::F32 | DType::F16) || b.d.dtype != DType::F32 {
-        return Err(format!("POOL_2D of {} has no wgpu kernel", a.dtype));
+        return Err(format!("{name} of {} has no wgpu kernel", a.dtype));
     }
-    b.params.u = [k[0], k[1], s[0], s[1], p[0], p[1], u32::from(op == PoolOp::Avg), 0];
+    let planes_match = if two_d { b.d.ne[2..] == a.ne[2..] } else { b.d.ne[1..] == a.ne[1..] };
+    if !planes_match {
+        return Err(format!("{name} of {:?} into {:?} does not fit", a.ne, b.d.ne));
+    }
+    b.params.u = [k[0], k[1], s[0], s[1], p[0], p[1], u32::from(op == PoolOp::Avg), u32::from(!two_d)];
     b.finish(Kernel::Pool2d, DType::F32, groups_for(b.d.nelements()))
 }
 

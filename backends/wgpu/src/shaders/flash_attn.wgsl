@@ -1,7 +1,8 @@
 // FLASH_ATTN_EXT: softmax(Q K^T * scale (+ softcap) + slope * mask) V for one
 // query row of one head per workgroup, over K/V in tiles of 64 positions with
 // a running maximum (online softmax). src0 Q, src1 K, src2 V, src3 the mask
-// (read through `mask_at`). p.f = (scale, max_bias, m0, m1), p.f2.x = softcap,
+// (read through `mask_at`), src4 the heads' attention sinks (`sink_at`, -inf
+// without them: a sink is one more logit with no value). p.f = (scale, max_bias, m0, m1), p.f2.x = softcap,
 // p.u.x = n_head_log2. dst is [dv, n_head, n_q, ne3]. MAX_DK and MAX_DV,
 // the longest Q/K and V rows, come from the plan (shared_constants.rs).
 
@@ -85,6 +86,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         m_run = m_new;
         workgroupBarrier();
+    }
+    // The sink as a new maximum rescales what was accumulated; its weight joins the sum.
+    let sink = sink_at(iq2);
+    if (sink != neg_inf) {
+        if (sink > m_run) {
+            var rescale = 0.0;
+            if (m_run != neg_inf) { rescale = exp(m_run - sink); }
+            s_run *= rescale;
+            for (var r = 0u; r < V_PER_INVOCATION; r++) { acc[r] *= rescale; }
+            m_run = sink;
+        }
+        s_run += exp(sink - m_run);
     }
     var inv = 0.0;
     if (s_run != 0.0) { inv = 1.0 / s_run; }

@@ -1,8 +1,8 @@
 //! A gpt-oss-style mixture-of-experts block on wgpu beside the CPU: routing
 //! (TOP_K), the gate experts' products (MUL_MAT_ID over Q8_0), expert biases
 //! (ADD_ID), SWIGLU_OAI and the router's softmax with a sink run on wgpu,
-//! while the up experts' product over IQ4_NL weights (which wgpu has no
-//! kernel for; the weights in host memory) runs on the CPU: the scheduler
+//! while the up experts' product over IQ4_NL weights in host memory runs
+//! where its weights are, on the CPU: the scheduler
 //! cuts the graph, and the result is the CPU-only one.
 
 use std::sync::Arc;
@@ -100,7 +100,7 @@ fn an_expert_block_split_between_wgpu_and_the_cpu_agrees_with_the_cpu() {
     let expected = [gpu.name(), gpu.name(), gpu.name(), gpu.name(), cpu.name()];
     assert_eq!(
         placed, expected,
-        "TOP_K, MUL_MAT_ID, ADD_ID, the sink SOFT_MAX on wgpu; the IQ4_NL MUL_MAT_ID on the CPU"
+        "TOP_K, MUL_MAT_ID, ADD_ID, the sink SOFT_MAX on wgpu; the IQ4_NL MUL_MAT_ID (host weights) on the CPU"
     );
     // The CPU multiplies Q8_0 weights with activations quantized to Q8_0,
     // wgpu with F32 ones: ggml's MUL_MAT tolerance (NMSE 5e-4).

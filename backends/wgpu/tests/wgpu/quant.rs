@@ -176,3 +176,104 @@ fn wgpu_quantizing_copy_matches_the_engine_quantizer() {
         assert_eq!(differing, 0, "{dtype}: {differing} of {} blocks differ from the engine's", got.len() / size);
     }
 }
+
+/// Seeded blocks of a lookup type (IQ4_NL, IQ4_XS, MXFP4): random nibbles
+/// and scale bits, the scales kept where products stay of order one.
+fn lookup_blocks(dtype: DType, nbytes: usize, seed: u64) -> Vec<u8> {
+    let mut rng = gantry_engine::SplitMix64::new(seed);
+    let mut out: Vec<u8> = (0..nbytes).map(|_| rng.next_u64() as u8).collect();
+    for block in out.chunks_mut(dtype.bytes_per_block()) {
+        if dtype == DType::MXFP4 {
+            // Halves of 2^(e - 127) from 2^-14 to 2^1.
+            block[0] = 114 + rng.below(16) as u8;
+        } else {
+            // An f16 d between 2^-8 and 2^-1 of either sign.
+            let d = rng.range(1.0, 2.0) * 2f32.powi(rng.below(8) as i32 - 8);
+            let d = if rng.next_u64() & 1 == 1 { -d } else { d };
+            block[..2].copy_from_slice(&half::f16::from_f32(d).to_le_bytes());
+        }
+    }
+    out
+}
+
+/// MXFP4 blocks with every exponent (the two lowest give subnormal
+/// scales) and every nibble dequantize bit for bit as in the engine.
+#[test]
+fn wgpu_mxfp4_every_exponent_dequantizes_like_the_engine() {
+    use gantry_engine::quant::dequantize_row;
+    let dev = device_or_skip!();
+    let blocks: Vec<u8> =
+        (0..256u32).flat_map(|e| std::iter::once(e as u8).chain((0..16u8).map(|j| j.wrapping_mul(17)))).collect();
+    let mut want = vec![0f32; 256 * 32];
+    dequantize_row(DType::MXFP4, &blocks, &mut want).unwrap();
+    let mut h = Harness::new(dev);
+    let a = h.input_bytes(DType::MXFP4, &[32, 256], blocks);
+    let idx = h.input_i32(&[256], &(0..256).collect::<Vec<i32>>());
+    let g = h.ctx.get_rows(a, idx).unwrap();
+    h.compute(&[g]);
+    let got = h.read(g);
+    let differing: Vec<usize> = (0..want.len()).filter(|&i| got[i].to_bits() != want[i].to_bits()).collect();
+    assert!(differing.is_empty(), "exponents {:?} differ", differing.iter().map(|i| i / 32).collect::<Vec<_>>());
+}
+
+/// GET_ROWS of the lookup types gives the engine's dequantization bit for
+/// bit (an MXFP4 row of three 17-byte blocks also puts rows at odd bytes);
+/// MUL_MAT and MUL_MAT_ID over them match f64 products of those values.
+#[test]
+fn wgpu_lookup_types_dequantize_like_the_engine() {
+    use gantry_engine::quant::dequantize_row;
+    let dev = device_or_skip!();
+    for dtype in DType::LOOKUP_WEIGHTS {
+        let k = if dtype.block_size() == 256 { 512 } else { 96 };
+        let (m, experts) = (37, 3);
+        let row = dtype.row_size(k).unwrap();
+        let blocks = lookup_blocks(dtype, row * m * experts, 500 + dtype as u64);
+        let mut deq = vec![0f32; k * m * experts];
+        for r in 0..m * experts {
+            dequantize_row(dtype, &blocks[r * row..(r + 1) * row], &mut deq[r * k..(r + 1) * k]).unwrap();
+        }
+        for n in [1usize, 13] {
+            let xv = values(k * n * experts, 600 + n as u64, -1.0, 1.0);
+            let mut h = Harness::new(dev);
+            let a = h.input_bytes(dtype, &[k, m, experts], blocks.clone());
+            let x = h.input(DType::F32, &[k, n, experts], &xv);
+            let y = h.ctx.mul_mat(a, x).unwrap();
+            let idx = h.input_i32(&[3, experts], &[36, 0, 17, 5, 5, 1, 2, 3, 4]);
+            let g = h.ctx.get_rows(a, idx).unwrap();
+            // Each of n tokens uses experts 2 and 0.
+            let ids = h.input_i32(&[2, n], &[2, 0].repeat(n));
+            let xs = h.ctx.reshape(x, [k, 1, n * experts, 1]).unwrap();
+            let xs = h.ctx.view_3d(xs, [k, 1, n], k * 4, k * 4, 0).unwrap();
+            let e = h.ctx.mul_mat_id(a, xs, ids).unwrap();
+            h.compute(&[y, g, e]);
+            let dot = |w: &[f32], x: &[f32]| w.iter().zip(x).map(|(&p, &q)| p as f64 * q as f64).sum::<f64>() as f32;
+            let mut want = Vec::new();
+            for b in 0..experts {
+                for col in 0..n {
+                    for r in 0..m {
+                        want.push(dot(&deq[(b * m + r) * k..][..k], &xv[(b * n + col) * k..][..k]));
+                    }
+                }
+            }
+            assert_close(&format!("MUL_MAT {dtype} n={n}"), &h.read(y), &want, 1e-3, 1e-4);
+            let mut want = Vec::new();
+            for t in 0..n {
+                for ex in [2, 0] {
+                    for r in 0..m {
+                        want.push(dot(&deq[(ex * m + r) * k..][..k], &xv[t * k..][..k]));
+                    }
+                }
+            }
+            assert_close(&format!("MUL_MAT_ID {dtype} n={n}"), &h.read(e), &want, 1e-3, 1e-4);
+            let mut rows = Vec::new();
+            for (b, picks) in [[36, 0, 17], [5, 5, 1], [2, 3, 4]].iter().enumerate() {
+                for &r in picks {
+                    rows.extend_from_slice(&deq[(b * m + r) * k..][..k]);
+                }
+            }
+            let got = h.read(g);
+            let differing = got.iter().zip(&rows).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(differing, 0, "GET_ROWS {dtype}: {differing} values differ from the engine's dequantization");
+        }
+    }
+}
