@@ -12,6 +12,7 @@ mod device;
 mod experts;
 mod host_device;
 mod mamba;
+mod mixed_support;
 mod ops;
 mod plans;
 mod quant;

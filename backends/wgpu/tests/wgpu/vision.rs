@@ -3,7 +3,8 @@
 //! ROLL, GROUP_NORM, L2_NORM): their conformance cases against the CPU, none
 //! skipped but the ones a wgpu kernel refuses by design; and a block of
 //! them the scheduler places on wgpu whole, computing the CPU-only result.
-//! (`mamba.rs` has a block split between wgpu and the CPU.)
+//! (`mamba.rs` has a block split between wgpu and the CPU by where its
+//! weights are, `mixed_support.rs` one split by an op wgpu lacks.)
 
 use std::sync::Arc;
 
