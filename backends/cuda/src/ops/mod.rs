@@ -200,7 +200,15 @@ impl<'a> Planner<'a> {
             | Op::CountEqual
             | Op::SsmConv
             | Op::SsmScan { .. }
-            | Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
+            | Op::SolveTri
+            | Op::RwkvWkv6
+            | Op::GatedLinearAttn { .. }
+            | Op::RwkvWkv7
+            | Op::GatedDeltaNet { .. }
+            | Op::WinPart { .. }
+            | Op::WinUnpart { .. }
+            | Op::GetRelPos
+            | Op::AddRelPos => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -300,6 +308,14 @@ mod tests {
                 | Op::SsmConv
                 | Op::SsmScan { .. }
                 | Op::SolveTri
+                | Op::RwkvWkv6
+                | Op::GatedLinearAttn { .. }
+                | Op::RwkvWkv7
+                | Op::GatedDeltaNet { .. }
+                | Op::WinPart { .. }
+                | Op::WinUnpart { .. }
+                | Op::GetRelPos
+                | Op::AddRelPos
         );
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);

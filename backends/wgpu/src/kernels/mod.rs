@@ -245,7 +245,15 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         | Op::CountEqual
         | Op::SsmConv
         | Op::SsmScan { .. }
-        | Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
+        | Op::SolveTri
+        | Op::RwkvWkv6
+        | Op::GatedLinearAttn { .. }
+        | Op::RwkvWkv7
+        | Op::GatedDeltaNet { .. }
+        | Op::WinPart { .. }
+        | Op::WinUnpart { .. }
+        | Op::GetRelPos
+        | Op::AddRelPos => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
