@@ -51,8 +51,8 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
         let seqs_ok = if nq == 0 { n_seqs == 0 } else { n_seqs.is_multiple_of(nq) };
         sq == s && tq == n_t && heads_ok && seqs_ok
     };
-    let y_len = s * h * n_t * n_seqs;
-    let state_len = s * s * h * n_seqs;
+    // Exact once the shapes below are checked (both tensors exist).
+    let (y_len, state_len) = (v.nelements(), state.nelements());
     let fits = [&q, &k, &v].iter().all(|b| b.dtype == DType::F32 && b.rows_are_dense())
         && qk_ok(&q)
         && qk_ok(&k)

@@ -60,19 +60,19 @@ fn dense(b: &Bound) -> Option<&[f32]> {
 pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Result<()> {
     let Some(rule) = Rule::of(d.op) else { return Err(shape_err(ctx, t, d, "not a linear-attention op")) };
     let n = rule.n_srcs();
-    // Fixed arrays: no allocation per compute.
-    let mut bound: [Option<Bound>; 7] = [None; 7];
-    for (i, b) in bound.iter_mut().enumerate().take(n) {
-        *b = Some(Bound::src(ctx, src(ctx, t, d, i)?)?);
-    }
-    let bound =
-        bound.map(|b| b.unwrap_or(Bound { base: std::ptr::null_mut(), dtype: DType::F32, ne: [0; 4], nb: [4; 4] }));
     let dst = Bound::dst(ctx, t)?;
+    // A fixed array (no allocation per compute): the sources first, the
+    // slots past them unused.
+    let mut bound = [dst; 7];
+    for (i, b) in bound.iter_mut().enumerate().take(n) {
+        *b = Bound::src(ctx, src(ctx, t, d, i)?)?;
+    }
     let state_in = &bound[n - 1];
     // ggml's sizes come from k (src 2 of RWKV_WKV7, src 0 of the others).
     let [s, h, n_t, _] = bound[if matches!(rule, Rule::Wkv7) { 2 } else { 0 }].ne;
     let n_seqs = state_in.ne[1];
-    let c = s * h;
+    let sizes = s.checked_mul(h).zip(s.checked_mul(n_seqs).and_then(|x| x.checked_add(n_t)));
+    let Some((c, rows)) = sizes else { return Err(shape_err(ctx, t, d, "sizes overflow")) };
     // The shapes again: the slices below are cut by them, and a node may
     // come from somewhere other than the builder.
     let per_token_ok = bound[..n - 1].iter().enumerate().all(|(i, b)| {
@@ -85,7 +85,7 @@ pub fn compute(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
         && n_seqs > 0
         && n_t.is_multiple_of(n_seqs)
         && dst.is_contiguous()
-        && dst.ne == [c, n_t + s * n_seqs, 1, 1];
+        && dst.ne == [c, rows, 1, 1];
     let mut srcs: [&[f32]; 7] = [&[]; 7];
     let mut all_dense = true;
     for (slice, b) in srcs.iter_mut().zip(&bound).take(n) {

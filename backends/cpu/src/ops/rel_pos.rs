@@ -33,7 +33,7 @@ fn get_rel_pos(ctx: &Context, t: TensorId, d: &TensorDesc, par: &Par<'_>) -> Res
     let dst = Bound::dst(ctx, t)?;
     let kh = dst.ne[1];
     // Checked again: the copies index the table by the result's shape.
-    let fits = kh >= 1 && dst.ne == [a.ne[0], kh, kh, 1] && a.ne[1] == 2 * kh - 1;
+    let fits = kh >= 1 && dst.ne == [a.ne[0], kh, kh, 1] && kh.checked_mul(2).map(|n| n - 1) == Some(a.ne[1]);
     if !fits {
         return Err(shape_err(ctx, t, d, format!("table {:?}", a.ne)));
     }
