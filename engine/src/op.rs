@@ -714,6 +714,61 @@ pub enum Op {
     /// (`src1`, `[k, n, ...]`, a column per `k`), by forward substitution
     /// (ggml's `ggml_solve_tri`, left, lower, non-unit diagonal).
     SolveTri,
+    /// RWKV-6's time mixing (ggml's `ggml_rwkv_wkv6`): srcs `k`, `v`, `r`
+    /// (`[S, H, T]`), the per-channel bonus `tf` (`[S, H]`), the per-token
+    /// decay `td` (`[S, H, T]`) and the states (`S · S · H` floats per
+    /// sequence, `n_seqs` in dim 1), the `T` tokens split evenly over the
+    /// sequences. Result `[S · H, T + S · n_seqs]`: the outputs, then the
+    /// new states.
+    RwkvWkv6,
+    /// Gated linear attention (ggml's `ggml_gated_linear_attn`): srcs `k`,
+    /// `v`, `q`, the gate `g` (`[S, H, T]`) and the states, laid out as
+    /// [`Op::RwkvWkv6`]'s; `q` is scaled by `scale`.
+    GatedLinearAttn {
+        /// Multiplies `q`.
+        scale: f32,
+    },
+    /// RWKV-7's time mixing (ggml's `ggml_rwkv_wkv7`): srcs `r`, `w`, `k`,
+    /// `v`, `a`, `b` (`[S, H, T]`) and the states, laid out as
+    /// [`Op::RwkvWkv6`]'s.
+    RwkvWkv7,
+    /// The gated delta rule (ggml's `ggml_gated_delta_net`, Qwen3-Next's and
+    /// Kimi's linear attention): srcs `q`, `k` (`[S, H_qk, T, n_seqs_qk]`),
+    /// `v` (`[S, H, T, n_seqs]`), the gate `g` (`[1 or S, H, T, n_seqs]`),
+    /// `beta` (`[1, H, T, n_seqs]`) and the initial states (`[S, S, H,
+    /// n_seqs]`). Result `[S · H, T · n_seqs + states · S · n_seqs]`: the
+    /// outputs, then `states` snapshots of the states.
+    GatedDeltaNet {
+        /// How many states each sequence keeps: the last one, then those 1,
+        /// 2, ... tokens before the end (ggml's `K`).
+        states: u32,
+    },
+    /// Cuts an image `[C, W, H]` into `w × w` windows, zero-padded at the
+    /// right and bottom (ggml's `ggml_win_part`, SAM's window attention):
+    /// result `[C, w, w, npx · npy]`, window `py · npx + px`.
+    WinPart {
+        /// Windows across.
+        npx: u32,
+        /// Windows down.
+        npy: u32,
+        /// The window's side.
+        w: u32,
+    },
+    /// Puts `w × w` windows (`[C, w, w, n]`) back into an image `[C, W, H]`,
+    /// dropping the padding (ggml's `ggml_win_unpart`).
+    WinUnpart {
+        /// The window's side.
+        w: u32,
+    },
+    /// SAM's relative-position table (ggml's `ggml_get_rel_pos`): from F16
+    /// embeddings `[C, 2 · n - 1]`, the F16 result `[C, n, n]` with
+    /// `out[c, k, q] = src[c, n - 1 - k + q]`.
+    GetRelPos,
+    /// SAM's decomposed relative positions added to attention scores
+    /// (ggml's `ggml_add_rel_pos`): srcs the scores `[n · n, n_w · n_h, B]`,
+    /// `pw` and `ph` (`[n, n_w, n_h, B]`); `out[y · n + x, q, b] = a + ph[y,
+    /// q, b] + pw[x, q, b]`.
+    AddRelPos,
     /// Fused attention: `softmax(Q K^T * scale + mask) V`; srcs Q, K, V, optional mask.
     FlashAttnExt {
         /// Multiplies `Q K^T`.
@@ -791,6 +846,14 @@ impl Op {
             Op::SsmConv => "SSM_CONV",
             Op::SsmScan { .. } => "SSM_SCAN",
             Op::SolveTri => "SOLVE_TRI",
+            Op::RwkvWkv6 => "RWKV_WKV6",
+            Op::GatedLinearAttn { .. } => "GATED_LINEAR_ATTN",
+            Op::RwkvWkv7 => "RWKV_WKV7",
+            Op::GatedDeltaNet { .. } => "GATED_DELTA_NET",
+            Op::WinPart { .. } => "WIN_PART",
+            Op::WinUnpart { .. } => "WIN_UNPART",
+            Op::GetRelPos => "GET_REL_POS",
+            Op::AddRelPos => "ADD_REL_POS",
         }
     }
 
@@ -819,7 +882,7 @@ impl Op {
     }
 
     /// Every op name, for listings and `--op` filters.
-    pub const NAMES: [&'static str; 94] = [
+    pub const NAMES: [&'static str; 102] = [
         "NONE",
         "VIEW",
         "RESHAPE",
@@ -914,5 +977,13 @@ impl Op {
         "SSM_CONV",
         "SSM_SCAN",
         "SOLVE_TRI",
+        "RWKV_WKV6",
+        "GATED_LINEAR_ATTN",
+        "RWKV_WKV7",
+        "GATED_DELTA_NET",
+        "WIN_PART",
+        "WIN_UNPART",
+        "GET_REL_POS",
+        "ADD_REL_POS",
     ];
 }

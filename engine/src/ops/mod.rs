@@ -5,21 +5,25 @@
 
 mod attention;
 mod conv;
+mod delta_net;
 mod elementwise;
 mod experts;
 mod generate;
 mod layout;
+mod linear_attn;
 mod masks;
 mod matmul;
 mod norm;
 mod pad;
 mod pool;
 mod reduce;
+mod rel_pos;
 mod rope;
 mod rows;
 mod solve_tri;
 mod sort;
 mod ssm;
+mod window;
 
 pub use generate::arange_len;
 

@@ -10,6 +10,7 @@ mod elementwise;
 mod experts;
 mod generate;
 mod layout;
+mod linear_attn;
 mod masks;
 mod matmul;
 mod norm;
@@ -17,6 +18,7 @@ mod quant;
 mod reduce;
 mod resample;
 mod rope;
+mod sam;
 mod solve_tri;
 mod sort;
 mod ssm;
@@ -45,6 +47,8 @@ pub fn all() -> Vec<Case> {
     cases.extend(masks::cases());
     cases.extend(ssm::cases());
     cases.extend(solve_tri::cases());
+    cases.extend(linear_attn::cases());
+    cases.extend(sam::cases());
     cases
 }
 

@@ -67,6 +67,14 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
         Op::Argsort { order } => p[0] = order.ggml_code(),
         // ggml_ssm_scan: { K }, the states kept per sequence.
         Op::SsmScan { states } => p[0] = states as i32,
+        // ggml_gated_linear_attn: { scale }.
+        Op::GatedLinearAttn { scale } => p[0] = f(scale),
+        // ggml_gated_delta_net: { K }, the states kept per sequence.
+        Op::GatedDeltaNet { states } => p[0] = states as i32,
+        // ggml_win_part: { npx, npy, w }.
+        Op::WinPart { npx, npy, w } => p[..3].copy_from_slice(&[npx as i32, npy as i32, w as i32]),
+        // ggml_win_unpart: { w }.
+        Op::WinUnpart { w } => p[0] = w as i32,
         // ggml_flash_attn_ext: { scale, max_bias, logit_softcap }, then the
         // precision (GGML_PREC_DEFAULT = 0; ggml's CPU kernel computes in F32
         // either way).
@@ -216,7 +224,13 @@ pub fn ggml_op_params(op: &Op, view_offset: usize) -> [i32; N_OP_PARAMS] {
         | Op::Add1
         | Op::CountEqual
         | Op::SsmConv
-        | Op::SolveTri => {}
+        | Op::SolveTri
+        | Op::RwkvWkv6
+        | Op::RwkvWkv7
+        | Op::GetRelPos => {}
+        // ggml_add_rel_pos_impl: { inplace } (Gantry's result is never in
+        // place: ggml's CPU kernel copies the scores first when it is 0).
+        Op::AddRelPos => p[0] = 0,
     }
     p
 }
@@ -255,6 +269,16 @@ mod tests {
         assert_eq!((p[0], f32::from_bits(p[1] as u32)), (4, 1e-6));
         let p = ggml_op_params(&Op::Acc { nb: [16, 64, 256], offset: 8 }, 0);
         assert_eq!(&p[..5], &[16, 64, 256, 8, 0]);
+    }
+
+    #[test]
+    fn sequence_and_window_ops_follow_their_builders() {
+        assert_eq!(&ggml_op_params(&Op::WinPart { npx: 3, npy: 2, w: 14 }, 0)[..4], &[3, 2, 14, 0]);
+        assert_eq!(&ggml_op_params(&Op::WinUnpart { w: 14 }, 0)[..2], &[14, 0]);
+        assert_eq!(ggml_op_params(&Op::GatedDeltaNet { states: 4 }, 0)[0], 4);
+        let p = ggml_op_params(&Op::GatedLinearAttn { scale: 0.125 }, 0);
+        assert_eq!(f32::from_bits(p[0] as u32), 0.125);
+        assert_eq!(ggml_op_params(&Op::AddRelPos, 0), [0; N_OP_PARAMS]);
     }
 
     #[test]

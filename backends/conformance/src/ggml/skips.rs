@@ -55,6 +55,16 @@ pub fn ggml_lacks(ctx: &Context, output: TensorId) -> Result<Option<&'static str
             "ggml's CPU COUNT_EQUAL kernel derives a row's i02 and i01 as (ir - i03*ne03)/ne01 \
              and ir - i03*ne03 - i02*ne02, so it counts the wrong rows of this shape",
         ),
+        Op::WinPart { .. } | Op::WinUnpart { .. } | Op::GetRelPos if !src0.is_contiguous() => Some(
+            "ggml's CPU WIN_PART, WIN_UNPART and GET_REL_POS kernels index the source as a dense \
+             array (their builders do not ask for one)",
+        ),
+        // RWKV_WKV7's k (src 2) holds the head size.
+        Op::RwkvWkv7 if src(2)?.is_some_and(|k| !k.ne[0].is_multiple_of(64)) => Some(
+            "ggml's SIMD RWKV_WKV7 kernel steps through a head GGML_F32_STEP floats at a time (32 \
+             with AVX, 64 with AVX-512) with no remainder loop, so it reads and writes past a head \
+             whose size is not a multiple of that",
+        ),
         Op::GetRows if matches!(src0.dtype, DType::Q8_1 | DType::Q8_K) => {
             Some("ggml has no dequantization of the activation formats q8_1 and q8_K (no to_float)")
         }

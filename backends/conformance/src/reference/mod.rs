@@ -22,12 +22,14 @@ mod elementwise;
 mod experts;
 mod generate;
 mod layout;
+mod linear_attn;
 mod masks;
 mod matmul;
 mod norm;
 mod reduce;
 mod resample;
 mod rope;
+mod sam;
 mod solve_tri;
 mod sort;
 mod ssm;
@@ -316,6 +318,14 @@ pub fn evaluate(ctx: &Context, graph: &Graph<'_>, output: TensorId) -> Result<Ve
             Op::SsmConv => ssm::ssm_conv(&srcs[0], &srcs[1], d.ne),
             Op::SsmScan { states } => ssm::ssm_scan(&srcs, states as usize, d.ne[0]),
             Op::SolveTri => solve_tri::solve_tri(&srcs[0], &srcs[1]),
+            Op::RwkvWkv6 => linear_attn::linear_attn(linear_attn::Rule::Wkv6, &srcs),
+            Op::GatedLinearAttn { scale } => linear_attn::linear_attn(linear_attn::Rule::Gla(scale.into()), &srcs),
+            Op::RwkvWkv7 => linear_attn::linear_attn(linear_attn::Rule::Wkv7, &srcs),
+            Op::GatedDeltaNet { states } => linear_attn::gated_delta_net(&srcs, states as usize),
+            Op::WinPart { npx, w, .. } => Ok(sam::win_part(&srcs[0], npx as usize, w as usize, d.ne)),
+            Op::WinUnpart { w } => Ok(sam::win_unpart(&srcs[0], w as usize, d.ne)),
+            Op::GetRelPos => Ok(sam::get_rel_pos(&srcs[0], d.ne)),
+            Op::AddRelPos => Ok(sam::add_rel_pos(&srcs[0], &srcs[1], &srcs[2])),
             Op::None | Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => continue,
         };
         let out = out.map_err(|reason| Error::InvalidOp { op: d.op.name(), reason })?;

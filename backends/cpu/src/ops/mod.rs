@@ -12,12 +12,14 @@ mod conv_transpose;
 mod copy;
 mod count_equal;
 mod cumsum;
+mod delta_net;
 mod fill_tri;
 mod flash_attn;
 mod generate;
 mod glu;
 mod group_norm;
 mod im2col;
+mod linear_attn;
 mod mul_mat;
 mod mul_mat_id;
 mod mul_mat_quant;
@@ -26,6 +28,7 @@ mod norm;
 mod pad;
 mod pool;
 mod reduce;
+mod rel_pos;
 pub(crate) mod repacked;
 pub(crate) mod rms_norm_mul;
 pub(crate) mod rope;
@@ -40,6 +43,7 @@ mod ssm_conv;
 mod ssm_scan;
 mod unary;
 mod upscale;
+mod window;
 
 use gantry_engine::{Context, DType, Error, Op, Result, TensorDesc, TensorId};
 
@@ -90,6 +94,10 @@ pub fn supports_op(ctx: &Context, tensor: TensorId) -> bool {
         Op::SsmConv => ssm_conv::supports(ctx, d),
         Op::SsmScan { .. } => ssm_scan::supports(ctx, d),
         Op::SolveTri => solve_tri::supports(ctx, d),
+        Op::RwkvWkv6 | Op::GatedLinearAttn { .. } | Op::RwkvWkv7 => linear_attn::supports(ctx, d),
+        Op::GatedDeltaNet { .. } => delta_net::supports(ctx, d),
+        Op::WinPart { .. } | Op::WinUnpart { .. } => window::supports(ctx, d),
+        Op::GetRelPos | Op::AddRelPos => rel_pos::supports(ctx, d),
     }
 }
 
@@ -166,6 +174,10 @@ pub fn dispatch(
         Op::SsmConv => ssm_conv::compute(ctx, t, &d, par),
         Op::SsmScan { .. } => ssm_scan::compute(ctx, t, &d, par),
         Op::SolveTri => solve_tri::compute(ctx, t, &d, par),
+        Op::RwkvWkv6 | Op::GatedLinearAttn { .. } | Op::RwkvWkv7 => linear_attn::compute(ctx, t, &d, par),
+        Op::GatedDeltaNet { .. } => delta_net::compute(ctx, t, &d, par),
+        Op::WinPart { .. } | Op::WinUnpart { .. } => window::compute(ctx, t, &d, par),
+        Op::GetRelPos | Op::AddRelPos => rel_pos::compute(ctx, t, &d, par),
     }
 }
 

@@ -9,6 +9,8 @@ mod conformance;
 mod experts;
 mod fusion;
 mod graph_plans;
+mod linear_attn;
+mod sam;
 mod seq;
 mod tensor_read;
 mod vision;

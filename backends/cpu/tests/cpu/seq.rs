@@ -13,7 +13,7 @@ fn sequence_cases_pass() {
 }
 
 /// Computes `out` on the CPU after writing the F32 and I32 inputs.
-fn compute(
+pub(super) fn compute(
     ctx: &mut Context,
     out: TensorId,
     f32s: &[(TensorId, &[f32])],

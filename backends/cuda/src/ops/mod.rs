@@ -198,7 +198,15 @@ impl<'a> Planner<'a> {
             | Op::Acc { .. }
             | Op::Add1
             | Op::CountEqual => misc::plan(self, node, &d),
-            Op::SolveTri => Err(format!("{} has no CUDA kernel", d.op.name())),
+            Op::SolveTri
+            | Op::RwkvWkv6
+            | Op::GatedLinearAttn { .. }
+            | Op::RwkvWkv7
+            | Op::GatedDeltaNet { .. }
+            | Op::WinPart { .. }
+            | Op::WinUnpart { .. }
+            | Op::GetRelPos
+            | Op::AddRelPos => Err(format!("{} has no CUDA kernel", d.op.name())),
         }
     }
 }
@@ -273,7 +281,18 @@ mod tests {
             && src_dtype(0) == Some(DType::F32);
         let quantized_kv = matches!(d.op, Op::FlashAttnExt { .. })
             && [1, 2].iter().any(|&i| src_dtype(i).is_some_and(|t| !t.is_float()));
-        let cpu_only = matches!(d.op, Op::SolveTri);
+        let cpu_only = matches!(
+            d.op,
+            Op::SolveTri
+                | Op::RwkvWkv6
+                | Op::GatedLinearAttn { .. }
+                | Op::RwkvWkv7
+                | Op::GatedDeltaNet { .. }
+                | Op::WinPart { .. }
+                | Op::WinUnpart { .. }
+                | Op::GetRelPos
+                | Op::AddRelPos
+        );
         let empty_pad =
             matches!(d.op, Op::Pad { .. }) && d.srcs[0].and_then(|s| ctx.get(s)).is_some_and(|s| s.nelements() == 0);
         quantizing || quantized_kv || cpu_only || empty_pad

@@ -593,6 +593,40 @@ impl Builder<'_, '_> {
                 let (x, y) = (a(self)?, b1(self)?);
                 self.ctx.solve_tri(x, y, true, true, false)
             }
+            Op::RwkvWkv6 => {
+                let [k, v, r, tf, td, s] = [0, 1, 2, 3, 4, 5].map(|k| self.src(i, t, k));
+                self.ctx.rwkv_wkv6(k?, v?, r?, tf?, td?, s?)
+            }
+            Op::GatedLinearAttn { scale } => {
+                let [k, v, q, g, s] = [0, 1, 2, 3, 4].map(|k| self.src(i, t, k));
+                self.ctx.gated_linear_attn(k?, v?, q?, g?, s?, scale)
+            }
+            Op::RwkvWkv7 => {
+                let [r, w, k, v, a_, b, s] = [0, 1, 2, 3, 4, 5, 6].map(|k| self.src(i, t, k));
+                self.ctx.rwkv_wkv7(r?, w?, k?, v?, a_?, b?, s?)
+            }
+            Op::GatedDeltaNet { states } => {
+                let [q, k, v, g, beta, s] = [0, 1, 2, 3, 4, 5].map(|k| self.src(i, t, k));
+                self.ctx.gated_delta_net(q?, k?, v?, g?, beta?, s?, states)
+            }
+            // The window counts follow from the image and the side; the
+            // result is then compared with the client's, counts included.
+            Op::WinPart { w, .. } => {
+                let x = a(self)?;
+                self.ctx.win_part(x, w as usize)
+            }
+            Op::WinUnpart { w } => {
+                let x = a(self)?;
+                self.ctx.win_unpart(x, t.ne[1], t.ne[2], w as usize)
+            }
+            Op::GetRelPos => {
+                let x = a(self)?;
+                self.ctx.get_rel_pos(x, t.ne[2], t.ne[1])
+            }
+            Op::AddRelPos => {
+                let (x, pw, ph) = (a(self)?, b1(self)?, self.src(i, t, 2)?);
+                self.ctx.add_rel_pos(x, pw, ph)
+            }
             Op::SsmScan { states } => {
                 let [s, x, dt, a_, b, c, ids] = [0, 1, 2, 3, 4, 5, 6].map(|k| self.src(i, t, k));
                 self.ctx.ssm_scan(s?, x?, dt?, a_?, b?, c?, ids?, states)

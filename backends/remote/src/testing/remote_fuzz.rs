@@ -174,7 +174,7 @@ fn pool_op(u: &mut Unstructured<'_>) -> ArbResult<PoolOp> {
 }
 
 fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
-    Ok(match u.int_in_range(0u8..=61)? {
+    Ok(match u.int_in_range(0u8..=69)? {
         0 => Op::None,
         1 => Op::View,
         2 => Op::Reshape,
@@ -271,6 +271,14 @@ fn op(u: &mut Unstructured<'_>) -> ArbResult<Op> {
         58 => Op::SsmConv,
         59 => Op::SsmScan { states: u.int_in_range(0..=4)? },
         60 => Op::SolveTri,
+        61 => Op::RwkvWkv6,
+        62 => Op::GatedLinearAttn { scale: float(u)? },
+        63 => Op::RwkvWkv7,
+        64 => Op::GatedDeltaNet { states: u.int_in_range(0..=4)? },
+        65 => Op::WinPart { npx: small(u)?, npy: small(u)?, w: small(u)? },
+        66 => Op::WinUnpart { w: small(u)? },
+        67 => Op::GetRelPos,
+        68 => Op::AddRelPos,
         _ => Op::FlashAttnExt { scale: float(u)?, max_bias: float(u)?, softcap: float(u)? },
     })
 }

@@ -294,6 +294,28 @@ fn write_op(w: &mut Writer, op: &Op) {
             w.u8(60);
             w.u32(states);
         }
+        Op::RwkvWkv6 => w.u8(62),
+        Op::GatedLinearAttn { scale } => {
+            w.u8(63);
+            w.f32(scale);
+        }
+        Op::RwkvWkv7 => w.u8(64),
+        Op::GatedDeltaNet { states } => {
+            w.u8(65);
+            w.u32(states);
+        }
+        Op::WinPart { npx, npy, w: side } => {
+            w.u8(66);
+            w.u32(npx);
+            w.u32(npy);
+            w.u32(side);
+        }
+        Op::WinUnpart { w: side } => {
+            w.u8(67);
+            w.u32(side);
+        }
+        Op::GetRelPos => w.u8(68),
+        Op::AddRelPos => w.u8(69),
     }
 }
 
@@ -474,6 +496,14 @@ fn read_op(r: &mut Reader<'_>) -> Result<Op, WireError> {
         59 => Op::SsmConv,
         61 => Op::SolveTri,
         60 => Op::SsmScan { states: r.u32("SSM_SCAN states")? },
+        62 => Op::RwkvWkv6,
+        63 => Op::GatedLinearAttn { scale: r.f32("GATED_LINEAR_ATTN scale")? },
+        64 => Op::RwkvWkv7,
+        65 => Op::GatedDeltaNet { states: r.u32("GATED_DELTA_NET states")? },
+        66 => Op::WinPart { npx: r.u32("WIN_PART npx")?, npy: r.u32("WIN_PART npy")?, w: r.u32("WIN_PART w")? },
+        67 => Op::WinUnpart { w: r.u32("WIN_UNPART w")? },
+        68 => Op::GetRelPos,
+        69 => Op::AddRelPos,
         // There is no way to name code to run: an unknown tag is refused.
         other => return Err(wire_err!("unknown op code {other} (custom ops are not accepted)")),
     })
@@ -646,6 +676,14 @@ mod tests {
             Op::SsmConv,
             Op::SsmScan { states: 4 },
             Op::SolveTri,
+            Op::RwkvWkv6,
+            Op::GatedLinearAttn { scale: 0.125 },
+            Op::RwkvWkv7,
+            Op::GatedDeltaNet { states: 3 },
+            Op::WinPart { npx: 2, npy: 3, w: 14 },
+            Op::WinUnpart { w: 14 },
+            Op::GetRelPos,
+            Op::AddRelPos,
         ];
         ops.extend(BinaryOp::ALL.map(Op::Binary));
         ops.extend(UnaryOp::ALL.map(Op::Unary));

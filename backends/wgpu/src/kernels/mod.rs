@@ -268,7 +268,15 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::Pool1d { op, k, s, p } => vision::pool(&mut b, op, [k, 1], [s, 1], [p, 0], false),
         Op::Set { .. } | Op::Acc { .. } => set_acc::set_acc(&mut b),
         Op::CountEqual => reduce::count_equal(&mut b),
-        Op::SolveTri => Err(format!("{} has no wgpu kernel", d.op.name())),
+        Op::SolveTri
+        | Op::RwkvWkv6
+        | Op::GatedLinearAttn { .. }
+        | Op::RwkvWkv7
+        | Op::GatedDeltaNet { .. }
+        | Op::WinPart { .. }
+        | Op::WinUnpart { .. }
+        | Op::GetRelPos
+        | Op::AddRelPos => Err(format!("{} has no wgpu kernel", d.op.name())),
     }
 }
 
