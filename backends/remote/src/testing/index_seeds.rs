@@ -12,10 +12,10 @@
 //! fuzz target's seeds `fuzz/seeds/remote_server/index-*` (raw frames,
 //! mode 0), so the fuzzer starts from graphs that reach the index checks.
 
-use gantry_engine::{DType, MAX_DIMS, MAX_SRC, Op, tensor::contiguous_strides};
+use gantry_engine::{DType, MAX_DIMS, Op};
 
-use super::remote_fuzz::{BUFFERS, frame};
-use crate::wire::{Request, WireGraph, WireLocation, WireTensor};
+use super::remote_fuzz::{BUFFERS, frame, wire_tensor};
+use crate::wire::{Request, WireGraph, WireTensor};
 
 /// Where in the first buffer the conversations write their indices.
 const IDS_AT: u64 = 8192;
@@ -68,21 +68,7 @@ impl IndexConversation {
 
 /// A dense tensor at `offset` of buffer `buffer` (0 or 1 of [`BUFFERS`]).
 fn at(dtype: DType, ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], buffer: usize, offset: u64) -> WireTensor<'static> {
-    let mut s = [None; MAX_SRC];
-    for (slot, &v) in s.iter_mut().zip(srcs) {
-        *slot = Some(v);
-    }
-    WireTensor {
-        computed: op != Op::None,
-        view: false,
-        dtype,
-        ne,
-        nb: contiguous_strides(dtype, ne).unwrap_or([0; MAX_DIMS]),
-        op,
-        srcs: s,
-        location: Some(WireLocation { buffer: BUFFERS[buffer], offset }),
-        name: "index",
-    }
+    wire_tensor(dtype, ne, op, srcs, (BUFFERS[buffer], offset), "index")
 }
 
 fn get_rows() -> WireGraph<'static> {

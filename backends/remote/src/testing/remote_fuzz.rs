@@ -350,7 +350,16 @@ fn structured_frames(data: &[u8]) -> Vec<Vec<u8>> {
     vec![frame(&request, &[]), frame(&read, &[])]
 }
 
-fn f32_tensor<'a>(ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], buffer: u64, offset: u64) -> WireTensor<'a> {
+/// A dense tensor of `ne` at `(buffer, offset)`, computed by `op` from the
+/// tensors at `srcs` (earlier indices in its graph), named `name`.
+pub(crate) fn wire_tensor<'a>(
+    dtype: DType,
+    ne: [usize; MAX_DIMS],
+    op: Op,
+    srcs: &[u32],
+    (buffer, offset): (u64, u64),
+    name: &'a str,
+) -> WireTensor<'a> {
     let mut s = [None; MAX_SRC];
     for (slot, &v) in s.iter_mut().zip(srcs) {
         *slot = Some(v);
@@ -358,14 +367,18 @@ fn f32_tensor<'a>(ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], buffer: u64, offs
     WireTensor {
         computed: op != Op::None,
         view: false,
-        dtype: DType::F32,
+        dtype,
         ne,
-        nb: contiguous_strides(DType::F32, ne).unwrap_or([4; MAX_DIMS]),
+        nb: contiguous_strides(dtype, ne).unwrap_or([0; MAX_DIMS]),
         op,
         srcs: s,
         location: Some(WireLocation { buffer, offset }),
-        name: "seed",
+        name,
     }
+}
+
+fn f32_tensor<'a>(ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], buffer: u64, offset: u64) -> WireTensor<'a> {
+    wire_tensor(DType::F32, ne, op, srcs, (buffer, offset), "seed")
 }
 
 /// Valid conversations for the fuzzer to start from (raw frames, mode 0),
@@ -427,10 +440,10 @@ pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
 /// The hostile form of the structured input (first byte 3 mod 4).
 mod hostile {
     use arbitrary::{Result as ArbResult, Unstructured};
-    use gantry_engine::{BinaryOp, DType, MAX_DIMS, MAX_SRC, Op, tensor::contiguous_strides};
+    use gantry_engine::{BinaryOp, DType, MAX_DIMS, MAX_SRC, Op};
 
     use super::{BUFFER_BYTES, BUFFERS, frame, tensor};
-    use crate::wire::{Request, WireGraph, WireLocation, WireTensor};
+    use crate::wire::{Request, WireGraph, WireTensor};
 
     /// I32 indices written into the buffers for GET_ROWS and SET_ROWS to read.
     const IDS: [i32; 9] = [0, 1, 3, 7, 8, -1, i32::MIN, i32::MAX, 1 << 20];
@@ -504,21 +517,7 @@ mod hostile {
     }
 
     fn located<'a>(dtype: DType, ne: [usize; MAX_DIMS], op: Op, srcs: &[u32], at: (u64, u64)) -> WireTensor<'a> {
-        let mut s = [None; MAX_SRC];
-        for (slot, &v) in s.iter_mut().zip(srcs) {
-            *slot = Some(v);
-        }
-        WireTensor {
-            computed: op != Op::None,
-            view: false,
-            dtype,
-            ne,
-            nb: contiguous_strides(dtype, ne).unwrap_or([0; MAX_DIMS]),
-            op,
-            srcs: s,
-            location: Some(WireLocation { buffer: at.0, offset: at.1 }),
-            name: "hostile",
-        }
+        super::wire_tensor(dtype, ne, op, srcs, at, "hostile")
     }
 
     /// A few tensors of one shape careless code gets wrong, well formed

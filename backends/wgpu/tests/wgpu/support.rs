@@ -177,3 +177,36 @@ pub fn read_f32_file(path: &std::path::Path) -> Vec<f32> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
+
+/// What a graph computed under the scheduler: its output, the number of
+/// splits, and the backend each watched node ran on.
+pub struct ScheduledRun {
+    pub out: Vec<f32>,
+    pub splits: usize,
+    pub placed: Vec<String>,
+}
+
+/// Schedules the graph of `out` in `ctx` over `backends` (first = highest
+/// priority), lets `set_inputs` fill the allocated inputs, computes it and
+/// reads `out` back, noting where each of `watched` ran.
+pub fn scheduled_run(
+    backends: &[Arc<dyn Backend>],
+    ctx: &mut Context,
+    out: TensorId,
+    watched: &[TensorId],
+    set_inputs: impl FnOnce(&mut Context),
+) -> ScheduledRun {
+    use gantry_engine::sched::{Scheduler, SchedulerParams};
+    let mut sched = Scheduler::new(backends, SchedulerParams::default()).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[out]).unwrap();
+    sched.alloc_graph(ctx, graph).unwrap();
+    set_inputs(ctx);
+    sched.graph_compute(ctx, graph).unwrap();
+    let values = ctx.read_f32(out).unwrap();
+    let placed =
+        watched.iter().map(|&t| sched.tensor_backend(t).map_or("?".into(), |be| be.name().to_string())).collect();
+    let splits = sched.n_splits();
+    sched.release(ctx).unwrap();
+    ScheduledRun { out: values, splits, placed }
+}

@@ -8,11 +8,9 @@
 
 use std::sync::Arc;
 
-use super::support::{assert_close, values};
-use gantry_arenas::GraphArena;
+use super::support::{assert_close, scheduled_run, values};
 use gantry_conformance::{self as conformance, Filter, Mode, Reference};
 use gantry_cpu::CpuBackend;
-use gantry_engine::sched::{Scheduler, SchedulerParams};
 use gantry_engine::{Backend, BufferUsage, Context, ConvParams, DType, Device, PoolOp, ScaleMode, TensorId};
 
 #[test]
@@ -64,20 +62,12 @@ fn build(weights_on: &Arc<dyn Backend>) -> Block {
 
 fn run(backends: &[Arc<dyn Backend>], x: &[f32], k: &[f32]) -> (Vec<f32>, usize, Vec<String>) {
     let mut b = build(&backends[0]);
-    let mut sched = Scheduler::new(backends, SchedulerParams::default()).unwrap();
-    let arena = GraphArena::new();
-    let graph = b.ctx.build_graph(&arena, &[b.out]).unwrap();
-    sched.alloc_graph(&mut b.ctx, graph).unwrap();
-    b.ctx.set_f32(b.x, x).unwrap();
     let kt = b.ctx.desc(b.watched[1]).unwrap().srcs[0].unwrap();
-    b.ctx.set_f32(kt, k).unwrap();
-    sched.graph_compute(&mut b.ctx, graph).unwrap();
-    let out = b.ctx.read_f32(b.out).unwrap();
-    let placed =
-        b.watched.iter().map(|&t| sched.tensor_backend(t).map_or("?".into(), |be| be.name().to_string())).collect();
-    let splits = sched.n_splits();
-    sched.release(&mut b.ctx).unwrap();
-    (out, splits, placed)
+    let r = scheduled_run(backends, &mut b.ctx, b.out, &b.watched, |ctx| {
+        ctx.set_f32(b.x, x).unwrap();
+        ctx.set_f32(kt, k).unwrap();
+    });
+    (r.out, r.splits, r.placed)
 }
 
 #[test]
