@@ -26,6 +26,11 @@ TEMPLATES = [
     "mistralai-Mistral-Nemo-Instruct-2407",
     "Mistral-Small-3.2-24B-Instruct-2506",
     "openai-gpt-oss-120b",
+    "meta-llama-Llama-3.3-70B-Instruct",
+    "Qwen-QwQ-32B",
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
 ]
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant. Answer briefly."}
