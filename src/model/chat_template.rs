@@ -89,7 +89,7 @@ impl ChatTemplate {
         let piece =
             |id: Option<u32>| id.and_then(|id| tokenizer.token(id).ok()).map_or_else(String::new, |t| t.text.clone());
         let source = format!("{} ({CHAT_TEMPLATE_KEY})", gguf.source());
-        Self::new(&source, text, &piece(tokenizer.bos()), &piece(tokenizer.eos())).map(Some)
+        Self::with_limits(&source, text, &piece(tokenizer.bos()), &piece(tokenizer.eos()), gguf.limits()).map(Some)
     }
 
     /// Reads and compiles the template file at `path` (`--chat-template`):

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use gantry_engine::{
-    BufferId, BufferType, BufferUsage, Context, Device, TensorId, WeightRepack, device_extension, same_buffer_type,
+    BufferId, BufferType, BufferUsage, Context, Device, Limits, TensorId, WeightRepack, device_extension,
+    same_buffer_type,
 };
 
 use crate::{Error, Result};
@@ -60,12 +61,28 @@ pub struct LoadOptions<'a> {
     /// device's, so the scheduler computes the ops reading them on the CPU.
     /// Nothing changes for a device whose buffers are host memory.
     pub host_tensors: HostTensors,
+    /// What [`DecoderModel::load_with`](crate::model::decoder::DecoderModel::load_with)
+    /// holds the file to: its tensor count and shapes, and every size its
+    /// metadata gives (layers, widths, context, vocabulary, the chat
+    /// template's output), each refused by name beyond its limit before it
+    /// sizes anything. Default [`Limits::DEFAULT`]; a program loading files
+    /// it does not trust can hold them tighter. (Limits above the defaults
+    /// admit no larger model: the graph and session code keep the
+    /// defaults as their own bounds.)
+    pub limits: Limits,
 }
 
 impl Default for LoadOptions<'_> {
     /// The defaults, whatever the environment says.
     fn default() -> Self {
-        Self { use_mmap: true, progress: None, oversize: None, repack: true, host_tensors: HostTensors::NONE }
+        Self {
+            use_mmap: true,
+            progress: None,
+            oversize: None,
+            repack: true,
+            host_tensors: HostTensors::NONE,
+            limits: Limits::DEFAULT,
+        }
     }
 }
 
@@ -165,7 +182,8 @@ pub fn load_tensors(
     device: &dyn Device,
     options: LoadOptions<'_>,
 ) -> Result<LoadedWeights> {
-    let LoadOptions { use_mmap, progress, oversize, repack, host_tensors } = options;
+    // The limits were the file's business (it was read under them).
+    let LoadOptions { use_mmap, progress, oversize, repack, host_tensors, limits: _ } = options;
     let _span = tracing::info_span!("load", file = %file.source(), device = device.name()).entered();
     let started = std::time::Instant::now();
     let entries = file.tensor_entries()?;

@@ -524,3 +524,35 @@ fn bert_folders_that_cannot_load_name_the_file_and_key() {
     let st = dir.join("model.safetensors").display().to_string();
     assert!(err.contains(&st) && err.contains("'embeddings.word_embeddings.weight' has shape"), "{err}");
 }
+
+/// `LoadOptions::limits` holds a file to tighter limits than the defaults:
+/// each size beyond its limit is refused naming the file, the key (or
+/// tensor) and the limit, before anything is allocated; the same file loads
+/// under the defaults.
+#[test]
+fn tighter_loader_limits_refuse_a_file_by_name() {
+    use gantry::Limits;
+    use gantry::model::LoadOptions;
+    let path = temp_dir("gguf").join("limits.gguf");
+    tiny_llama(&path, "llama", |_, _| {});
+    let load = |limits: Limits| {
+        let mut ctx = Context::new();
+        let options = LoadOptions { limits, ..LoadOptions::default() };
+        let result = DecoderModel::load_with(&path, &mut ctx, &cpu(), options).map(drop).map_err(|e| e.to_string());
+        if result.is_err() {
+            assert_empty(&ctx, "limits");
+        }
+        result
+    };
+    load(Limits::DEFAULT).unwrap();
+    let file = path.display().to_string();
+    for (limits, says) in [
+        (Limits { max_width: N_EMBD - 1, ..Limits::DEFAULT }, "llama.embedding_length = 32"),
+        (Limits { max_vocab: 4, ..Limits::DEFAULT }, "the rows of token_embd.weight = 8"),
+        (Limits { max_tensors: 5, ..Limits::DEFAULT }, "the tensor count = 11"),
+        (Limits { max_tensor_elements: 1000, ..Limits::DEFAULT }, "more than the 1000 elements"),
+    ] {
+        let err = load(limits).expect_err(says);
+        assert!(err.contains(&file) && err.contains(says), "{says}: {err}");
+    }
+}

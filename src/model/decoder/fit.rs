@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use gantry_engine::{DType, Limits};
+use gantry_engine::DType;
 
 use super::DecoderHparams;
 use crate::model::HostTensors;
@@ -112,7 +112,7 @@ impl ModelFootprint {
     /// `kv_dtype`.
     pub fn from_gguf(gguf: &Gguf, hp: &DecoderHparams, n_ctx: usize, kv_dtype: DType) -> Result<Self> {
         // `hp` came from the file: its layer count sizes this table.
-        let limits = Limits::DEFAULT;
+        let limits = *gguf.limits();
         let bad = |reason: String| Error::InvalidModel { file: gguf.source().to_owned(), reason };
         let n_layer = limits.check_count("block_count", hp.n_layer as u64, limits.max_layers).map_err(bad)?;
         let mut layer_weights = Vec::new();

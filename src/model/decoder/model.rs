@@ -140,7 +140,7 @@ impl DecoderModel {
         options: LoadOptions<'_>,
         dequantized: bool,
     ) -> Result<Self> {
-        let gguf = Gguf::open_mapped_or_read(path, options.use_mmap)?;
+        let gguf = Gguf::open_with_limits(path, options.use_mmap, &options.limits)?;
         let hp = DecoderHparams::from_gguf(&gguf)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&gguf, &hp, &tokenizer)?;

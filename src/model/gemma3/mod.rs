@@ -6,7 +6,7 @@
 //! configuration of the shared decoder, read from GGUF metadata as
 //! llama.cpp's `llm_build_gemma3_iswa` does.
 
-use gantry_engine::{Limits, RopeMode};
+use gantry_engine::RopeMode;
 
 use crate::Result;
 use crate::model::blocks::{FeedForwardKind, NormKind};
@@ -48,9 +48,9 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         kq_scale: Some(1.0 / (shape.head_dim as f32).sqrt()),
         attn_softcap: gguf.get_arch_opt("attn_logit_softcapping")?.unwrap_or(0.0),
         final_softcap: gguf.get_arch_opt("final_logit_softcapping")?.unwrap_or(0.0),
-        sliding_window: gguf.get_arch_count_req("attention.sliding_window", Limits::DEFAULT.max_context)?,
+        sliding_window: gguf.get_arch_count_req("attention.sliding_window", gguf.limits().max_context)?,
         swa_pattern: gguf
-            .get_arch_count("attention.sliding_window_pattern", Limits::DEFAULT.max_layers)?
+            .get_arch_count("attention.sliding_window_pattern", gguf.limits().max_layers)?
             .unwrap_or(DEFAULT_SWA_PATTERN),
         ..shape
     })

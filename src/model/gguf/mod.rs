@@ -63,6 +63,9 @@ pub struct Gguf {
     tensor_index: HashMap<String, usize>,
     alignment: usize,
     data_offset: usize,
+    /// What the file's counts and sizes were held to, and what the loaders
+    /// hold the sizes its metadata gives to ([`Gguf::get_arch_count`]).
+    limits: Limits,
 }
 
 impl Gguf {
@@ -72,13 +75,24 @@ impl Gguf {
     /// [`Gguf::host_memory`] lends the mapping to buffers. As with any memory
     /// map, the file must not be truncated or rewritten while it is in use.
     pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
+        Self::open_with_limits(path, true, &Limits::DEFAULT)
+    }
+
+    /// [`Gguf::open`] (`mmap`) or [`Gguf::read`], the file's counts and
+    /// sizes held to `limits` instead of [`Limits::DEFAULT`] (a server
+    /// loading files it does not trust can hold them tighter).
+    pub fn open_with_limits(path: impl AsRef<Path>, mmap: bool, limits: &Limits) -> Result<Gguf> {
+        if !mmap {
+            let (name, bytes) = crate::model::regular_file::read_regular(path.as_ref())?;
+            return Self::from_storage(name, Storage::Owned(Arc::new(bytes)), limits);
+        }
         let path = path.as_ref();
         let name = path.display().to_string();
         crate::model::regular_file::check_regular(path)?;
         let file = File::open(path).map_err(|source| Error::Io { context: format!("opening {name}"), source })?;
         let map = gantry_backends::cpu::map_read_only(&file)
             .map_err(|source| Error::Io { context: format!("mapping {name}"), source })?;
-        Self::from_storage(name, Storage::Mapped(Arc::new(map)))
+        Self::from_storage(name, Storage::Mapped(Arc::new(map)), limits)
     }
 
     /// Reads the GGUF file at `path` into memory instead of mapping it
@@ -88,13 +102,12 @@ impl Gguf {
     /// changes the weights underneath. The read memory is reserved
     /// fallibly: a file larger than the memory is an error, not an abort.
     pub fn read(path: impl AsRef<Path>) -> Result<Gguf> {
-        let (name, bytes) = crate::model::regular_file::read_regular(path.as_ref())?;
-        Self::from_vec(name, bytes)
+        Self::open_with_limits(path, false, &Limits::DEFAULT)
     }
 
     /// [`Gguf::open`] when `mmap`, else [`Gguf::read`].
     pub fn open_mapped_or_read(path: impl AsRef<Path>, mmap: bool) -> Result<Gguf> {
-        if mmap { Self::open(path) } else { Self::read(path) }
+        Self::open_with_limits(path, mmap, &Limits::DEFAULT)
     }
 
     /// Parses GGUF bytes (copied once into shared memory the file's tensors
@@ -105,11 +118,16 @@ impl Gguf {
 
     /// Parses GGUF bytes owned by `bytes`, naming them `source` in errors.
     pub fn from_vec(source: impl Into<String>, bytes: Vec<u8>) -> Result<Gguf> {
-        Self::from_storage(source.into(), Storage::Owned(Arc::new(bytes)))
+        Self::from_storage(source.into(), Storage::Owned(Arc::new(bytes)), &Limits::DEFAULT)
     }
 
-    fn from_storage(source: String, storage: Storage) -> Result<Gguf> {
-        let p = reader::parse(&source, storage.bytes())?;
+    /// [`Gguf::parse`] with the counts and sizes held to `limits`.
+    pub fn parse_with_limits(bytes: &[u8], limits: &Limits) -> Result<Gguf> {
+        Self::from_storage("<memory>".into(), Storage::Owned(Arc::new(bytes.to_vec())), limits)
+    }
+
+    fn from_storage(source: String, storage: Storage, limits: &Limits) -> Result<Gguf> {
+        let p = reader::parse(&source, storage.bytes(), limits)?;
         Ok(Gguf {
             source,
             storage,
@@ -120,7 +138,14 @@ impl Gguf {
             tensor_index: p.tensor_index,
             alignment: p.alignment,
             data_offset: p.data_offset,
+            limits: *limits,
         })
+    }
+
+    /// The limits the file was read under, which the loaders hold its
+    /// metadata's sizes to.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The file's path (or `"<memory>"`), as errors name it.
@@ -294,7 +319,7 @@ impl Gguf {
     pub fn get_arch_count(&self, suffix: &str, max: usize) -> Result<Option<usize>> {
         let Some(value) = self.get_arch_opt::<u64>(suffix)? else { return Ok(None) };
         let key = self.arch_key(suffix)?;
-        Limits::DEFAULT.check_count(&key, value, max).map(Some).map_err(|reason| self.error(reason))
+        self.limits.check_count(&key, value, max).map(Some).map_err(|reason| self.error(reason))
     }
 
     /// [`get_arch_count`](Self::get_arch_count) of a key the file must have.

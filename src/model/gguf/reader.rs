@@ -203,8 +203,9 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Parses a whole GGUF file held in `bytes`; `file` names it in errors.
-pub(crate) fn parse(file: &str, bytes: &[u8]) -> Result<Parsed> {
+/// Parses a whole GGUF file held in `bytes`, its counts and shapes held to
+/// `limits`; `file` names it in errors.
+pub(crate) fn parse(file: &str, bytes: &[u8], limits: &Limits) -> Result<Parsed> {
     let mut c = Cursor { bytes, pos: 0, file };
 
     let magic = c.array::<4>(&|| "the magic number".into())?;
@@ -231,9 +232,7 @@ pub(crate) fn parse(file: &str, bytes: &[u8]) -> Result<Parsed> {
         })?;
     // The bytes bound the count; the limit keeps a large file from
     // declaring more tensors than any model has.
-    Limits::DEFAULT
-        .check_count("the tensor count", n_tensors as u64, Limits::DEFAULT.max_tensors)
-        .map_err(|e| c.error(e))?;
+    limits.check_count("the tensor count", n_tensors as u64, limits.max_tensors).map_err(|e| c.error(e))?;
 
     let mut metadata = Vec::with_capacity(n_kv);
     let mut metadata_index = HashMap::with_capacity(n_kv);
@@ -261,7 +260,7 @@ pub(crate) fn parse(file: &str, bytes: &[u8]) -> Result<Parsed> {
     let mut tensors = Vec::with_capacity(n_tensors);
     let mut tensor_index = HashMap::with_capacity(n_tensors);
     for i in 0..n_tensors {
-        let info = read_tensor_info(&mut c, i, alignment)?;
+        let info = read_tensor_info(&mut c, i, alignment, limits)?;
         match tensor_index.entry(info.name.clone()) {
             Entry::Occupied(_) => return Err(c.error(format!("tensor '{}' appears twice", info.name))),
             Entry::Vacant(slot) => {
@@ -278,7 +277,7 @@ pub(crate) fn parse(file: &str, bytes: &[u8]) -> Result<Parsed> {
     Ok(Parsed { version, metadata, metadata_index, tensors, tensor_index, alignment, data_offset })
 }
 
-fn read_tensor_info(c: &mut Cursor<'_>, i: usize, alignment: usize) -> Result<TensorInfo> {
+fn read_tensor_info(c: &mut Cursor<'_>, i: usize, alignment: usize, limits: &Limits) -> Result<TensorInfo> {
     let name = c.string(&|| format!("the name of tensor {i}"))?;
     if name.len() > MAX_TENSOR_NAME {
         return Err(c.error(format!(
@@ -301,7 +300,7 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: usize, alignment: usize) -> Result<Te
     }
     // An empty tensor may not hide a huge dimension that a kernel or a
     // shape computation would loop over or multiply.
-    Limits::DEFAULT.check_shape(&ne).map_err(|reason| c.error(format!("tensor '{name}': {reason}")))?;
+    limits.check_shape(&ne).map_err(|reason| c.error(format!("tensor '{name}': {reason}")))?;
     let type_id = c.u32(&|| format!("the type of tensor '{name}'"))?;
     let dtype = DType::from_ggml_id(type_id).ok_or_else(|| {
         c.error(format!("tensor '{name}' has ggml type {type_id}, which is unknown or not supported by Gantry"))

@@ -11,7 +11,7 @@
 //! clamped SwiGLU between them. The norm before the experts is stored as
 //! `post_attention_norm`; the output matrix is untied.
 
-use gantry_engine::{Limits, RopeMode};
+use gantry_engine::RopeMode;
 
 use crate::model::blocks::{ExpertActivation, FeedForwardKind, Gating, NormKind};
 use crate::model::decoder::DecoderHparams;
@@ -75,7 +75,7 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
             )));
         }
     }
-    let l = Limits::DEFAULT;
+    let l = *gguf.limits();
     let rope_base = gguf.get_arch_positive("rope.freq_base")?.unwrap_or(10000.0);
     let yarn = gguf.get_arch_opt::<&str>("rope.scaling.type")? == Some("yarn");
     // The factor as llama.cpp keeps it, as a position scale: the global

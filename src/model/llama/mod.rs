@@ -8,7 +8,7 @@ use crate::model::blocks::{ExpertActivation, FeedForwardKind, Gating, NormKind};
 use crate::model::decoder::{DecoderHparams, MAX_EXPERTS};
 use crate::model::gguf::Gguf;
 use crate::{Error, Result};
-use gantry_engine::{Limits, RopeMode};
+use gantry_engine::RopeMode;
 
 /// The `llama.*` keys this family reads beyond the common ones
 /// ([`crate::model::decoder`]'s accounting refuses any other).
@@ -34,7 +34,7 @@ pub const KEYS: &[&str] = &["attention.sliding_window"];
 pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
     let shape = common_shape(gguf)?;
     let (n_expert, n_expert_used) = expert_counts(gguf)?;
-    let sliding_window = gguf.get_arch_count("attention.sliding_window", Limits::DEFAULT.max_context)?.unwrap_or(0);
+    let sliding_window = gguf.get_arch_count("attention.sliding_window", gguf.limits().max_context)?.unwrap_or(0);
     let rope_base = gguf.get_arch_positive("rope.freq_base")?.unwrap_or(10000.0);
     Ok(DecoderHparams {
         n_expert,
@@ -86,7 +86,7 @@ pub(crate) fn common_shape(gguf: &Gguf) -> Result<DecoderHparams> {
     // Every size is bounded before it sizes anything: the layer count a
     // `Vec` per layer, the context the KV cache and the masks, the widths
     // the tensors checked against them.
-    let l = Limits::DEFAULT;
+    let l = *gguf.limits();
     let n_embd = gguf.get_arch_count_req("embedding_length", l.max_width)?;
     let n_head = gguf.get_arch_count_req("attention.head_count", l.max_width)?;
     let n_head_kv = gguf.get_arch_count("attention.head_count_kv", l.max_width)?.unwrap_or(n_head);

@@ -9,7 +9,7 @@
 //! shared experts. The output matrix is tied to the embeddings when the
 //! file has none.
 
-use gantry_engine::{Limits, RopeMode};
+use gantry_engine::RopeMode;
 
 use crate::model::blocks::{ExpertActivation, FeedForwardKind, Gating, NormKind};
 use crate::model::decoder::DecoderHparams;
@@ -35,7 +35,7 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         });
     }
     let n_ff_exp = gguf
-        .get_arch_count("expert_feed_forward_length", Limits::DEFAULT.max_width)?
+        .get_arch_count("expert_feed_forward_length", gguf.limits().max_width)?
         .unwrap_or(shape.n_ff / n_expert_used);
     Ok(DecoderHparams {
         arch: "qwen3moe",

@@ -4,7 +4,6 @@
 
 // hashbrown's default hasher is several times faster than SipHash on the
 // short keys (token texts, id pairs) looked up for every byte encoded.
-use gantry_engine::Limits;
 use hashbrown::HashMap;
 
 use crate::{Error, Result};
@@ -166,7 +165,7 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
     }
     // The file's size bounds the array; the limit keeps the tables built
     // from it (a `String` and a map entry per token) to a real vocabulary's.
-    let limits = Limits::DEFAULT;
+    let limits = *gguf.limits();
     limits.check_count("tokenizer.ggml.tokens", n as u64, limits.max_vocab).map_err(|e| invalid(gguf, e))?;
     let scores = match gguf.get_opt::<&Array>("tokenizer.ggml.scores")? {
         None => None,
