@@ -7,9 +7,11 @@
 
 mod attention;
 mod conv;
+mod delta_net;
 mod elementwise;
 mod experts;
 mod layout;
+mod linear_attn;
 mod matmul;
 mod norm;
 pub mod params;
@@ -17,10 +19,12 @@ mod reduce;
 mod rope;
 mod routing;
 mod rows;
+mod sam;
 mod set_acc;
 pub mod shader;
 mod shared_constants;
 mod small;
+mod solve_tri;
 mod ssm;
 mod vision;
 
@@ -30,6 +34,7 @@ use gantry_arenas::TensorId;
 use gantry_engine::{BinaryOp, Context, DType, GluOp, Op, Result, SortOrder, TensorDesc, UnaryOp};
 
 pub use self::conv::ConvOp;
+pub use self::linear_attn::LinearAttn;
 use self::params::{Params, TensorParams};
 use self::shader::{SLOT_NAMES, Store, compose};
 use self::shared_constants::{ELEMENT_WORKGROUP, QUANTIZE_WORKGROUP, shared_constants};
@@ -157,6 +162,21 @@ pub enum Kernel {
     SsmConv,
     /// SSM_SCAN.
     SsmScan,
+    /// SOLVE_TRI.
+    SolveTri,
+    /// RWKV_WKV6, GATED_LINEAR_ATTN, RWKV_WKV7 (a shader each).
+    LinearAttn(LinearAttn),
+    /// GATED_DELTA_NET.
+    DeltaNet,
+    /// WIN_PART and WIN_UNPART.
+    Window {
+        /// WIN_UNPART (else WIN_PART).
+        unpart: bool,
+    },
+    /// GET_REL_POS.
+    GetRelPos,
+    /// ADD_REL_POS.
+    AddRelPos,
 }
 
 /// One compiled kernel instance: kernel, binding stores, and the src0 dtype
@@ -268,15 +288,12 @@ pub fn plan(ctx: &Context, node: TensorId, caps: &Caps) -> std::result::Result<O
         Op::Pool1d { op, k, s, p } => vision::pool(&mut b, op, [k, 1], [s, 1], [p, 0], false),
         Op::Set { .. } | Op::Acc { .. } => set_acc::set_acc(&mut b),
         Op::CountEqual => reduce::count_equal(&mut b),
-        Op::SolveTri
-        | Op::RwkvWkv6
-        | Op::GatedLinearAttn { .. }
-        | Op::RwkvWkv7
-        | Op::GatedDeltaNet { .. }
-        | Op::WinPart { .. }
-        | Op::WinUnpart { .. }
-        | Op::GetRelPos
-        | Op::AddRelPos => Err(format!("{} has no wgpu kernel", d.op.name())),
+        Op::SolveTri => solve_tri::solve_tri(&mut b),
+        Op::RwkvWkv6 | Op::GatedLinearAttn { .. } | Op::RwkvWkv7 => linear_attn::linear_attn(&mut b),
+        Op::GatedDeltaNet { .. } => delta_net::gated_delta_net(&mut b),
+        Op::WinPart { .. } | Op::WinUnpart { .. } => sam::window(&mut b),
+        Op::GetRelPos => sam::get_rel_pos(&mut b),
+        Op::AddRelPos => sam::add_rel_pos(&mut b),
     }
 }
 
@@ -477,6 +494,14 @@ fn body(kernel: Kernel) -> &'static str {
         Kernel::CountEqual => include_str!("../shaders/count_equal.wgsl"),
         Kernel::SsmConv => include_str!("../shaders/ssm_conv.wgsl"),
         Kernel::SsmScan => include_str!("../shaders/ssm_scan.wgsl"),
+        Kernel::SolveTri => include_str!("../shaders/solve_tri.wgsl"),
+        Kernel::LinearAttn(LinearAttn::Wkv6) => include_str!("../shaders/wkv6.wgsl"),
+        Kernel::LinearAttn(LinearAttn::Gla) => include_str!("../shaders/gla.wgsl"),
+        Kernel::LinearAttn(LinearAttn::Wkv7) => include_str!("../shaders/wkv7.wgsl"),
+        Kernel::DeltaNet => include_str!("../shaders/delta_net.wgsl"),
+        Kernel::Window { .. } => include_str!("../shaders/window.wgsl"),
+        Kernel::GetRelPos => include_str!("../shaders/get_rel_pos.wgsl"),
+        Kernel::AddRelPos => include_str!("../shaders/add_rel_pos.wgsl"),
     }
 }
 
@@ -677,7 +702,13 @@ pub fn source(key: &KernelKey) -> String {
         Kernel::SsmScan => libs.push(ACTIVATIONS),
         Kernel::Conv(op) => consts += &format!("const CONV_OP: u32 = {}u;", op.index()),
         Kernel::SetAcc { add } => consts += set_acc_movers(st, add),
-        Kernel::CountEqual => {}
+        Kernel::CountEqual
+        | Kernel::SolveTri
+        | Kernel::LinearAttn(_)
+        | Kernel::DeltaNet
+        | Kernel::GetRelPos
+        | Kernel::AddRelPos => {}
+        Kernel::Window { unpart } => consts += &format!("const WIN_UNPART: bool = {unpart};"),
         Kernel::IndexOp(op) => {
             consts += &format!("const INDEX_OP: u32 = {}u;\n", op.index());
             consts.push_str(if st[1] == Store::Unused {

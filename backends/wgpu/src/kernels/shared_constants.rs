@@ -16,7 +16,9 @@
 //! Kernels with one workgroup per row (NORM, L2_NORM, SOFT_MAX, SUM,
 //! SUM_ROWS, ARGMAX), per group (GROUP_NORM) or one in all (COUNT_EQUAL)
 //! size their workgroups in the WGSL alone: their plans count rows or groups.
-//! SSM_SCAN's `WORKGROUP_SIZE` counts state rows (one invocation each).
+//! SSM_SCAN's `WORKGROUP_SIZE` counts state rows (one invocation each), as
+//! do RWKV_WKV6's, GATED_LINEAR_ATTN's, RWKV_WKV7's and GATED_DELTA_NET's
+//! (a state row or column per invocation), SOLVE_TRI's right-hand-side columns.
 
 use std::fmt::Write;
 
@@ -63,7 +65,13 @@ pub(super) fn shared_constants(key: &KernelKey) -> String {
         | Kernel::SsmScan
         | Kernel::IndexOp(_)
         | Kernel::Conv(_)
-        | Kernel::SetAcc { .. } => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
+        | Kernel::SetAcc { .. }
+        | Kernel::SolveTri
+        | Kernel::LinearAttn(_)
+        | Kernel::DeltaNet
+        | Kernel::Window { .. }
+        | Kernel::GetRelPos
+        | Kernel::AddRelPos => constant("WORKGROUP_SIZE", ELEMENT_WORKGROUP),
         Kernel::Quantize { .. } => constant("WORKGROUP_SIZE", QUANTIZE_WORKGROUP),
         Kernel::MulMatId => constant("ROWS", VEC_ROWS),
         Kernel::MulMatVec => {
@@ -143,6 +151,14 @@ mod tests {
             Kernel::Conv(super::super::ConvOp::Conv2d),
             Kernel::SetAcc { add: true },
             Kernel::CountEqual,
+            Kernel::SolveTri,
+            Kernel::LinearAttn(super::super::LinearAttn::Wkv6),
+            Kernel::LinearAttn(super::super::LinearAttn::Gla),
+            Kernel::LinearAttn(super::super::LinearAttn::Wkv7),
+            Kernel::DeltaNet,
+            Kernel::Window { unpart: true },
+            Kernel::GetRelPos,
+            Kernel::AddRelPos,
         ];
         for kernel in kernels {
             for dtype in [DType::F32, DType::Q4_K, DType::Q5_K] {

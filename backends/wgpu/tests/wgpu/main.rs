@@ -18,5 +18,6 @@ mod plans;
 mod quant;
 mod read_back;
 mod scheduler;
+mod sequence_ops;
 mod small_ops;
 mod vision;
