@@ -6,11 +6,9 @@
 
 use std::sync::Arc;
 
-use super::support::{assert_close, values};
-use gantry_arenas::GraphArena;
+use super::support::{assert_close, scheduled_run, values};
 use gantry_cpu::CpuBackend;
 use gantry_engine::quant::quantize_row;
-use gantry_engine::sched::{Scheduler, SchedulerParams};
 use gantry_engine::{Backend, BufferUsage, Context, DType, Device, TensorId};
 
 /// Head size.
@@ -65,20 +63,13 @@ fn q8_0(n: usize, seed: u64) -> Vec<u8> {
 
 fn run(backends: &[Arc<dyn Backend>]) -> (Vec<f32>, usize, Vec<String>) {
     let mut blk = build(&backends[0]);
-    let mut sched = Scheduler::new(backends, SchedulerParams::default()).unwrap();
-    let arena = GraphArena::new();
-    let graph = blk.ctx.build_graph(&arena, &[blk.out]).unwrap();
-    sched.alloc_graph(&mut blk.ctx, graph).unwrap();
-    blk.ctx.set_f32(blk.q, &values(D * N * N, 23, -1.0, 1.0)).unwrap();
-    blk.ctx.set_bytes(blk.k, &q8_0(D * KV * N, 24)).unwrap();
-    blk.ctx.set_bytes(blk.v, &q8_0(D * KV * N, 25)).unwrap();
-    sched.graph_compute(&mut blk.ctx, graph).unwrap();
-    let out = blk.ctx.read_f32(blk.out).unwrap();
-    let placed =
-        blk.watched.iter().map(|&t| sched.tensor_backend(t).map_or("?".into(), |be| be.name().to_string())).collect();
-    let splits = sched.n_splits();
-    sched.release(&mut blk.ctx).unwrap();
-    (out, splits, placed)
+    let (q, k, v) = (blk.q, blk.k, blk.v);
+    let r = scheduled_run(backends, &mut blk.ctx, blk.out, &blk.watched, |ctx| {
+        ctx.set_f32(q, &values(D * N * N, 23, -1.0, 1.0)).unwrap();
+        ctx.set_bytes(k, &q8_0(D * KV * N, 24)).unwrap();
+        ctx.set_bytes(v, &q8_0(D * KV * N, 25)).unwrap();
+    });
+    (r.out, r.splits, r.placed)
 }
 
 #[test]
