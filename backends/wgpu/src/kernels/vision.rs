@@ -64,11 +64,17 @@ pub(super) fn upscale(b: &mut Builder<'_>, mode: ScaleMode, align_corners: bool)
 pub(super) fn pad(b: &mut Builder<'_>) -> Planned {
     let Op::Pad { lp, circular, .. } = b.d.op else { return Err("not a PAD".into()) };
     b.bind_dst()?;
-    let a = b.bind_src(0)?;
-    // An empty source (zeros only) is left to the CPU: no binding is empty.
-    if a.dtype != DType::F32 || a.nelements() == 0 {
+    let (_, a) = b.src(0)?;
+    if a.dtype != DType::F32 {
         return Err(format!("PAD of {} {:?} has no wgpu kernel", a.dtype, a.ne));
     }
+    // An empty source cannot be bound (no binding is empty) and pads to
+    // zeros only (the CPU's result): a FILL of zeros, reading nothing.
+    if a.nelements() == 0 {
+        b.params.f[0] = 0.0;
+        return b.finish(Kernel::IndexOp(super::small::IndexOp::Fill), DType::F32, groups_for(b.d.nelements()));
+    }
+    b.bind_src(0)?;
     b.params.u[..4].copy_from_slice(&lp);
     b.params.u[4] = u32::from(circular);
     b.finish(Kernel::Pad, DType::F32, groups_for(b.d.nelements()))
