@@ -1,10 +1,10 @@
 //! The vision and diffusion ops wgpu computes (IM2COL, the direct and
 //! transposed convolutions, POOL_1D, POOL_2D, UPSCALE, PAD, PAD_REFLECT_1D,
 //! ROLL, GROUP_NORM, L2_NORM): their conformance cases against the CPU, none
-//! skipped but the ones a wgpu kernel refuses by design; and a block of
+//! skipped; and a block of
 //! them the scheduler places on wgpu whole, computing the CPU-only result.
 //! (`mamba.rs` has a block split between wgpu and the CPU by where its
-//! weights are, `mixed_support.rs` one split by an op wgpu lacks.)
+//! weights are, `mixed_support.rs` one split by an op wgpu refuses.)
 
 use std::sync::Arc;
 
