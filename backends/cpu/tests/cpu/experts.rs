@@ -92,7 +92,14 @@ fn repacked_experts_give_the_plain_product() {
     // Several tokens (experts grouped by the tokens that chose them), and
     // one token's six experts (the shared products, four then two).
     for shape in [(2, 7), (6, 1)] {
-        for (dtype, k) in [(DType::Q8_0, 64), (DType::Q4_0, 64), (DType::Q4_K, 256), (DType::Q6_K, 256)] {
+        for (dtype, k) in [
+            (DType::Q8_0, 64),
+            (DType::Q4_0, 64),
+            (DType::Q2_K, 256),
+            (DType::Q3_K, 256),
+            (DType::Q4_K, 256),
+            (DType::Q6_K, 256),
+        ] {
             let plain = experts_product(&gantry_cpu::buffer_type(), dtype, k, shape);
             let repacked = experts_product(&gantry_cpu::repack_buffer_type(), dtype, k, shape);
             assert!(plain.iter().any(|&v| v != 0.0));
