@@ -112,8 +112,10 @@ fn repacked_experts_give_the_plain_product() {
             }
             // And each slot is its own expert's product: near the F32 weights'
             // (within the 4-bit weights' rounding), where another expert's
-            // would be off by the whole scale.
-            if shape.1 == 1 {
+            // would be off by the whole scale. (Q2_K's rounding is a third
+            // of the scale on these weights: its slots are the plain
+            // product's, checked above.)
+            if shape.1 == 1 && dtype != DType::Q2_K {
                 let f32s = experts_product(&gantry_cpu::buffer_type(), DType::F32, k, shape);
                 let err = repacked.iter().zip(&f32s).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
                 let scale = f32s.iter().map(|v| v.abs()).fold(0f32, f32::max);
