@@ -18,8 +18,8 @@
 //!
 //! A tensor placed here is a matrix, or a stack of matrices (a
 //! mixture-of-experts layer's `[k, m, n_expert]` weights), of dense rows of a
-//! type with a repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
-//! Q6_K): [`repacks_layout`]. Each matrix takes [`repacked_size`] bytes (its
+//! type with a repacked layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+//! Q4_K, Q5_K, Q6_K): [`repacks_layout`]. Each matrix takes [`repacked_size`] bytes (its
 //! rows rounded up to whole groups of 16, and the scale areas aligned), one
 //! after the other, which [`BufferType::alloc_size`] reports.
 
@@ -363,7 +363,7 @@ impl Buffer for RepackBuffer {
         let size = stack_size(dtype, layout.ne).filter(|_| repacks_layout(layout)).ok_or_else(|| {
             Error::Unsupported(format!(
                 "{NAME} holds matrices (or stacks of them along dim 2) of dense rows of whole blocks of Q4_0, \
-                 Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or Q6_K, not {dtype} {:?}",
+                 Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K or Q6_K, not {dtype} {:?}",
                 layout.ne
             ))
         })?;
@@ -408,11 +408,20 @@ mod tests {
         let buft = repack_buffer_type();
         assert!(!buft.is_host() && buft.name() == "CPU_REPACK");
         assert!(gantry_engine::same_buffer_type(&buft, &repack_buffer_type()));
-        for dtype in
-            [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K]
-        {
+        for dtype in [
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q5_1,
+            DType::Q8_0,
+            DType::Q2_K,
+            DType::Q3_K,
+            DType::Q4_K,
+            DType::Q5_K,
+            DType::Q6_K,
+        ] {
             // The K-quants' rows are whole 256-value super-blocks.
-            let (ka, kb) = if matches!(dtype, DType::Q4_K | DType::Q5_K | DType::Q6_K) { (512, 256) } else { (96, 64) };
+            let (ka, kb) = if dtype.block_size() == 256 { (512, 256) } else { (96, 64) };
             let mut ctx = Context::new();
             let (a, bytes_a) = matrix(&mut ctx, dtype, ka, 37);
             let (b, bytes_b) = matrix(&mut ctx, dtype, kb, 5);
@@ -459,11 +468,11 @@ mod tests {
     fn only_repackable_matrices_are_placed() {
         let buft = repack_buffer_type();
         let mut ctx = Context::new();
-        let q2k = ctx.tensor(DType::Q2_K, [256, 16]).unwrap();
+        let lookup = ctx.tensor(DType::IQ4_XS, [256, 16]).unwrap();
         let f32s = ctx.tensor(DType::F32, [64, 16]).unwrap();
         let batched = ctx.tensor(DType::Q4_0, [64, 16, 2, 2]).unwrap();
         let odd = ctx.tensor(DType::Q8_0, [32, 3]).unwrap();
-        for t in [q2k, f32s, batched] {
+        for t in [lookup, f32s, batched] {
             let err = ctx.alloc_tensors(&[t], &buft, BufferUsage::Weights).unwrap_err().to_string();
             assert!(err.contains("CPU_REPACK holds"), "{err}");
         }
@@ -478,7 +487,9 @@ mod tests {
     #[test]
     fn a_stack_of_experts_is_each_matrix_repacked_one_after_the_other() {
         let buft = repack_buffer_type();
-        for (dtype, k) in [(DType::Q4_0, 64), (DType::Q4_K, 256), (DType::Q6_K, 256)] {
+        for (dtype, k) in
+            [(DType::Q4_0, 64), (DType::Q2_K, 256), (DType::Q3_K, 256), (DType::Q4_K, 256), (DType::Q6_K, 256)]
+        {
             // 21 rows: each expert ends with a short group, which never spans two experts.
             let (m, n_expert) = (21, 3);
             let mut ctx = Context::new();

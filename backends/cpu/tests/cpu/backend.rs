@@ -395,3 +395,53 @@ fn empty_nodes_compute_nothing_and_an_empty_concat_part_adds_nothing() {
     assert_eq!(ctx.read_f32(joined).unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     assert_eq!(ctx.read_f32(joined_first).unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
 }
+
+/// `w · x` through a graph with the `[k, 37]` weights of `dtype` (quantized
+/// from fixed values) in `weights_buft` and `n` activation columns.
+fn weight_product(weights_buft: &Arc<dyn gantry_engine::BufferType>, dtype: DType, k: usize, n: usize) -> Vec<f32> {
+    let m = 37;
+    let mut ctx = Context::new();
+    let w = ctx.tensor(dtype, [k, m]).unwrap();
+    let x = ctx.tensor(DType::F32, [k, n]).unwrap();
+    let y = ctx.mul_mat(w, x).unwrap();
+    let arena = GraphArena::new();
+    let graph = ctx.build_graph(&arena, &[y]).unwrap();
+    ctx.alloc_tensors(&[w], weights_buft, BufferUsage::Weights).unwrap();
+    let cpu_buft = cpu::buffer_type();
+    ctx.alloc_tensors(&[x], &cpu_buft, BufferUsage::Weights).unwrap();
+    ctx.alloc_tensors(graph.nodes(), &cpu_buft, BufferUsage::Compute).unwrap();
+    ctx.set_f32(w, &gantry_engine::SplitMix64::new(5).values(k * m, -1.0, 1.0)).unwrap();
+    ctx.set_f32(x, &gantry_engine::SplitMix64::new(6).values(k * n, -1.0, 1.0)).unwrap();
+    let backend = CpuBackend::with_threads(2).unwrap();
+    backend.graph_compute(&ctx, graph).into_result().unwrap();
+    ctx.read_f32(y).unwrap()
+}
+
+/// MUL_MAT over every repacked type in a `CPU_REPACK` buffer gives the
+/// plain buffer's product (one column and a batch; the same integer sums in
+/// another order).
+#[test]
+fn repacked_weights_in_a_graph_give_the_plain_product() {
+    for dtype in [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ] {
+        let k = 512;
+        for n in [1, 9] {
+            let plain = weight_product(&cpu::buffer_type(), dtype, k, n);
+            let repacked = weight_product(&cpu::repack_buffer_type(), dtype, k, n);
+            assert!(plain.iter().any(|&v| v != 0.0), "{dtype}");
+            for (i, (p, r)) in plain.iter().zip(&repacked).enumerate() {
+                assert!((p - r).abs() <= 1e-4 * p.abs().max(1.0), "{dtype} n={n} [{i}]: plain {p}, repacked {r}");
+            }
+        }
+    }
+}

@@ -1,11 +1,11 @@
 //! What the repacked K-quants share: a group of [`GROUP_ROWS`] rows is its
 //! 256-value super-blocks one after the other, each a record of a size and
 //! layout of the type's own ([`KRecord`]: Q4_K in [`super::q4k_layout`],
-//! Q6_K in [`super::q6k_layout`]), and a prepared Q8_K column is the
-//! quants of every super-block (256 bytes each), then each super-block's
-//! f32 scale, then per super-block [`KRecord::AUX`] bytes of the type's
-//! own (sums of the column's quants the type's kernels start from or
-//! multiply). Packing both ways, row by row, and [`Repacked`] for every
+//! Q6_K in [`super::q6k_layout`], Q2_K and Q3_K in [`super::q23k_layout`]),
+//! and a prepared Q8_K column is the quants of every super-block (256
+//! bytes each), then each super-block's f32 scale, then per super-block
+//! [`KRecord::AUX`] bytes of the type's own (sums of the column's quants
+//! the type's kernels start from or multiply). Packing both ways, row by row, and [`Repacked`] for every
 //! such type ([`Records`]) are here.
 
 use std::marker::PhantomData;

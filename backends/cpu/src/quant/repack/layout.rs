@@ -353,6 +353,8 @@ macro_rules! with_repack_type {
             DType::Q4_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ4K>>($($arg),*)),
             DType::Q5_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q4k_layout::RQ5K>>($($arg),*)),
             DType::Q6_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q6k_layout::RQ6K>>($($arg),*)),
+            DType::Q2_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q23k_layout::RQ2K>>($($arg),*)),
+            DType::Q3_K => Some($f::<$crate::quant::repack::k_records::Records<$crate::quant::repack::q23k_layout::RQ3K>>($($arg),*)),
             _ => None,
         }
     };
@@ -363,7 +365,16 @@ pub(crate) use with_repack_type;
 pub fn repacks(dtype: DType) -> bool {
     matches!(
         dtype,
-        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::Q8_0 | DType::Q4_K | DType::Q5_K | DType::Q6_K
+        DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::Q8_0
+            | DType::Q2_K
+            | DType::Q3_K
+            | DType::Q4_K
+            | DType::Q5_K
+            | DType::Q6_K
     )
 }
 

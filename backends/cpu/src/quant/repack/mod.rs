@@ -13,12 +13,23 @@
 //! (streaming the weights) and the micro-kernel of batches.
 //!
 //! Types: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (the 5-bit types' fifth bits one
-//! more 64-byte chunk a block, [`layout`]), and Q4_K, Q5_K and Q6_K, whose
-//! 256-value super-blocks have layouts of their own (`k_records`: one
-//! record per super-block of 16 rows, the scales and mins unpacked at
-//! load) and kernels of their own against Q8_K columns; the others (Q2_K,
-//! Q3_K, the lookup types) keep the plain layout and
-//! [`super::quant_mul_mat`]. A K-quant matrix whose rows are not whole
+//! more 64-byte chunk a block, [`layout`]), and Q2_K, Q3_K, Q4_K, Q5_K and
+//! Q6_K, whose 256-value super-blocks have layouts of their own
+//! (`k_records`: one record per super-block of 16 rows, the scales and
+//! mins unpacked at load) and kernels of their own against Q8_K columns;
+//! the lookup types (IQ4_NL, IQ4_XS, MXFP4) keep the plain layout and
+//! [`super::quant_mul_mat`].
+//!
+//! Q2_K and Q3_K (`q23k_layout`) keep their quants in the file's planes,
+//! the 2-bit `qs` (and Q3_K's 1-bit `hmask`) cut into 64-byte chunks of 4
+//! bytes a row, as Q6_K's planes are: one load, a shift and a mask (and,
+//! for Q3_K, a second load, shift, mask and an `or`) give 16 rows' next 4
+//! quants of a 16-value sub-block as unsigned bytes. Their 4-bit (Q2_K) or
+//! 6-bit (Q3_K) scales are one byte a row and sub-block, Q2_K's mins i16
+//! pairs after a zero-extension, as Q4_K's; Q3_K's `−4` offset is a start
+//! value per sub-block the column brings (`−4·bsum`), as Q6_K's `−32`. A
+//! record is 100 bytes a row for Q2_K (the file's 84) and 116 for Q3_K
+//! (110). A K-quant matrix whose rows are not whole
 //! super-blocks is not a K-quant file's (llama.cpp falls back to Q5_0,
 //! Q5_1 or Q8_0 for such rows).
 //!
@@ -35,6 +46,8 @@
 //! - `q4k_layout`: Q4_K's and Q5_K's records.
 //! - `q4k_scalar`, `q4k_avx512`, `q4k_avx2`: their kernels, as the above.
 //! - `q6k_layout`, `q6k_scalar`, `q6k_avx512`, `q6k_avx2`: the same for Q6_K.
+//! - `q23k_layout`, `q23k_scalar`, `q23k_avx512`, `q23k_avx2`: the same for
+//!   Q2_K and Q3_K (one kernel of each kind for both, `Q3` telling them apart).
 //! - `tests`: every path against the scalar kernel and the plain product.
 
 #[cfg(target_arch = "x86_64")]
@@ -45,6 +58,12 @@ mod driver;
 mod k_records;
 pub(crate) mod layout;
 mod pack;
+#[cfg(target_arch = "x86_64")]
+mod q23k_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q23k_avx512;
+pub(crate) mod q23k_layout;
+mod q23k_scalar;
 #[cfg(target_arch = "x86_64")]
 mod q4k_avx2;
 #[cfg(target_arch = "x86_64")]

@@ -14,7 +14,7 @@ use crate::quant::{Columns, ColumnsMut, Isa, QuantMatrix, quant_mul_mat_on, quan
 
 pub(crate) const TYPES: [DType; 5] = [DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0];
 /// The K-quants with a repacked layout (rows of whole 256-value super-blocks).
-pub(crate) const K_TYPES: [DType; 3] = [DType::Q4_K, DType::Q5_K, DType::Q6_K];
+pub(crate) const K_TYPES: [DType; 5] = [DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K];
 
 fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
     let mut rng = SplitMix64::new(seed);
@@ -53,10 +53,14 @@ fn repack_then_unrepack_is_the_identity() {
 
 #[test]
 fn repacking_refuses_what_it_cannot_hold() {
-    assert!(!repacks(DType::Q2_K) && repacked_size(DType::Q2_K, 256, 16).is_none());
+    assert!(!repacks(DType::Q8_K) && repacked_size(DType::Q8_K, 256, 16).is_none());
     assert!(repacked_size(DType::Q4_K, 576, 16).is_none(), "Q4_K rows of k not a multiple of 256");
     // A Q4_K super-block of 16 rows: 37 cache lines, 148 bytes a row.
     assert_eq!(repacked_size(DType::Q4_K, 512, 17), Some(2 * 2 * 2368));
+    // Q2_K's: 25 lines, 100 bytes a row; Q3_K's: 29 lines, 116 bytes a row.
+    assert_eq!(repacked_size(DType::Q2_K, 768, 16), Some(3 * 1600));
+    assert_eq!(repacked_size(DType::Q3_K, 256, 33), Some(3 * 1856));
+    assert!(repacked_size(DType::Q3_K, 384, 16).is_none(), "Q3_K rows of k not a multiple of 256");
     for dtype in DType::LOOKUP_WEIGHTS {
         assert!(!repacks(dtype) && repacked_size(dtype, 256, 16).is_none(), "{dtype} keeps its plain layout");
     }
@@ -106,10 +110,17 @@ fn exact_columns(k: usize, n: usize, stride: usize) -> Vec<f32> {
 /// Checks the repacked product of one shape on every path.
 pub(crate) fn check_shape(dtype: DType, k: usize, m: usize, ns: &[usize], threads: usize) {
     let (plain, stride, deq) = weights(dtype, k, m, 0, (k + m) as u32);
+    check_weights(dtype, k, m, (&plain, stride, &deq), ns, threads);
+}
+
+/// Checks the repacked product of the plain weights `(bytes, row stride,
+/// dequantized values)` on every path.
+fn check_weights(dtype: DType, k: usize, m: usize, w: (&[u8], usize, &[f32]), ns: &[usize], threads: usize) {
+    let (plain, stride, deq) = w;
     let mut repacked = vec![0u8; repacked_size(dtype, k, m).unwrap()];
-    repack_matrix(dtype, k, m, &plain, &mut repacked).unwrap();
+    repack_matrix(dtype, k, m, plain, &mut repacked).unwrap();
     let w = RepackedMatrix { dtype, data: &repacked, k, m };
-    let pw = QuantMatrix { dtype, data: &plain, row_stride: stride, k, m };
+    let pw = QuantMatrix { dtype, data: plain, row_stride: stride, k, m };
     for &n in ns {
         // Strided columns and results: the padding must stay untouched.
         let (s1, sd) = (k + 3, m + 2);
@@ -173,6 +184,40 @@ fn repacked_k_products_match_the_plain_product_and_every_path_the_scalar_kernel(
     }
 }
 
+/// Q2_K and Q3_K blocks of random bits (every quant, high bit, scale and
+/// min value) but for finite, moderate `d` and `dmin`.
+fn random_q23k_rows(dtype: DType, k: usize, m: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+    use gantry_engine::quant::{BlockQ2K, BlockQ3K, F16Bits};
+    let mut bytes = random_bytes(dtype.row_size(k).unwrap() * m, seed);
+    let mut rng = SplitMix64::new(seed ^ 0x5EED);
+    let mut half = || F16Bits(half::f16::from_f32((rng.next_u64() % 1000) as f32 * 1e-4 - 0.05).to_le_bytes());
+    if dtype == DType::Q2_K {
+        for b in bytemuck::cast_slice_mut::<u8, BlockQ2K>(&mut bytes) {
+            (b.d, b.dmin) = (half(), half());
+        }
+    } else {
+        for b in bytemuck::cast_slice_mut::<u8, BlockQ3K>(&mut bytes) {
+            b.d = half();
+        }
+    }
+    let row = dtype.row_size(k).unwrap();
+    let mut deq = vec![0f32; k * m];
+    for (r, out) in deq.chunks_exact_mut(k).enumerate() {
+        dequantize_row(dtype, &bytes[r * row..(r + 1) * row], out).unwrap();
+    }
+    (bytes, deq)
+}
+
+#[test]
+fn repacked_q2k_q3k_products_of_random_blocks_match_on_every_path() {
+    for dtype in [DType::Q2_K, DType::Q3_K] {
+        for (k, m, ns) in [(256, 17, &[1, 2, 3, 4, 5, 8, 9][..]), (768, 32, &[1, 6, 11][..])] {
+            let (plain, deq) = random_q23k_rows(dtype, k, m, (k * m) as u64);
+            check_weights(dtype, k, m, (&plain, dtype.row_size(k).unwrap(), &deq), ns, 2);
+        }
+    }
+}
+
 #[test]
 fn shared_products_match_single_ones() {
     let p = pool(2);
@@ -232,8 +277,9 @@ fn repacked_products_refuse_bad_operands() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("scratch"), "{err}");
-    let q4k = RepackedMatrix { dtype: DType::Q2_K, ..w };
+    let lookup = RepackedMatrix { dtype: DType::IQ4_NL, ..w };
     assert!(
-        repacked_mul_mat(&[q4k], columns, &mut [ColumnsMut { data: &mut dst, stride: m }], &mut scratch, &p).is_err()
+        repacked_mul_mat(&[lookup], columns, &mut [ColumnsMut { data: &mut dst, stride: m }], &mut scratch, &p)
+            .is_err()
     );
 }
