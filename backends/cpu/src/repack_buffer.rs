@@ -408,18 +408,7 @@ mod tests {
         let buft = repack_buffer_type();
         assert!(!buft.is_host() && buft.name() == "CPU_REPACK");
         assert!(gantry_engine::same_buffer_type(&buft, &repack_buffer_type()));
-        for dtype in [
-            DType::Q4_0,
-            DType::Q4_1,
-            DType::Q5_0,
-            DType::Q5_1,
-            DType::Q8_0,
-            DType::Q2_K,
-            DType::Q3_K,
-            DType::Q4_K,
-            DType::Q5_K,
-            DType::Q6_K,
-        ] {
+        for dtype in crate::quant::repack::REPACKED_DTYPES {
             // The K-quants' rows are whole 256-value super-blocks.
             let (ka, kb) = if dtype.block_size() == 256 { (512, 256) } else { (96, 64) };
             let mut ctx = Context::new();

@@ -422,18 +422,7 @@ fn weight_product(weights_buft: &Arc<dyn gantry_engine::BufferType>, dtype: DTyp
 /// another order).
 #[test]
 fn repacked_weights_in_a_graph_give_the_plain_product() {
-    for dtype in [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q2_K,
-        DType::Q3_K,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-    ] {
+    for dtype in gantry_cpu::quant::repack::REPACKED_DTYPES {
         let k = 512;
         for n in [1, 9] {
             let plain = weight_product(&cpu::buffer_type(), dtype, k, n);

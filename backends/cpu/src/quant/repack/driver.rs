@@ -89,6 +89,35 @@ impl Job {
         }
     }
 
+    /// Every group of the job times every column as [`Job::in_passes`],
+    /// but half a group (`half_rows` rows) at a time: one call of
+    /// `pass[columns - 1](job, g, half, c0, prefetch)` per group, half and
+    /// pass; only a group's first half and pass prefetches. Shared by the
+    /// AVX2 paths, whose registers hold half a group's rows.
+    ///
+    /// # Safety
+    /// As [`Job`] says, and the CPU has what each `pass` needs.
+    #[inline]
+    pub unsafe fn in_half_passes<const N: usize>(
+        &self,
+        half_rows: usize,
+        pass: [unsafe fn(&Job, usize, usize, usize, bool); N],
+    ) {
+        let passes = self.cols.len().div_ceil(N);
+        for g in self.groups.clone() {
+            for half in 0..self.rows_of(g).div_ceil(half_rows) {
+                let mut c0 = self.cols.start;
+                for p in 0..passes {
+                    let cn = (self.cols.end - c0).div_ceil(passes - p);
+                    // The first pass over the group streams it in; the others find it in cache.
+                    // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
+                    unsafe { pass[cn - 1](self, g, half, c0, half == 0 && p == 0) };
+                    c0 += cn;
+                }
+            }
+        }
+    }
+
     /// Rows of group `g` that exist (the last group may be short).
     #[inline]
     pub fn rows_of(&self, g: usize) -> usize {

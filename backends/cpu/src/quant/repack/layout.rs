@@ -361,21 +361,24 @@ macro_rules! with_repack_type {
 }
 pub(crate) use with_repack_type;
 
-/// Whether `dtype` has a repacked layout.
+/// The weight types with a repacked layout (every block-quantized weight
+/// type but the lookup-table ones), in `DType` order.
+pub const REPACKED_DTYPES: [DType; 10] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+];
+
+/// Whether `dtype` has a repacked layout (one of [`REPACKED_DTYPES`]).
 pub fn repacks(dtype: DType) -> bool {
-    matches!(
-        dtype,
-        DType::Q4_0
-            | DType::Q4_1
-            | DType::Q5_0
-            | DType::Q5_1
-            | DType::Q8_0
-            | DType::Q2_K
-            | DType::Q3_K
-            | DType::Q4_K
-            | DType::Q5_K
-            | DType::Q6_K
-    )
+    REPACKED_DTYPES.contains(&dtype)
 }
 
 /// Where things are in one group of rows of `k` values. For the K-quants

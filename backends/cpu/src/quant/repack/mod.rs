@@ -82,7 +82,7 @@ mod scalar;
 mod tests;
 
 pub use driver::{RepackedMatrix, repacked_mul_mat, repacked_mul_mat_on, repacked_scratch_size};
-pub use layout::{GROUP_ROWS, repacked_size, repacks};
+pub use layout::{GROUP_ROWS, REPACKED_DTYPES, repacked_size, repacks};
 pub use pack::{dequantize_repacked_row, repack_group, repack_matrix, unrepack_group, unrepack_matrix};
 
 pub(crate) use driver::Job;

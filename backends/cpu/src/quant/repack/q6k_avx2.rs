@@ -118,27 +118,13 @@ avx2_fn! {
     /// # Safety
     /// AVX2, FMA, F16C; as [`Job`] says.
     pub(crate) unsafe fn run(job: &Job) {
-        let passes = job.cols.len().div_ceil(MAX_COLS);
-        for g in job.groups.clone() {
-            let halves = job.rows_of(g).div_ceil(HALF);
-            for half in 0..halves {
-                let mut c0 = job.cols.start;
-                for p in 0..passes {
-                    let cn = (job.cols.end - c0).div_ceil(passes - p);
-                    // The first pass over the group streams it in; the others find it in cache.
-                    let pf = half == 0 && p == 0;
-                    // SAFETY: the caller's contract; columns c0 .. c0 + cn are the job's.
-                    unsafe {
-                        match cn {
-                            1 => half_product::<1>(job, g, half, c0, pf),
-                            2 => half_product::<2>(job, g, half, c0, pf),
-                            3 => half_product::<3>(job, g, half, c0, pf),
-                            _ => half_product::<4>(job, g, half, c0, pf),
-                        }
-                    }
-                    c0 += cn;
-                }
-            }
-        }
+        let pass: [unsafe fn(&Job, usize, usize, usize, bool); MAX_COLS] = [
+            half_product::<1>,
+            half_product::<2>,
+            half_product::<3>,
+            half_product::<4>,
+        ];
+        // SAFETY: the caller's contract.
+        unsafe { job.in_half_passes(HALF, pass) }
     }
 }
