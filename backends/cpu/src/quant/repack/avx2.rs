@@ -10,9 +10,9 @@
 
 use std::arch::x86_64::*;
 
-use super::Job;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, RepackType, groups};
+use super::{HalfPass, Job};
 use crate::isa::avx2_fn;
 use crate::prefetch::prefetch_l2;
 
@@ -217,7 +217,7 @@ avx2_fn! {
     /// # Safety
     /// AVX2, FMA, F16C; as [`Job`] says.
     pub(crate) unsafe fn run<R: RepackType>(job: &Job) {
-        let pass: [unsafe fn(&Job, usize, usize, usize, bool); MAX_COLS] = [
+        let pass: [HalfPass; MAX_COLS] = [
             half_product::<R,
             1>,
             half_product::<R,

@@ -65,6 +65,10 @@ pub(crate) struct Job {
     pub dst_stride: usize,
 }
 
+/// One half-group pass of an AVX2 path: `(job, group, half, first column,
+/// prefetch)`, for [`Job::in_half_passes`].
+pub type HalfPass = unsafe fn(&Job, usize, usize, usize, bool);
+
 impl Job {
     /// Every group of the job times every column, in passes of at most `N`
     /// columns sized evenly (9 columns in passes of 8 are 5 + 4, not 8 + 1),
@@ -98,11 +102,7 @@ impl Job {
     /// # Safety
     /// As [`Job`] says, and the CPU has what each `pass` needs.
     #[inline]
-    pub unsafe fn in_half_passes<const N: usize>(
-        &self,
-        half_rows: usize,
-        pass: [unsafe fn(&Job, usize, usize, usize, bool); N],
-    ) {
+    pub unsafe fn in_half_passes<const N: usize>(&self, half_rows: usize, pass: [HalfPass; N]) {
         let passes = self.cols.len().div_ceil(N);
         for g in self.groups.clone() {
             for half in 0..self.rows_of(g).div_ceil(half_rows) {

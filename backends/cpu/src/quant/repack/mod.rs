@@ -85,4 +85,4 @@ pub use driver::{RepackedMatrix, repacked_mul_mat, repacked_mul_mat_on, repacked
 pub use layout::{GROUP_ROWS, REPACKED_DTYPES, repacked_size, repacks};
 pub use pack::{dequantize_repacked_row, repack_group, repack_matrix, unrepack_group, unrepack_matrix};
 
-pub(crate) use driver::Job;
+pub(crate) use driver::{HalfPass, Job};

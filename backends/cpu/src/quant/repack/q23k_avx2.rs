@@ -6,13 +6,13 @@
 
 use std::arch::x86_64::*;
 
-use super::Job;
 use super::avx2::store_rows;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, groups};
 use super::q23k_layout::{
     Q2_AUX, Q2_D, Q2_DMIN, Q2_MINS, Q2_QS, Q2_RECORD, Q2_SC, Q3_AUX, Q3_D, Q3_HM, Q3_QS, Q3_RECORD, Q3_SC,
 };
+use super::{HalfPass, Job};
 use crate::isa::avx2_fn;
 use crate::prefetch::prefetch_l2;
 
@@ -157,7 +157,7 @@ avx2_fn! {
     /// # Safety
     /// AVX2, FMA, F16C; as [`Job`] says.
     pub(crate) unsafe fn run<const Q3: bool>(job: &Job) {
-        let pass: [unsafe fn(&Job, usize, usize, usize, bool); MAX_COLS] = [
+        let pass: [HalfPass; MAX_COLS] = [
             half_product::<1,
             Q3>,
             half_product::<2,

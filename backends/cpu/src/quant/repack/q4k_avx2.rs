@@ -9,11 +9,11 @@
 
 use std::arch::x86_64::*;
 
-use super::Job;
 use super::avx2::store_rows;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, groups};
 use super::q4k_layout::{AUX, D, DMIN, MINS, QH, QS, RECORD, RECORD5, SC};
+use super::{HalfPass, Job};
 use crate::isa::avx2_fn;
 use crate::prefetch::prefetch_l2;
 
@@ -134,7 +134,7 @@ avx2_fn! {
     /// # Safety
     /// AVX2, FMA, F16C; as [`Job`] says.
     pub(crate) unsafe fn run<const FIFTH: bool>(job: &Job) {
-        let pass: [unsafe fn(&Job, usize, usize, usize, bool); MAX_COLS] = [
+        let pass: [HalfPass; MAX_COLS] = [
             half_product::<1,
             FIFTH>,
             half_product::<2,

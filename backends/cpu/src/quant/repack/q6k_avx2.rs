@@ -5,11 +5,11 @@
 
 use std::arch::x86_64::*;
 
-use super::Job;
 use super::avx2::store_rows;
 use super::avx512::PREFETCH;
 use super::layout::{GROUP_ROWS, groups};
 use super::q6k_layout::{AUX, D, QH, QL, RECORD, SC};
+use super::{HalfPass, Job};
 use crate::isa::avx2_fn;
 use crate::prefetch::prefetch_l2;
 
@@ -118,7 +118,7 @@ avx2_fn! {
     /// # Safety
     /// AVX2, FMA, F16C; as [`Job`] says.
     pub(crate) unsafe fn run(job: &Job) {
-        let pass: [unsafe fn(&Job, usize, usize, usize, bool); MAX_COLS] = [
+        let pass: [HalfPass; MAX_COLS] = [
             half_product::<1>,
             half_product::<2>,
             half_product::<3>,
