@@ -38,9 +38,10 @@ pub struct Limits {
     /// embedding, the feed-forward network, a head), a head count, an
     /// expert count.
     pub max_width: usize,
-    /// The fuel one chat-template render may burn (minijinja's unit: about
-    /// one instruction, or 64 bytes of data the template creates), so that
-    /// a template's loops end and its strings stay small.
+    /// The most fuel one chat-template render may burn (minijinja's unit:
+    /// about one instruction, or 64 bytes of data the template creates), so
+    /// that a template's loops end and its strings stay small. Each render
+    /// gets fuel in proportion to its conversation, up to this.
     pub max_template_fuel: u64,
     /// Most bytes one chat-template render may write.
     pub max_template_output: usize,
@@ -51,11 +52,11 @@ impl Limits {
     /// tensors, 4096 layers, 2^24 tokens of context (16 Mi; the longest
     /// published contexts are 10 Mi), 2^24 tokens of vocabulary (the largest
     /// real ones are ~2^18), 2^20 along one axis of a model's shape (the
-    /// widest feed-forward networks are ~2^16), 2^22 fuel for a chat template
-    /// (about 4 million instructions or 256 MiB of data, a peak of a few
-    /// hundred MB: well under a second for the worst template, ten times
-    /// what a real one burns on a chat of 16 MB) and 64 MiB of template
-    /// output (a prompt of 16 Mi tokens).
+    /// widest feed-forward networks are ~2^16), 2^24 fuel at most for a chat
+    /// template (about 16 million instructions or 1 GiB of data; a render
+    /// gets that only for a conversation of megabytes or thousands of
+    /// messages, a short chat 2^18: a peak of tens of MB) and 64 MiB of
+    /// template output (a prompt of 16 Mi tokens).
     pub const DEFAULT: Self = Self {
         max_tensor_elements: 1 << 36,
         max_tensors: 1 << 16,
@@ -63,7 +64,7 @@ impl Limits {
         max_context: 1 << 24,
         max_vocab: 1 << 24,
         max_width: 1 << 20,
-        max_template_fuel: 1 << 22,
+        max_template_fuel: 1 << 24,
         max_template_output: 64 << 20,
     };
 

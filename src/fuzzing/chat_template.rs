@@ -100,6 +100,14 @@ pub fn run(data: &[u8]) -> Result<Outcome, String> {
     }
 }
 
+/// The template and conversation `data` decodes to, for triaging a kept
+/// input (the fuzz target prints it with `GANTRY_FUZZ_VERBOSE=1`); `None`
+/// when the bytes run out while building.
+pub fn describe(data: &[u8]) -> Option<String> {
+    let (source, messages, add_generation_prompt) = build(&mut Unstructured::new(data)).ok()?;
+    Some(format!("template: {source:?}\nmessages: {messages:?}\nadd_generation_prompt: {add_generation_prompt}"))
+}
+
 /// The template's text, the conversation and `add_generation_prompt`.
 fn build(u: &mut Unstructured<'_>) -> ArbResult<(String, Vec<ChatMessage>, bool)> {
     let mut g = Grammar { out: String::new(), loops: 0, vars: vec!["message"], macros: 0 };

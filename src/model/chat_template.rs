@@ -12,21 +12,30 @@
 //! gpt-oss; and gpt-oss reads an assistant's reasoning from `thinking`.
 //!
 //! A template comes with the model file (or `--chat-template`), so it is
-//! untrusted code: a render runs on minijinja's fuel ([`Limits::max_template_fuel`],
-//! which bounds both its instructions and the data it creates) and writes
-//! at most [`Limits::max_template_output`] bytes, and the Python methods
-//! below pay for what they allocate before allocating it. A template that
-//! loops forever or builds a huge string is an error naming the template.
+//! untrusted code: a render runs on minijinja's fuel, which bounds both its
+//! instructions and the data it creates, writes at most
+//! [`Limits::max_template_output`] bytes, and the Python methods below pay
+//! for what they allocate before allocating it. A template that loops
+//! forever or builds a huge string is an error naming the template.
+//!
+//! Fuel counts the data a template creates, not what it holds at once, so
+//! the fuel is also what bounds a render's memory. Each render gets fuel
+//! in proportion to the conversation it is given ([`render_fuel`]): real
+//! templates' work grows with the bytes and, for some, the square of the
+//! messages; a hostile template given a short chat can create only 16 MiB
+//! or so (measured by `tests/models/fuzz_regressions.rs`), and no render
+//! gets more than [`Limits::max_template_fuel`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use gantry_engine::Limits;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error as JinjaError, ErrorKind, State};
 
 use crate::model::gguf::Gguf;
+use crate::model::template_operators;
 use crate::model::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
@@ -61,10 +70,13 @@ impl ChatMessage {
 /// A compiled chat template.
 pub struct ChatTemplate {
     source: String,
-    env: Environment<'static>,
+    /// Behind a lock because each render sets its own fuel.
+    env: Mutex<Environment<'static>>,
     bos: String,
     eos: String,
     max_output: usize,
+    /// The most fuel any render gets ([`Limits::max_template_fuel`]).
+    max_fuel: u64,
     /// The clock `strftime_now` and the date variables read.
     clock: Arc<Clock>,
     /// Whether the template shows a system message (else it is merged into the next one).
@@ -119,14 +131,13 @@ impl ChatTemplate {
     /// [`ChatTemplate::new`] with the fuel and output bounds of `limits`.
     pub fn with_limits(source: &str, template: &str, bos: &str, eos: &str, limits: &Limits) -> Result<Self> {
         let mut env = Environment::new();
-        env.set_fuel(Some(limits.max_template_fuel));
         // Jinja's defaults as Hugging Face's chat templates expect them.
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
             .lstrip_blocks(true)
             .build()
             .map_err(|e| Error::Model(format!("configuring minijinja: {e}")))?;
-        env.set_syntax(syntax);
+        env.set_syntax(syntax.clone());
         env.add_function("raise_exception", |msg: String| -> std::result::Result<Value, JinjaError> {
             Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
         });
@@ -141,16 +152,23 @@ impl ChatTemplate {
         // i64::MIN, or a negative step across the whole range, overflows).
         env.add_function("range", range);
         env.set_unknown_method_callback(python_method);
-        env.add_template_owned("chat", template.to_owned()).map_err(|e| Error::InvalidModel {
+        // minijinja's lazy `+` and `chain` copy sequences without fuel once
+        // they nest: both are replaced by eager ones that pay per item.
+        env.add_function(template_operators::ADD_FUNCTION, template_operators::add);
+        env.add_filter("chain", template_operators::chain);
+        let does_not_parse = |e: String| Error::InvalidModel {
             file: source.to_owned(),
             reason: format!("the chat template does not parse: {e}"),
-        })?;
+        };
+        let rewritten = template_operators::rewrite_additions(template, syntax).map_err(does_not_parse)?;
+        env.add_template_owned("chat", rewritten).map_err(|e| does_not_parse(e.to_string()))?;
         let mut t = Self {
             source: source.to_owned(),
-            env,
+            env: Mutex::new(env),
             bos: bos.to_owned(),
             eos: eos.to_owned(),
             max_output: limits.max_template_output,
+            max_fuel: limits.max_template_fuel,
             clock,
             system_role: true,
             harmony: template.contains("<|channel|>"),
@@ -200,6 +218,7 @@ impl ChatTemplate {
     /// Renders `messages` as they are, with the variables llama.cpp gives
     /// every template.
     fn render_exactly(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let fuel = render_fuel(messages, self.max_fuel);
         let messages: Vec<Value> = messages
             .iter()
             .map(|m| {
@@ -228,7 +247,10 @@ impl ChatTemplate {
             ctx.insert("add_generation_prompt", Value::from(true));
         }
         let ctx = Value::from(ctx);
-        let template = self.env.get_template("chat").map_err(|e| self.error(e))?;
+        // A render that panicked left nothing behind that the next one reads.
+        let mut env = self.env.lock().unwrap_or_else(PoisonError::into_inner);
+        env.set_fuel(Some(fuel));
+        let template = env.get_template("chat").map_err(|e| self.error(e))?;
         let mut out = BoundedWriter { bytes: Vec::new(), max: self.max_output, over: false };
         match template.render_captured_to(ctx, &mut out) {
             Ok(_) => {}
@@ -253,6 +275,31 @@ impl ChatTemplate {
     fn error(&self, e: JinjaError) -> Error {
         Error::Model(format!("rendering the chat template of {}: {e}", self.source))
     }
+}
+
+/// The fuel a render of `messages` gets: a base for the template's own
+/// work, 2^18 (a quarter million instructions, or 16 MiB of data), plus 4
+/// for each byte of the messages, 8 for each pair of messages and one for
+/// 32 bytes of each message's view of the others (the messages times the
+/// bytes), at most `max_fuel`.
+///
+/// Measured on the 64 templates of llama.cpp's `models/templates` that
+/// minijinja renders (the
+/// least fuel each needed, 1 to 1,000 messages of up to 10 KB): under 10,000
+/// for 100 short messages but one (Gemma 4's, 58,558); at most 2.4 per byte
+/// of 1 MB in 100 messages (Reka Edge's, which costs 0.024 times its
+/// messages times its bytes); Gemma 4's costs 4.7 a pair of messages. Past the default
+/// ceiling, Reka Edge's on 1,000 messages of 1 KB (24 million) and Gemma 4's
+/// on more than about 1,900 messages fail with "ran out of fuel", naming the
+/// template, unless [`Limits::max_template_fuel`] is raised.
+pub fn render_fuel(messages: &[ChatMessage], max_fuel: u64) -> u64 {
+    let bytes: u64 = messages.iter().map(|m| (m.role.len() + m.content.len() + m.reasoning_content.len()) as u64).sum();
+    let count = messages.len() as u64;
+    (1u64 << 18)
+        .saturating_add(bytes.saturating_mul(4))
+        .saturating_add(count.saturating_mul(count).saturating_mul(8))
+        .saturating_add(count.saturating_mul(bytes) / 32)
+        .min(max_fuel)
 }
 
 /// The render's output, refused past `max` bytes (with fuel, a template
@@ -528,8 +575,18 @@ mod tests {
 
     #[test]
     fn output_past_the_cap_is_an_error() {
-        // 100 GB of output without the cap, each string cheap in fuel.
-        let err = render_err("{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{{ s }}{% endfor %}");
+        // 100 GB of output without the cap (a short chat's fuel pays for
+        // 16 MiB of data, so the cap is lowered below that).
+        let limits = Limits { max_template_output: 1 << 20, ..Limits::DEFAULT };
+        let t = ChatTemplate::with_limits(
+            "chat.jinja",
+            "{% set s = 'x' * 100000 %}{% for i in range(100000) %}{{ s }}{% endfor %}",
+            "",
+            "",
+            &limits,
+        )
+        .unwrap();
+        let err = t.render(&[ChatMessage::new("user", "hi")], true).unwrap_err().to_string();
         assert!(err.contains("grew past"), "{err}");
         let limits = Limits { max_template_output: 10, ..Limits::DEFAULT };
         let t = ChatTemplate::with_limits("chat.jinja", "{{ messages[0]['content'] }}", "", "", &limits).unwrap();

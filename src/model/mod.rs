@@ -27,6 +27,7 @@ mod regular_file;
 pub mod safetensors;
 pub mod sampler;
 mod sched_options;
+mod template_operators;
 pub mod tokenizer;
 mod weights_file;
 

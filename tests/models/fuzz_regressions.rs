@@ -22,7 +22,7 @@ use gantry::fuzzing::{Outcome, bert_folder, chat_template, model_loader};
 type Harness = fn(&[u8]) -> Result<Outcome, String>;
 
 /// Kept inputs that still fail, as `target/file`: each has an ignored test of its own.
-const OPEN: &[&str] = &["chat_template/fuel-runs-out-after-a-674-MB-peak"];
+const OPEN: &[&str] = &[];
 
 fn dir(kind: &str, target: &str) -> PathBuf {
     gantry::testing::repo_root().join("fuzz").join(kind).join(target)
@@ -98,14 +98,49 @@ fn chat_template_seeds_render() {
     seeds_run("chat_template", chat_template::run, chat_template::seed_inputs());
 }
 
-/// A template that runs out of fuel, as it should, but only after its
-/// values have taken 674 MB (found after 33e76c9 lowered the fuel to 2^22:
-/// fuel counts instructions, not bytes). It passes, but would take that
-/// memory in every test run.
+/// Hostile templates beside the kept regressions: strings and lists that
+/// double in a loop or a recursive macro (minijinja 3.1 copies a list built
+/// by 33 nested `+` or `chain` without fuel: 2^33 items, until the process
+/// ran out of memory), one huge repetition, many long lines.
+const GREEDY_TEMPLATES: [&str; 6] = [
+    "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l|length }}",
+    "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l|chain(ns.l) %}{% endfor %}{{ ns.l|length }}",
+    "{% set ns = namespace(x='user') %}{% for i in range(64) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}{{ ns.x|length }}",
+    "{% macro m(x) %}{{ m(x ~ x) }}{% endmacro %}{{ m('user') }}",
+    "{{ ('ab' * 1000000000)|length }}",
+    "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
+];
+
+/// The most heap a render of a short chat may take: the fuel (2^18 for a
+/// short chat, 64 bytes of data a unit) bounds the data a template
+/// creates, so a hostile template peaks near 16 MiB; real ones take a few
+/// KB. (Before renders got fuel by their conversation, the first kept
+/// regression peaked at 674 MB, then 408 MB with minijinja 3.1's fuel at
+/// 2^22.)
+const MAX_RENDER_HEAP: usize = 48 << 20;
+
+/// Every kept chat-template input and the greedy templates stay under
+/// [`MAX_RENDER_HEAP`] (this binary's allocator measures the thread's peak).
 #[test]
-#[ignore = "issue 35: chat templates — memory not bounded by fuel, fixed by the chat-template renderer (src/model/chat_template.rs)"]
-fn chat_template_memory_before_the_fuel_runs_out() {
-    let name = "chat_template/fuel-runs-out-after-a-674-MB-peak";
-    assert!(OPEN.contains(&name));
-    replay(&gantry::testing::repo_root().join("fuzz/regressions").join(name), chat_template::run);
+fn chat_template_memory_is_bounded_by_the_conversation() {
+    use gantry::engine::testing::CountingAllocator;
+    use gantry::model::chat_template::{ChatMessage, ChatTemplate};
+
+    let chat = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "hi")];
+    for template in GREEDY_TEMPLATES {
+        let (result, peak) = CountingAllocator::peak_bytes(|| {
+            ChatTemplate::new("greedy", template, "<s>", "</s>").unwrap().render(&chat, true)
+        });
+        let error = result.expect_err(template).to_string();
+        assert!(error.contains("fuel") || error.contains("grew past"), "{template}: {error}");
+        assert!(peak < MAX_RENDER_HEAP, "{template}: a peak of {peak} bytes");
+        println!("{peak:>10} bytes at most: {template}");
+    }
+    for path in inputs(&dir("regressions", "chat_template")) {
+        let bytes = std::fs::read(&path).unwrap();
+        let (outcome, peak) = CountingAllocator::peak_bytes(|| chat_template::run(&bytes));
+        outcome.unwrap_or_else(|broken| panic!("{}: {broken}", path.display()));
+        assert!(peak < MAX_RENDER_HEAP, "{}: a peak of {peak} bytes", path.display());
+        println!("{peak:>10} bytes at most: {}", path.display());
+    }
 }

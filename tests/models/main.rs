@@ -5,6 +5,11 @@
 //! allocator on a llama graph, and profiles. One test binary (one link) for
 //! all of them.
 
+// Counts allocations and each thread's peak heap: the chat-template
+// regressions bound a render's memory with it (`fuzz_regressions.rs`).
+#[global_allocator]
+static GLOBAL: gantry::engine::testing::CountingAllocator = gantry::engine::testing::CountingAllocator;
+
 mod alloc_llama;
 mod chat_templates;
 mod crafted_models;

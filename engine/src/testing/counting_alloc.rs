@@ -1,5 +1,6 @@
 //! A global allocator that counts heap allocations, for the zero-allocation
-//! tests of every crate.
+//! tests of every crate, and measures a thread's peak heap use, for the
+//! tests that bound the memory of untrusted work (a chat template's render).
 //!
 //! A test file installs it and reads the counters:
 //!
@@ -27,6 +28,11 @@ pub struct CountingAllocator;
 
 thread_local! {
     static THIS_THREAD: Cell<usize> = const { Cell::new(0) };
+    /// Bytes the calling thread has allocated and not yet freed (it may go
+    /// below zero: a thread may free what another allocated).
+    static LIVE_BYTES: Cell<isize> = const { Cell::new(0) };
+    /// The most `LIVE_BYTES` has been since the last [`CountingAllocator::peak_bytes`] began.
+    static PEAK_BYTES: Cell<isize> = const { Cell::new(0) };
 }
 static EVERY_THREAD_ON: AtomicBool = AtomicBool::new(false);
 static EVERY_THREAD: AtomicUsize = AtomicUsize::new(0);
@@ -47,6 +53,27 @@ impl CountingAllocator {
         (result, EVERY_THREAD.load(Ordering::SeqCst))
     }
 
+    /// Runs `work` and returns its result with the most heap bytes the
+    /// calling thread held at once meanwhile, above what it held before:
+    /// the peak memory of single-threaded work.
+    pub fn peak_bytes<R>(work: impl FnOnce() -> R) -> (R, usize) {
+        let start = LIVE_BYTES.with(Cell::get);
+        PEAK_BYTES.with(|p| p.set(start));
+        let result = work();
+        let peak = PEAK_BYTES.with(Cell::get);
+        (result, usize::try_from(peak - start).unwrap_or(0))
+    }
+
+    /// Adds `delta` to the calling thread's live bytes, raising its peak.
+    fn track_bytes(delta: isize) {
+        // `try_with`: a thread being torn down has no thread-locals left.
+        let _ = LIVE_BYTES.try_with(|live| {
+            let now = live.get().wrapping_add(delta);
+            live.set(now);
+            let _ = PEAK_BYTES.try_with(|p| p.set(p.get().max(now)));
+        });
+    }
+
     fn count() {
         // `try_with`: a thread being torn down has no thread-locals left.
         let _ = THIS_THREAD.try_with(|c| c.set(c.get() + 1));
@@ -61,15 +88,18 @@ impl CountingAllocator {
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         Self::count();
+        Self::track_bytes(layout.size().cast_signed());
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        Self::track_bytes(layout.size().cast_signed().wrapping_neg());
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         Self::count();
+        Self::track_bytes(new_size.cast_signed().wrapping_sub(layout.size().cast_signed()));
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
