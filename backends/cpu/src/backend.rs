@@ -14,10 +14,10 @@ use gantry_engine::{
 use rayon::ThreadPool;
 
 use super::CpuDevice;
-use super::abort::{AbortSlot, run_nodes};
+use super::abort::{AbortSlot, Stop, run_nodes};
 use super::compute_state::{KernelMemory, SharedComputeState};
 use super::fused;
-use super::jobs::JobSystem;
+use super::jobs::{JobSystem, StoppingJobs};
 use super::ops;
 use super::optimize;
 use super::parallel::Par;
@@ -124,12 +124,13 @@ impl CpuBackend {
     /// This is the entry point for code that reuses the CPU kernels over
     /// other host-addressable buffers.
     pub fn compute_graph(&self, ctx: &Context, graph: Graph<'_>) -> ComputeStatus {
-        let abort = self.abort.current();
+        let stop = Stop::new(self.abort.current());
         let profiler = self.profiler.current();
         let profiler = profiler.as_ref();
         self.state.with(|state| {
             let (pool, n_threads, per_thread, mut memory) = state.parts();
-            let par = Par::new(&**pool, n_threads, per_thread);
+            let jobs = StoppingJobs { inner: &**pool, stop: &stop };
+            let par = Par::new(&jobs, n_threads, per_thread).with_stop(&stop);
             // A graph of several nodes runs on a pool thread, which then takes
             // part in every parallel kernel: a kernel splitting its work starts
             // at once and only wakes the other threads, instead of handing its
@@ -137,10 +138,10 @@ impl CpuBackend {
             // wake-ups per node, which the small mat-vecs of a small model cannot
             // afford). One node alone is handed over only if its kernel splits.
             if n_threads == 1 || graph.nodes().len() < 2 {
-                return compute_nodes(ctx, graph, &par, &mut memory, abort.as_ref(), profiler);
+                return compute_nodes(ctx, graph, &par, &mut memory, &stop, profiler);
             }
             let mut status = ComputeStatus::Success;
-            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, &mut memory, abort.as_ref(), profiler));
+            pool.enter(&mut || status = compute_nodes(ctx, graph, &par, &mut memory, &stop, profiler));
             status
         })
     }
@@ -151,7 +152,7 @@ impl CpuBackend {
     /// planned steps on their planned thread counts, checked again first
     /// only when the context changed since.
     fn compute_plan(&self, ctx: &Context, plan: GraphPlan) -> ComputeStatus {
-        let abort = self.abort.current();
+        let stop = Stop::new(self.abort.current());
         let profiler = self.profiler.current();
         let profiler = profiler.as_ref();
         let outcome = self.plans.with(self.name(), plan, |plan| {
@@ -163,9 +164,10 @@ impl CpuBackend {
                 if let Err(e) = ops::grow_scratch(memory.shared, plan.work_floats()) {
                     return status_of(e);
                 }
+                let jobs = StoppingJobs { inner: &**pool, stop: &stop };
                 let run = |memory: &mut KernelMemory<'_>| {
-                    run_nodes(plan.steps(), abort.as_ref(), |step| {
-                        let par = Par::new(&**pool, step.threads, per_thread);
+                    run_nodes(plan.steps(), &stop, |step| {
+                        let par = Par::new(&jobs, step.threads, per_thread).with_stop(&stop);
                         match step.group {
                             Some((kind, ..)) => {
                                 let members = plan.members(&step);
@@ -224,27 +226,27 @@ fn guarded(ctx: &Context, node: TensorId, kernel: impl FnOnce() -> Result<()>) -
 }
 
 /// Computes the nodes of `graph` in order (see [`CpuBackend::compute_graph`]),
-/// polling `abort` before each ([`run_nodes`]).
+/// polling `stop` before each and after each ([`run_nodes`]).
 fn compute_nodes(
     ctx: &Context,
     graph: Graph<'_>,
     par: &Par<'_>,
     memory: &mut KernelMemory<'_>,
-    abort: Option<&AbortCallback>,
+    stop: &Stop,
     profiler: Option<&BackendProfiler>,
 ) -> ComputeStatus {
     let (nodes, fused) = (graph.nodes(), graph.fused());
     if fused.is_empty() {
-        return run_nodes(nodes, abort, |node| {
+        return run_nodes(nodes, stop, |node| {
             timed_node(profiler, ctx, node, par, |par| guarded(ctx, node, || ops::compute_node(ctx, node, par, memory)))
         });
     }
     // With fused groups: a group's first node runs the whole group (the
-    // abort callback is polled before each step, as `run_nodes` does).
+    // abort callback is polled before and after each step, as `run_nodes` does).
     let mut groups = fused.iter().peekable();
     let mut i = 0;
     while i < nodes.len() {
-        if abort.is_some_and(|stop| stop()) {
+        if stop.poll() {
             return ComputeStatus::Aborted;
         }
         let node = nodes[i];
@@ -260,6 +262,9 @@ fn compute_nodes(
         };
         if !status.is_success() {
             return status;
+        }
+        if stop.raised() {
+            return ComputeStatus::Aborted;
         }
         i = group.map_or(i + 1, |g| g.range().end);
     }

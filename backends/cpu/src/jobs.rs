@@ -12,6 +12,8 @@ use std::sync::Mutex;
 use rayon::ThreadPool;
 use rayon::prelude::*;
 
+use super::abort::Stop;
+
 /// Runs the tasks of the CPU kernels: a host's job system (see
 /// [`CpuBackend::with_job_system`](super::CpuBackend::with_job_system)).
 ///
@@ -61,6 +63,47 @@ pub trait JobSystem: Send + Sync {
     /// threads. Any other job system gets the work split into its tasks.
     fn rayon_pool(&self) -> Option<&ThreadPool> {
         None
+    }
+
+    /// Whether the compute these tasks belong to has been told to stop
+    /// (its abort callback said so): kernels that loop over many small
+    /// pieces within one task ask between pieces. The backend wraps the job
+    /// system to answer it; a host's job system keeps the default, `false`.
+    fn stopped(&self) -> bool {
+        false
+    }
+}
+
+/// A job system under a compute's [`Stop`]: a task that starts after the
+/// stop does nothing, and [`JobSystem::stopped`] polls it.
+pub(crate) struct StoppingJobs<'a> {
+    pub(crate) inner: &'a dyn JobSystem,
+    pub(crate) stop: &'a Stop,
+}
+
+impl JobSystem for StoppingJobs<'_> {
+    fn concurrency(&self) -> usize {
+        self.inner.concurrency()
+    }
+
+    fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        self.inner.run(n_tasks, &|i| {
+            if !self.stop.poll() {
+                task(i);
+            }
+        })
+    }
+
+    fn enter(&self, f: &mut (dyn FnMut() + Send)) {
+        self.inner.enter(f)
+    }
+
+    fn rayon_pool(&self) -> Option<&ThreadPool> {
+        self.inner.rayon_pool()
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.poll()
     }
 }
 

@@ -90,7 +90,7 @@ mod tasks;
 
 use gantry_engine::{Context, TensorId};
 
-pub use abort::{AbortSlot, run_nodes};
+pub use abort::{AbortSlot, Stop, run_nodes};
 pub use aligned::{AlignedBytes, CPU_ALIGNMENT};
 pub use backend::CpuBackend;
 pub use buffer::{CpuBuffer, CpuBufferType, HostMemoryBuffer, MAPPED_ALIGNMENT, buffer_type, mapped_buffer_type};

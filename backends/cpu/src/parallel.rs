@@ -6,11 +6,17 @@ use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::abort::Stop;
 use super::jobs::{JobSystem, run_tasks};
 
 /// Work (roughly: elements touched, or multiply-adds) below which a kernel
 /// runs on the calling thread: waking the pool costs a few microseconds.
 pub const MIN_WORK_PER_THREAD: usize = 64 * 1024;
+
+/// The most work one chunk of [`Par::for_each`] does while an abort
+/// callback is armed, in the same units: a few milliseconds, so a stop is
+/// seen that soon inside one long node.
+const MAX_WORK_PER_STOP_POLL: usize = 1 << 24;
 
 /// One task's scratch, padded so neighbours do not share a cache line.
 #[repr(align(128))]
@@ -98,12 +104,30 @@ pub struct Par<'a> {
     jobs: &'a dyn JobSystem,
     n_threads: usize,
     scratch: &'a PerThreadScratch,
+    /// The compute's abort callback, polled between chunks; `None` when
+    /// none is armed.
+    stop: Option<&'a Stop>,
 }
 
 impl<'a> Par<'a> {
     /// A context over `jobs` (running `n_threads` tasks at once) and its scratch.
     pub fn new(jobs: &'a dyn JobSystem, n_threads: usize, scratch: &'a PerThreadScratch) -> Self {
-        Self { jobs, n_threads: n_threads.max(1), scratch }
+        Self { jobs, n_threads: n_threads.max(1), scratch, stop: None }
+    }
+
+    /// A context over `jobs` that polls `stop` between the chunks of each
+    /// kernel's work (if a callback is armed): `jobs` must be a job system
+    /// under the same stop (see [`crate::CpuBackend`]'s computes). A stopped
+    /// kernel leaves its output part written, and the node loop answers
+    /// [`gantry_engine::ComputeStatus::Aborted`].
+    pub(crate) fn with_stop(self, stop: &'a Stop) -> Self {
+        Self { stop: stop.is_armed().then_some(stop), ..self }
+    }
+
+    /// Whether the compute has been told to stop (always `false` without an
+    /// armed callback): drivers that loop over their own blocks poll it.
+    pub fn should_stop(&self) -> bool {
+        self.stop.is_some_and(Stop::poll)
     }
 
     /// Number of threads (tasks at once) work is split over.
@@ -114,6 +138,18 @@ impl<'a> Par<'a> {
     /// How many threads `work` units are worth.
     pub fn threads_for(&self, work: usize) -> usize {
         (work / MIN_WORK_PER_THREAD + 1).min(self.n_threads)
+    }
+
+    /// How many parts a driver that splits its own work (through
+    /// [`Par::run`]) cuts `work` into: [`Par::threads_for`], or more while
+    /// an abort callback is armed, so that a stop is seen between parts
+    /// within a few milliseconds (1024 parts at most).
+    pub fn parts_for(&self, work: usize) -> usize {
+        let threads = self.threads_for(work);
+        match self.stop {
+            Some(_) => threads.max((work / MAX_WORK_PER_STOP_POLL).min(1024)),
+            None => threads,
+        }
     }
 
     /// Calls `f(range, tmp)` over ranges covering `0..n` (each item costing
@@ -128,20 +164,35 @@ impl<'a> Par<'a> {
         if n == 0 {
             return;
         }
-        let threads = self.threads_for(n.saturating_mul(work_per_item.max(1))).min(n);
-        if threads <= 1 {
+        let work = n.saturating_mul(work_per_item.max(1));
+        let threads = self.threads_for(work).min(n);
+        // With an abort callback armed, chunks small enough that a stop is
+        // seen within a few milliseconds (the callback is polled before each).
+        let stop_chunks = if self.stop.is_some() { work / MAX_WORK_PER_STOP_POLL } else { 0 };
+        if threads <= 1 && stop_chunks <= 1 {
             self.scratch.with_slot(tmp_len, |tmp| f(0..n, tmp));
             return;
         }
         // A few chunks per thread balance uneven rows without much overhead.
-        let n_chunks = (threads * 4).min(n);
+        let n_chunks = (threads * 4).max(stop_chunks).min(n);
         let chunk = n.div_ceil(n_chunks);
         let n_chunks = n.div_ceil(chunk);
-        self.scratch.reserve(tmp_len);
-        self.run(n_chunks, &|c| {
+        let run_chunk = |c: usize| {
             let range = c * chunk..((c + 1) * chunk).min(n);
             self.scratch.with_slot(tmp_len, |tmp| f(range, tmp));
-        });
+        };
+        if threads <= 1 {
+            // One thread: the chunks in turn on this one, stopping between.
+            for c in 0..n_chunks {
+                if self.should_stop() {
+                    return;
+                }
+                run_chunk(c);
+            }
+            return;
+        }
+        self.scratch.reserve(tmp_len);
+        self.run(n_chunks, &run_chunk);
     }
 
     /// Runs `f` on the calling thread with scratch of `tmp_len` floats held
@@ -161,7 +212,17 @@ impl<'a> Par<'a> {
     /// Runs `task(i)` for `i` in `0..n_tasks` through the job system (see
     /// [`run_tasks`]), for drivers that split their own work.
     pub fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        run_tasks(self.jobs, n_tasks, task)
+        match self.stop {
+            // A task that starts after the stop does nothing (the job system
+            // is a stopping one too; this covers a single task, which
+            // `run_tasks` runs without it).
+            Some(stop) => run_tasks(self.jobs, n_tasks, &|i| {
+                if !stop.poll() {
+                    task(i);
+                }
+            }),
+            None => run_tasks(self.jobs, n_tasks, task),
+        }
     }
 
     /// The same context over another job system (the profiler's, which
@@ -170,7 +231,7 @@ impl<'a> Par<'a> {
     where
         'a: 'b,
     {
-        Par { jobs, n_threads: self.n_threads, scratch: self.scratch }
+        Par { jobs, n_threads: self.n_threads, scratch: self.scratch, stop: self.stop }
     }
 
     /// The job system itself, for drivers that take one.

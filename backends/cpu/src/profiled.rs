@@ -59,6 +59,10 @@ impl JobSystem for ProbedJobs<'_> {
     fn rayon_pool(&self) -> Option<&ThreadPool> {
         self.inner.rayon_pool()
     }
+
+    fn stopped(&self) -> bool {
+        self.inner.stopped()
+    }
 }
 
 /// Runs `kernel` for `node` with `par`; with a profiler, times it as a

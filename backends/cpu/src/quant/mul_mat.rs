@@ -402,7 +402,8 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             let per_task = dot_rows_per_task(w.m, threads);
             let tasks = TaskCounter::new(w.m.div_ceil(per_task));
             let worker = |_: usize| {
-                while let Some(t) = tasks.take() {
+                // `stopped`: a compute told to stop leaves its remaining tasks.
+                while let Some(t) = tasks.take().filter(|_| !args.jobs.stopped()) {
                     let rows = t * per_task..((t + 1) * per_task).min(w.m);
                     // SAFETY: the rows are inside dst (checked) and belong to this task only.
                     unsafe { dot_task::<W>(args.isa, &weights, &act_row, rows, n, (out, args.dst_stride)) };
@@ -429,7 +430,8 @@ fn run<W: WeightType>(args: &Args<'_, '_>, dst: &mut [f32], scratch: &mut [u8]) 
             };
             let ctx = TileCtx { isa: args.isa, k, dst_stride: args.dst_stride };
             let worker = |tile: &mut [u8]| {
-                while let Some(t) = tasks.take() {
+                // `stopped`: a compute told to stop leaves its remaining tasks.
+                while let Some(t) = tasks.take().filter(|_| !args.jobs.stopped()) {
                     let (rt, ct) = (t / col_tiles, t % col_tiles);
                     let rows = rt * TILE_ROWS..((rt + 1) * TILE_ROWS).min(w.m);
                     let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(n);

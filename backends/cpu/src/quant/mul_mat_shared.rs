@@ -112,7 +112,8 @@ fn run_shared<W: WeightType>(
         // 2. Every matrix's rows, one task counter over all of them.
         let tasks = TaskCounter::new(n_tasks);
         let worker = |_: usize| {
-            while let Some(t) = tasks.take() {
+            // `stopped`: a compute told to stop leaves its remaining tasks.
+            while let Some(t) = tasks.take().filter(|_| !jobs.stopped()) {
                 let i = first_task[1..=ws.len()].iter().position(|&end| t < end).unwrap_or(0);
                 let w = &ws[i];
                 let local = t - first_task[i];

@@ -69,7 +69,9 @@ pub(super) unsafe fn sgemm_blocked(
     par: &Par<'_>,
 ) {
     let Shape { m, n, k } = shape;
-    let threads = par.threads_for(m.saturating_mul(n).saturating_mul(k) / MACS_PER_WORK_UNIT);
+    // More parts than threads only while an abort callback is armed (the
+    // parts do not change the sums: each element still adds its k steps in order).
+    let threads = par.parts_for(m.saturating_mul(n).saturating_mul(k) / MACS_PER_WORK_UNIT);
     let (row_parts, col_parts) = bands(shape, kernels.nr, threads);
     let scratch = task_floats(kernels, blk, shape);
     if row_parts * col_parts > 1 {

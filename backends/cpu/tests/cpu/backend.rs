@@ -73,6 +73,62 @@ fn abort_callback_stops_between_nodes() {
     assert_eq!(ctx.read_f32(c).unwrap(), vec![8.0; 4]);
 }
 
+/// One product of `a_dtype` weights `[k, m]` by f32 `[k, n]`, its result
+/// filled with NaN first; the callback says stop from its `stop_at`-th poll
+/// on. Returns the status, the result and how many polls there were.
+fn product_with_callback(
+    threads: usize,
+    a_dtype: DType,
+    [k, m, n]: [usize; 3],
+    stop_at: usize,
+) -> (ComputeStatus, Vec<f32>, usize) {
+    let platform = CpuPlatform::new();
+    let set = platform_extension::<SetAbortCallback>(&platform).unwrap();
+    let backend = platform.device().init_backend(Some(&format!("threads={threads}"))).unwrap();
+    let mut ctx = Context::new();
+    let a = ctx.tensor(a_dtype, [k, m]).unwrap();
+    let b = ctx.tensor(DType::F32, [k, n]).unwrap();
+    let c = ctx.mul_mat(a, b).unwrap();
+    alloc(&mut ctx, &[a, b, c]);
+    // 0x3c3c..: f32 ~0.0115 in B; f16 1.05 scales and small quants in A.
+    let (a_bytes, b_bytes) = (ctx.get(a).unwrap().nbytes(), ctx.get(b).unwrap().nbytes());
+    ctx.fill_tensor_bytes(a, 0, a_bytes, 0x3c).unwrap();
+    ctx.fill_tensor_bytes(b, 0, b_bytes, 0x3c).unwrap();
+    ctx.set_f32(c, &vec![f32::NAN; m * n]).unwrap();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let p = polls.clone();
+    (set.0)(backend.as_ref(), Some(Arc::new(move || p.fetch_add(1, Ordering::SeqCst) + 1 >= stop_at))).unwrap();
+    let status = compute(backend.as_ref(), &ctx, c);
+    (set.0)(backend.as_ref(), None).unwrap();
+    (status, ctx.read_f32(c).unwrap(), polls.load(Ordering::SeqCst))
+}
+
+/// A single long node is stopped part way: its kernel polls the callback
+/// between its parts (a server's compute deadline must end a client's huge
+/// product, not wait for it). The first poll, before the node, says go on;
+/// the node is then cut short and the compute answers `Aborted`, its result
+/// part written.
+#[test]
+fn abort_callback_stops_inside_a_long_node() {
+    // F32 (the blocked sgemm, cut into parts while a callback is armed) and
+    // Q8_0 (the quantized product's task loop).
+    for (dtype, shape) in [(DType::F32, [256, 2048, 1024]), (DType::Q8_0, [256, 4096, 64])] {
+        // One thread: the parts run in turn, so exactly the first ones run.
+        let (status, out, polls) = product_with_callback(1, dtype, shape, 5);
+        assert!(matches!(status, ComputeStatus::Aborted), "{dtype:?}: {status:?}");
+        let done = out.iter().filter(|v| v.is_finite()).count();
+        assert!(done > 0 && done < out.len(), "{dtype:?}: {done} of {} results written before the stop", out.len());
+        assert!(polls >= 5, "{dtype:?}: {polls} polls");
+        // Two threads: stopped from the first poll inside the node.
+        let (status, out, _) = product_with_callback(2, dtype, shape, 2);
+        assert!(matches!(status, ComputeStatus::Aborted), "{dtype:?}: {status:?}");
+        assert!(out.iter().any(|v| v.is_nan()), "{dtype:?}: every result was written");
+        // No stop: every result.
+        let (status, out, _) = product_with_callback(2, dtype, shape, usize::MAX);
+        assert!(status.is_success() && out.iter().all(|v| v.is_finite()), "{dtype:?}: {status:?}");
+    }
+}
+
 #[test]
 fn the_device_offers_its_platform_extensions() {
     // Code that holds a backend and not its platform (a model session) finds

@@ -9,7 +9,7 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p gantry-backends --test loom_cpu`.
 #![cfg(loom)]
 
-use gantry_cpu::{AbortSlot, CpuDevice, SharedComputeState, WorkerPool, run_nodes};
+use gantry_cpu::{AbortSlot, CpuDevice, SharedComputeState, Stop, WorkerPool, run_nodes};
 use gantry_engine::sync::atomic::{AtomicBool, Ordering};
 use gantry_engine::sync::{Arc, thread};
 use gantry_engine::{AbortCallback, ComputeStatus, Device, Error, Result};
@@ -32,7 +32,7 @@ fn real_loop(
     abort: Option<&AbortCallback>,
     run: &mut dyn FnMut(usize) -> ComputeStatus,
 ) -> ComputeStatus {
-    run_nodes(nodes, abort, run)
+    run_nodes(nodes, &Stop::new(abort.cloned()), run)
 }
 
 /// A wrong loop for the model to catch: it polls the callback once per
@@ -45,7 +45,7 @@ fn poll_once_loop(
     if abort.is_some_and(|stop| stop()) {
         return ComputeStatus::Aborted;
     }
-    run_nodes(nodes, None, run)
+    run_nodes(nodes, &Stop::new(None), run)
 }
 
 /// The abort flag raised from another thread mid-compute: the compute either
@@ -112,7 +112,7 @@ fn callback_swapped_while_a_compute_starts() {
             thread::spawn(move || slot.set(Some(stop_all)))
         };
         let mut ran = 0;
-        let status = run_nodes(&NODES, slot.current().as_ref(), |_| {
+        let status = run_nodes(&NODES, &Stop::new(slot.current()), |_| {
             ran += 1;
             ComputeStatus::Success
         });
@@ -123,11 +123,11 @@ fn callback_swapped_while_a_compute_starts() {
         }
         setter.join().unwrap();
         assert!(matches!(
-            run_nodes(&NODES, slot.current().as_ref(), |_| ComputeStatus::Success),
+            run_nodes(&NODES, &Stop::new(slot.current()), |_| ComputeStatus::Success),
             ComputeStatus::Aborted
         ));
         slot.set(None);
-        assert!(run_nodes(&NODES, slot.current().as_ref(), |_| ComputeStatus::Success).is_success());
+        assert!(run_nodes(&NODES, &Stop::new(slot.current()), |_| ComputeStatus::Success).is_success());
     });
 }
 
@@ -138,7 +138,7 @@ fn first_failure_ends_the_loop() {
         let slot = AbortSlot::default();
         slot.set(Some(std::sync::Arc::new(|| false)));
         let mut ran = 0;
-        let status = run_nodes(&NODES, slot.current().as_ref(), |n| {
+        let status = run_nodes(&NODES, &Stop::new(slot.current()), |n| {
             ran += 1;
             if n == 1 { ComputeStatus::Failed(Error::Aborted) } else { ComputeStatus::Success }
         });

@@ -4,8 +4,9 @@
 //! server takes a device's turn (a lock per device) before installing a
 //! callback that says stop once the deadline has passed, and removes it
 //! after: the callback seen by the running compute is always its own. The
-//! backend polls it between nodes, so a graph that runs past the deadline
-//! ends after the node it is in; the turn is then given back, and the other
+//! backend polls it between nodes and between the parts of a node's kernel,
+//! so a graph that runs past the deadline ends within milliseconds, even
+//! inside one long node; the turn is then given back, and the other
 //! sessions' computes on the device go on. A backend without the
 //! [`SetAbortCallback`] extension cannot be stopped this way: its computes
 //! run to their end (the server says so when it starts).

@@ -31,8 +31,8 @@ pub struct Limits {
     /// its device's memory on its own.
     pub max_memory: u64,
     /// How long a server lets one graph run before it aborts the compute
-    /// through the backend's abort callback (polled between nodes) and
-    /// answers with an error.
+    /// through the backend's abort callback (polled between nodes and
+    /// between the parts of a long node's kernel) and answers with an error.
     pub compute_timeout: Duration,
     /// How long one step of a stream may take on a server: the whole
     /// request message arriving, or one chunk of a write's bytes arriving

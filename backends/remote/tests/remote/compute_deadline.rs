@@ -1,7 +1,8 @@
 //! A compute that runs past the server's deadline (`--compute-timeout`) is
-//! stopped through the backend's abort callback and answered with an error;
-//! the device's turn is given back, so the same client and the others go on
-//! being served.
+//! stopped through the backend's abort callback and answered with an error
+//! — a long graph between its nodes, a single long node between the parts
+//! of its kernel; the device's turn is given back, so the same client and
+//! the others go on being served.
 
 use std::time::{Duration, Instant};
 
@@ -102,4 +103,44 @@ fn a_compute_past_the_deadline_is_stopped_and_the_server_goes_on() {
     let late_device = &late.remote_devices()[0];
     let late_backend = late_device.init_backend(None).unwrap();
     assert_eq!(small_compute(late_device, late_backend.as_ref()), vec![-1.0, 2.0, -3.0, 4.0]);
+}
+
+/// One node of minutes: attention of 16384 queries over 16384 keys in four
+/// heads (2^37 multiply-adds) over 48 MiB of tensors, filled on the server.
+/// Polled only between nodes, the server would compute it to the end and
+/// answer success; its kernel polls the deadline between its parts.
+#[test]
+fn a_single_long_node_is_stopped_at_the_deadline() {
+    const TOKENS: usize = 16384;
+    let pki = loopback::test_pki().unwrap();
+    let limits = Limits { compute_timeout: Duration::from_millis(100), ..Limits::default() };
+    let server =
+        loopback::cpu_server_with(&pki, WeightCache::new(), ServerOptions { limits, ..Default::default() }).unwrap();
+    let address = [server.local_addr().to_string()];
+    let platform = loopback::connect(&pki, &address, Duration::from_secs(10)).unwrap();
+    let device = &platform.remote_devices()[0];
+    let backend = device.init_backend(None).unwrap();
+
+    let mut ctx = Context::new();
+    let q = ctx.tensor(DType::F32, [64, TOKENS, 4]).unwrap();
+    let k = ctx.tensor(DType::F16, [64, TOKENS, 4]).unwrap();
+    let v = ctx.tensor(DType::F16, [64, TOKENS, 4]).unwrap();
+    let out = ctx.flash_attn_ext(q, k, v, None, 0.125, 0.0, 0.0).unwrap();
+    let tensors = [q, k, v, out];
+    let bytes: usize = tensors.iter().map(|&t| ctx.get(t).unwrap().nbytes()).sum();
+    let buffer = ctx.alloc_buffer(&device.buffer_type(), bytes + 4 * 256, BufferUsage::Any).unwrap();
+    let mut at = 0;
+    for &t in &tensors {
+        ctx.place(t, buffer, at).unwrap();
+        let n = ctx.get(t).unwrap().nbytes();
+        // 0x30: small finite values in both f32 and f16.
+        ctx.fill_tensor_bytes(t, 0, n, 0x30).unwrap();
+        at += n.next_multiple_of(256);
+    }
+    let started = Instant::now();
+    let err = backend.graph_compute(&ctx, Graph::from_parts(&[out], &[], &[])).into_result().unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("deadline of 0.100 s") && message.contains("--compute-timeout"), "{message}");
+    eprintln!("the long node was stopped after {:?}: {message}", started.elapsed());
+    assert_eq!(small_compute(device, backend.as_ref()), vec![-1.0, 2.0, -3.0, 4.0]);
 }

@@ -319,7 +319,8 @@ fn run<R: Repacked>(
         let columns = SendPtr(cols.as_mut_ptr());
         let tasks = HomeRanges::new(n_tasks, threads);
         let worker = |home: usize| {
-            while let Some(t) = tasks.take(home) {
+            // `stopped`: a compute told to stop leaves its remaining tasks.
+            while let Some(t) = tasks.take(home).filter(|_| !jobs.stopped()) {
                 let i = first_task[1..=ws.len()].iter().position(|&end| t < end).unwrap_or(0);
                 let local = t - first_task[i];
                 let (gt, ct) = (local / col_tasks, local % col_tasks);
