@@ -47,7 +47,7 @@ pub struct RpcServerArgs {
     /// A client silent for this long is gone (milliseconds).
     #[arg(long, default_value_t = 10_000)]
     pub idle_timeout_ms: u64,
-    /// A graph computing longer is stopped (between its nodes) and answered with an error, so one
+    /// A graph computing longer is stopped (between its nodes, or inside a long one) and answered with an error, so one
     /// client cannot hold a device: seconds (`60`, `1.5`) or with a unit (`500ms`, `90s`, `10m`).
     #[arg(long, default_value = "60", value_parser = parse_duration)]
     pub compute_timeout: Duration,
@@ -55,6 +55,10 @@ pub struct RpcServerArgs {
     /// or T (`8G`). Default: what the served devices have.
     #[arg(long, value_parser = parse_memory)]
     pub max_memory: Option<u64>,
+    /// Most memory every client's requests together may hold while they arrive (a request's message,
+    /// a chunk of a write; each stream's first 4 KiB not counted): bytes, or with K, M, G or T.
+    #[arg(long, default_value = "256M", value_parser = parse_memory)]
+    pub max_stream_memory: u64,
     /// A TLS handshake taking longer is dropped (a client is counted against --max-clients only once
     /// its handshake is done): seconds, or with a unit.
     #[arg(long, default_value = "10", value_parser = parse_duration)]
@@ -210,6 +214,7 @@ fn start(args: &RpcServerArgs) -> gantry::Result<RunningServer> {
         limits: Limits {
             compute_timeout: args.compute_timeout,
             max_memory: args.max_memory.unwrap_or(u64::MAX),
+            max_stream_memory: usize::try_from(args.max_stream_memory).unwrap_or(usize::MAX),
             handshake_timeout: args.handshake_timeout,
             stream_timeout: args.stream_timeout,
             ..Limits::default()

@@ -1,23 +1,34 @@
-//! The server's memory cap across sessions: every buffer a client allocates
-//! is counted here before it is made, so that clients together never hold
-//! more than `--max-memory` (and never more than the served devices have),
-//! whatever each one is allowed on its own.
+//! The server's memory caps across sessions: every buffer a client
+//! allocates is counted before it is made, so that clients together never
+//! hold more than `--max-memory` (and never more than the served devices
+//! have), whatever each one is allowed on its own; and every byte their
+//! streams hold while requests arrive, against `--max-stream-memory`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use gantry_engine::{BackendErrorKind, Error, Result};
 
-/// Bytes of buffers every session of a server holds, against a cap.
+/// Bytes every session of a server holds (of buffers, or in streams),
+/// against a cap.
 #[derive(Debug)]
 pub(crate) struct MemoryCap {
     cap: u64,
     held: AtomicU64,
+    /// What is counted, for errors: "a buffer", "a stream".
+    what: &'static str,
+    /// The flag that sets the cap, for errors.
+    flag: &'static str,
 }
 
 impl MemoryCap {
-    /// A cap of `cap` bytes with nothing held.
+    /// A cap of `cap` bytes of buffers (`--max-memory`) with nothing held.
     pub(crate) fn new(cap: u64) -> Self {
-        Self { cap, held: AtomicU64::new(0) }
+        Self { cap, held: AtomicU64::new(0), what: "a buffer", flag: "--max-memory" }
+    }
+
+    /// A cap of `cap` bytes held by streams (`--max-stream-memory`) with nothing held.
+    pub(crate) fn for_streams(cap: u64) -> Self {
+        Self { cap, held: AtomicU64::new(0), what: "a stream", flag: "--max-stream-memory" }
     }
 
     /// The cap in bytes.
@@ -46,11 +57,18 @@ impl MemoryCap {
                     "rpc-server",
                     BackendErrorKind::Unsupported,
                     format!(
-                        "a buffer of {size} bytes would take this server's clients past its memory cap of {cap} \
-                         bytes (--max-memory), of which {held} are held"
+                        "{} of {size} bytes would take this server's clients past its memory cap of {cap} \
+                         bytes ({}), of which {held} are held",
+                        self.what, self.flag
                     ),
                 )
             })
+    }
+
+    /// Counts `size` more bytes already held, past the cap if need be (an
+    /// allocator's rounding up of what [`MemoryCap::take`] allowed).
+    pub(crate) fn force(&self, size: u64) {
+        self.held.fetch_add(size, Ordering::SeqCst);
     }
 
     /// Returns `size` bytes counted by [`MemoryCap::take`].
@@ -73,6 +91,8 @@ mod tests {
         assert_eq!(cap.held(), 60, "a refusal counts nothing");
         cap.take(40).unwrap();
         assert!(cap.take(u64::MAX).is_err(), "no overflow");
+        let streams = MemoryCap::for_streams(10).take(11).unwrap_err().to_string();
+        assert!(streams.contains("a stream of 11 bytes") && streams.contains("--max-stream-memory"), "{streams}");
         cap.give_back(60);
         assert_eq!(cap.held(), 40);
         cap.give_back(1000);

@@ -23,6 +23,9 @@ pub(crate) struct Shared {
     pub(crate) handshakes: AtomicUsize,
     /// Bytes streams hold while a request's message or a write's chunk arrives.
     pub(crate) stream_bytes: AtomicUsize,
+    /// The part of `stream_bytes` past each stream's first
+    /// [`UNCOUNTED_STREAM_BYTES`](crate::wire::UNCOUNTED_STREAM_BYTES), against `--max-stream-memory`.
+    pub(crate) stream_cap: MemoryCap,
 }
 
 /// What a running server holds now (for tests and monitoring).
@@ -51,6 +54,7 @@ impl Shared {
             clients: AtomicUsize::new(0),
             handshakes: AtomicUsize::new(0),
             stream_bytes: AtomicUsize::new(0),
+            stream_cap: MemoryCap::for_streams(state.limits.max_stream_memory as u64),
         }
     }
 

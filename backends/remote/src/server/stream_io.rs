@@ -1,7 +1,10 @@
 //! Bytes arriving on a server's stream, held in a buffer that grows with
 //! the bytes that actually arrive (never sized from a length the peer
 //! announced) and read under a deadline, so a peer that announces 16 MiB
-//! and sends one byte holds one byte, and only until the deadline.
+//! and sends one byte holds one byte, and only until the deadline. What
+//! every stream holds past its first few KiB counts against the server's
+//! `--max-stream-memory`, so many slow large requests together are refused
+//! before they exhaust the server.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,6 +13,7 @@ use std::time::Instant;
 use quinn::RecvStream;
 
 use super::shared::Shared;
+use crate::wire::UNCOUNTED_STREAM_BYTES;
 
 /// A stream's received bytes, counted in the server's
 /// [`ServerUsage::stream_bytes`](super::ServerUsage::stream_bytes) while held.
@@ -43,9 +47,16 @@ impl Inbox {
             return Ok(());
         }
         let target = needed.max(cap.saturating_mul(2)).min(want.max(needed));
-        self.bytes
-            .try_reserve_exact(target - len)
-            .map_err(|e| format!("no memory for {target} bytes of a stream: {e}"))?;
+        // Counted against the streams' cap before it is allocated.
+        let more_counted = counted(target).saturating_sub(counted(cap));
+        self.shared.stream_cap.take(more_counted as u64).map_err(|e| e.to_string())?;
+        if let Err(e) = self.bytes.try_reserve_exact(target - len) {
+            self.shared.stream_cap.give_back(more_counted as u64);
+            return Err(format!("no memory for {target} bytes of a stream: {e}"));
+        }
+        // The allocator may give more than asked: that is counted too.
+        let extra = counted(self.bytes.capacity()).saturating_sub(counted(target));
+        self.shared.stream_cap.force(extra as u64);
         let grown = self.bytes.capacity() - cap;
         self.shared.stream_bytes.fetch_add(grown, Ordering::SeqCst);
         Ok(())
@@ -80,8 +91,14 @@ impl Inbox {
     }
 }
 
+/// The bytes of a stream's buffer of `capacity` that count against the cap.
+fn counted(capacity: usize) -> usize {
+    capacity.saturating_sub(UNCOUNTED_STREAM_BYTES)
+}
+
 impl Drop for Inbox {
     fn drop(&mut self) {
+        self.shared.stream_cap.give_back(counted(self.bytes.capacity()) as u64);
         self.shared.stream_bytes.fetch_sub(self.bytes.capacity(), Ordering::SeqCst);
     }
 }

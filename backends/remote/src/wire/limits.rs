@@ -8,6 +8,13 @@
 
 use std::time::Duration;
 
+/// Bytes of each server stream not counted against
+/// [`Limits::max_stream_memory`]: more than any small request needs (hello,
+/// freeing a buffer, a graph of a few nodes). With quinn's 100 streams at
+/// once per connection and `--max-clients` clients, what they hold
+/// uncounted is bounded too (400 KiB a client).
+pub const UNCOUNTED_STREAM_BYTES: usize = 4096;
+
 /// Bounds on what a peer may ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -34,6 +41,12 @@ pub struct Limits {
     /// through the backend's abort callback (polled between nodes and
     /// between the parts of a long node's kernel) and answers with an error.
     pub compute_timeout: Duration,
+    /// Most bytes the streams of every client of a server hold together
+    /// while requests and write chunks arrive (each stream's first
+    /// [`UNCOUNTED_STREAM_BYTES`] excepted, so that small requests such as
+    /// freeing a buffer always get through): many clients each sending
+    /// many large requests slowly cannot make the server hold more.
+    pub max_stream_memory: usize,
     /// How long one step of a stream may take on a server: the whole
     /// request message arriving, or one chunk of a write's bytes arriving
     /// or of a read's bytes being taken by the peer. A peer that stalls
@@ -70,6 +83,7 @@ impl Default for Limits {
             kept_graphs: 8,
             max_memory: u64::MAX,
             compute_timeout: Duration::from_secs(60),
+            max_stream_memory: 256 << 20,
             stream_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             max_handshakes: 64,

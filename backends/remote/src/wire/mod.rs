@@ -19,7 +19,7 @@ mod message;
 pub use codec::{Reader, WireError, Writer};
 pub use digest::{content_digest, graph_digest};
 pub use graph::{MIN_TENSOR_BYTES, WireGraph, WireLocation, WireTensor, dtype_code, dtype_of};
-pub use limits::Limits;
+pub use limits::{Limits, UNCOUNTED_STREAM_BYTES};
 pub use message::{DIGEST_BYTES, Request, Response, WireDevice};
 
 /// The protocol version; client and server must speak the same one.

@@ -108,3 +108,54 @@ fn a_peer_that_stalls_mid_stream_is_cut_off_and_holds_only_what_it_sent() {
         assert_eq!(bytes, [1, 2, 3, 4]);
     });
 }
+
+/// What the streams of every client hold while requests arrive is capped
+/// (`--max-stream-memory`): a second large write arriving beside a first is
+/// refused with an error naming the cap, small requests still get through
+/// (each stream's first 4 KiB is not counted), and the first write, whose
+/// bytes were counted, completes.
+#[test]
+fn streams_together_hold_no_more_than_the_stream_memory_cap() {
+    const KIB: usize = 1024;
+    let pki = loopback::test_pki().unwrap();
+    let limits = Limits { max_stream_memory: 1 << 20, ..Limits::default() };
+    let server =
+        loopback::cpu_server_with(&pki, WeightCache::new(), ServerOptions { limits, ..Default::default() }).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (_endpoint, conn) = dial(&server, &pki).await;
+        let hello = call(&conn, &Request::Hello { version: PROTOCOL_VERSION, client: "test" }).await;
+        assert!(matches!(hello, Response::Welcome { .. }), "{hello:?}");
+        let Response::Buffer { buffer } = call(&conn, &Request::AllocBuffer { device: 0, size: 4 << 20 }).await else {
+            panic!("no buffer");
+        };
+        // A write of one 1 MiB chunk, of which 900 KiB come now: the stream
+        // grows to hold them (1 MiB, nearly all of it counted).
+        let (mut first_send, mut first_recv) = conn.open_bi().await.unwrap();
+        send_request(&mut first_send, &Request::WriteBuffer { buffer, offset: 0, len: 1 << 20 }).await;
+        first_send.write_all(&vec![1u8; 900 * KIB]).await.unwrap();
+        let started = Instant::now();
+        while server.usage().stream_bytes < 900 * KIB {
+            assert!(started.elapsed() < Duration::from_secs(10), "{:?}", server.usage());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A second write beside it is refused once its stream would hold more than the first 4 KiB.
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send_request(&mut send, &Request::WriteBuffer { buffer, offset: 1 << 20, len: 1 << 20 }).await;
+        send.write_all(&vec![2u8; 100 * KIB]).await.unwrap();
+        let Response::Error(message) = answer(&mut recv).await else { panic!("the second write was taken") };
+        assert!(message.contains("--max-stream-memory") && message.contains("cap of 1048576"), "{message}");
+        // Small requests still get through.
+        let hello = call(&conn, &Request::Hello { version: PROTOCOL_VERSION, client: "test" }).await;
+        assert!(matches!(hello, Response::Welcome { .. }), "{hello:?}");
+        // The first write completes.
+        first_send.write_all(&vec![1u8; 124 * KIB]).await.unwrap();
+        first_send.finish().unwrap();
+        assert_eq!(answer(&mut first_recv).await, Response::Done);
+        let started = Instant::now();
+        while server.usage().stream_bytes != 0 {
+            assert!(started.elapsed() < Duration::from_secs(10), "{:?}", server.usage());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
