@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 use gantry_engine::{Backend, BufferId, BufferUsage, Context, DType, Device, Graph, TensorId};
-use gantry_remote::server::WeightCache;
+use gantry_remote::certs::Pki;
+use gantry_remote::client::RemotePlatform;
+use gantry_remote::server::{RunningServer, WeightCache};
 use gantry_remote::testing::loopback::{self, ServerOptions};
 use gantry_remote::wire::Limits;
 
@@ -52,15 +54,21 @@ fn small_compute(device: &dyn Device, backend: &dyn Backend) -> Vec<f32> {
     ctx.read_f32(y).unwrap()
 }
 
-#[test]
-fn a_compute_past_the_deadline_is_stopped_and_the_server_goes_on() {
+/// A CPU server with a compute deadline of `deadline`, its address and a
+/// client connected to it.
+fn server_with_deadline(deadline: Duration) -> (Pki, RunningServer, [String; 1], RemotePlatform) {
     let pki = loopback::test_pki().unwrap();
-    let deadline = Duration::from_millis(500);
     let limits = Limits { compute_timeout: deadline, ..Limits::default() };
     let server =
         loopback::cpu_server_with(&pki, WeightCache::new(), ServerOptions { limits, ..Default::default() }).unwrap();
     let address = [server.local_addr().to_string()];
     let platform = loopback::connect(&pki, &address, Duration::from_secs(10)).unwrap();
+    (pki, server, address, platform)
+}
+
+#[test]
+fn a_compute_past_the_deadline_is_stopped_and_the_server_goes_on() {
+    let (pki, _server, address, platform) = server_with_deadline(Duration::from_millis(500));
     let device = &platform.remote_devices()[0];
     let backend = device.init_backend(None).unwrap();
 
@@ -112,12 +120,7 @@ fn a_compute_past_the_deadline_is_stopped_and_the_server_goes_on() {
 #[test]
 fn a_single_long_node_is_stopped_at_the_deadline() {
     const TOKENS: usize = 16384;
-    let pki = loopback::test_pki().unwrap();
-    let limits = Limits { compute_timeout: Duration::from_millis(100), ..Limits::default() };
-    let server =
-        loopback::cpu_server_with(&pki, WeightCache::new(), ServerOptions { limits, ..Default::default() }).unwrap();
-    let address = [server.local_addr().to_string()];
-    let platform = loopback::connect(&pki, &address, Duration::from_secs(10)).unwrap();
+    let (_pki, _server, _address, platform) = server_with_deadline(Duration::from_millis(100));
     let device = &platform.remote_devices()[0];
     let backend = device.init_backend(None).unwrap();
 
