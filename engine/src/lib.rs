@@ -49,6 +49,7 @@ pub mod profile;
 pub mod quant;
 mod rng;
 pub mod sched;
+mod small_file;
 pub mod sync;
 pub mod tensor;
 #[cfg(any(test, feature = "testing"))]
@@ -64,4 +65,5 @@ pub use graph::Graph;
 pub use limits::Limits;
 pub use op::{BinaryOp, ConvParams, GluOp, Op, PoolOp, RopeMode, RopeParams, ScaleMode, SortOrder, TriType, UnaryOp};
 pub use rng::SplitMix64;
+pub use small_file::read_small_file;
 pub use tensor::{MAX_DIMS, MAX_SRC, Name, TensorDesc, TensorFlags, TensorLayout};

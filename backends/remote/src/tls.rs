@@ -58,8 +58,13 @@ fn tls_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::backend("remote", BackendErrorKind::Transport, format!("TLS: {what}: {e}"))
 }
 
+/// The most bytes a PEM file of certificates or a key may have (a chain of
+/// a few certificates is a few KiB).
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
 fn read_pem(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| tls_error(&format!("reading {}", path.display()), e))
+    gantry_engine::read_small_file(path, MAX_PEM_BYTES)
+        .map_err(|e| tls_error(&format!("reading {}", path.display()), e))
 }
 
 impl TlsIdentity {

@@ -15,6 +15,9 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
+/// The longest line of standard input a turn may be (16 MiB: past any context).
+const MAX_LINE_BYTES: u64 = 16 << 20;
+
 use super::budget::{FitRequest, load_fitted, reserve_within};
 use super::common::{BackendArgs, ContextArgs, SamplingArgs, load_decoder_with_bar, with_load_bar};
 
@@ -120,13 +123,17 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         let _ = write!(out, "\n> ");
         let _ = out.flush();
         let mut line = String::new();
-        if stdin
-            .lock()
+        // A line is read up to a bound: `chat < /dev/zero` must not take the machine's memory.
+        let read = std::io::Read::take(stdin.lock(), MAX_LINE_BYTES + 1)
             .read_line(&mut line)
-            .map_err(|source| Error::Io { context: "reading standard input".into(), source })?
-            == 0
-        {
+            .map_err(|source| Error::Io { context: "reading standard input".into(), source })?;
+        if read == 0 {
             break;
+        }
+        if read as u64 > MAX_LINE_BYTES {
+            return Err(Error::Model(format!(
+                "a line of standard input longer than {MAX_LINE_BYTES} bytes (a message must fit in the context)"
+            )));
         }
         let line = line.trim_end_matches(['\n', '\r']);
         if line == "/exit" {

@@ -231,24 +231,35 @@ pub fn with_load_bar<T>(load: impl FnOnce(&mut dyn FnMut(LoadProgress)) -> T) ->
     loaded
 }
 
+/// Parses a number in `[LO, HI]`: NaN, infinities and numbers outside
+/// are refused (a NaN temperature would sample garbage without a word).
+fn in_range<const LO: i32, const HI: i32>(text: &str) -> Result<f32, String> {
+    let value: f32 = text.trim().parse().map_err(|e| format!("{e}"))?;
+    if value.is_finite() && (LO as f32..=HI as f32).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("expected a number from {LO} to {HI}"))
+    }
+}
+
 /// The sampling options llama.cpp users expect (`--temp`, `--top-k`,
 /// `--top-p`, `--min-p`, `--repeat-penalty`, `--repeat-last-n`, `--seed`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Sampling temperature (0 = greedy).
-    #[arg(long, default_value_t = 0.8)]
+    /// Sampling temperature (0 = greedy; at most 100).
+    #[arg(long, default_value_t = 0.8, value_parser = in_range::<0, 100>)]
     pub temp: f32,
     /// Sample among the K most likely tokens (0 = all).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
     /// Keep the most likely tokens whose probabilities add up to P (1 = all).
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, value_parser = in_range::<0, 1>)]
     pub top_p: f32,
     /// Drop tokens less likely than P times the most likely one (0 = off).
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, value_parser = in_range::<0, 1>)]
     pub min_p: f32,
-    /// Penalise tokens seen among the last `--repeat-last-n` (1 = off).
-    #[arg(long, default_value_t = 1.0)]
+    /// Penalise tokens seen among the last `--repeat-last-n` (1 = off; above 0, at most 100).
+    #[arg(long, default_value_t = 1.0, value_parser = in_range::<0, 100>)]
     pub repeat_penalty: f32,
     /// How many of the last tokens the repetition penalty looks at.
     #[arg(long, default_value_t = 64)]

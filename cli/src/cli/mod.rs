@@ -1,6 +1,7 @@
 //! One module per subcommand of the `gantry` CLI.
 
 pub mod bench;
+pub mod broken_pipe;
 pub mod budget;
 pub mod chat;
 pub mod common;

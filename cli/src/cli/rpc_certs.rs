@@ -40,8 +40,10 @@ pub fn run(args: &RpcCertsArgs) -> ExitCode {
 fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
     if let Some(name) = &args.add_client {
         let key_path = args.out.join(files::AUTHORITY_KEY);
-        let key = std::fs::read_to_string(&key_path)
-            .map_err(|source| Error::Io { context: format!("reading {}", key_path.display()), source })?;
+        let read = |source| Error::Io { context: format!("reading {}", key_path.display()), source };
+        // A key is a few hundred bytes; a FIFO or /dev/zero is refused.
+        let key = gantry::engine::read_small_file(&key_path, 1 << 20).map_err(read)?;
+        let key = String::from_utf8(key).map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         let pair = certs::client_from_authority_key(&key, name)?;
         let (cert, key) = certs::write_client(&pair, &args.out, name)?;
         println!("client certificate {} and key {} (owner-only) written", cert.display(), key.display());
@@ -49,6 +51,19 @@ fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
     }
     let hosts: Vec<String> =
         args.hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect();
+    if hosts.is_empty() {
+        return Err(Error::Model("--hosts names no host: the server certificate needs one name clients dial".into()));
+    }
+    // A second run would replace the authority, and every client
+    // certificate it signed would stop working.
+    let authority = args.out.join(files::AUTHORITY_KEY);
+    if authority.exists() {
+        return Err(Error::Model(format!(
+            "{} exists: making a new authority would invalidate every certificate it signed (use --add-client \
+             NAME to sign one more, or another --out folder)",
+            authority.display()
+        )));
+    }
     let pki = certs::make_pki(&hosts, &args.client)?;
     certs::write_pki(&pki, &args.out)?;
     println!(

@@ -56,8 +56,11 @@ fn json_constraint(
     path: &std::path::Path,
     tokenizer: &gantry::model::tokenizer::Tokenizer,
 ) -> Result<gantry::model::grammar::Constraint, Error> {
-    let text = std::fs::read_to_string(path)
+    // A schema of 16 MiB is past any real one; a FIFO or /dev/zero is refused.
+    let bytes = gantry::engine::read_small_file(path, 16 << 20)
         .map_err(|source| Error::Io { context: format!("reading --json-schema {}", path.display()), source })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Error::Model(format!("--json-schema {}: not UTF-8: {e}", path.display())))?;
     let schema: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::Model(format!("--json-schema {}: not JSON: {e}", path.display())))?;
     let vocab = gantry::model::grammar::GrammarVocab::new(std::sync::Arc::new(tokenizer.clone()))?;

@@ -45,8 +45,8 @@ pub struct ServeArgs {
     /// Most tokens per step: every running sequence's next token plus prompt chunks.
     #[arg(long, short = 'b', default_value_t = 512)]
     pub batch_size: usize,
-    /// Requests that may wait for a free sequence; more get 503 with Retry-After.
-    #[arg(long, default_value_t = 64)]
+    /// Requests that may wait for a free sequence; more get 503 with Retry-After (at most 65536).
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=65536))]
     pub queue: usize,
     /// Reuse the cells of a finished request's longest common prefix with the next
     /// request (a system prompt, an earlier turn): `on` or `off`.
@@ -58,18 +58,18 @@ pub struct ServeArgs {
     /// Largest `max_tokens` a request may ask for (and the default).
     #[arg(long, default_value_t = 4096)]
     pub max_tokens: usize,
-    /// Seconds a request may take, from arrival to its last token.
-    #[arg(long, default_value_t = 600)]
+    /// Seconds a request may take, from arrival to its last token (at most a day).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
     /// Seconds a client has to send a request's headers (a kept-alive connection's next
-    /// request's) and then its body.
-    #[arg(long, default_value_t = 10)]
+    /// request's) and then its body (at most an hour).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub header_timeout: u64,
-    /// Open connections at once.
-    #[arg(long, default_value_t = 1024)]
+    /// Open connections at once (at most 65536).
+    #[arg(long, default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536))]
     pub max_connections: usize,
-    /// Seconds running requests get to finish after SIGINT/SIGTERM.
-    #[arg(long, default_value_t = 30)]
+    /// Seconds running requests get to finish after SIGINT/SIGTERM (at most an hour).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3_600))]
     pub shutdown_grace: u64,
     /// Require `Authorization: Bearer KEY` (default: `GANTRY_API_KEY` when set).
     #[arg(long, env = "GANTRY_API_KEY", hide_env_values = true)]

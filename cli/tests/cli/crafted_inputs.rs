@@ -133,3 +133,70 @@ fn no_mmap_gives_the_mapped_files_logits() {
     assert!(!mapped.is_empty());
     assert_eq!(mapped, read);
 }
+
+/// The second pass's findings on the command line: sampling values that are
+/// not numbers in range, a schema file that is not a regular file, a chat
+/// line without end on standard input, and output whose reader went away.
+#[test]
+fn flags_files_and_pipes_of_the_second_pass_are_errors() {
+    let model = temp_path("tiny-second-pass.gguf");
+    tiny_llama(&model, 1);
+    for (flag, value) in
+        [("--temp", "NaN"), ("--temp", "-1"), ("--top-p", "inf"), ("--min-p", "2"), ("--repeat-penalty", "-3")]
+    {
+        let out = gantry(&["run", "-p", "a", "-n", "1", &format!("{flag}={value}")], &model);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(flag), "{flag} {value}");
+    }
+    // Server flags past their ranges (a queue of 2^32 slots, a timeout that overflows an instant).
+    for (flag, value) in [
+        ("--queue", "4294967296"),
+        ("--timeout", "9223372036854775807"),
+        ("--header-timeout", "18446744073709551615"),
+        ("--max-connections", "2305843009213693952"),
+        ("--shutdown-grace", "18446744073709551615"),
+    ] {
+        let out = gantry(&["serve", flag, value], &model);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A schema that is a device: refused before it is read.
+    let out = gantry(&["run", "-p", "a", "-n", "1", "--json-schema", "/dev/zero"], &model);
+    assert_error(&out, &["--json-schema /dev/zero", "not a regular file"]);
+
+    // A chat line of 17 MiB without a newline.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["chat", "--backends", "cpu", "-t", "1", "--chat-template"])
+        .arg(write_template("plain.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}"))
+        .arg("--model")
+        .arg(&model)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The chat stops reading at the bound: the rest of the write may fail.
+    let _ = stdin.write_all(&vec![b'a'; 17 << 20]);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert_error(&out, &["standard input longer than 16777216 bytes"]);
+
+    // Output whose reader is gone ends the process quietly (status 141, as SIGPIPE would).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["devices"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(141) || out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+fn write_template(name: &str, text: &str) -> PathBuf {
+    let path = temp_path(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
