@@ -155,7 +155,10 @@ impl ChatTemplate {
         // minijinja's lazy `+` and `chain` copy sequences without fuel once
         // they nest: both are replaced by eager ones that pay per item.
         env.add_function(template_operators::ADD_FUNCTION, template_operators::add);
+        env.add_function(template_operators::CONCAT_FUNCTION, template_operators::concat);
         env.add_filter("chain", template_operators::chain);
+        env.add_filter("tojson", template_operators::tojson);
+        env.add_filter("string", template_operators::string);
         let does_not_parse = |e: String| Error::InvalidModel {
             file: source.to_owned(),
             reason: format!("the chat template does not parse: {e}"),

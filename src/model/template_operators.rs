@@ -11,6 +11,10 @@
 //! the concatenated list itself, paying for each item first, and leaves any
 //! other `+` to minijinja; `chain` is replaced by [`chain`], which does the
 //! same. Each result is a plain list (or map), so no view ever nests.
+//!
+//! Lists can also nest by sharing (`[x, x]` thirty times is 2^30 values to
+//! write out): `tojson` and `string` first walk their value within the
+//! render's remaining fuel ([`walk_within_fuel`]).
 
 use std::collections::BTreeMap;
 
@@ -20,6 +24,9 @@ use minijinja::{Error as JinjaError, ErrorKind, State, context};
 
 /// The name of the function a rewritten `+` calls.
 pub const ADD_FUNCTION: &str = "__gantry_add";
+
+/// The name of the function a rewritten `~` calls.
+pub const CONCAT_FUNCTION: &str = "__gantry_concat";
 
 /// Fuel for one item of a list built here: minijinja's price of a list slot
 /// (32 of its 64 units to a fuel), rounded up.
@@ -31,14 +38,21 @@ const FUEL_PER_ITEM: u64 = 1;
 pub fn rewrite_additions(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<String, String> {
     let parsed = minijinja::machinery::parse(template, "chat", syntax).map_err(|e| e.to_string())?;
     let mut additions = Vec::new();
-    visit_stmt(&parsed, &mut |left, right, span| {
-        if could_be_sequence(left) && could_be_sequence(right) {
-            additions.push(Addition {
-                start: offset(span.start_offset),
-                end: offset(span.end_offset),
-                left_end: offset(left.span().end_offset),
-            });
-        }
+    visit_stmt(&parsed, &mut |op, left, right, span| {
+        let (function, operator) = match op {
+            // `+` joins sequences only when both sides could be ones.
+            ast::BinOpKind::Add if could_be_sequence(left) && could_be_sequence(right) => (ADD_FUNCTION, '+'),
+            // `~` writes both sides out: one that is not a constant could be a shared nest.
+            ast::BinOpKind::Concat if left.as_const().is_none() || right.as_const().is_none() => (CONCAT_FUNCTION, '~'),
+            _ => return,
+        };
+        additions.push(Addition {
+            start: offset(span.start_offset),
+            end: offset(span.end_offset),
+            left_end: offset(left.span().end_offset),
+            operator,
+            function,
+        });
     });
     // Outer additions first, so that each one's operands hold its inner ones.
     additions.sort_by_key(|a| (a.start, std::cmp::Reverse(a.end)));
@@ -55,6 +69,10 @@ struct Addition {
     start: usize,
     end: usize,
     left_end: usize,
+    /// `+` or `~`.
+    operator: char,
+    /// What it is rewritten to call.
+    function: &'static str,
 }
 
 fn offset(o: u32) -> usize {
@@ -78,10 +96,10 @@ fn write_range(
             break;
         }
         *next += 1;
-        let plus = plus_after(template, a.left_end, a.end)
-            .ok_or_else(|| format!("cannot find the `+` of the expression at byte {}", a.start))?;
+        let plus = operator_after(template, a.left_end, a.end, a.operator)
+            .ok_or_else(|| format!("cannot find the `{}` of the expression at byte {}", a.operator, a.start))?;
         out.push_str(template.get(at..a.start).ok_or("a span inside a character")?);
-        out.push_str(ADD_FUNCTION);
+        out.push_str(a.function);
         out.push('(');
         write_range(template, additions, next, a.start, plus, out)?;
         out.push(',');
@@ -93,12 +111,12 @@ fn write_range(
     Ok(())
 }
 
-/// The byte offset of the `+` after a left operand ending at `from`: only
-/// closing parentheses and whitespace come between.
-fn plus_after(template: &str, from: usize, end: usize) -> Option<usize> {
+/// The byte offset of `operator` after a left operand ending at `from`:
+/// only closing parentheses and whitespace come between.
+fn operator_after(template: &str, from: usize, end: usize, operator: char) -> Option<usize> {
     let rest = template.get(from..end)?;
     let skipped = rest.find(|c: char| c != ')' && !c.is_whitespace())?;
-    rest[skipped..].starts_with('+').then_some(from + skipped)
+    rest[skipped..].starts_with(operator).then_some(from + skipped)
 }
 
 /// Whether `expr` may evaluate to a sequence: anything but a constant that
@@ -110,7 +128,7 @@ fn could_be_sequence(expr: &Expr<'_>) -> bool {
     }
 }
 
-type OnAdd<'f> = dyn FnMut(&Expr<'_>, &Expr<'_>, minijinja::machinery::Span) + 'f;
+type OnAdd<'f> = dyn FnMut(ast::BinOpKind, &Expr<'_>, &Expr<'_>, minijinja::machinery::Span) + 'f;
 
 fn visit_stmts(stmts: &[Stmt<'_>], f: &mut OnAdd<'_>) {
     for s in stmts {
@@ -220,8 +238,8 @@ fn visit_expr(expr: &Expr<'_>, f: &mut OnAdd<'_>) {
         }
         Expr::UnaryOp(u) => visit_expr(&u.expr, f),
         Expr::BinOp(b) => {
-            if matches!(b.op, ast::BinOpKind::Add) {
-                f(&b.left, &b.right, b.span());
+            if matches!(b.op, ast::BinOpKind::Add | ast::BinOpKind::Concat) {
+                f(b.op, &b.left, &b.right, b.span());
             }
             visit_expr(&b.left, f);
             visit_expr(&b.right, f);
@@ -299,6 +317,65 @@ pub fn add(state: &State, left: Value, right: Value) -> Result<Value, JinjaError
     state.env().compile_expression("left + right").map_err(unplaced)?.eval(context! { left, right }).map_err(unplaced)
 }
 
+/// Checks that walking `value` the way a serializer does — every item of
+/// every list and map, a shared one as often as it is shared — stays within
+/// the data the render's remaining fuel pays for (64 bytes a unit: eight a
+/// value, plus a string's bytes), stopping as soon as it would not. A list
+/// nested in itself by sharing (`{% set ns.x = [ns.x, ns.x] %}` thirty
+/// times) is small to hold but 2^30 values to write out; minijinja writes
+/// it out first and charges after.
+fn walk_within_fuel(state: &State, value: &Value) -> Result<(), JinjaError> {
+    let Some((_, remaining)) = state.fuel_levels() else { return Ok(()) };
+    let mut budget = remaining.saturating_mul(64);
+    let mut pending = vec![value.clone()];
+    while let Some(v) = pending.pop() {
+        let cost = 8 + v.as_str().map_or(0, str::len) as u64;
+        budget = budget.checked_sub(cost).ok_or_else(|| JinjaError::from(ErrorKind::OutOfFuel))?;
+        match v.kind() {
+            ValueKind::Map => {
+                for key in v.try_iter()? {
+                    pending.push(v.get_item(&key)?);
+                    pending.push(key);
+                }
+            }
+            ValueKind::Seq | ValueKind::Iterable => pending.extend(v.try_iter()?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// minijinja's `tojson`, after [`walk_within_fuel`]; the text is paid for
+/// as minijinja pays (16 units a byte).
+pub fn tojson(
+    state: &State,
+    value: &Value,
+    indent: Option<Value>,
+    args: minijinja::value::Kwargs,
+) -> Result<Value, JinjaError> {
+    walk_within_fuel(state, value)?;
+    let json = minijinja::filters::tojson(value, indent, args)?;
+    state.consume_fuel(json.len().unwrap_or(0) as u64 / 4)?;
+    Ok(json)
+}
+
+/// `left ~ right` as minijinja computes it (both written out, one after
+/// the other), after [`walk_within_fuel`] on each side; the result is paid
+/// for as it is returned.
+pub fn concat(state: &State, left: Value, right: Value) -> Result<Value, JinjaError> {
+    walk_within_fuel(state, &left)?;
+    walk_within_fuel(state, &right)?;
+    let text = format!("{left}{right}");
+    // Safe only if both sides are, as minijinja keeps it.
+    Ok(if left.is_safe() && right.is_safe() { Value::from_safe_string(text) } else { Value::from(text) })
+}
+
+/// minijinja's `string`, after [`walk_within_fuel`].
+pub fn string(state: &State, value: &Value) -> Result<Value, JinjaError> {
+    walk_within_fuel(state, value)?;
+    minijinja::filters::string(state, value)
+}
+
 /// minijinja's `chain` filter, made eager: sequences become one list and maps
 /// one map (later maps win), each item paid for; anything else is iterated
 /// into a list.
@@ -339,6 +416,9 @@ mod tests {
         // Nested and parenthesized operands keep their text.
         assert_eq!(rewrite("{{ (a + b) + (c) }}"), "{{ __gantry_add((__gantry_add(a , b)) , (c)) }}");
         assert_eq!(rewrite("{% set ns.l = ns.l + [x] %}"), "{% set ns.l = __gantry_add(ns.l , [x]) %}");
+        // `~` with anything but constants on both sides writes its operands out through Gantry's.
+        assert_eq!(rewrite("{{ 'a' ~ m.role ~ 'b' }}"), "{{ __gantry_concat(__gantry_concat('a' , m.role) , 'b') }}");
+        assert_eq!(rewrite("{{ 'a' ~ 'b' }}"), "{{ 'a' ~ 'b' }}");
         // A string or number on either side cannot join sequences.
         assert_eq!(rewrite("{{ '<|im_start|>' + m.role + '\\n' }}"), "{{ '<|im_start|>' + m.role + '\\n' }}");
         assert_eq!(rewrite("{{ loop.index0 + 1 }}{{ 'é' }}{{ x - y }}"), "{{ loop.index0 + 1 }}{{ 'é' }}{{ x - y }}");
@@ -353,10 +433,14 @@ mod tests {
     fn rewritten_additions_compute_what_minijinja_computes() {
         let out = render(
             "{{ [1, 2] + [3] }} {{ (([1]) + [2]) + ([3] + [4]) }} {{ 1 + 2 }} {{ 2**62 + 2**62 }} {{ 'a' + 'b' }} \
-             {{ (1, 2) + (3,) }} {{ (messages + messages)|length }} {{ ([1]|chain([2], [3])) }} {{ {'a': 1, 'b': 2}|chain({'b': 3}) }}",
+             {{ (1, 2) + (3,) }} {{ (messages + messages)|length }} {{ ([1]|chain([2], [3])) }} {{ {'a': 1, 'b': 2}|chain({'b': 3}) }} \
+             {{ [1, 'x'] ~ none ~ 2 }} {{ messages[0].role ~ none }} {{ {'a': [1]}|tojson }} {{ [1]|string }}",
         )
         .unwrap();
-        assert_eq!(out, "[1, 2, 3] [1, 2, 3, 4] 3 9223372036854775808 ab (1, 2, 3) 2 [1, 2, 3] {'a': 1, 'b': 3}");
+        assert_eq!(
+            out,
+            "[1, 2, 3] [1, 2, 3, 4] 3 9223372036854775808 ab (1, 2, 3) 2 [1, 2, 3] {'a': 1, 'b': 3} [1, 'x']None2 userNone {\"a\": [1]} [1]"
+        );
         // Maps chained onto themselves stay one map (minijinja's nested views
         // took time doubling with each level to list their keys).
         let keys = "{% set ns = namespace(m={'a': 1}) %}{% for i in range(64) %}{% set ns.m = ns.m|chain(ns.m, {i: i}) %}{% endfor %}{{ ns.m|length }}";
@@ -372,6 +456,10 @@ mod tests {
             "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l|length }}",
             "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l|chain(ns.l) %}{% endfor %}{{ ns.l|length }}",
             "{% macro m(x) %}{{ m(x + x) }}{% endmacro %}{{ m([1]) }}",
+            // Nested by sharing: 2^30 values to write out.
+            "{% set ns = namespace(x=[]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x|tojson|length }}",
+            "{% set ns = namespace(d={}) %}{% for i in range(30) %}{% set ns.d = {'a': ns.d, 'b': ns.d} %}{% endfor %}{{ ns.d|string|length }}",
+            "{% set ns = namespace(x=[]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ (ns.x ~ '')|length }}",
         ] {
             let error = render(template).unwrap_err().to_string();
             assert!(error.contains("ran out of fuel"), "{template}: {error}");
