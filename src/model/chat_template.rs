@@ -429,7 +429,7 @@ const MAX_RANGE: i128 = 100_000;
 /// Python's `range(stop)`, `range(start, stop[, step])`, as minijinja's,
 /// with its length computed in 128 bits: any `i64` arguments give a list or
 /// an error, never an overflow.
-fn range(lower: i64, upper: Option<i64>, step: Option<i64>) -> std::result::Result<Value, JinjaError> {
+fn range(state: &State, lower: i64, upper: Option<i64>, step: Option<i64>) -> std::result::Result<Value, JinjaError> {
     let (start, end) = match upper {
         Some(upper) => (i128::from(lower), i128::from(upper)),
         None => (0, i128::from(lower)),
@@ -444,6 +444,10 @@ fn range(lower: i64, upper: Option<i64>, step: Option<i64>) -> std::result::Resu
     if len > MAX_RANGE {
         return Err(JinjaError::new(ErrorKind::InvalidOperation, "range has too many elements"));
     }
+    // The list is paid for before it is made (a value a slot, as minijinja
+    // prices list slots): a loop that makes `range(100000)` at every turn
+    // otherwise ran for seconds on a few instructions a turn.
+    pay_for(state, (len as usize).saturating_mul(32))?;
     // Every item lies between `start` and `end`, both `i64`.
     Ok(Value::from((0..len).map(|i| (start + i * step) as i64).collect::<Vec<_>>()))
 }
