@@ -1,4 +1,5 @@
-//! minijinja's `+` and `chain` on sequences, made to pay fuel.
+//! minijinja's `+`, `~`, `chain`, `tojson` and `string`, made to pay fuel
+//! for work minijinja does unpaid.
 //!
 //! minijinja 3.1 concatenates sequences lazily: `a + b` and `a|chain(b)` make
 //! a view over both, and once such views nest 33 deep it copies every item
@@ -13,8 +14,10 @@
 //! same. Each result is a plain list (or map), so no view ever nests.
 //!
 //! Lists can also nest by sharing (`[x, x]` thirty times is 2^30 values to
-//! write out): `tojson` and `string` first walk their value within the
-//! render's remaining fuel ([`walk_within_fuel`]).
+//! write out): `tojson`, `string` and `~` (rewritten like `+` when a side
+//! is not a constant, to [`CONCAT_FUNCTION`]) first walk their values
+//! within the render's remaining fuel ([`walk_within_fuel`]). Comparing two
+//! such nests (`==`, `in`) still takes time unpaid (no memory).
 
 use std::collections::BTreeMap;
 
@@ -33,8 +36,9 @@ pub const CONCAT_FUNCTION: &str = "__gantry_concat";
 const FUEL_PER_ITEM: u64 = 1;
 
 /// `template` with every `+` that could concatenate two sequences written
-/// as `__gantry_add(left, right)`; `Err` with minijinja's message when the
-/// template does not parse (compiling it would say the same).
+/// as `__gantry_add(left, right)` and every `~` with a side that is not a
+/// constant as `__gantry_concat(left, right)`; `Err` with minijinja's
+/// message when the template does not parse (compiling it would say the same).
 pub fn rewrite_additions(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<String, String> {
     let parsed = minijinja::machinery::parse(template, "chat", syntax).map_err(|e| e.to_string())?;
     let mut additions = Vec::new();
