@@ -212,17 +212,13 @@ impl<'a> Par<'a> {
     /// Runs `task(i)` for `i` in `0..n_tasks` through the job system (see
     /// [`run_tasks`]), for drivers that split their own work.
     pub fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        match self.stop {
-            // A task that starts after the stop does nothing (the job system
-            // is a stopping one too; this covers a single task, which
-            // `run_tasks` runs without it).
-            Some(stop) => run_tasks(self.jobs, n_tasks, &|i| {
-                if !stop.poll() {
-                    task(i);
-                }
-            }),
-            None => run_tasks(self.jobs, n_tasks, task),
+        // Several tasks go through the job system, a stopping one that skips
+        // those starting after the stop; `run_tasks` runs a single task
+        // itself, so that one is checked here.
+        if n_tasks == 1 && self.should_stop() {
+            return;
         }
+        run_tasks(self.jobs, n_tasks, task)
     }
 
     /// The same context over another job system (the profiler's, which

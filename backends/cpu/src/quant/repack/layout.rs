@@ -361,20 +361,10 @@ macro_rules! with_repack_type {
 }
 pub(crate) use with_repack_type;
 
-/// The weight types with a repacked layout (every block-quantized weight
-/// type but the lookup-table ones), in `DType` order.
-pub const REPACKED_DTYPES: [DType; 10] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-];
+/// The weight types with a repacked layout: every block-quantized weight
+/// type ([`DType::QUANTIZED_WEIGHTS`]; the lookup-table ones are not), in
+/// `DType` order.
+pub const REPACKED_DTYPES: [DType; 10] = DType::QUANTIZED_WEIGHTS;
 
 /// Whether `dtype` has a repacked layout (one of [`REPACKED_DTYPES`]).
 pub fn repacks(dtype: DType) -> bool {
