@@ -156,6 +156,8 @@ impl ChatTemplate {
         // they nest: both are replaced by eager ones that pay per item.
         env.add_function(template_operators::ADD_FUNCTION, template_operators::add);
         env.add_function(template_operators::CONCAT_FUNCTION, template_operators::concat);
+        // minijinja compares, hashes and writes values out without fuel.
+        env.add_function(template_operators::WALK_FUNCTION, template_operators::walk);
         env.add_filter("chain", template_operators::chain);
         env.add_filter("tojson", template_operators::tojson);
         env.add_filter("string", template_operators::string);
@@ -163,7 +165,7 @@ impl ChatTemplate {
             file: source.to_owned(),
             reason: format!("the chat template does not parse: {e}"),
         };
-        let rewritten = template_operators::rewrite_additions(template, syntax).map_err(does_not_parse)?;
+        let rewritten = template_operators::rewrite_template(template, syntax).map_err(does_not_parse)?;
         env.add_template_owned("chat", rewritten).map_err(|e| does_not_parse(e.to_string()))?;
         let mut t = Self {
             source: source.to_owned(),

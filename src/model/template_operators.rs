@@ -1,5 +1,5 @@
-//! minijinja's `+`, `~`, `chain`, `tojson` and `string`, made to pay fuel
-//! for work minijinja does unpaid.
+//! minijinja's `+`, `~`, `chain`, `tojson`, `string` and deep reads of
+//! values, made to pay fuel for work minijinja does unpaid.
 //!
 //! minijinja 3.1 concatenates sequences lazily: `a + b` and `a|chain(b)` make
 //! a view over both, and once such views nest 33 deep it copies every item
@@ -14,10 +14,15 @@
 //! same. Each result is a plain list (or map), so no view ever nests.
 //!
 //! Lists can also nest by sharing (`[x, x]` thirty times is 2^30 values to
-//! write out): `tojson`, `string` and `~` (rewritten like `+` when a side
-//! is not a constant, to [`CONCAT_FUNCTION`]) first walk their values
-//! within the render's remaining fuel ([`walk_within_fuel`]). Comparing two
-//! such nests (`==`, `in`) still takes time unpaid (no memory).
+//! write out or compare). minijinja pays for what it creates, not for what
+//! it reads, so every value it would compare, hash or write out deeply (the
+//! operands of `==`, `<`, `in`, …, the subjects of filters such as `join`,
+//! `lower` or `sort`, the arguments of filters, tests and methods, what
+//! `{{ }}` writes) is first passed through [`WALK_FUNCTION`] ([`walk`]),
+//! which walks it within the render's remaining fuel and pays for the walk;
+//! `tojson`, `string` and `~` (rewritten like `+` when a side is not a
+//! constant, to [`CONCAT_FUNCTION`]) walk their values themselves
+//! ([`walk_within_fuel`]).
 
 use std::collections::BTreeMap;
 
@@ -31,85 +36,227 @@ pub const ADD_FUNCTION: &str = "__gantry_add";
 /// The name of the function a rewritten `~` calls.
 pub const CONCAT_FUNCTION: &str = "__gantry_concat";
 
+/// The name of the function that walks a value before minijinja compares,
+/// hashes or writes it out.
+pub const WALK_FUNCTION: &str = "__gantry_walk";
+
 /// Fuel for one item of a list built here: minijinja's price of a list slot
 /// (32 of its 64 units to a fuel), rounded up.
 const FUEL_PER_ITEM: u64 = 1;
 
-/// `template` with every `+` that could concatenate two sequences written
-/// as `__gantry_add(left, right)` and every `~` with a side that is not a
-/// constant as `__gantry_concat(left, right)`; `Err` with minijinja's
-/// message when the template does not parse (compiling it would say the same).
-pub fn rewrite_additions(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<String, String> {
+/// Filters whose subject minijinja uses only shallowly (its length, its
+/// items as they are, a conversion of a number) or that walk it themselves
+/// ([`tojson`], [`string`], [`chain`]): their subject is not walked first.
+const SHALLOW_FILTERS: &[&str] = &[
+    "abs", "attr", "batch", "bool", "chain", "count", "d", "default", "first", "float", "int", "items", "last",
+    "length", "list", "reverse", "round", "slice", "string", "tojson",
+];
+
+/// Tests that look at their subject's kind or identity only.
+const SHALLOW_TESTS: &[&str] = &[
+    "boolean",
+    "callable",
+    "defined",
+    "divisibleby",
+    "escaped",
+    "even",
+    "false",
+    "filter",
+    "float",
+    "integer",
+    "iterable",
+    "mapping",
+    "none",
+    "number",
+    "odd",
+    "safe",
+    "sameas",
+    "sequence",
+    "string",
+    "test",
+    "true",
+    "undefined",
+];
+
+/// Functions whose arguments are walked: the environment's own (a call of
+/// anything else calls a macro, `caller` or a recursive `loop`, which only
+/// pass their arguments on) and every method (`loop.changed`, `get`, …).
+const GLOBAL_FUNCTIONS: &[&str] = &["dict", "namespace", "raise_exception", "range", "strftime_now"];
+
+/// `template` rewritten so that minijinja does no unpaid work on it: every
+/// `+` whose operands could both be sequences calls [`ADD_FUNCTION`], every
+/// `~` with a side that is not a constant calls [`CONCAT_FUNCTION`], and
+/// every value that minijinja would compare, hash or write out deeply goes
+/// through [`WALK_FUNCTION`] first: the operands of comparisons, the
+/// subjects of filters and tests but the shallow ones, the arguments of
+/// filters, tests, methods and the environment's functions, subscripts,
+/// the keys of map literals and what `{{ }}` writes. Constants are left
+/// alone. `Err` with minijinja's message when the template does not parse
+/// (compiling it would say the same).
+pub fn rewrite_template(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<String, String> {
     let parsed = minijinja::machinery::parse(template, "chat", syntax).map_err(|e| e.to_string())?;
-    let mut additions = Vec::new();
-    visit_stmt(&parsed, &mut |op, left, right, span| {
-        let (function, operator) = match op {
-            // `+` joins sequences only when both sides could be ones.
-            ast::BinOpKind::Add if could_be_sequence(left) && could_be_sequence(right) => (ADD_FUNCTION, '+'),
-            // `~` writes both sides out: one that is not a constant could be a shared nest.
-            ast::BinOpKind::Concat if left.as_const().is_none() || right.as_const().is_none() => (CONCAT_FUNCTION, '~'),
-            _ => return,
-        };
-        additions.push(Addition {
-            start: offset(span.start_offset),
-            end: offset(span.end_offset),
-            left_end: offset(left.span().end_offset),
-            operator,
-            function,
-        });
-    });
-    // Outer additions first, so that each one's operands hold its inner ones.
-    additions.sort_by_key(|a| (a.start, std::cmp::Reverse(a.end)));
-    let mut out = String::with_capacity(template.len() + additions.len() * (ADD_FUNCTION.len() + 4));
+    let mut rewriter = Rewriter { template, edits: Vec::new(), error: None };
+    visit_stmt(&parsed, &mut rewriter);
+    if let Some(error) = rewriter.error {
+        return Err(error);
+    }
+    let mut edits = rewriter.edits;
+    // Outer edits first, so that each one's text holds its inner ones; of
+    // two with one span, the walk outside the operator.
+    edits.sort_by_key(|e| (e.start, std::cmp::Reverse(e.end), e.operator.is_some()));
+    let mut out = String::with_capacity(template.len() + edits.len() * (WALK_FUNCTION.len() + 4));
     let mut next = 0;
-    write_range(template, &additions, &mut next, 0, template.len(), &mut out)?;
+    write_range(template, &edits, &mut next, 0, template.len(), &mut out)?;
     Ok(out)
 }
 
-/// One `left + right` of the template, in byte offsets: its start, its end
-/// and where its left operand ends (the `+` follows, after any `)`).
+/// One rewrite of the template, in byte offsets: an expression that becomes
+/// a call of `function`, either with the expression as its argument or,
+/// for a binary `operator`, with its two operands.
 #[derive(Clone, Copy)]
-struct Addition {
+struct Edit {
     start: usize,
     end: usize,
-    left_end: usize,
-    /// `+` or `~`.
-    operator: char,
+    /// For `left + right` or `left ~ right`: the operator and where the
+    /// left operand ends (the operator follows, after any `)`).
+    operator: Option<(char, usize)>,
     /// What it is rewritten to call.
     function: &'static str,
+}
+
+/// The edits of a template, collected from its syntax tree; the first
+/// expression whose text could not be found ends the rewrite.
+struct Rewriter<'t> {
+    template: &'t str,
+    edits: Vec<Edit>,
+    error: Option<String>,
+}
+
+impl Rewriter<'_> {
+    /// Adds an edit of `expr`'s text.
+    fn push(&mut self, expr: &Expr<'_>, operator: Option<(char, usize)>, function: &'static str) {
+        match extent(self.template, expr) {
+            Some((start, end)) => self.edits.push(Edit { start, end, operator, function }),
+            None => {
+                let at = expr.span();
+                self.error.get_or_insert_with(|| {
+                    format!("cannot find the text of the expression at line {}, column {}", at.start_line, at.start_col)
+                });
+            }
+        }
+    }
+}
+
+/// Where `expr`'s text begins in the template: minijinja's spans end where
+/// each expression ends, but the spans of filters and tests begin at their
+/// name and those of comparisons at the token before them, so the start is
+/// that of the expression's leftmost part (the subject of a filter, the left
+/// operand of an operator) instead.
+fn first_start(template: &str, expr: &Expr<'_>) -> usize {
+    let own = offset(expr.span().start_offset);
+    match expr {
+        Expr::Var(_) | Expr::Const(_) | Expr::List(_) | Expr::Tuple(_) | Expr::Map(_) => own,
+        Expr::Filter(f) => f.expr.as_ref().map_or(own, |e| first_start(template, e)),
+        Expr::Test(t) => first_start(template, &t.expr),
+        Expr::BinOp(b) => first_start(template, &b.left),
+        Expr::Compare(c) => first_start(template, &c.expr),
+        Expr::IfExpr(i) => first_start(template, &i.true_expr),
+        Expr::GetAttr(g) => first_start(template, &g.expr),
+        Expr::GetItem(g) => first_start(template, &g.expr),
+        Expr::Slice(s) => first_start(template, &s.expr),
+        Expr::Call(c) => first_start(template, &c.expr),
+        // `-x` and `not x` begin at their operator; the negations minijinja
+        // makes of `not in` and `is not` begin elsewhere (a wrong `not` kept
+        // in front is harmless: the walk leaves the value as it is).
+        Expr::UnaryOp(u) => {
+            let operand = first_start(template, &u.expr);
+            let at_operator = template.get(own..).is_some_and(|t| t.starts_with('-') || t.starts_with("not"));
+            if at_operator && own < operand { own } else { operand }
+        }
+    }
+}
+
+/// The byte range of `expr`'s text: from [`first_start`], widened over the
+/// opening brackets its text closes (`(a + b)|f` starts at the `(`), to
+/// its span's end; `None` if the text is not a balanced expression there.
+fn extent(template: &str, expr: &Expr<'_>) -> Option<(usize, usize)> {
+    let end = offset(expr.span().end_offset);
+    let mut start = first_start(template, expr);
+    let mut unopened = unopened_closers(template.get(start..end)?)?;
+    while unopened > 0 {
+        let before = template.get(..start)?.trim_end();
+        let opener = before.chars().next_back().filter(|c| matches!(c, '(' | '[' | '{'))?;
+        start = before.len() - opener.len_utf8();
+        unopened -= 1;
+    }
+    Some((start, end))
+}
+
+/// How many brackets `text` closes that it did not open, outside its
+/// string literals; `None` if it leaves one open.
+fn unopened_closers(text: &str) -> Option<usize> {
+    let (mut depth, mut lowest) = (0i64, 0i64);
+    let mut quote = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') => {
+                depth -= 1;
+                lowest = lowest.min(depth);
+            }
+            _ => {}
+        }
+    }
+    // Every opener after the lowest point must close again by the end.
+    (depth == lowest).then_some(usize::try_from(-lowest).ok()?)
 }
 
 fn offset(o: u32) -> usize {
     o as usize
 }
 
-/// Writes `template[from..to]` to `out` with the additions inside it
-/// rewritten; `next` is the index of the first addition not yet written
-/// (they are sorted by start, outer before inner).
+/// Writes `template[from..to]` to `out` with the edits inside it applied;
+/// `next` is the index of the first edit not yet written (they are sorted
+/// by start, outer before inner).
 fn write_range(
     template: &str,
-    additions: &[Addition],
+    edits: &[Edit],
     next: &mut usize,
     from: usize,
     to: usize,
     out: &mut String,
 ) -> Result<(), String> {
     let mut at = from;
-    while let Some(&a) = additions.get(*next) {
-        if a.start >= to {
+    while let Some(&e) = edits.get(*next) {
+        if e.start >= to {
             break;
         }
+        if e.end > to {
+            return Err(format!("expressions overlap at byte {}", e.start));
+        }
         *next += 1;
-        let plus = operator_after(template, a.left_end, a.end, a.operator)
-            .ok_or_else(|| format!("cannot find the `{}` of the expression at byte {}", a.operator, a.start))?;
-        out.push_str(template.get(at..a.start).ok_or("a span inside a character")?);
-        out.push_str(a.function);
+        out.push_str(template.get(at..e.start).ok_or("a span inside a character")?);
+        out.push_str(e.function);
         out.push('(');
-        write_range(template, additions, next, a.start, plus, out)?;
-        out.push(',');
-        write_range(template, additions, next, plus + 1, a.end, out)?;
+        match e.operator {
+            Some((operator, left_end)) => {
+                let at_operator = operator_after(template, left_end, e.end, operator)
+                    .ok_or_else(|| format!("cannot find the `{operator}` of the expression at byte {}", e.start))?;
+                write_range(template, edits, next, e.start, at_operator, out)?;
+                out.push(',');
+                write_range(template, edits, next, at_operator + 1, e.end, out)?;
+            }
+            None => write_range(template, edits, next, e.start, e.end, out)?,
+        }
         out.push(')');
-        at = a.end;
+        at = e.end;
     }
     out.push_str(template.get(at..to).ok_or("a span inside a character")?);
     Ok(())
@@ -132,154 +279,205 @@ fn could_be_sequence(expr: &Expr<'_>) -> bool {
     }
 }
 
-type OnAdd<'f> = dyn FnMut(ast::BinOpKind, &Expr<'_>, &Expr<'_>, minijinja::machinery::Span) + 'f;
-
-fn visit_stmts(stmts: &[Stmt<'_>], f: &mut OnAdd<'_>) {
-    for s in stmts {
-        visit_stmt(s, f);
+/// Adds a walk of `expr` unless it is a constant (whose size the template's
+/// text already shows).
+fn walk_edit(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
+    if expr.as_const().is_none() {
+        r.push(expr, None, WALK_FUNCTION);
     }
 }
 
-/// Calls `f` on every `+` of every expression of `stmt`.
-fn visit_stmt(stmt: &Stmt<'_>, f: &mut OnAdd<'_>) {
+fn visit_stmts(stmts: &[Stmt<'_>], r: &mut Rewriter<'_>) {
+    for s in stmts {
+        visit_stmt(s, r);
+    }
+}
+
+/// Adds the edits of every expression of `stmt`.
+fn visit_stmt(stmt: &Stmt<'_>, r: &mut Rewriter<'_>) {
     match stmt {
-        Stmt::Template(t) => visit_stmts(&t.children, f),
-        Stmt::EmitExpr(e) => visit_expr(&e.expr, f),
+        Stmt::Template(t) => visit_stmts(&t.children, r),
+        Stmt::EmitExpr(e) => {
+            walk_edit(&e.expr, r);
+            visit_expr(&e.expr, r);
+        }
         Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
         Stmt::ForLoop(l) => {
-            visit_expr(&l.target, f);
-            visit_expr(&l.iter, f);
+            visit_expr(&l.target, r);
+            visit_expr(&l.iter, r);
             if let Some(e) = &l.filter_expr {
-                visit_expr(e, f);
+                visit_expr(e, r);
             }
-            visit_stmts(&l.body, f);
-            visit_stmts(&l.else_body, f);
+            visit_stmts(&l.body, r);
+            visit_stmts(&l.else_body, r);
         }
         Stmt::IfCond(c) => {
-            visit_expr(&c.expr, f);
-            visit_stmts(&c.true_body, f);
-            visit_stmts(&c.false_body, f);
+            visit_expr(&c.expr, r);
+            visit_stmts(&c.true_body, r);
+            visit_stmts(&c.false_body, r);
         }
         Stmt::WithBlock(w) => {
             for (target, value) in &w.assignments {
-                visit_expr(target, f);
-                visit_expr(value, f);
+                visit_expr(target, r);
+                visit_expr(value, r);
             }
-            visit_stmts(&w.body, f);
+            visit_stmts(&w.body, r);
         }
         Stmt::Set(s) => {
-            visit_expr(&s.target, f);
-            visit_expr(&s.expr, f);
+            visit_expr(&s.target, r);
+            visit_expr(&s.expr, r);
         }
         Stmt::SetBlock(s) => {
-            visit_expr(&s.target, f);
+            visit_expr(&s.target, r);
             if let Some(e) = &s.filter {
-                visit_expr(e, f);
+                visit_expr(e, r);
             }
-            visit_stmts(&s.body, f);
+            visit_stmts(&s.body, r);
         }
         Stmt::AutoEscape(a) => {
-            visit_expr(&a.enabled, f);
-            visit_stmts(&a.body, f);
+            visit_expr(&a.enabled, r);
+            visit_stmts(&a.body, r);
         }
         Stmt::FilterBlock(b) => {
-            visit_expr(&b.filter, f);
-            visit_stmts(&b.body, f);
+            visit_expr(&b.filter, r);
+            visit_stmts(&b.body, r);
         }
-        Stmt::Block(b) => visit_stmts(&b.body, f),
+        Stmt::Block(b) => visit_stmts(&b.body, r),
         Stmt::Import(i) => {
-            visit_expr(&i.expr, f);
-            visit_expr(&i.name, f);
+            visit_expr(&i.expr, r);
+            visit_expr(&i.name, r);
         }
         Stmt::FromImport(i) => {
-            visit_expr(&i.expr, f);
+            visit_expr(&i.expr, r);
             for (name, alias) in &i.names {
-                visit_expr(name, f);
+                visit_expr(name, r);
                 if let Some(a) = alias {
-                    visit_expr(a, f);
+                    visit_expr(a, r);
                 }
             }
         }
-        Stmt::Extends(e) => visit_expr(&e.name, f),
-        Stmt::Include(i) => visit_expr(&i.name, f),
-        Stmt::Macro(m) => visit_macro(m, f),
+        Stmt::Extends(e) => visit_expr(&e.name, r),
+        Stmt::Include(i) => visit_expr(&i.name, r),
+        Stmt::Macro(m) => visit_macro(m, r),
         Stmt::CallBlock(c) => {
-            visit_call(&c.call, f);
-            visit_macro(&c.macro_decl, f);
+            visit_call(&c.call, r);
+            visit_macro(&c.macro_decl, r);
         }
-        Stmt::Do(d) => visit_call(&d.call, f),
+        Stmt::Do(d) => visit_call(&d.call, r),
     }
 }
 
-fn visit_macro(m: &ast::Macro<'_>, f: &mut OnAdd<'_>) {
+fn visit_macro(m: &ast::Macro<'_>, r: &mut Rewriter<'_>) {
     for e in m.args.iter().chain(&m.defaults) {
-        visit_expr(e, f);
+        visit_expr(e, r);
     }
-    visit_stmts(&m.body, f);
+    visit_stmts(&m.body, r);
 }
 
-fn visit_call(c: &ast::Call<'_>, f: &mut OnAdd<'_>) {
-    visit_expr(&c.expr, f);
-    visit_args(&c.args, f);
+/// A call's edits: its arguments are walked when it calls a method or one of
+/// [`GLOBAL_FUNCTIONS`].
+fn visit_call(c: &ast::Call<'_>, r: &mut Rewriter<'_>) {
+    visit_expr(&c.expr, r);
+    let walked = match &c.expr {
+        Expr::Var(v) => GLOBAL_FUNCTIONS.contains(&v.id),
+        _ => true,
+    };
+    visit_args(&c.args, walked, r);
 }
 
-fn visit_args(args: &[CallArg<'_>], f: &mut OnAdd<'_>) {
+fn visit_args(args: &[CallArg<'_>], walked: bool, r: &mut Rewriter<'_>) {
     for a in args {
         match a {
-            CallArg::Pos(e) | CallArg::Kwarg(_, e) | CallArg::PosSplat(e) | CallArg::KwargSplat(e) => visit_expr(e, f),
+            CallArg::Pos(e) | CallArg::Kwarg(_, e) | CallArg::PosSplat(e) | CallArg::KwargSplat(e) => {
+                if walked {
+                    walk_edit(e, r);
+                }
+                visit_expr(e, r);
+            }
         }
     }
 }
 
-fn visit_expr(expr: &Expr<'_>, f: &mut OnAdd<'_>) {
+fn visit_expr(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
     match expr {
         Expr::Var(_) | Expr::Const(_) => {}
         Expr::Slice(s) => {
-            visit_expr(&s.expr, f);
+            visit_expr(&s.expr, r);
             for e in [&s.start, &s.stop, &s.step].into_iter().flatten() {
-                visit_expr(e, f);
+                visit_expr(e, r);
             }
         }
-        Expr::UnaryOp(u) => visit_expr(&u.expr, f),
+        Expr::UnaryOp(u) => visit_expr(&u.expr, r),
         Expr::BinOp(b) => {
-            if matches!(b.op, ast::BinOpKind::Add | ast::BinOpKind::Concat) {
-                f(b.op, &b.left, &b.right, b.span());
+            let function = match b.op {
+                // `+` joins sequences only when both sides could be ones.
+                ast::BinOpKind::Add if could_be_sequence(&b.left) && could_be_sequence(&b.right) => Some(ADD_FUNCTION),
+                // `~` writes both sides out: one that is not a constant could be a shared nest.
+                ast::BinOpKind::Concat if b.left.as_const().is_none() || b.right.as_const().is_none() => {
+                    Some(CONCAT_FUNCTION)
+                }
+                _ => None,
+            };
+            if let Some(function) = function {
+                let operator = if matches!(b.op, ast::BinOpKind::Add) { '+' } else { '~' };
+                r.push(expr, Some((operator, offset(b.left.span().end_offset))), function);
             }
-            visit_expr(&b.left, f);
-            visit_expr(&b.right, f);
+            // One comparison is a binary operator (a chain of them is `Compare`).
+            use ast::BinOpKind::{Eq, Gt, Gte, In, Lt, Lte, Ne};
+            if matches!(b.op, Eq | Ne | Lt | Lte | Gt | Gte | In) {
+                walk_edit(&b.left, r);
+                walk_edit(&b.right, r);
+            }
+            visit_expr(&b.left, r);
+            visit_expr(&b.right, r);
         }
         Expr::Compare(c) => {
-            visit_expr(&c.expr, f);
+            walk_edit(&c.expr, r);
+            visit_expr(&c.expr, r);
             for op in &c.ops {
-                visit_expr(&op.expr, f);
+                walk_edit(&op.expr, r);
+                visit_expr(&op.expr, r);
             }
         }
         Expr::IfExpr(i) => {
-            visit_expr(&i.test_expr, f);
-            visit_expr(&i.true_expr, f);
+            visit_expr(&i.test_expr, r);
+            visit_expr(&i.true_expr, r);
             if let Some(e) = &i.false_expr {
-                visit_expr(e, f);
+                visit_expr(e, r);
             }
         }
         Expr::Filter(x) => {
             if let Some(e) = &x.expr {
-                visit_expr(e, f);
+                if !SHALLOW_FILTERS.contains(&x.name) {
+                    walk_edit(e, r);
+                }
+                visit_expr(e, r);
             }
-            visit_args(&x.args, f);
+            visit_args(&x.args, true, r);
         }
         Expr::Test(t) => {
-            visit_expr(&t.expr, f);
-            visit_args(&t.args, f);
+            if !SHALLOW_TESTS.contains(&t.name) {
+                walk_edit(&t.expr, r);
+            }
+            visit_expr(&t.expr, r);
+            visit_args(&t.args, true, r);
         }
-        Expr::GetAttr(g) => visit_expr(&g.expr, f),
+        Expr::GetAttr(g) => visit_expr(&g.expr, r),
         Expr::GetItem(g) => {
-            visit_expr(&g.expr, f);
-            visit_expr(&g.subscript_expr, f);
+            visit_expr(&g.expr, r);
+            walk_edit(&g.subscript_expr, r);
+            visit_expr(&g.subscript_expr, r);
         }
-        Expr::Call(c) => visit_call(c, f),
-        Expr::List(l) => l.items.iter().for_each(|e| visit_expr(e, f)),
-        Expr::Tuple(t) => t.items.iter().for_each(|e| visit_expr(e, f)),
-        Expr::Map(m) => m.keys.iter().chain(&m.values).for_each(|e| visit_expr(e, f)),
+        Expr::Call(c) => visit_call(c, r),
+        Expr::List(l) => l.items.iter().for_each(|e| visit_expr(e, r)),
+        Expr::Tuple(t) => t.items.iter().for_each(|e| visit_expr(e, r)),
+        Expr::Map(m) => {
+            for key in &m.keys {
+                walk_edit(key, r);
+                visit_expr(key, r);
+            }
+            m.values.iter().for_each(|e| visit_expr(e, r));
+        }
     }
 }
 
@@ -328,13 +526,15 @@ pub fn add(state: &State, left: Value, right: Value) -> Result<Value, JinjaError
 /// nested in itself by sharing (`{% set ns.x = [ns.x, ns.x] %}` thirty
 /// times) is small to hold but 2^30 values to write out; minijinja writes
 /// it out first and charges after.
-fn walk_within_fuel(state: &State, value: &Value) -> Result<(), JinjaError> {
-    let Some((_, remaining)) = state.fuel_levels() else { return Ok(()) };
+fn walk_within_fuel(state: &State, value: &Value) -> Result<u64, JinjaError> {
+    let Some((_, remaining)) = state.fuel_levels() else { return Ok(0) };
     let mut budget = remaining.saturating_mul(64);
+    let mut walked = 0u64;
     let mut pending = vec![value.clone()];
     while let Some(v) = pending.pop() {
         let cost = 8 + v.as_str().map_or(0, str::len) as u64;
         budget = budget.checked_sub(cost).ok_or_else(|| JinjaError::from(ErrorKind::OutOfFuel))?;
+        walked += cost;
         match v.kind() {
             ValueKind::Map => {
                 for key in v.try_iter()? {
@@ -346,7 +546,16 @@ fn walk_within_fuel(state: &State, value: &Value) -> Result<(), JinjaError> {
             _ => {}
         }
     }
-    Ok(())
+    Ok(walked)
+}
+
+/// `value` itself, once [`walk_within_fuel`] has walked it and the walk is
+/// paid for (64 bytes a unit): what a comparison, a hash or a conversion
+/// to text of it can cost, bounded before minijinja does it unpaid.
+pub fn walk(state: &State, value: Value) -> Result<Value, JinjaError> {
+    let walked = walk_within_fuel(state, &value)?;
+    state.consume_fuel(walked.div_ceil(64))?;
+    Ok(value)
 }
 
 /// minijinja's `tojson`, after [`walk_within_fuel`]; the text is paid for
@@ -407,7 +616,7 @@ mod tests {
     use crate::model::chat_template::{ChatMessage, ChatTemplate};
 
     fn rewrite(template: &str) -> String {
-        rewrite_additions(template, minijinja::syntax::SyntaxConfig::default()).unwrap()
+        rewrite_template(template, minijinja::syntax::SyntaxConfig::default()).unwrap()
     }
 
     fn render(template: &str) -> crate::Result<String> {
@@ -416,21 +625,62 @@ mod tests {
 
     #[test]
     fn additions_that_could_join_sequences_are_rewritten() {
-        assert_eq!(rewrite("{{ a + b }}"), "{{ __gantry_add(a , b) }}");
+        let set = |t: &str| {
+            rewrite(&format!("{{% set x = {t} %}}"))
+                .strip_prefix("{% set x = ")
+                .unwrap()
+                .strip_suffix(" %}")
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(set("a + b"), "__gantry_add(a , b)");
         // Nested and parenthesized operands keep their text.
-        assert_eq!(rewrite("{{ (a + b) + (c) }}"), "{{ __gantry_add((__gantry_add(a , b)) , (c)) }}");
-        assert_eq!(rewrite("{% set ns.l = ns.l + [x] %}"), "{% set ns.l = __gantry_add(ns.l , [x]) %}");
+        assert_eq!(set("(a + b) + (c)"), "__gantry_add((__gantry_add(a , b)) , (c))");
+        assert_eq!(set("ns.l + [x]"), "__gantry_add(ns.l , [x])");
         // `~` with anything but constants on both sides writes its operands out through Gantry's.
-        assert_eq!(rewrite("{{ 'a' ~ m.role ~ 'b' }}"), "{{ __gantry_concat(__gantry_concat('a' , m.role) , 'b') }}");
-        assert_eq!(rewrite("{{ 'a' ~ 'b' }}"), "{{ 'a' ~ 'b' }}");
+        assert_eq!(set("'a' ~ m.role ~ 'b'"), "__gantry_concat(__gantry_concat('a' , m.role) , 'b')");
+        assert_eq!(set("'a' ~ 'b'"), "'a' ~ 'b'");
         // A string or number on either side cannot join sequences.
-        assert_eq!(rewrite("{{ '<|im_start|>' + m.role + '\\n' }}"), "{{ '<|im_start|>' + m.role + '\\n' }}");
-        assert_eq!(rewrite("{{ loop.index0 + 1 }}{{ 'é' }}{{ x - y }}"), "{{ loop.index0 + 1 }}{{ 'é' }}{{ x - y }}");
+        assert_eq!(set("'<|im_start|>' + m.role + '\\n'"), "'<|im_start|>' + m.role + '\\n'");
+        assert_eq!(set("loop.index0 + 1"), "loop.index0 + 1");
+        assert_eq!(set("x - y"), "x - y");
         // Expressions in every statement are reached.
         assert_eq!(
             rewrite("{% macro m(x=a+b) %}{% for i in a+b if a+b %}{% endfor %}{% endmacro %}"),
             "{% macro m(x=__gantry_add(a,b)) %}{% for i in __gantry_add(a,b) if __gantry_add(a,b) %}{% endfor %}{% endmacro %}"
         );
+    }
+
+    #[test]
+    fn values_read_deeply_are_walked_first() {
+        // What `{{ }}` writes, unless a constant.
+        assert_eq!(rewrite("{{ m.content }}{{ 'é' }}{{ 1 }}"), "{{ __gantry_walk(m.content) }}{{ 'é' }}{{ 1 }}");
+        // Both sides of comparisons; a constant side as it is.
+        assert_eq!(
+            rewrite("{% if a == b and m.role != 'user' and x in xs %}{% endif %}"),
+            "{% if __gantry_walk(a) == __gantry_walk(b) and __gantry_walk(m.role) != 'user' and __gantry_walk(x) in __gantry_walk(xs) %}{% endif %}"
+        );
+        // Subjects of deep filters and tests, not of shallow ones; their arguments.
+        assert_eq!(
+            rewrite("{% set y = xs|join(sep)|lower %}{% set n = xs|length %}{% set d = x|default(y) %}"),
+            "{% set y = __gantry_walk(__gantry_walk(xs)|join(__gantry_walk(sep)))|lower %}{% set n = xs|length %}{% set d = x|default(__gantry_walk(y)) %}"
+        );
+        assert_eq!(
+            rewrite("{% if x is defined and x is eq(y) and xs|select('in', ys) %}{% endif %}"),
+            "{% if x is defined and __gantry_walk(x) is eq(__gantry_walk(y)) and __gantry_walk(xs)|select('in', __gantry_walk(ys)) %}{% endif %}"
+        );
+        // Arguments of methods and the environment's functions; not of macros.
+        assert_eq!(
+            rewrite("{% set a = m.get(k) %}{% set b = raise_exception(x) %}{% set c = my_macro(x) %}"),
+            "{% set a = m.get(__gantry_walk(k)) %}{% set b = raise_exception(__gantry_walk(x)) %}{% set c = my_macro(x) %}"
+        );
+        // Subscripts and the keys of map literals.
+        assert_eq!(
+            rewrite("{% set a = {k: v}[i] %}{% set b = m['role'] %}"),
+            "{% set a = {__gantry_walk(k): v}[__gantry_walk(i)] %}{% set b = m['role'] %}"
+        );
+        // A walk and an addition of one span: the walk outside.
+        assert_eq!(rewrite("{{ a + b }}"), "{{ __gantry_walk(__gantry_add(a , b)) }}");
     }
 
     #[test]
@@ -468,5 +718,42 @@ mod tests {
             let error = render(template).unwrap_err().to_string();
             assert!(error.contains("ran out of fuel"), "{template}: {error}");
         }
+    }
+
+    #[test]
+    fn reading_a_shared_nest_deeply_runs_out_of_fuel() {
+        // Two nests of 2^30 values each, equal but not the same object:
+        // minijinja took minutes comparing or writing them out, unpaid.
+        let nests = "{% set ns = namespace(x=[], y=[]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% set ns.y = [ns.y, ns.y] %}{% endfor %}";
+        for read in [
+            "{{ ns.x == ns.y }}",
+            "{{ ns.x != ns.y }}",
+            "{{ ns.x < ns.y }}",
+            "{{ ns.x in [ns.y] }}",
+            "{{ ns.x is eq(ns.y) }}",
+            "{{ ns.x is in([ns.y]) }}",
+            "{{ ns.x[0]|select('eq', ns.y[0])|list|length }}",
+            "{{ ns.x|join|length }}",
+            "{{ ns.x|lower|length }}",
+            "{{ ns.x|replace('a', 'b')|length }}",
+            "{{ ns.x|pprint|length }}",
+            "{{ '%s'|format(ns.x)|length }}",
+            "{{ ns.x|safe|length }}",
+            "{{ raise_exception(ns.x) }}",
+            "{{ {'a': 1}.get(ns.x) }}",
+            "{{ ns.x }}",
+            "{% for i in [1, 2] %}{{ loop.changed(ns.x) }}{% endfor %}",
+        ] {
+            let template = format!("{nests}{read}");
+            let started = std::time::Instant::now();
+            let error = render(&template).unwrap_err().to_string();
+            assert!(error.contains("ran out of fuel"), "{read}: {error}");
+            // Far below the minutes it took; generous for a debug build.
+            assert!(started.elapsed().as_secs() < 20, "{read}: {:?}", started.elapsed());
+        }
+        // Reads of a smaller value in a loop are each paid for: 2^16 values
+        // compared a thousand times.
+        let repeated = "{% set ns = namespace(x=[], y=[]) %}{% for i in range(16) %}{% set ns.x = [ns.x, ns.x] %}{% set ns.y = [ns.y, ns.y] %}{% endfor %}{% for i in range(1000) %}{% if ns.x == ns.y %}{% endif %}{% endfor %}";
+        assert!(render(repeated).unwrap_err().to_string().contains("ran out of fuel"));
     }
 }

@@ -88,3 +88,66 @@ fn model_chat_templates_render_as_llama_cpp_renders_them() {
     assert!(compared >= 80, "only {compared} conversations");
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// A conversation of `n` messages of `bytes` bytes each: a system message,
+/// then users and assistants in turn.
+fn conversation(n: usize, bytes: usize) -> Vec<ChatMessage> {
+    (0..n)
+        .map(|i| {
+            let role = match i {
+                0 => "system",
+                i if i % 2 == 1 => "user",
+                _ => "assistant",
+            };
+            let text: String =
+                format!("message {i}: ").chars().chain("lorem ipsum ".chars().cycle()).take(bytes).collect();
+            ChatMessage::new(role, &text)
+        })
+        .collect()
+}
+
+/// Every template of llama.cpp's `models/templates` that minijinja compiles
+/// renders long conversations within the fuel Gantry gives a render (the
+/// walks before comparisons and writes, and the paid `+`, cost fuel that
+/// real templates must still have): none may run out of fuel. Templates
+/// that refuse the conversation for their own reasons (a role order they do
+/// not accept) are counted apart.
+#[test]
+fn llama_cpp_templates_render_long_conversations_within_their_fuel() {
+    let dir = match fetch::llama_cpp_template_path(REFERENCES[0].0) {
+        Ok(p) => p.parent().expect("a template's folder").to_owned(),
+        Err(e) => {
+            eprintln!("SKIPPED: llama.cpp's chat templates could not be fetched: {e}");
+            return;
+        }
+    };
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jinja"))
+        .collect();
+    paths.sort();
+    let (mut rendered, mut refused, mut not_compiled) = (0, 0, 0);
+    let mut out_of_fuel = Vec::new();
+    for path in &paths {
+        let Ok(template) = ChatTemplate::from_file(path, "<s>", "</s>") else {
+            not_compiled += 1;
+            continue;
+        };
+        for (n, bytes) in [(2, 100), (100, 1000), (300, 100)] {
+            match template.render(&conversation(n, bytes), true) {
+                Ok(_) => rendered += 1,
+                Err(e) if e.to_string().contains("ran out of fuel") => {
+                    out_of_fuel.push(format!("{} ({n} messages of {bytes} bytes): {e}", path.display()))
+                }
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    eprintln!(
+        "{} templates: {rendered} renders, {refused} refused by the template, {not_compiled} not compiled",
+        paths.len()
+    );
+    assert!(rendered >= 150, "only {rendered} renders");
+    assert!(out_of_fuel.is_empty(), "{}", out_of_fuel.join("\n"));
+}
