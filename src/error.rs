@@ -40,6 +40,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// The message without the `model: ` that names the error's kind, for
+    /// a caller that names the context itself (`--json-schema FILE: …`).
+    pub fn detail(&self) -> String {
+        match self {
+            Error::Model(message) => message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The kind of a backend's failure (a missing driver, a kernel that did
     /// not compile, a lost device, a failed connection, ...; see
     /// [`gantry_engine::BackendErrorKind`]); `None` for every other error.

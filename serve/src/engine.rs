@@ -376,6 +376,16 @@ impl Engine {
     }
 }
 
+/// A reply's grammar failing partway: the request's schema asked for more
+/// than llguidance follows (a pattern repeated past its limits), so the
+/// request is refused, not the server's fault.
+fn grammar_failed(generated: usize, e: &gantry::Error) -> ApiError {
+    ApiError::bad_request(format!(
+        "the reply's grammar (`response_format` or `tools`) failed after {generated} tokens: {}",
+        e.detail()
+    ))
+}
+
 /// Chooses a request's next token from its row of logits and reports it;
 /// `Some` when the request is done (`Err`: it failed).
 fn choose_next(
@@ -388,7 +398,7 @@ fn choose_next(
 ) -> Option<Result<FinishReason, ApiError>> {
     let token = match r.chooser.choose(row, r.job.constraint.as_mut()) {
         Ok(t) => t,
-        Err(e) => return Some(Err(ApiError::internal(format!("constrained decoding failed: {e}")))),
+        Err(e) => return Some(Err(grammar_failed(r.generated, &e))),
     };
     let now = Instant::now();
     match r.last_token_at {
@@ -403,7 +413,7 @@ fn choose_next(
     if let Some(c) = &mut r.job.constraint
         && let Err(e) = c.accept(token)
     {
-        return Some(Err(ApiError::internal(format!("constrained decoding failed: {e}"))));
+        return Some(Err(grammar_failed(r.generated, &e)));
     }
     r.generated += 1;
     Metrics::add(&metrics.generated_tokens, 1);

@@ -50,7 +50,9 @@ pub async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let mut builder = hyper::server::conn::http1::Builder::new();
-        builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true);
+        // A client may shut its write side once the request is sent and wait
+        // for the reply (`nc -N`, some scripts): answer it rather than close.
+        builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true).half_close(true);
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {

@@ -126,7 +126,8 @@ impl SamplingFields {
                 _ => Err(ApiError::bad_request("`response_format.json_schema.schema` must be a JSON schema object")),
             },
             other => Err(ApiError::bad_request(format!(
-                "`response_format.type` {other:?}: expected \"text\", \"json_object\" or \"json_schema\""
+                "`response_format.type` {}: expected \"text\", \"json_object\" or \"json_schema\"",
+                other.map_or_else(|| "is missing".to_owned(), |t| format!("{t:?}"))
             ))),
         }
     }
@@ -148,7 +149,8 @@ impl SamplingFields {
             Some(m) if m >= 1 && m as u64 <= max_tokens_cap as u64 => m as usize,
             Some(m) => {
                 return Err(ApiError::bad_request(format!(
-                    "`max_tokens` = {m} is outside [1, {max_tokens_cap}] (this server's --max-tokens)"
+                    "`{}` = {m} is outside [1, {max_tokens_cap}] (this server's --max-tokens)",
+                    if self.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" }
                 )));
             }
         };
@@ -272,7 +274,11 @@ fn content_text(v: Option<&Value>) -> Result<String, String> {
             for p in parts {
                 match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
                     (Some("text"), Some(t)) => text.push_str(t),
-                    (kind, _) => return Err(format!("a part of type {kind:?}; this model reads text parts only")),
+                    (Some("text"), None) => return Err("a text part without its `text`".into()),
+                    (kind, _) => {
+                        let kind = kind.map_or_else(|| "without a `type`".to_owned(), |k| format!("of type {k:?}"));
+                        return Err(format!("a part {kind}; this model reads text parts only"));
+                    }
                 }
             }
             Ok(text)

@@ -128,16 +128,22 @@ async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> R
         }
         t.instruct(&mut messages);
     }
-    let template = decoder.template.as_ref().ok_or_else(|| {
-        ApiError::bad_request("this model has no chat template (tokenizer.chat_template); use /v1/completions")
-    })?;
-    let text =
-        template.render(&messages, true).map_err(|e| ApiError::bad_request(format!("the chat template: {e}")))?;
-    let tok = &decoder.tokenizer;
-    // A template that writes the BOS itself gets none added.
-    let bos_text = tok.bos().and_then(|id| tok.token(id).ok()).map(|t| t.text.as_str());
-    let add_bos = !bos_text.is_some_and(|b| !b.is_empty() && text.starts_with(b));
-    let prompt = tok.encode(&text, add_bos, true).map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))?;
+    if decoder.template.is_none() {
+        return Err(ApiError::bad_request(
+            "this model has no chat template (tokenizer.chat_template); use /v1/completions",
+        ));
+    }
+    let prompt = off_the_runtime(state, move |decoder| {
+        let template = decoder.template.as_ref().ok_or_else(|| ApiError::internal("the chat template went away"))?;
+        let text =
+            template.render(&messages, true).map_err(|e| ApiError::bad_request(format!("the chat template: {e}")))?;
+        let tok = &decoder.tokenizer;
+        // A template that writes the BOS itself gets none added.
+        let bos_text = tok.bos().and_then(|id| tok.token(id).ok()).map(|t| t.text.as_str());
+        let add_bos = !bos_text.is_some_and(|b| !b.is_empty() && text.starts_with(b));
+        tok.encode(&text, add_bos, true).map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))
+    })
+    .await?;
     generate(state, decoder, Endpoint::Chat, prompt, params, &request.sampling, tools).await
 }
 
@@ -153,16 +159,21 @@ async fn completions_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Bod
     let decoder = state.decoder_for(request.sampling.model.as_deref())?;
     request.check_unsupported()?;
     let params = request.sampling.params(state.options.max_tokens, request.logprobs()?)?;
-    let tok = &decoder.tokenizer;
     let prompt = match request.prompt()? {
         Prompt::Text(text) => {
-            tok.encode(&text, true, true).map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))?
+            off_the_runtime(state, move |decoder| {
+                decoder
+                    .tokenizer
+                    .encode(&text, true, true)
+                    .map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))
+            })
+            .await?
         }
         Prompt::Tokens(ids) => {
-            if let Some(bad) = ids.iter().find(|&&t| t as usize >= tok.n_vocab()) {
+            let n_vocab = decoder.tokenizer.n_vocab();
+            if let Some(bad) = ids.iter().find(|&&t| t as usize >= n_vocab) {
                 return Err(ApiError::bad_request(format!(
-                    "`prompt` has token id {bad}; the vocabulary has {} tokens",
-                    tok.n_vocab()
+                    "`prompt` has token id {bad}; the vocabulary has {n_vocab} tokens"
                 )));
             }
             ids
@@ -202,12 +213,19 @@ async fn generate(
     let constraint = match format {
         ResponseFormat::Text => None,
         ResponseFormat::JsonSchema(schema) => {
-            let vocab = decoder.grammar.as_ref().ok_or_else(|| {
-                ApiError::bad_request("`response_format`: constrained decoding is not available for this model")
-            })?;
+            if decoder.grammar.is_none() {
+                return Err(ApiError::bad_request(
+                    "`response_format`: constrained decoding is not available for this model",
+                ));
+            }
+            let what = if tools.is_some() { "`tools`" } else { "`response_format`" };
             Some(
-                gantry::model::grammar::Constraint::json_schema(vocab, &schema)
-                    .map_err(|e| ApiError::bad_request(format!("`response_format`: {e}")))?,
+                off_the_runtime(state, move |decoder| {
+                    let vocab = decoder.grammar.as_ref().ok_or_else(|| ApiError::internal("the grammar went away"))?;
+                    gantry::model::grammar::Constraint::json_schema(vocab, &schema)
+                        .map_err(|e| ApiError::bad_request(format!("{what}: {}", e.detail())))
+                })
+                .await?,
             )
         }
     };
@@ -250,6 +268,29 @@ struct Collected {
     logprobs: Vec<TokenLogprobs>,
     finish: FinishReason,
     usage: Usage,
+}
+
+/// Runs `work` on the decoder served: a template render, a tokenization or a
+/// grammar compile, CPU-bound and bounded (the template's fuel, the body's
+/// size) but possibly seconds long. It runs on tokio's blocking threads, so
+/// that it never holds one of the two HTTP workers (`/health` and every
+/// other request stay answered), and the request waits for it at most
+/// `--timeout`: past that it is answered 504 while the work runs out.
+async fn off_the_runtime<T: Send + 'static>(
+    state: &Arc<AppState>,
+    work: impl FnOnce(&ServedDecoder) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let shared = Arc::clone(state);
+    let task = tokio::task::spawn_blocking(move || {
+        let decoder = shared.decoder.get().ok_or_else(|| ApiError::unavailable("the model is loading"))?;
+        work(decoder)
+    });
+    let timeout = state.options.request_timeout;
+    match tokio::time::timeout(timeout, task).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => Err(ApiError::internal(format!("preparing the request failed: {e}"))),
+        Err(_) => Err(ApiError::timed_out(timeout.as_secs_f64())),
+    }
 }
 
 /// Waits for the whole reply.

@@ -49,8 +49,24 @@ pub struct ToolUse {
 /// (none given, or `tool_choice: "none"`).
 pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<ToolUse>, ApiError> {
     let bad = |m: String| ApiError::bad_request(m);
+    // `None`: "none", no call.
+    let choice = match choice {
+        None | Some(Value::Null) => Some(ToolChoice::Auto),
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => None,
+            "auto" => Some(ToolChoice::Auto),
+            "required" => Some(ToolChoice::Required),
+            other => return Err(bad(format!("`tool_choice` {other:?}: none, auto, required or a function"))),
+        },
+        Some(v) => {
+            let name = v.get("function").and_then(|f| f.get("name")).and_then(Value::as_str).ok_or_else(|| {
+                bad("`tool_choice` must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}".into())
+            })?;
+            Some(ToolChoice::Named(name.to_owned()))
+        }
+    };
     let list = match tools {
-        None | Some(Value::Null) => return Ok(None),
+        None | Some(Value::Null) => &Vec::new(),
         Some(Value::Array(list)) => list,
         Some(_) => return Err(bad("`tools` must be a list".into())),
     };
@@ -79,28 +95,18 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
             parameters,
         });
     }
-    if parsed.is_empty() {
-        return Ok(None);
-    }
-    let choice = match choice {
-        None | Some(Value::Null) => ToolChoice::Auto,
-        Some(Value::String(s)) => match s.as_str() {
-            "none" => return Ok(None),
-            "auto" => ToolChoice::Auto,
-            "required" => ToolChoice::Required,
-            other => return Err(bad(format!("`tool_choice` {other:?}: none, auto, required or a function"))),
-        },
-        Some(v) => {
-            let name = v.get("function").and_then(|f| f.get("name")).and_then(Value::as_str).ok_or_else(|| {
-                bad("`tool_choice` must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}".into())
-            })?;
-            if !parsed.iter().any(|t| t.name == name) {
-                return Err(bad(format!("`tool_choice` names {name:?}, which is not among `tools`")));
-            }
-            ToolChoice::Named(name.to_owned())
+    match choice {
+        None => Ok(None),
+        Some(ToolChoice::Auto) if parsed.is_empty() => Ok(None),
+        // A call is demanded: there must be something to call.
+        Some(ToolChoice::Required) if parsed.is_empty() => {
+            Err(bad("`tool_choice` \"required\" needs `tools` to choose from; none were given".into()))
         }
-    };
-    Ok(Some(ToolUse { tools: parsed, choice }))
+        Some(ToolChoice::Named(name)) if !parsed.iter().any(|t| t.name == name) => {
+            Err(bad(format!("`tool_choice` names {name:?}, which is not among `tools`")))
+        }
+        Some(choice) => Ok(Some(ToolUse { tools: parsed, choice })),
+    }
 }
 
 impl ToolUse {
@@ -238,6 +244,16 @@ mod tests {
         assert!(parse(Some(&weather()), Some(&other)).is_err());
         assert!(parse(Some(&json!([{"type": "retrieval"}])), None).is_err());
         assert!(parse(Some(&weather()), Some(&json!("sometimes"))).is_err());
+        // A call demanded of no tools is refused, not ignored; "auto" and "none" of no tools are no tools.
+        for choice in [json!("required"), named] {
+            for tools in [None, Some(json!([]))] {
+                let e = parse(tools.as_ref(), Some(&choice)).unwrap_err();
+                assert!(e.body().to_string().contains("tool_choice"), "{}", e.body());
+            }
+        }
+        assert_eq!(parse(None, Some(&json!("auto"))).expect("auto"), None);
+        assert_eq!(parse(Some(&json!([])), Some(&json!("none"))).expect("none"), None);
+        assert!(parse(None, Some(&json!("sometimes"))).is_err());
     }
 
     #[test]

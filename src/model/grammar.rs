@@ -90,8 +90,12 @@ impl GrammarVocab {
     }
 }
 
+/// llguidance's message, without the dump of its parser's state that
+/// follows it (`<state>` and a screenful of counters, for its developers).
 fn grammar_error(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Model(format!("{what}: {e}"))
+    let message = e.to_string();
+    let message = message.split("\n<state>").next().unwrap_or_default().trim_end();
+    Error::Model(format!("{what}: {message}"))
 }
 
 /// The whitespace a JSON reply may put between tokens (see [`Constraint::json_schema`]).
@@ -133,9 +137,14 @@ impl Constraint {
 
     fn new(vocab: &GrammarVocab, grammar: TopLevelGrammar, what: &str) -> Result<Self> {
         let parser = vocab.factory.create_parser(grammar).map_err(|e| grammar_error(what, e))?;
-        let matcher = Matcher::new(Ok(parser));
+        let mut matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
             return Err(grammar_error(what, e));
+        }
+        // A grammar that allows no first token (a schema that only refers
+        // to itself) fails here, once, rather than at the reply's first step.
+        if let Err(e) = matcher.compute_mask_or_eos() {
+            return Err(grammar_error(&format!("{what} allows no reply"), e));
         }
         Ok(Self { matcher })
     }

@@ -11,7 +11,11 @@
 //! - requests past `--parallel 1 --queue 1` get 503 with `Retry-After`; a
 //!   missing key gets 401;
 //! - embeddings (floats and base64) equal `gantry embed`'s;
-//! - SIGTERM lets a running stream finish and the server exits cleanly.
+//! - SIGTERM lets a running stream finish and the server exits cleanly;
+//! - crafted requests (a template that runs out of fuel, schemas llguidance
+//!   cannot follow, `tool_choice` without tools) get 400 while `/health`
+//!   stays answered, and a client that half-closes gets its reply (raw
+//!   HTTP, no `openai` needed).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -82,6 +86,36 @@ impl Server {
         let addr = self.base.trim_start_matches("http://");
         let Ok(mut s) = TcpStream::connect(addr) else { return (0, String::new()) };
         let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (status, text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+    }
+
+    /// A raw POST of a JSON body: status and body. With `half_close`, the
+    /// client shuts its write side once the request is sent.
+    fn post(&self, path: &str, body: &str, half_close: bool) -> (u16, String) {
+        Self::post_with(&self.base, path, body, half_close)
+    }
+
+    /// [`Server::post`] to the server at `base`, from any thread.
+    fn post_to(base: &str, path: &str, body: &str) -> (u16, String) {
+        Self::post_with(base, path, body, false)
+    }
+
+    fn post_with(base: &str, path: &str, body: &str, half_close: bool) -> (u16, String) {
+        let addr = base.trim_start_matches("http://");
+        let Ok(mut s) = TcpStream::connect(addr) else { return (0, String::new()) };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+        let _ = write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        if half_close {
+            let _ = s.shutdown(std::net::Shutdown::Write);
+        }
         let mut text = String::new();
         let _ = s.read_to_string(&mut text);
         let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
@@ -358,4 +392,65 @@ fn embeddings_equal_gantry_embed() {
         assert_eq!(got, expected, "{form} embeddings differ from gantry embed's");
     }
     assert!(v["usage"]["prompt_tokens"].as_u64().is_some_and(|n| n > 10), "{v}");
+}
+
+/// Requests that make the server work hard or that it cannot honour are
+/// client errors (400, naming what), and the HTTP side stays answered while
+/// they are prepared: the template render, tokenization and grammar compile
+/// run off the HTTP workers.
+#[test]
+fn crafted_requests_get_400_and_the_server_stays_answered() {
+    let Some(model) = smollm2() else { return };
+    let dir = std::env::temp_dir().join(format!("gantry-serve-crafted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // ChatML, plus a comparison of two nests of 2^30 values when the user
+    // says "boom" (minijinja compared them for minutes, unpaid).
+    let template = dir.join("boom.j2");
+    std::fs::write(
+        &template,
+        "{% if messages[-1].content == 'boom' %}{% set ns = namespace(x=[], y=[]) %}{% for i in range(30) %}\
+         {% set ns.x = [ns.x, ns.x] %}{% set ns.y = [ns.y, ns.y] %}{% endfor %}{{ ns.x == ns.y }}{% endif %}\
+         {% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n",
+    )
+    .unwrap();
+    let server =
+        Server::start(&["-m", model.to_str().unwrap(), "-P", "2", "--chat-template", template.to_str().unwrap()]);
+    let chat = |extra: &str, content: &str| {
+        format!(r#"{{"messages":[{{"role":"user","content":"{content}"}}],"max_tokens":4{extra}}}"#)
+    };
+    assert_eq!(server.post("/v1/chat/completions", &chat("", "hi"), false).0, 200);
+    let booms: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, body) = (server.base.clone(), chat("", "boom"));
+            std::thread::spawn(move || Server::post_to(&base, "/v1/chat/completions", &body))
+        })
+        .collect();
+    let started = Instant::now();
+    assert_eq!(server.get("/health").0, 200);
+    assert!(started.elapsed() < Duration::from_secs(2), "/health waited {:?}", started.elapsed());
+    for b in booms {
+        let (status, body) = b.join().unwrap();
+        assert!(status == 400 && body.contains("ran out of fuel"), "{status} {body}");
+    }
+    let cases = [
+        (
+            r##","response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}}}"##,
+            "allows no reply",
+        ),
+        (
+            r##","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"^(a{1000}){1000}$"}}}"##,
+            "grammar",
+        ),
+        (r##","tool_choice":"required""##, "needs `tools`"),
+        (r##","response_format":{"schema":{}}"##, "`response_format.type` is missing"),
+        (r##","max_completion_tokens":0"##, "`max_completion_tokens` = 0"),
+    ];
+    for (extra, says) in cases {
+        let (status, body) = server.post("/v1/chat/completions", &chat(extra, "hi"), false);
+        assert!(status == 400 && body.contains(says), "{extra}: {status} {body}");
+    }
+    // A client that shuts its write side after the request still gets the reply.
+    let (status, body) = server.post("/v1/chat/completions", &chat("", "hi"), true);
+    assert!(status == 200 && body.contains("chat.completion"), "{status} {body}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
