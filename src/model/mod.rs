@@ -10,6 +10,7 @@ pub mod chat_template;
 pub mod decoder;
 mod dequantized;
 pub mod fetch;
+mod finite_output;
 pub mod gemma2;
 pub mod gemma3;
 pub mod gguf;

@@ -4,8 +4,9 @@
 //! safetensors header's shapes) are errors naming the file and the key or
 //! tensor, through the real loaders. Also: a valid Gemma 3 of fewer layers
 //! than its sliding pattern loads and runs (it used to fail on an
-//! unallocated `kq_mask`), and a model read into memory (`--no-mmap`)
-//! runs on after its file is truncated underneath.
+//! unallocated `kq_mask`), a model read into memory (`--no-mmap`)
+//! runs on after its file is truncated underneath, and weights that are
+//! not numbers give an error instead of an answer.
 
 use std::path::Path;
 
@@ -17,7 +18,7 @@ use safetensors::Dtype;
 
 use super::model_errors::{
     BERT_H, N_EMBD, N_VOCAB, WORDPIECE, bert_config, bert_tensors, cpu, load_bert_err, load_gguf_err, temp_dir,
-    tiny_llama,
+    tiny_llama, tiny_llama_filled, write_bert_filled,
 };
 
 #[test]
@@ -194,4 +195,39 @@ fn a_model_read_into_memory_runs_on_after_its_file_is_truncated() {
     // Reading the truncated file is an error naming it.
     let err = Gguf::read(&path).unwrap_err().to_string();
     assert!(err.contains(&path.display().to_string()), "{err}");
+}
+
+/// Weights holding NaN or infinity (a damaged or badly converted file)
+/// give logits and embeddings that are not numbers; a sampler would have
+/// picked a token from them and a cosine printed NaN with status 0. Each is
+/// an error naming the output, its row and column, and the session's cache
+/// keeps nothing of the failed batch.
+#[test]
+fn weights_that_are_not_numbers_give_an_error_not_an_answer() {
+    for (tensor, value) in [("blk.0.ffn_down.weight", f32::NAN), ("output_norm.weight", f32::INFINITY)] {
+        let path = temp_dir("gguf").join("not-numbers.gguf");
+        tiny_llama_filled(&path, "llama", |_, _| {}, |name| (name == tensor).then_some(value));
+        let device = cpu();
+        let mut ctx = Context::new();
+        let model = DecoderModel::load(&path, &mut ctx, &device, None).unwrap();
+        let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
+        let params = SessionParams { n_ctx: 64, ..Default::default() };
+        let mut s = Session::new(&mut ctx, model.hp, model.weights.clone(), &[backend], params).unwrap();
+        let err = s.eval(&mut ctx, &[1, 4, 5], LogitsFor::All).unwrap_err().to_string();
+        assert!(err.contains("logits are not numbers") && err.contains("at row 0, token id 0"), "{tensor}: {err}");
+        assert_eq!(s.n_past(), 0, "{tensor}: the failed batch left tokens in the cache");
+    }
+
+    let dir = temp_dir("bert-not-numbers");
+    let nan = |name: &str| (name == "encoder.layer.0.output.dense.weight").then_some(f32::NAN);
+    write_bert_filled(&dir, &bert_config(BERT_H), WORDPIECE, &bert_tensors(), nan);
+    let device = cpu();
+    let mut ctx = Context::new();
+    let model = gantry::model::bert::BertModel::load(&dir, &mut ctx, &device).unwrap();
+    let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
+    let params = gantry::model::bert::EncoderParams::default();
+    let mut encoder = gantry::model::bert::Encoder::new(&mut ctx, &model, &[backend], params).unwrap();
+    let batch = model.tokenize(&["a b", "b"]).unwrap();
+    let err = encoder.embed(&mut ctx, &batch).unwrap_err().to_string();
+    assert!(err.contains("embeddings are not numbers (NaN at row 0, dimension 0)"), "{err}");
 }

@@ -43,6 +43,17 @@ pub(crate) fn tiny_llama(
     arch: &str,
     change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
 ) {
+    tiny_llama_filled(path, arch, change, |_| None);
+}
+
+/// [`tiny_llama`], with every value of an F32 tensor for which `fill`
+/// gives one set to it.
+pub(crate) fn tiny_llama_filled(
+    path: &Path,
+    arch: &str,
+    change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
+    fill: impl Fn(&str) -> Option<f32>,
+) {
     let mut w = GgufWriter::new();
     w.add_str("general.architecture", arch);
     w.add_u32(&format!("{arch}.embedding_length"), N_EMBD as u32);
@@ -80,7 +91,10 @@ pub(crate) fn tiny_llama(
         // Small values, norms one: a stable forward pass.
         let data: Vec<u8> = match dtype {
             DType::F32 => (0..n)
-                .flat_map(|i| (if dims.len() == 1 { 1.0f32 } else { ((i % 7) as f32 - 3.0) * 0.01 }).to_le_bytes())
+                .flat_map(|i| {
+                    let value = if dims.len() == 1 { 1.0f32 } else { ((i % 7) as f32 - 3.0) * 0.01 };
+                    fill(name).unwrap_or(value).to_le_bytes()
+                })
                 .collect(),
             _ => vec![0; bytes],
         };
@@ -440,6 +454,18 @@ pub(crate) fn bert_tensors() -> Vec<(String, Dtype, Vec<usize>)> {
 }
 
 pub(crate) fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(String, Dtype, Vec<usize>)]) {
+    write_bert_filled(dir, config, tokenizer, tensors, |_| None);
+}
+
+/// [`write_bert`], with every value of an F32 tensor for which `fill`
+/// gives one set to it.
+pub(crate) fn write_bert_filled(
+    dir: &Path,
+    config: &str,
+    tokenizer: &str,
+    tensors: &[(String, Dtype, Vec<usize>)],
+    fill: impl Fn(&str) -> Option<f32>,
+) {
     std::fs::write(dir.join("config.json"), config).unwrap();
     std::fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
     let data: Vec<Vec<u8>> = tensors
@@ -448,7 +474,9 @@ pub(crate) fn write_bert(dir: &Path, config: &str, tokenizer: &str, tensors: &[(
             let count: usize = s.iter().product();
             let one = if n.contains("LayerNorm.weight") { 1.0f32 } else { 0.02 };
             match d {
-                Dtype::F32 => (0..count).flat_map(|i| (one * (1.0 + (i % 5) as f32 * 0.1)).to_le_bytes()).collect(),
+                Dtype::F32 => (0..count)
+                    .flat_map(|i| fill(n).unwrap_or(one * (1.0 + (i % 5) as f32 * 0.1)).to_le_bytes())
+                    .collect(),
                 _ => vec![0; count * d.bitsize() / 8],
             }
         })

@@ -233,7 +233,9 @@ impl Encoder {
         ctx.set_bytes(g.mask, bytemuck::cast_slice(&self.mask))?;
         ctx.set_f32(g.pooling, &self.pooling)?;
         self.sched.graph_compute(ctx, graph)?;
-        Ok(ctx.read_f32(g.embeddings)?)
+        let embeddings = ctx.read_f32(g.embeddings)?;
+        crate::model::finite_output::ensure_finite(&embeddings, self.config.hidden_size, "embeddings", "dimension")?;
+        Ok(embeddings)
     }
 
     /// Pads each sentence to `n_tokens`: ids and types 0, positions 0, keys

@@ -486,11 +486,12 @@ impl Session {
     fn finish(&mut self, ctx: &mut Context, pending: Pending) -> Result<()> {
         self.sched.synchronize()?;
         if pending.started_async {
-            return self.logits_read.finish(ctx, pending.n_floats, &mut self.logits);
+            self.logits_read.finish(ctx, pending.n_floats, &mut self.logits)?;
+        } else {
+            self.logits.resize(pending.n_floats, 0.0);
+            ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
         }
-        self.logits.resize(pending.n_floats, 0.0);
-        ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
-        Ok(())
+        crate::model::finite_output::ensure_finite(&self.logits, self.hp.n_vocab, "logits", "token id")
     }
 }
 
