@@ -4,8 +4,9 @@
 //! to a directory; the tests make them in memory.
 //!
 //! The authority's subject is always [`AUTHORITY_NAME`], so a later client
-//! certificate can be signed from the authority's key alone
-//! ([`client_from_authority_key`]).
+//! certificate can be signed from the authority's key, and is checked
+//! against the authority's certificate before it is written
+//! ([`client_from_authority`]).
 
 use std::path::Path;
 
@@ -80,6 +81,15 @@ fn leaf(
 /// A new authority, a server certificate for `hosts` (DNS names or IP
 /// addresses clients dial) and a client certificate named `client`.
 pub fn make_pki(hosts: &[String], client: &str) -> Result<Pki> {
+    // A name a client could not dial would make a certificate no client accepts.
+    for host in hosts {
+        if rustls::pki_types::ServerName::try_from(host.as_str()).is_err() {
+            return Err(Error::Unsupported(format!(
+                "host {host:?} is neither a DNS name nor an IP address: the server certificate must name what \
+                 clients dial"
+            )));
+        }
+    }
     let ca_key = KeyPair::generate().map_err(|e| cert_error("authority key", e))?;
     let params = authority_params();
     let ca_cert = params.self_signed(&ca_key).map_err(|e| cert_error("authority", e))?;
@@ -91,11 +101,24 @@ pub fn make_pki(hosts: &[String], client: &str) -> Result<Pki> {
 }
 
 /// A client certificate named `client`, signed with the key of an authority
-/// made by [`make_pki`].
-pub fn client_from_authority_key(authority_key_pem: &str, client: &str) -> Result<PemPair> {
-    let key = KeyPair::from_pem(authority_key_pem).map_err(|e| cert_error("authority key", e))?;
+/// made by [`make_pki`] (`authority` its certificate and `authority_key` its
+/// key, PEM). The new certificate is verified against `authority` as a
+/// server verifies its clients before it is returned: a key that is not
+/// the certificate's (the files of two authorities mixed) is an error
+/// instead of a certificate every server refuses.
+pub fn client_from_authority(authority: &str, authority_key: &str, client: &str) -> Result<PemPair> {
+    let key = KeyPair::from_pem(authority_key).map_err(|e| cert_error("authority key", e))?;
     let issuer = Issuer::new(authority_params(), &key);
-    leaf(&issuer, client, &[], ExtendedKeyUsagePurpose::ClientAuth)
+    let pair = leaf(&issuer, client, &[], ExtendedKeyUsagePurpose::ClientAuth)?;
+    let labels = ("the authority certificate", "the new client certificate", "its key");
+    let identity =
+        crate::tls::TlsIdentity::from_pem(authority.as_bytes(), pair.cert.as_bytes(), pair.key.as_bytes(), labels)?;
+    identity.verify_as_client().map_err(|e| {
+        Error::Unsupported(format!(
+            "the authority key does not belong to the authority certificate (a server would refuse what it signs): {e}"
+        ))
+    })?;
+    Ok(pair)
 }
 
 /// File names [`write_pki`] uses (and `GANTRY_REMOTE_TLS` expects).
@@ -195,9 +218,20 @@ mod tests {
             .unwrap();
             assert_eq!((id.authority.len(), id.chain.len()), (1, 1));
         }
-        let again = client_from_authority_key(&pki.authority.key, "second").unwrap();
+        // Hosts a client could not dial are refused, naming them.
+        for bad in ["a b", "", "host/path", "-", "ünïcode"] {
+            let e = make_pki(&[bad.into()], "c").unwrap_err().to_string();
+            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+        let again = client_from_authority(&pki.authority.cert, &pki.authority.key, "second").unwrap();
         assert!(again.cert.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(client_from_authority_key("not a key", "x").is_err());
+        assert!(client_from_authority(&pki.authority.cert, "not a key", "x").is_err());
+        // Another authority's key, or a server key, beside this certificate.
+        let other = make_pki(&["localhost".into()], "other").unwrap();
+        for key in [&other.authority.key, &pki.server.key] {
+            let e = client_from_authority(&pki.authority.cert, key, "x").unwrap_err().to_string();
+            assert!(e.contains("does not belong to the authority certificate"), "{e}");
+        }
         assert!(TlsIdentity::from_pem(b"", b"", b"", ("ca", "cert", "key")).is_err());
     }
 
@@ -231,7 +265,7 @@ mod tests {
             assert_eq!(mode(&dir.join(key)), 0o600, "{key}");
         }
         assert_eq!(mode(&dir.join(files::AUTHORITY)), 0o644);
-        let pair = client_from_authority_key(&pki.authority.key, "second client").unwrap();
+        let pair = client_from_authority(&pki.authority.cert, &pki.authority.key, "second client").unwrap();
         std::fs::write(dir.join("second_client.key"), "old").unwrap();
         std::fs::set_permissions(dir.join("second_client.key"), std::fs::Permissions::from_mode(0o666)).unwrap();
         let (cert, key) = write_client(&pair, &dir, "second client").unwrap();
@@ -246,7 +280,7 @@ mod tests {
         let dir = scratch("names");
         let pki = make_pki(&["localhost".into()], "tester").unwrap();
         write_pki(&pki, &dir).unwrap();
-        let pair = client_from_authority_key(&pki.authority.key, "x").unwrap();
+        let pair = client_from_authority(&pki.authority.cert, &pki.authority.key, "x").unwrap();
         for name in ["ca", "server", "client", "", "???"] {
             let before: Vec<String> = [files::AUTHORITY_KEY, files::SERVER_KEY]
                 .iter()

@@ -106,6 +106,20 @@ impl TlsIdentity {
         Ok(Arc::new(roots))
     }
 
+    /// Checks this identity's certificate as a server built from it checks
+    /// a client's: signed by the authority, valid now, for client use.
+    pub fn verify_as_client(&self) -> Result<()> {
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(self.roots()?, provider())
+            .build()
+            .map_err(|e| tls_error("client verifier", e))?;
+        let (leaf, intermediates) =
+            self.chain.split_first().ok_or_else(|| tls_error("identity", "no certificate to verify"))?;
+        verifier
+            .verify_client_cert(leaf, intermediates, rustls::pki_types::UnixTime::now())
+            .map_err(|e| tls_error("the client certificate", e))?;
+        Ok(())
+    }
+
     fn chain_and_key(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
         match &self.key {
             Some(k) if !self.chain.is_empty() => Ok((self.chain.clone(), k.clone_key())),

@@ -21,7 +21,8 @@ pub struct RpcCertsArgs {
     /// The client certificate's name.
     #[arg(long, default_value = "gantry client")]
     pub client: String,
-    /// Only sign one more client certificate, `NAME.pem` and `NAME.key`, with `--out`'s `ca.key`.
+    /// Only sign one more client certificate, `NAME.pem` and `NAME.key`, with `--out`'s `ca.key`
+    /// (checked against its `ca.pem`).
     #[arg(long, value_name = "NAME")]
     pub add_client: Option<String>,
 }
@@ -39,12 +40,17 @@ pub fn run(args: &RpcCertsArgs) -> ExitCode {
 
 fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
     if let Some(name) = &args.add_client {
-        let key_path = args.out.join(files::AUTHORITY_KEY);
-        let read = |source| Error::Io { context: format!("reading {}", key_path.display()), source };
-        // A key is a few hundred bytes; a FIFO or /dev/zero is refused.
-        let key = gantry::engine::read_small_file(&key_path, 1 << 20).map_err(read)?;
-        let key = String::from_utf8(key).map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
-        let pair = certs::client_from_authority_key(&key, name)?;
+        let read = |name: &str| -> gantry::Result<String> {
+            let path = args.out.join(name);
+            let read = |source| Error::Io { context: format!("reading {}", path.display()), source };
+            // A key or certificate is a few hundred bytes; a FIFO or /dev/zero is refused.
+            let bytes = gantry::engine::read_small_file(&path, 1 << 20).map_err(read)?;
+            String::from_utf8(bytes).map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+        };
+        let (authority, key) = (read(files::AUTHORITY)?, read(files::AUTHORITY_KEY)?);
+        let pair = certs::client_from_authority(&authority, &key, name).map_err(|e| {
+            Error::Model(format!("{} and {}: {e}", args.out.join(files::AUTHORITY).display(), files::AUTHORITY_KEY))
+        })?;
         let (cert, key) = certs::write_client(&pair, &args.out, name)?;
         println!("client certificate {} and key {} (owner-only) written", cert.display(), key.display());
         return Ok(());
