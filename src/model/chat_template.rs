@@ -114,13 +114,14 @@ impl ChatTemplate {
         let io = |source| Error::Io { context: format!("reading {name}"), source };
         let len = std::fs::metadata(path).map_err(io)?.len();
         if len > max as u64 {
-            return Err(Error::InvalidModel {
-                file: name,
-                reason: format!("a chat template of {len} bytes (at most {max})"),
-            });
+            return Err(Error::Model(format!("{name}: a chat template of {len} bytes (at most {max})")));
         }
         let text = std::fs::read_to_string(path).map_err(io)?;
-        Self::new(&name, &text, bos, eos)
+        // A template file is not a model file: its errors say so.
+        Self::new(&name, &text, bos, eos).map_err(|e| match e {
+            Error::InvalidModel { file, reason } => Error::Model(format!("{file}: {reason}")),
+            other => other,
+        })
     }
 
     /// Compiles `template`; `source` names it in errors (a file and key).

@@ -59,6 +59,13 @@ impl Filter {
         self
     }
 
+    /// The names of [`Filter::ops`] that no case of the suite tests (a
+    /// misspelt op would otherwise select nothing and pass).
+    pub fn unknown_ops(&self) -> Vec<&str> {
+        let all = cases();
+        self.ops.iter().filter(|o| !all.iter().any(|c| o.eq_ignore_ascii_case(c.op))).map(String::as_str).collect()
+    }
+
     /// Whether `case` is selected.
     pub fn matches(&self, case: &Case) -> bool {
         (self.ops.is_empty() || self.ops.iter().any(|o| o.eq_ignore_ascii_case(case.op)))

@@ -30,3 +30,25 @@ pub fn end_quietly_on_broken_pipe() {
         default(info);
     }));
 }
+
+/// A write of the reply to standard output, checked: `run` and `chat` write
+/// their reply piece by piece and must not lose it silently (`> /dev/full`
+/// exited 0 with nothing written). Every failure is an error naming
+/// standard output; [`exit_status`] turns one whose reader went away into
+/// the quiet status 141.
+pub fn to_stdout(result: std::io::Result<()>) -> Result<(), gantry::Error> {
+    result.map_err(|source| gantry::Error::Io { context: "writing the reply to standard output".into(), source })
+}
+
+/// The exit status of a printing command that failed with `error`, and
+/// whether the error is worth a message: a standard output whose reader
+/// went away (`gantry run … | head -c 10`) ends quietly with 141, as the
+/// hook ends `println!`'s panic; everything else is status 1, reported.
+pub fn exit_status(error: &gantry::Error) -> (std::process::ExitCode, bool) {
+    match error {
+        gantry::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            (std::process::ExitCode::from(BROKEN_PIPE_STATUS as u8), false)
+        }
+        _ => (std::process::ExitCode::FAILURE, true),
+    }
+}

@@ -18,6 +18,7 @@ use gantry::{Context, Error};
 /// The longest line of standard input a turn may be (16 MiB: past any context).
 const MAX_LINE_BYTES: u64 = 16 << 20;
 
+use super::broken_pipe::to_stdout;
 use super::budget::{FitRequest, load_fitted, reserve_within};
 use super::common::{BackendArgs, ContextArgs, SamplingArgs, load_decoder_with_bar, with_load_bar};
 
@@ -65,8 +66,11 @@ pub fn run(args: &ChatArgs) -> ExitCode {
     match run_inner(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gantry chat: {e}");
-            ExitCode::FAILURE
+            let (status, report) = super::broken_pipe::exit_status(&e);
+            if report {
+                eprintln!("gantry chat: {e}");
+            }
+            status
         }
     }
 }
@@ -120,8 +124,8 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         model.hp.arch, model.hp.n_layer
     );
     loop {
-        let _ = write!(out, "\n> ");
-        let _ = out.flush();
+        to_stdout(write!(out, "\n> "))?;
+        to_stdout(out.flush())?;
         let mut line = String::new();
         // A line is read up to a bound: `chat < /dev/zero` must not take the machine's memory.
         let read = std::io::Read::take(stdin.lock(), MAX_LINE_BYTES + 1)
@@ -175,15 +179,15 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
                 stopped = true;
                 break;
             }
-            let _ = write!(out, "{}", decoder.push(next)?);
-            let _ = out.flush();
+            to_stdout(write!(out, "{}", decoder.push(next)?))?;
+            to_stdout(out.flush())?;
             reply_tokens.push(next);
             sampler.accept(next);
             let logits = session.eval(&mut ctx, &[next], LogitsFor::Last)?;
             cached.push(next);
             next = sampler.sample(logits);
         }
-        let _ = writeln!(out, "{}", decoder.finish());
+        to_stdout(writeln!(out, "{}", decoder.finish()))?;
         let reply = tok.decode_string(&reply_tokens, false, false)?;
         messages.push(ChatMessage::new("assistant", reply.trim()));
         eprintln!(

@@ -10,6 +10,7 @@ use gantry::model::decoder::{LogitsFor, Session, SessionParams};
 use gantry::model::sampler::Sampler;
 use gantry::{Context, Error};
 
+use super::broken_pipe::to_stdout;
 use super::budget::{FitRequest, load_fitted, reserve_within};
 use super::common::{BackendArgs, ContextArgs, SamplingArgs, bytes, load_decoder, load_progress_bar, wire_bytes};
 
@@ -65,7 +66,7 @@ fn json_constraint(
         .map_err(|e| Error::Model(format!("--json-schema {}: not JSON: {e}", path.display())))?;
     let vocab = gantry::model::grammar::GrammarVocab::new(std::sync::Arc::new(tokenizer.clone()))?;
     gantry::model::grammar::Constraint::json_schema(&vocab, &schema)
-        .map_err(|e| Error::Model(format!("--json-schema {}: {e}", path.display())))
+        .map_err(|e| Error::Model(format!("--json-schema {}: {}", path.display(), e.detail())))
 }
 
 /// Runs the model on the prompt and streams the continuation.
@@ -73,8 +74,11 @@ pub fn run(args: &RunArgs) -> ExitCode {
     match run_inner(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gantry run: {e}");
-            ExitCode::FAILURE
+            let (status, report) = super::broken_pipe::exit_status(&e);
+            if report {
+                eprintln!("gantry run: {e}");
+            }
+            status
         }
     }
 }
@@ -137,10 +141,15 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         };
         masked.clear();
         masked.extend_from_slice(logits);
-        c.mask(&mut masked)?;
+        // A schema that asks more than llguidance follows fails partway.
+        let failed = |e: Error| {
+            let path = args.json_schema.as_deref().unwrap_or(std::path::Path::new("")).display();
+            Error::Model(format!("--json-schema {path}: the reply's grammar failed: {}", e.detail()))
+        };
+        c.mask(&mut masked).map_err(failed)?;
         let token = sampler.sample(&masked);
         sampler.accept(token);
-        c.accept(token)?;
+        c.accept(token).map_err(failed)?;
         Ok(token)
     };
 
@@ -167,7 +176,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     let mut decoder = model.tokenizer.stream_decoder(false);
     if !args.quiet {
-        let _ = write!(out, "{}", args.prompt);
+        to_stdout(write!(out, "{}", args.prompt))?;
     }
     let wire_before = wire_bytes(&registry);
     let t1 = Instant::now();
@@ -175,8 +184,8 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     while generated < args.n_predict && (args.ignore_eos || !model.tokenizer.is_eog(next)) {
         if !args.quiet {
             let piece = decoder.push(next)?;
-            let _ = write!(out, "{piece}");
-            let _ = out.flush();
+            to_stdout(write!(out, "{piece}"))?;
+            to_stdout(out.flush())?;
         }
         generated += 1;
         if generated == args.n_predict || session.n_past() >= session.n_ctx() {
@@ -188,7 +197,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let decode_time = t1.elapsed();
     let wire_after = wire_bytes(&registry);
     if !args.quiet {
-        let _ = writeln!(out, "{}", decoder.finish());
+        to_stdout(writeln!(out, "{}", decoder.finish()))?;
     }
     let decode_steps = generated.saturating_sub(1).max(1);
     eprintln!(

@@ -62,6 +62,17 @@ fn run_inner(args: &TestOpsArgs) -> gantry::Result<conformance::Summary> {
     let params = args.threads.map(|n| format!("threads={n}"));
     let backend = registry.init_by_name(&args.backend, params.as_deref())?;
     let mut filter = args.op.as_deref().map_or_else(Filter::all, Filter::ops);
+    let unknown = filter.unknown_ops();
+    if !unknown.is_empty() {
+        let mut known: Vec<&str> = conformance::cases().iter().map(|c| c.op).collect();
+        known.sort_unstable();
+        known.dedup();
+        return Err(gantry::Error::Model(format!(
+            "--op {}: no case of the suite tests it (ggml's op names: {})",
+            unknown.join(","),
+            known.join(", ")
+        )));
+    }
     if let Some(name) = &args.name {
         filter = filter.with_name(name);
     }
@@ -80,5 +91,9 @@ fn run_inner(args: &TestOpsArgs) -> gantry::Result<conformance::Summary> {
     let mut out = std::io::stdout().lock();
     let summary = conformance::run(backend.as_ref(), reference, &filter, mode, &mut out);
     let _ = out.flush();
+    if summary.passed + summary.failed + summary.skipped == 0 {
+        // Nothing checked is not a pass.
+        return Err(gantry::Error::Model("no case of the suite matches --op and --name".into()));
+    }
     Ok(summary)
 }

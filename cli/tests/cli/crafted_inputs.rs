@@ -195,6 +195,51 @@ fn flags_files_and_pipes_of_the_second_pass_are_errors() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// The third pass: a reply that cannot be written, a misspelt op, a
+/// template file that does not parse, certificates of mixed authorities
+/// and hosts no client could dial are errors naming what is wrong.
+#[test]
+fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
+    let model = temp_path("tiny-third-pass.gguf");
+    tiny_llama(&model, 1);
+    // A reply that cannot be written (a full disk) is an error, not status 0.
+    if let Ok(full) = std::fs::File::options().write(true).open("/dev/full") {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["run", "-p", "a", "-n", "2", "--backends", "cpu", "-t", "1", "--model"])
+            .arg(&model)
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_error(&out, &["writing the reply to standard output"]);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry")).args(["test-ops", "--op", "ADD,NOPE"]).output().unwrap();
+    assert_error(&out, &["--op NOPE", "MUL_MAT"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["test-ops", "--op", "ADD", "--name", "no case is called this"])
+        .output()
+        .unwrap();
+    assert_error(&out, &["no case of the suite matches"]);
+    let bad = write_template("bad.jinja", "{% for %}");
+    let out = gantry(&["run", "-p", "a", "-n", "1", "--chat-template", bad.to_str().unwrap()], &model);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("invalid model file"), "{stderr}");
+
+    let certs =
+        |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_gantry")).arg("rpc-certs").args(args).output().unwrap();
+    let (a, b) = (temp_path("pki-a"), temp_path("pki-b"));
+    assert!(certs(&["--out", a.to_str().unwrap()]).status.success());
+    // b holds a's certificate beside another key.
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::copy(a.join("ca.pem"), b.join("ca.pem")).unwrap();
+    std::fs::copy(a.join("server.key"), b.join("ca.key")).unwrap();
+    let out = certs(&["--out", b.to_str().unwrap(), "--add-client", "x"]);
+    assert_error(&out, &["ca.pem", "does not belong to the authority certificate"]);
+    assert!(!b.join("x.pem").exists(), "a certificate no server accepts was written");
+    assert!(certs(&["--out", a.to_str().unwrap(), "--add-client", "x"]).status.success());
+    let out = certs(&["--out", temp_path("pki-c").to_str().unwrap(), "--hosts", "localhost,a b"]);
+    assert_error(&out, &["\"a b\" is neither a DNS name nor an IP address"]);
+}
+
 fn write_template(name: &str, text: &str) -> PathBuf {
     let path = temp_path(name);
     std::fs::write(&path, text).unwrap();
