@@ -116,6 +116,7 @@ async fn chat(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body
 
 async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Reply {
     authorize(state, headers)?;
+    let arrived = Instant::now();
     let body = read_body(state, body).await?;
     let request: ChatRequest = parse(&body)?;
     let decoder = state.decoder_for(request.sampling.model.as_deref())?;
@@ -133,7 +134,7 @@ async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> R
             "this model has no chat template (tokenizer.chat_template); use /v1/completions",
         ));
     }
-    let prompt = off_the_runtime(state, move |decoder| {
+    let prompt = off_the_runtime(state, arrived, move |decoder| {
         let template = decoder.template.as_ref().ok_or_else(|| ApiError::internal("the chat template went away"))?;
         let text =
             template.render(&messages, true).map_err(|e| ApiError::bad_request(format!("the chat template: {e}")))?;
@@ -144,7 +145,7 @@ async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> R
         tok.encode(&text, add_bos, true).map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))
     })
     .await?;
-    generate(state, decoder, Endpoint::Chat, prompt, params, &request.sampling, tools).await
+    generate(state, decoder, Endpoint::Chat, arrived, prompt, params, &request.sampling, tools).await
 }
 
 async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
@@ -154,6 +155,7 @@ async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, bod
 
 async fn completions_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Reply {
     authorize(state, headers)?;
+    let arrived = Instant::now();
     let body = read_body(state, body).await?;
     let request: CompletionRequest = parse(&body)?;
     let decoder = state.decoder_for(request.sampling.model.as_deref())?;
@@ -161,7 +163,7 @@ async fn completions_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Bod
     let params = request.sampling.params(state.options.max_tokens, request.logprobs()?)?;
     let prompt = match request.prompt()? {
         Prompt::Text(text) => {
-            off_the_runtime(state, move |decoder| {
+            off_the_runtime(state, arrived, move |decoder| {
                 decoder
                     .tokenizer
                     .encode(&text, true, true)
@@ -179,7 +181,7 @@ async fn completions_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Bod
             ids
         }
     };
-    generate(state, decoder, Endpoint::Completion, prompt, params, &request.sampling, None).await
+    generate(state, decoder, Endpoint::Completion, arrived, prompt, params, &request.sampling, None).await
 }
 
 /// Queues the job and answers: the whole reply, or a stream.
@@ -187,6 +189,7 @@ async fn generate(
     state: &Arc<AppState>,
     decoder: &ServedDecoder,
     endpoint: Endpoint,
+    arrived: Instant,
     prompt: Vec<u32>,
     params: GenerationParams,
     sampling: &SamplingFields,
@@ -220,7 +223,7 @@ async fn generate(
             }
             let what = if tools.is_some() { "`tools`" } else { "`response_format`" };
             Some(
-                off_the_runtime(state, move |decoder| {
+                off_the_runtime(state, arrived, move |decoder| {
                     let vocab = decoder.grammar.as_ref().ok_or_else(|| ApiError::internal("the grammar went away"))?;
                     gantry::model::grammar::Constraint::json_schema(vocab, &schema)
                         .map_err(|e| ApiError::bad_request(format!("{what}: {}", e.detail())))
@@ -229,7 +232,6 @@ async fn generate(
             )
         }
     };
-    let arrived = Instant::now();
     let timeout = state.options.request_timeout;
     let (events, receiver) = unbounded_channel();
     let wants_logprobs = params.logprobs.is_some();
@@ -246,7 +248,7 @@ async fn generate(
     let tokenizer = decoder.tokenizer.clone();
     if tools.is_some() {
         // The call is known once the reply is whole: it is sent in one piece, streamed or not.
-        let reply = collect(receiver, timeout).await?;
+        let reply = collect(receiver, arrived, timeout).await?;
         return Ok(tool_reply(&header, reply, sampling.stream));
     }
     if sampling.stream {
@@ -254,7 +256,7 @@ async fn generate(
             sse_stream(header, receiver, tokenizer, wants_logprobs, sampling.include_usage(), state.metrics.clone());
         return Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response());
     }
-    let reply = collect(receiver, timeout).await?;
+    let reply = collect(receiver, arrived, timeout).await?;
     let logprobs = wants_logprobs.then(|| match header.endpoint {
         Endpoint::Chat => chat_logprobs(&tokenizer, &reply.logprobs),
         Endpoint::Completion => completion_logprobs(&tokenizer, &reply.logprobs, 0),
@@ -274,10 +276,12 @@ struct Collected {
 /// grammar compile, CPU-bound and bounded (the template's fuel, the body's
 /// size) but possibly seconds long. It runs on tokio's blocking threads, so
 /// that it never holds one of the two HTTP workers (`/health` and every
-/// other request stay answered), and the request waits for it at most
-/// `--timeout`: past that it is answered 504 while the work runs out.
+/// other request stay answered), and the request that `arrived` waits for it
+/// until its `--timeout` runs out: past that it is answered 504 while the
+/// work runs out.
 async fn off_the_runtime<T: Send + 'static>(
     state: &Arc<AppState>,
+    arrived: Instant,
     work: impl FnOnce(&ServedDecoder) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let shared = Arc::clone(state);
@@ -286,7 +290,7 @@ async fn off_the_runtime<T: Send + 'static>(
         work(decoder)
     });
     let timeout = state.options.request_timeout;
-    match tokio::time::timeout(timeout, task).await {
+    match tokio::time::timeout_at(tokio::time::Instant::from_std(arrived) + timeout, task).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) => Err(ApiError::internal(format!("preparing the request failed: {e}"))),
         Err(_) => Err(ApiError::timed_out(timeout.as_secs_f64())),
@@ -294,11 +298,15 @@ async fn off_the_runtime<T: Send + 'static>(
 }
 
 /// Waits for the whole reply.
-async fn collect(mut events: UnboundedReceiver<Event>, timeout: Duration) -> Result<Collected, ApiError> {
+async fn collect(
+    mut events: UnboundedReceiver<Event>,
+    arrived: Instant,
+    timeout: Duration,
+) -> Result<Collected, ApiError> {
     let mut text = String::new();
     let mut logprobs: Vec<TokenLogprobs> = Vec::new();
     // The engine ends a job at its deadline; this is the backstop.
-    let deadline = tokio::time::Instant::now() + timeout + Duration::from_secs(5);
+    let deadline = tokio::time::Instant::from_std(arrived) + timeout + Duration::from_secs(5);
     loop {
         let event = tokio::time::timeout_at(deadline, events.recv())
             .await
