@@ -152,6 +152,9 @@ impl ChatTemplate {
         // minijinja's own `range` computes its length unchecked (a step of
         // i64::MIN, or a negative step across the whole range, overflows).
         env.add_function("range", range);
+        // minijinja's `debug` writes out its argument (or the whole context)
+        // without fuel; no chat template needs it.
+        env.remove_global("debug");
         env.set_unknown_method_callback(python_method);
         // minijinja's lazy `+` and `chain` copy sequences without fuel once
         // they nest: both are replaced by eager ones that pay per item.

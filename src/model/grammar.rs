@@ -98,6 +98,37 @@ fn grammar_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Model(format!("{what}: {message}"))
 }
 
+/// The most JSON values (objects, arrays, strings, numbers, …) a schema may
+/// hold: the longest chain llguidance's compile recurses through is at most
+/// one value deep each, so this bounds its stack (see [`COMPILE_STACK_BYTES`]).
+/// Tool lists of a hundred functions hold a few thousand.
+pub const MAX_SCHEMA_VALUES: usize = 1 << 15;
+
+/// The stack of the thread that compiles a schema, for the deepest chain
+/// [`MAX_SCHEMA_VALUES`] allow: a chain of 16,380 bare `$ref`s (the longest
+/// within the bound) overflowed 48 MiB and compiled in 128 MiB (llguidance
+/// 1.9, release build), so twice that. Only the pages a compile touches
+/// are committed.
+const COMPILE_STACK_BYTES: usize = 256 << 20;
+
+/// How many JSON values `v` holds, counted up to `limit + 1`.
+fn count_values(v: &serde_json::Value, limit: usize) -> usize {
+    let mut count = 0;
+    let mut pending = vec![v];
+    while let Some(v) = pending.pop() {
+        count += 1;
+        if count > limit {
+            break;
+        }
+        match v {
+            serde_json::Value::Array(items) => pending.extend(items),
+            serde_json::Value::Object(map) => pending.extend(map.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
 /// The whitespace a JSON reply may put between tokens (see [`Constraint::json_schema`]).
 const JSON_WHITESPACE: &str = r"(\x20|\x0A{1,2}[\x20\x09]{0,20})";
 
@@ -121,6 +152,9 @@ impl Constraint {
     /// so that a model cannot fill a reply with blanks; a schema's own
     /// `x-guidance` options replace this.
     pub fn json_schema(vocab: &GrammarVocab, schema: &serde_json::Value) -> Result<Self> {
+        if count_values(schema, MAX_SCHEMA_VALUES) > MAX_SCHEMA_VALUES {
+            return Err(Error::Model(format!("the JSON schema holds more than {MAX_SCHEMA_VALUES} values")));
+        }
         let mut schema = schema.clone();
         if let Some(object) = schema.as_object_mut()
             && !object.contains_key("x-guidance")
@@ -136,7 +170,22 @@ impl Constraint {
     }
 
     fn new(vocab: &GrammarVocab, grammar: TopLevelGrammar, what: &str) -> Result<Self> {
-        let parser = vocab.factory.create_parser(grammar).map_err(|e| grammar_error(what, e))?;
+        // llguidance compiles a schema recursively, once per value along a
+        // chain of nested values and `$ref`s (a chain of 1,000 `$ref`s
+        // overflowed a 2 MiB thread): the compile runs on a thread whose
+        // stack holds the deepest chain a schema within the value bound
+        // can make.
+        let factory = &vocab.factory;
+        let parser = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("gantry-grammar".into())
+                .stack_size(COMPILE_STACK_BYTES)
+                .spawn_scoped(scope, move || factory.create_parser(grammar))
+                .map_err(|e| Error::Model(format!("starting the grammar compile: {e}")))?
+                .join()
+                .map_err(|_| Error::Model(format!("{what}: the grammar compile panicked")))
+        })?
+        .map_err(|e| grammar_error(what, e))?;
         let mut matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
             return Err(grammar_error(what, e));
@@ -172,5 +221,55 @@ impl Constraint {
     /// Whether the reply is complete (the grammar allows only the end).
     pub fn is_complete(&self) -> bool {
         self.matcher.is_stopped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A schema whose `$ref`s chain through `n` definitions to an integer,
+    /// each a bare `$ref` or, `nested`, an object whose property refers on.
+    fn ref_chain(n: usize, nested: bool) -> serde_json::Value {
+        let mut defs = serde_json::Map::new();
+        for i in 0..n {
+            let next = serde_json::json!({"$ref": format!("#/$defs/d{}", i + 1)});
+            let def = if nested { serde_json::json!({"type": "object", "properties": {"a": next}}) } else { next };
+            defs.insert(format!("d{i}"), def);
+        }
+        defs.insert(format!("d{n}"), serde_json::json!({"type": "integer"}));
+        serde_json::json!({"$ref": "#/$defs/d0", "$defs": defs})
+    }
+
+    /// A SentencePiece vocabulary of the control tokens and the 256 bytes.
+    fn vocab() -> GrammarVocab {
+        use crate::model::gguf::{Array, Gguf, GgufWriter};
+        let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
+        let mut types = vec![2, 3, 3];
+        for b in 0..=255u8 {
+            tokens.push(format!("<0x{b:02X}>"));
+            types.push(6);
+        }
+        let mut w = GgufWriter::new();
+        w.add_str("tokenizer.ggml.model", "llama");
+        w.add_array("tokenizer.ggml.scores", Array::F32(vec![0.0; tokens.len()]));
+        w.add_array("tokenizer.ggml.token_type", Array::I32(types));
+        w.add_array("tokenizer.ggml.tokens", Array::String(tokens));
+        let tokenizer = Tokenizer::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap();
+        GrammarVocab::new(Arc::new(tokenizer)).unwrap()
+    }
+
+    #[test]
+    fn the_longest_ref_chain_within_the_value_bound_compiles_and_a_longer_schema_is_refused() {
+        let vocab = vocab();
+        // A bare link is two values (its object and the `$ref` string), a nested one five.
+        for (per_link, nested) in [(2, false), (5, true)] {
+            let longest = ref_chain(MAX_SCHEMA_VALUES / per_link - 4, nested);
+            assert!(count_values(&longest, MAX_SCHEMA_VALUES) <= MAX_SCHEMA_VALUES);
+            Constraint::json_schema(&vocab, &longest).unwrap();
+        }
+        let too_long = ref_chain(MAX_SCHEMA_VALUES, false);
+        let e = Constraint::json_schema(&vocab, &too_long).unwrap_err().to_string();
+        assert!(e.contains("more than 32768 values"), "{e}");
     }
 }

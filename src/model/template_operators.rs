@@ -94,6 +94,7 @@ const GLOBAL_FUNCTIONS: &[&str] = &["dict", "namespace", "raise_exception", "ran
 /// alone. `Err` with minijinja's message when the template does not parse
 /// (compiling it would say the same).
 pub fn rewrite_template(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<String, String> {
+    check_operator_counts(template, syntax.clone())?;
     let parsed = minijinja::machinery::parse(template, "chat", syntax).map_err(|e| e.to_string())?;
     let mut rewriter = Rewriter { template, edits: Vec::new(), error: None };
     visit_stmt(&parsed, &mut rewriter);
@@ -108,6 +109,65 @@ pub fn rewrite_template(template: &str, syntax: minijinja::syntax::SyntaxConfig)
     let mut next = 0;
     write_range(template, &edits, &mut next, 0, template.len(), &mut out)?;
     Ok(out)
+}
+
+/// The most operators one tag (`{{ }}` or `{% %}`) may hold.
+///
+/// minijinja builds `x.a.a.a…`, `1 + 1 + …`, `x or x or …` and `x|f|f…`
+/// as a chain of nested nodes without recursing, then its compiler, this
+/// module's visitor and the tree's drop recurse once per node: 10,000 of them
+/// overflowed a 2 MiB thread's stack (`gantry serve` loads on one), an
+/// abort no error can report; and a chain of unary `-` recursed in the
+/// parser itself. Each operator adds at most one level, so a bound on the
+/// operators of a tag bounds the depth of its expression. Real templates'
+/// largest tags hold a few dozen.
+pub const MAX_OPERATORS_PER_TAG: usize = 1000;
+
+/// `Err` naming the line of the first tag with more than
+/// [`MAX_OPERATORS_PER_TAG`] operators (tokens that nest an expression:
+/// operators, brackets, `.`, `|`, `and`, `or`, `not`, `is`, `if`, `in`).
+fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<(), String> {
+    use minijinja::machinery::Token;
+    let mut in_tag = 0usize;
+    for token in minijinja::machinery::tokenize(template, false, syntax) {
+        // A token the lexer refuses is left to the parser, whose message names it.
+        let Ok((token, span)) = token else { return Ok(()) };
+        let nests = match token {
+            Token::VariableStart | Token::BlockStart | Token::VariableEnd | Token::BlockEnd => {
+                in_tag = 0;
+                false
+            }
+            Token::Ident(word) => matches!(word, "and" | "or" | "not" | "is" | "if" | "in"),
+            Token::Plus
+            | Token::Minus
+            | Token::Mul
+            | Token::Div
+            | Token::FloorDiv
+            | Token::Pow
+            | Token::Mod
+            | Token::Dot
+            | Token::Tilde
+            | Token::Pipe
+            | Token::Eq
+            | Token::Ne
+            | Token::Gt
+            | Token::Gte
+            | Token::Lt
+            | Token::Lte
+            | Token::BracketOpen
+            | Token::ParenOpen
+            | Token::BraceOpen => true,
+            _ => false,
+        };
+        in_tag += usize::from(nests);
+        if in_tag > MAX_OPERATORS_PER_TAG {
+            return Err(format!(
+                "an expression of more than {MAX_OPERATORS_PER_TAG} operators at line {} (too deeply nested to compile)",
+                span.start_line
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One rewrite of the template, in byte offsets: an expression that becomes
@@ -705,6 +765,24 @@ mod tests {
     }
 
     #[test]
+    fn expressions_too_deep_to_compile_are_refused_by_line() {
+        // Chains that minijinja parses without recursing but compiles and
+        // drops recursively (they overflowed a 2 MiB stack), and a chain of
+        // unary minus its parser recursed on.
+        for (head, link) in [("x", ".a"), ("x", "[0]"), ("1", " + 1"), ("x", " or x"), ("", "-"), ("x", "|lower")] {
+            let deep = format!("\n\n{{{{ {head}{} 1 }}}}", link.repeat(100_000));
+            let deep = if head.is_empty() { deep } else { deep.replace(" 1 }}", " }}") };
+            let error = ChatTemplate::new("test", &deep, "", "").unwrap_err().to_string();
+            assert!(error.contains("more than 1000 operators at line 3"), "{link}: {error}");
+        }
+        // Just under the bound compiles (and renders) on a 2 MiB thread, as `gantry serve` loads.
+        let template = format!("{{{{ 1{} }}}}", " + 1".repeat(MAX_OPERATORS_PER_TAG));
+        let rendered =
+            std::thread::Builder::new().stack_size(2 << 20).spawn(move || render(&template)).unwrap().join().unwrap();
+        assert_eq!(rendered.unwrap(), (MAX_OPERATORS_PER_TAG + 1).to_string());
+    }
+
+    #[test]
     fn doubling_a_sequence_runs_out_of_fuel() {
         for template in [
             "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l|length }}",
@@ -743,11 +821,15 @@ mod tests {
             "{{ {'a': 1}.get(ns.x) }}",
             "{{ ns.x }}",
             "{% for i in [1, 2] %}{{ loop.changed(ns.x) }}{% endfor %}",
+            // minijinja's `debug` is not there to write them out.
+            "{{ debug(ns.x)|length }}",
+            "{{ debug()|length }}",
         ] {
             let template = format!("{nests}{read}");
             let started = std::time::Instant::now();
             let error = render(&template).unwrap_err().to_string();
-            assert!(error.contains("ran out of fuel"), "{read}: {error}");
+            let refused = if read.contains("debug") { "unknown function" } else { "ran out of fuel" };
+            assert!(error.contains(refused), "{read}: {error}");
             // Far below the minutes it took; generous for a debug build.
             assert!(started.elapsed().as_secs() < 20, "{read}: {:?}", started.elapsed());
         }

@@ -449,6 +449,20 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
         let (status, body) = server.post("/v1/chat/completions", &chat(extra, "hi"), false);
         assert!(status == 400 && body.contains(says), "{extra}: {status} {body}");
     }
+    // Schemas whose compile recursed once per `$ref` (1,000 overflowed the
+    // thread's stack and took the server down): a long chain compiles, one
+    // past the value bound is refused.
+    let chain = |n: usize| {
+        let defs: Vec<String> = (0..n).map(|i| format!(r##""d{i}":{{"$ref":"#/$defs/d{}"}}"##, i + 1)).collect();
+        format!(
+            r##","response_format":{{"type":"json_schema","json_schema":{{"schema":{{"$ref":"#/$defs/d0","$defs":{{{},"d{n}":{{"type":"integer"}}}}}}}}}}"##,
+            defs.join(",")
+        )
+    };
+    let (status, body) = server.post("/v1/chat/completions", &chat(&chain(1000), "hi"), false);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.post("/v1/chat/completions", &chat(&chain(20_000), "hi"), false);
+    assert!(status == 400 && body.contains("more than 32768 values"), "{status} {body}");
     // A client that shuts its write side after the request still gets the reply.
     let (status, body) = server.post("/v1/chat/completions", &chat("", "hi"), true);
     assert!(status == 200 && body.contains("chat.completion"), "{status} {body}");
