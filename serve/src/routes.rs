@@ -145,7 +145,7 @@ async fn chat_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body) -> R
         tok.encode(&text, add_bos, true).map_err(|e| ApiError::bad_request(format!("tokenizing: {e}")))
     })
     .await?;
-    generate(state, decoder, Endpoint::Chat, arrived, prompt, params, &request.sampling, tools).await
+    generate(state, Endpoint::Chat, arrived, prompt, params, &request.sampling, tools).await
 }
 
 async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
@@ -181,13 +181,12 @@ async fn completions_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Bod
             ids
         }
     };
-    generate(state, decoder, Endpoint::Completion, arrived, prompt, params, &request.sampling, None).await
+    generate(state, Endpoint::Completion, arrived, prompt, params, &request.sampling, None).await
 }
 
 /// Queues the job and answers: the whole reply, or a stream.
 async fn generate(
     state: &Arc<AppState>,
-    decoder: &ServedDecoder,
     endpoint: Endpoint,
     arrived: Instant,
     prompt: Vec<u32>,
@@ -195,6 +194,8 @@ async fn generate(
     sampling: &SamplingFields,
     tools: Option<ToolUse>,
 ) -> Reply {
+    // The one decoder: the caller has checked the request names it.
+    let decoder = state.decoder.get().ok_or_else(|| ApiError::unavailable("the model is loading"))?;
     if prompt.is_empty() {
         return Err(ApiError::bad_request("the prompt has no tokens"));
     }

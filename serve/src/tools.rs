@@ -109,9 +109,41 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
     }
 }
 
+/// `schema` with every `$ref` that points into its own document (`#`,
+/// `#/…`) pointing at the same place once the document sits at `at` (a
+/// JSON pointer) inside another. Walked without recursion: a schema nests
+/// up to the JSON parser's depth.
+fn rebase_refs(schema: &Value, at: &str) -> Value {
+    let mut out = schema.clone();
+    let mut pending = vec![&mut out];
+    while let Some(v) = pending.pop() {
+        match v {
+            Value::Object(map) => {
+                for (key, value) in map.iter_mut() {
+                    match value {
+                        Value::String(r) if key == "$ref" && (r == "#" || r.starts_with("#/")) => {
+                            *r = format!("#{at}{}", &r[1..]);
+                        }
+                        other => pending.push(other),
+                    }
+                }
+            }
+            Value::Array(items) => pending.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+    out
+}
+
 impl ToolUse {
     /// The schema the reply must follow.
+    ///
+    /// Each tool's parameter schema is put under the wrapper's `$defs`
+    /// (`gantry_tool_N`) with its `#/…` pointers rebased there, so that a
+    /// schema with local `$defs` and `$ref`s (as pydantic and most SDKs write
+    /// them) resolves within itself, not against the wrapper.
     pub fn schema(&self) -> Value {
+        let mut defs = serde_json::Map::new();
         let calls: Vec<Value> = self
             .tools
             .iter()
@@ -119,10 +151,13 @@ impl ToolUse {
                 ToolChoice::Named(n) => &t.name == n,
                 _ => true,
             })
-            .map(|t| {
+            .enumerate()
+            .map(|(i, t)| {
+                let name = format!("gantry_tool_{i}");
+                defs.insert(name.clone(), rebase_refs(&t.parameters, &format!("/$defs/{name}")));
                 json!({
                     "type": "object",
-                    "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                    "properties": {"name": {"const": t.name}, "arguments": {"$ref": format!("#/$defs/{name}")}},
                     "required": ["name", "arguments"],
                     "additionalProperties": false,
                 })
@@ -134,7 +169,7 @@ impl ToolUse {
             "required": ["tool_call"],
             "additionalProperties": false,
         });
-        match self.choice {
+        let mut schema = match self.choice {
             ToolChoice::Auto => json!({"anyOf": [call, {
                 "type": "object",
                 "properties": {"response": {"type": "string"}},
@@ -142,7 +177,9 @@ impl ToolUse {
                 "additionalProperties": false,
             }]}),
             _ => call,
-        }
+        };
+        schema["$defs"] = Value::Object(defs);
+        schema
     }
 
     /// The system message that tells the model the tools and the format,
@@ -254,6 +291,22 @@ mod tests {
         assert_eq!(parse(None, Some(&json!("auto"))).expect("auto"), None);
         assert_eq!(parse(Some(&json!([])), Some(&json!("none"))).expect("none"), None);
         assert!(parse(None, Some(&json!("sometimes"))).is_err());
+    }
+
+    #[test]
+    fn a_tools_own_refs_point_into_its_schema_once_wrapped() {
+        let params = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "#"},
+            "c": {"$ref": "https://example.com/x"}}, "$defs": {"A": {"type": "integer"}}});
+        let tools = json!([{"type": "function", "function": {"name": "f", "parameters": params}}]);
+        let schema = parse(Some(&tools), Some(&json!("required"))).unwrap().unwrap().schema();
+        let rebased = &schema["$defs"]["gantry_tool_0"];
+        assert_eq!(rebased["properties"]["a"]["$ref"], "#/$defs/gantry_tool_0/$defs/A");
+        assert_eq!(rebased["properties"]["b"]["$ref"], "#/$defs/gantry_tool_0");
+        assert_eq!(rebased["properties"]["c"]["$ref"], "https://example.com/x");
+        assert_eq!(
+            schema["properties"]["tool_call"]["anyOf"][0]["properties"]["arguments"]["$ref"],
+            "#/$defs/gantry_tool_0"
+        );
     }
 
     #[test]

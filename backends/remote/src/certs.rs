@@ -182,7 +182,8 @@ pub fn client_file_stem(name: &str) -> String {
 /// `STEM.pem` and `STEM.key` ([`client_file_stem`] of `name`; the key
 /// 0600) and returns the two paths. A name whose files would be the
 /// authority's, the server's or the first client's (`ca`, `server`,
-/// `client`) is refused before anything is written.
+/// `client`), or whose files exist already, is refused before anything is
+/// written.
 pub fn write_client(pair: &PemPair, dir: &Path, name: &str) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     let stem = client_file_stem(name);
     let (cert, key) = (format!("{stem}.pem"), format!("{stem}.key"));
@@ -195,6 +196,17 @@ pub fn write_client(pair: &PemPair, dir: &Path, name: &str) -> Result<(std::path
         )));
     }
     let (cert_path, key_path) = (dir.join(cert), dir.join(key));
+    // Another client's files (the same name, or one whose file stem is the
+    // same: `ü` and `é` are both `_`) hold its only key: never replaced.
+    for path in [&cert_path, &key_path] {
+        if path.symlink_metadata().is_ok() {
+            return Err(Error::Unsupported(format!(
+                "{} exists (a client named {name:?}, or one whose file name is the same, was signed before): \
+                 choose another name, or remove its files first",
+                path.display()
+            )));
+        }
+    }
     write(&cert_path, &pair.cert, false)?;
     write(&key_path, &pair.key, true)?;
     Ok((cert_path, key_path))
@@ -266,12 +278,20 @@ mod tests {
         }
         assert_eq!(mode(&dir.join(files::AUTHORITY)), 0o644);
         let pair = client_from_authority(&pki.authority.cert, &pki.authority.key, "second client").unwrap();
-        std::fs::write(dir.join("second_client.key"), "old").unwrap();
-        std::fs::set_permissions(dir.join("second_client.key"), std::fs::Permissions::from_mode(0o666)).unwrap();
         let (cert, key) = write_client(&pair, &dir, "second client").unwrap();
         assert!(cert.ends_with("second_client.pem") && key.ends_with("second_client.key"));
         assert_eq!((mode(&cert), mode(&key)), (0o644, 0o600));
         assert_eq!(std::fs::read_to_string(&key).unwrap(), pair.key);
+        // A client's files are never replaced: not by the same name again,
+        // nor by a name of the same file stem (`ü` and `é` are both `_`).
+        let again = client_from_authority(&pki.authority.cert, &pki.authority.key, "second client").unwrap();
+        let e = write_client(&again, &dir, "second client").unwrap_err().to_string();
+        assert!(e.contains("second_client.pem exists"), "{e}");
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), pair.key);
+        write_client(&pair, &dir, "ü").unwrap();
+        let e = write_client(&again, &dir, "é").unwrap_err().to_string();
+        assert!(e.contains("_.pem exists"), "{e}");
+        assert_eq!(std::fs::read_to_string(dir.join("_.key")).unwrap(), pair.key);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -6,10 +6,13 @@
 //! Rust ignores `SIGPIPE`, so a write to a closed pipe is an error, which
 //! `println!` raises as a panic. The printing commands install a panic hook
 //! that ends the process with status 141 (128 + SIGPIPE, what a shell shows
-//! for a tool ended by the signal) for that panic alone, and hands every
-//! other panic to the default hook. The servers (`serve`, `rpc-server`)
+//! for a tool ended by the signal) for that panic alone, ends one that
+//! failed otherwise (a full disk, `> /dev/full`) with status 1 and the
+//! error, and hands every other panic to the default hook. The servers (`serve`, `rpc-server`)
 //! print little and keep the default: a client that hangs up is an error on
 //! its connection there.
+
+use std::io::Write;
 
 /// The exit status of a process whose standard output went away.
 const BROKEN_PIPE_STATUS: i32 = 141;
@@ -24,11 +27,61 @@ pub fn end_quietly_on_broken_pipe() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(BROKEN_PIPE_STATUS);
+        if message.starts_with("failed printing to stdout") {
+            if message.contains("Broken pipe") {
+                std::process::exit(BROKEN_PIPE_STATUS);
+            }
+            // Any other failure (a full disk, `> /dev/full`) is an error
+            // with status 1, reported without a panic's backtrace.
+            let _ = writeln!(std::io::stderr(), "gantry: writing to standard output: {}", printing_error(message));
+            std::process::exit(1);
         }
         default(info);
     }));
+}
+
+/// The I/O error of `println!`'s panic message.
+fn printing_error(message: &str) -> &str {
+    message.strip_prefix("failed printing to stdout: ").unwrap_or(message)
+}
+
+/// A writer that keeps the first error of its writes, for printing code
+/// that ignores them (`let _ = writeln!(…)` in a report), so that the
+/// command can still fail when its output was lost.
+pub struct CheckedWriter<W> {
+    inner: W,
+    /// The first error a write or flush returned.
+    pub error: Option<std::io::Error>,
+}
+
+impl<W: Write> CheckedWriter<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        Self { inner, error: None }
+    }
+
+    /// Flushes, and `Err` with the first error seen (see [`to_stdout`]).
+    pub fn finish(mut self) -> Result<(), gantry::Error> {
+        let flushed = self.inner.flush();
+        match self.error.take() {
+            Some(e) => to_stdout(Err(e)),
+            None => to_stdout(flushed),
+        }
+    }
+}
+
+impl<W: Write> Write for CheckedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            self.error.get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().inspect_err(|e| {
+            self.error.get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
 }
 
 /// A write of the reply to standard output, checked: `run` and `chat` write

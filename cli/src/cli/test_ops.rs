@@ -3,7 +3,6 @@
 //! The CPU backend is checked against the f64 scalar reference; any other
 //! backend against the CPU backend. Ends with the line `N passed, N failed`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
@@ -51,8 +50,11 @@ pub fn run(args: &TestOpsArgs) -> ExitCode {
         Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("gantry test-ops: {e}");
-            ExitCode::FAILURE
+            let (status, report) = super::broken_pipe::exit_status(&e);
+            if report {
+                eprintln!("gantry test-ops: {e}");
+            }
+            status
         }
     }
 }
@@ -88,9 +90,10 @@ fn run_inner(args: &TestOpsArgs) -> gantry::Result<conformance::Summary> {
         cpu_reference = registry.init_by_name("CPU", params.as_deref())?;
         Reference::Backend(cpu_reference.as_ref())
     };
-    let mut out = std::io::stdout().lock();
+    // The report is the command's output: one that could not be written is an error.
+    let mut out = super::broken_pipe::CheckedWriter::new(std::io::stdout().lock());
     let summary = conformance::run(backend.as_ref(), reference, &filter, mode, &mut out);
-    let _ = out.flush();
+    out.finish()?;
     if summary.passed + summary.failed + summary.skipped == 0 {
         // Nothing checked is not a pass.
         return Err(gantry::Error::Model("no case of the suite matches --op and --name".into()));

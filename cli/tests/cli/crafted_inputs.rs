@@ -211,6 +211,12 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
             .output()
             .unwrap();
         assert_error(&out, &["writing the reply to standard output"]);
+        // The printing commands too: `println!`'s failure is an error, not a panic; the ops report is checked.
+        for args in [&["devices"][..], &["test-ops", "--op", "ADD"]] {
+            let full = std::fs::File::options().write(true).open("/dev/full").unwrap();
+            let out = Command::new(env!("CARGO_BIN_EXE_gantry")).args(args).stdout(full).output().unwrap();
+            assert_error(&out, &["writing", "standard output", "No space left on device"]);
+        }
     }
     let out = Command::new(env!("CARGO_BIN_EXE_gantry")).args(["test-ops", "--op", "ADD,NOPE"]).output().unwrap();
     assert_error(&out, &["--op NOPE", "MUL_MAT"]);

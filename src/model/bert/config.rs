@@ -33,6 +33,15 @@ pub struct BertConfig {
     /// The feed-forward activation; `"gelu"` (exact, erf) is supported.
     #[serde(default = "default_hidden_act")]
     pub hidden_act: String,
+    /// How positions are embedded: `absolute`, the only kind Gantry runs
+    /// (relative and rotary positions change the attention's math, so a
+    /// config asking for them is refused, not run as absolute).
+    #[serde(default = "default_position_embedding_type")]
+    pub position_embedding_type: String,
+}
+
+fn default_position_embedding_type() -> String {
+    "absolute".into()
 }
 
 fn default_type_vocab_size() -> usize {
@@ -63,6 +72,12 @@ impl BertConfig {
         let cfg: BertConfig = serde_json::from_str(text).map_err(|e| bad(format!("not a BERT config: {e}")))?;
         if cfg.model_type != "bert" {
             return Err(bad(format!("model_type {:?} is not supported (supported: bert)", cfg.model_type)));
+        }
+        if cfg.position_embedding_type != "absolute" {
+            return Err(bad(format!(
+                "position_embedding_type {:?} is not supported (supported: absolute)",
+                cfg.position_embedding_type
+            )));
         }
         if cfg.hidden_act != "gelu" {
             return Err(bad(format!("hidden_act {:?} is not supported (supported: gelu)", cfg.hidden_act)));
@@ -125,6 +140,7 @@ mod tests {
             (good.replace("\"intermediate_size\": 16", "\"intermediate_size\": 0"), "intermediate_size"),
             (good.replace("\"vocab_size\": 10,", ""), "vocab_size"),
             (good.replace('}', ", \"hidden_act\": \"relu\"}"), "hidden_act"),
+            (good.replace('}', ", \"position_embedding_type\": \"relative_key_query\"}"), "position_embedding_type"),
             ("{ not json".into(), "not a BERT config"),
             // Sizes that would size a `Vec` or a loop before any tensor is read.
             (
