@@ -464,7 +464,7 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
     let (status, body) = server.post("/v1/chat/completions", &chat(&chain(20_000), "hi"), false);
     assert!(status == 400 && body.contains("more than 32768 values"), "{status} {body}");
     // A tool whose parameters refer to their own `$defs` (as pydantic writes them).
-    let tool = r##","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"],"$defs":{"A":{"type":"integer"}}}}}],"tool_choice":"required","max_tokens":24"##;
+    let tool = r##","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"$ref":"#/$defs/A"}},"required":["a"],"$defs":{"A":{"type":"integer"}}}}}],"tool_choice":"required","max_tokens":96"##;
     let (status, body) =
         server.post("/v1/chat/completions", &chat(tool, "call f").replace(r#""max_tokens":4,"#, ""), false);
     assert!(status == 200 && body.contains("tool_calls"), "{status} {body}");
