@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gantry::Context;
 use gantry::model::bert::{BertModel, Encoder};
@@ -45,6 +45,10 @@ pub struct EmbeddingJob {
     pub texts: Vec<String>,
     /// Where the result goes.
     pub reply: oneshot::Sender<Result<Embedded, ApiError>>,
+    /// When the request's `--timeout` runs out: the work stops at the next
+    /// batch past it (or once the client has gone), so that a timed-out
+    /// request does not hold the thread for the ones behind it.
+    pub deadline: Instant,
 }
 
 /// Runs embedding jobs until the channel closes, or `draining` is set and
@@ -61,7 +65,7 @@ pub fn run(mut setup: EmbedderSetup, jobs: Receiver<EmbeddingJob>, metrics: Arc<
         if job.reply.is_closed() {
             continue;
         }
-        let result = embed(&mut setup, &job.texts);
+        let result = embed(&mut setup, &job);
         // Failures are counted by the route that answers them.
         if let Ok(e) = &result {
             Metrics::add(&metrics.embedding_inputs, e.vectors.len() as u64);
@@ -71,10 +75,14 @@ pub fn run(mut setup: EmbedderSetup, jobs: Receiver<EmbeddingJob>, metrics: Arc<
     }
 }
 
-fn embed(setup: &mut EmbedderSetup, texts: &[String]) -> Result<Embedded, ApiError> {
+fn embed(setup: &mut EmbedderSetup, job: &EmbeddingJob) -> Result<Embedded, ApiError> {
     let dim = setup.model.config.hidden_size;
-    let mut out = Embedded { vectors: Vec::with_capacity(texts.len()), tokens: 0 };
-    for chunk in texts.chunks(BATCH) {
+    let mut out = Embedded { vectors: Vec::with_capacity(job.texts.len()), tokens: 0 };
+    for chunk in job.texts.chunks(BATCH) {
+        // No one waits for the rest (the route answered 504, or the client left).
+        if job.reply.is_closed() || Instant::now() >= job.deadline {
+            return Err(ApiError::unavailable("the request ended before its inputs were embedded"));
+        }
         let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
         let batch = setup.model.tokenize(&refs).map_err(|e| ApiError::bad_request(e.to_string()))?;
         out.tokens += batch.ids.iter().map(Vec::len).sum::<usize>();

@@ -474,7 +474,8 @@ async fn embeddings_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
     Metrics::add(&state.metrics.queue_length, 1);
-    if let Err(e) = embedder.jobs.try_send(EmbeddingJob { texts, reply }) {
+    let deadline = Instant::now() + state.options.request_timeout;
+    if let Err(e) = embedder.jobs.try_send(EmbeddingJob { texts, reply, deadline }) {
         Metrics::sub_queue(&state.metrics);
         return Err(match e {
             TrySendError::Full(_) => ApiError::queue_full(state.options.queue),

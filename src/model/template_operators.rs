@@ -111,29 +111,59 @@ pub fn rewrite_template(template: &str, syntax: minijinja::syntax::SyntaxConfig)
     Ok(out)
 }
 
-/// The most operators one tag (`{{ }}` or `{% %}`) may hold.
+/// The deepest a template may nest: operators in one tag (`{{ }}` or
+/// `{% %}`) plus the blocks open around it, each `elif` counting as one
+/// more level of its `if`.
 ///
-/// minijinja builds `x.a.a.a…`, `1 + 1 + …`, `x or x or …` and `x|f|f…`
-/// as a chain of nested nodes without recursing, then its compiler, this
-/// module's visitor and the tree's drop recurse once per node: 10,000 of them
+/// minijinja builds `x.a.a.a…`, `1 + 1 + …`, `x or x or …`, `x|f|f…` and
+/// a chain of `elif`s as nested nodes without recursing (its guard counts
+/// parentheses and blocks), then its compiler, this module's visitor and
+/// the tree's drop recurse once per node: 10,000 of them, or 2,000 `elif`s,
 /// overflowed a 2 MiB thread's stack (`gantry serve` loads on one), an
-/// abort no error can report; and a chain of unary `-` recursed in the
-/// parser itself. Each operator adds at most one level, so a bound on the
-/// operators of a tag bounds the depth of its expression. Real templates'
-/// largest tags hold a few dozen.
-pub const MAX_OPERATORS_PER_TAG: usize = 1000;
+/// abort no error can report; a chain of unary `-` recursed in the parser
+/// itself. Each operator and block adds at most one level, so this bound
+/// bounds the tree's depth. Real templates' deepest tags hold a few dozen.
+pub const MAX_TEMPLATE_NESTING: usize = 1000;
 
-/// `Err` naming the line of the first tag with more than
-/// [`MAX_OPERATORS_PER_TAG`] operators (tokens that nest an expression:
+/// Blocks that nest their body (an `if`'s `elif`s nest further).
+const NESTING_BLOCKS: &[&str] = &["if", "for", "macro", "call", "filter", "with", "autoescape", "block"];
+
+/// `Err` naming the line where the template first nests deeper than
+/// [`MAX_TEMPLATE_NESTING`] (operators: tokens that nest an expression, as
 /// operators, brackets, `.`, `|`, `and`, `or`, `not`, `is`, `if`, `in`).
 fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<(), String> {
     use minijinja::machinery::Token;
+    // Levels each open block adds (an `if` one more per `elif`).
+    let mut blocks: Vec<usize> = Vec::new();
+    let mut open_levels = 0usize;
     let mut in_tag = 0usize;
+    // The first word of a `{% %}` tag names its statement.
+    let mut statement_next = false;
     for token in minijinja::machinery::tokenize(template, false, syntax) {
         // A token the lexer refuses is left to the parser, whose message names it.
         let Ok((token, span)) = token else { return Ok(()) };
+        if std::mem::take(&mut statement_next)
+            && let Token::Ident(word) = token
+        {
+            if NESTING_BLOCKS.contains(&word) {
+                blocks.push(1);
+                open_levels += 1;
+            } else if word == "elif" {
+                if let Some(levels) = blocks.last_mut() {
+                    *levels += 1;
+                    open_levels += 1;
+                }
+            } else if word.starts_with("end") {
+                open_levels -= blocks.pop().unwrap_or(0);
+            }
+        }
         let nests = match token {
-            Token::VariableStart | Token::BlockStart | Token::VariableEnd | Token::BlockEnd => {
+            Token::BlockStart => {
+                statement_next = true;
+                in_tag = 0;
+                false
+            }
+            Token::VariableStart | Token::VariableEnd | Token::BlockEnd => {
                 in_tag = 0;
                 false
             }
@@ -160,9 +190,10 @@ fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig
             _ => false,
         };
         in_tag += usize::from(nests);
-        if in_tag > MAX_OPERATORS_PER_TAG {
+        if in_tag + open_levels > MAX_TEMPLATE_NESTING {
             return Err(format!(
-                "an expression of more than {MAX_OPERATORS_PER_TAG} operators at line {} (too deeply nested to compile)",
+                "it nests more than {MAX_TEMPLATE_NESTING} deep at line {} (operators of one expression, \
+                 blocks and elifs around it: too deep to compile)",
                 span.start_line
             ));
         }
@@ -587,22 +618,31 @@ pub fn add(state: &State, left: Value, right: Value) -> Result<Value, JinjaError
 /// times) is small to hold but 2^30 values to write out; minijinja writes
 /// it out first and charges after.
 fn walk_within_fuel(state: &State, value: &Value) -> Result<u64, JinjaError> {
+    walk_indented_within_fuel(state, value, 0)
+}
+
+/// [`walk_within_fuel`], counting for each value the `indent` spaces a
+/// level that `tojson(indent=…)` writes before it (and its line's end):
+/// `range(50000)|list|tojson(indent=100000)` is 5 GB of spaces.
+fn walk_indented_within_fuel(state: &State, value: &Value, indent: u64) -> Result<u64, JinjaError> {
     let Some((_, remaining)) = state.fuel_levels() else { return Ok(0) };
     let mut budget = remaining.saturating_mul(64);
     let mut walked = 0u64;
-    let mut pending = vec![value.clone()];
-    while let Some(v) = pending.pop() {
-        let cost = 8 + v.as_str().map_or(0, str::len) as u64;
+    let mut pending = vec![(value.clone(), 0u64)];
+    while let Some((v, depth)) = pending.pop() {
+        let text = v.as_str().map_or(0, str::len) as u64;
+        let layout = if indent == 0 { 0 } else { indent.saturating_mul(depth).saturating_add(1) };
+        let cost = layout.saturating_add(8 + text);
         budget = budget.checked_sub(cost).ok_or_else(|| JinjaError::from(ErrorKind::OutOfFuel))?;
-        walked += cost;
+        walked = walked.saturating_add(cost);
         match v.kind() {
             ValueKind::Map => {
                 for key in v.try_iter()? {
-                    pending.push(v.get_item(&key)?);
-                    pending.push(key);
+                    pending.push((v.get_item(&key)?, depth + 1));
+                    pending.push((key, depth + 1));
                 }
             }
-            ValueKind::Seq | ValueKind::Iterable => pending.extend(v.try_iter()?),
+            ValueKind::Seq | ValueKind::Iterable => pending.extend(v.try_iter()?.map(|item| (item, depth + 1))),
             _ => {}
         }
     }
@@ -626,7 +666,10 @@ pub fn tojson(
     indent: Option<Value>,
     args: minijinja::value::Kwargs,
 ) -> Result<Value, JinjaError> {
-    walk_within_fuel(state, value)?;
+    // minijinja's `indent` is a number of spaces (or none).
+    let given = indent.clone().or_else(|| args.peek::<Option<Value>>("indent").ok().flatten());
+    let spaces = given.and_then(|i| u64::try_from(i).ok()).unwrap_or(0);
+    walk_indented_within_fuel(state, value, spaces)?;
     let json = minijinja::filters::tojson(value, indent, args)?;
     state.consume_fuel(json.len().unwrap_or(0) as u64 / 4)?;
     Ok(json)
@@ -773,13 +816,24 @@ mod tests {
             let deep = format!("\n\n{{{{ {head}{} 1 }}}}", link.repeat(100_000));
             let deep = if head.is_empty() { deep } else { deep.replace(" 1 }}", " }}") };
             let error = ChatTemplate::new("test", &deep, "", "").unwrap_err().to_string();
-            assert!(error.contains("more than 1000 operators at line 3"), "{link}: {error}");
+            assert!(error.contains("more than 1000 deep at line 3"), "{link}: {error}");
         }
+        // Chains across tags: `elif`s, ternaries, calls of calls.
+        let elifs = format!("{{% if a %}}{}{{% endif %}}", "{% elif a %}".repeat(5000));
+        let ternaries = format!("{{{{ x{} }}}}", " if x else x".repeat(5000));
+        let calls = format!("{{{{ x{} }}}}", "()".repeat(5000));
+        for deep in [elifs, ternaries, calls] {
+            let error = ChatTemplate::new("test", &deep, "", "").unwrap_err().to_string();
+            assert!(error.contains("more than 1000 deep"), "{error}");
+        }
+        // Blocks closed again do not count on: a thousand `if`s one after another.
+        let flat = "{% if false %}{% elif true %}x{% endif %}".repeat(1000);
+        assert_eq!(render(&flat).unwrap(), "x".repeat(1000));
         // Just under the bound compiles (and renders) on a 2 MiB thread, as `gantry serve` loads.
-        let template = format!("{{{{ 1{} }}}}", " + 1".repeat(MAX_OPERATORS_PER_TAG));
+        let template = format!("{{{{ 1{} }}}}", " + 1".repeat(MAX_TEMPLATE_NESTING));
         let rendered =
             std::thread::Builder::new().stack_size(2 << 20).spawn(move || render(&template)).unwrap().join().unwrap();
-        assert_eq!(rendered.unwrap(), (MAX_OPERATORS_PER_TAG + 1).to_string());
+        assert_eq!(rendered.unwrap(), (MAX_TEMPLATE_NESTING + 1).to_string());
     }
 
     #[test]
@@ -823,6 +877,8 @@ mod tests {
             "{% for i in [1, 2] %}{{ loop.changed(ns.x) }}{% endfor %}",
             // minijinja's `debug` is not there to write them out.
             "{{ debug(ns.x)|length }}",
+            // Few values, but written with 100,000 spaces a level.
+            "{{ range(50000)|list|tojson(indent=100000)|length }}",
             "{{ debug()|length }}",
         ] {
             let template = format!("{nests}{read}");

@@ -150,6 +150,11 @@ fn run_inner(args: &ChatArgs) -> Result<(), Error> {
         let prompt = template.render(&messages, true)?;
         let add_bos = !bos_text.as_deref().is_some_and(|b| !b.is_empty() && prompt.starts_with(b));
         let tokens = tok.encode(&prompt, add_bos, true)?;
+        if tokens.is_empty() {
+            return Err(Error::Model(
+                "the chat template rendered an empty prompt for this conversation (nothing to run)".into(),
+            ));
+        }
         // Only what differs from the cache is run.
         let keep = cached.iter().zip(&tokens).take_while(|(a, b)| a == b).count().min(tokens.len() - 1);
         session.truncate_seq(0, keep);

@@ -41,9 +41,9 @@ pub struct RpcServerArgs {
     /// Threads of the CPU backend (default: every core).
     #[arg(long, short)]
     pub threads: Option<usize>,
-    /// Most clients connected at once.
-    #[arg(long, default_value_t = 16)]
-    pub max_clients: usize,
+    /// Most clients connected at once (1 to 65,536).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_clients: u32,
     /// A client silent for this long is gone (milliseconds).
     #[arg(long, default_value_t = 10_000)]
     pub idle_timeout_ms: u64,
@@ -225,7 +225,7 @@ fn start(args: &RpcServerArgs) -> gantry::Result<RunningServer> {
         listen: args.listen,
         identity,
         times: TransportTimes { idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(100)) },
-        max_clients: args.max_clients,
+        max_clients: args.max_clients as usize,
         worker_threads: 2,
     };
     let server = RunningServer::start(config, state)?;
