@@ -473,3 +473,29 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
     assert!(status == 200 && body.contains("chat.completion"), "{status} {body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An embeddings request past `--timeout` gets 504 and stops at its next
+/// batch: the small request behind it is answered within seconds (the
+/// thread used to compute every batch of the timed-out one first).
+#[test]
+fn a_timed_out_embeddings_request_does_not_hold_the_ones_behind_it() {
+    let dir = match gantry::model::fetch::minilm_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED: all-MiniLM-L6-v2 could not be fetched: {e}");
+            return;
+        }
+    };
+    let server = Server::start(&["--embedding-model", dir.to_str().expect("utf-8 path"), "--timeout", "5"]);
+    // 2,048 inputs of about 300 tokens: 64 batches, far past five seconds.
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(33);
+    let inputs: Vec<String> = (0..2048).map(|i| format!("\"{i} {long}\"")).collect();
+    let big = format!(r#"{{"input":[{}]}}"#, inputs.join(","));
+    let started = Instant::now();
+    let (status, body) = server.post("/v1/embeddings", &big, false);
+    assert_eq!(status, 504, "{body}");
+    let (status, body) = server.post("/v1/embeddings", r#"{"input":"hi"}"#, false);
+    assert_eq!(status, 200, "{body}");
+    // Five seconds for the timeout, at most a batch of the big one, the small one.
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+}
