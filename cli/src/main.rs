@@ -63,7 +63,10 @@ impl Command {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => return cli::broken_pipe::parse_error_exit(&e),
+    };
     cli::logging::init();
     // The servers keep SIGPIPE ignored: a client hanging up is an error on its connection.
     if !args.command.as_ref().is_some_and(Command::is_server) {

@@ -50,9 +50,12 @@ pub async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let mut builder = hyper::server::conn::http1::Builder::new();
-        // A client may shut its write side once the request is sent and wait
-        // for the reply (`nc -N`, some scripts): answer it rather than close.
-        builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true).half_close(true);
+        // A client that closes its side is gone: hyper notices the end of its
+        // input while a reply is being computed and drops the request, which
+        // cancels its generation. (Half-closed requests, `nc -N`, are
+        // therefore not answered: allowing them hid every disconnect of a
+        // request that is not streamed until its reply was written.)
+        builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true).half_close(false);
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {

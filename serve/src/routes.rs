@@ -277,21 +277,31 @@ struct Collected {
 /// grammar compile, CPU-bound and bounded (the template's fuel, the body's
 /// size) but possibly seconds long. It runs on tokio's blocking threads, so
 /// that it never holds one of the two HTTP workers (`/health` and every
-/// other request stay answered), and the request that `arrived` waits for it
-/// until its `--timeout` runs out: past that it is answered 504 while the
-/// work runs out.
+/// other request stay answered), at most one per core at once (the others
+/// wait their turn), and the request that `arrived` waits for it until its
+/// `--timeout` runs out: past that it is answered 504 while the work runs
+/// out.
 async fn off_the_runtime<T: Send + 'static>(
     state: &Arc<AppState>,
     arrived: Instant,
     work: impl FnOnce(&ServedDecoder) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
+    let timeout = state.options.request_timeout;
+    let deadline = tokio::time::Instant::from_std(arrived) + timeout;
+    // A preparation's turn (one per core at once), waited for within the timeout.
+    let permit = match tokio::time::timeout_at(deadline, Arc::clone(&state.preparing).acquire_owned()).await {
+        Ok(Ok(permit)) => permit,
+        Ok(Err(_)) => return Err(ApiError::unavailable("the server is shutting down")),
+        Err(_) => return Err(ApiError::timed_out(timeout.as_secs_f64())),
+    };
     let shared = Arc::clone(state);
     let task = tokio::task::spawn_blocking(move || {
+        // Held until the work ends, even once its request has timed out.
+        let _permit = permit;
         let decoder = shared.decoder.get().ok_or_else(|| ApiError::unavailable("the model is loading"))?;
         work(decoder)
     });
-    let timeout = state.options.request_timeout;
-    match tokio::time::timeout_at(tokio::time::Instant::from_std(arrived) + timeout, task).await {
+    match tokio::time::timeout_at(deadline, task).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) => Err(ApiError::internal(format!("preparing the request failed: {e}"))),
         Err(_) => Err(ApiError::timed_out(timeout.as_secs_f64())),

@@ -56,6 +56,11 @@ pub struct AppState {
     pub draining: Arc<AtomicBool>,
     /// Makes reply ids unique.
     pub serial: AtomicU64,
+    /// Requests' preparations (template renders, tokenizations, grammar
+    /// compiles) that may run at once: one per core, so that many requests
+    /// with large schemas wait (within their `--timeout`) instead of each
+    /// taking a thread and its memory.
+    pub preparing: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -69,6 +74,9 @@ impl AppState {
             ready: AtomicBool::new(false),
             draining: Arc::new(AtomicBool::new(false)),
             serial: AtomicU64::new(0),
+            preparing: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            )),
         }
     }
 

@@ -61,12 +61,22 @@ fn authority_params() -> CertificateParams {
     params
 }
 
+/// The longest common name X.509 allows (`ub-common-name`).
+const MAX_COMMON_NAME: usize = 64;
+
 fn leaf(
     issuer: &Issuer<'_, &KeyPair>,
     common_name: &str,
     alt_names: &[String],
     usage: ExtendedKeyUsagePurpose,
 ) -> Result<PemPair> {
+    // A longer name makes a certificate no verifier reads.
+    if common_name.chars().count() > MAX_COMMON_NAME {
+        return Err(Error::Unsupported(format!(
+            "the name {:?}… is longer than the {MAX_COMMON_NAME} characters a certificate's common name may have",
+            common_name.chars().take(16).collect::<String>()
+        )));
+    }
     let key = KeyPair::generate().map_err(|e| cert_error("key", e))?;
     let mut params = CertificateParams::new(alt_names.to_vec()).map_err(|e| cert_error("names", e))?;
     params.distinguished_name = DistinguishedName::new();

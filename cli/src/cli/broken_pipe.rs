@@ -105,3 +105,18 @@ pub fn exit_status(error: &gantry::Error) -> (std::process::ExitCode, bool) {
         _ => (std::process::ExitCode::FAILURE, true),
     }
 }
+
+/// What clap's own printing ends with: `--help` and `--version` on
+/// standard output, usage errors on standard error (status 2), as
+/// `Parser::parse` does, except that help that cannot be written (a full
+/// disk) is status 1 with the error rather than a silent 0.
+pub fn parse_error_exit(error: &clap::Error) -> std::process::ExitCode {
+    match error.print() {
+        Ok(()) => std::process::ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2)),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::from(BROKEN_PIPE_STATUS as u8),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "gantry: writing to standard output: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -212,7 +212,7 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
             .unwrap();
         assert_error(&out, &["writing the reply to standard output"]);
         // The printing commands too: `println!`'s failure is an error, not a panic; the ops report is checked.
-        for args in [&["devices"][..], &["test-ops", "--op", "ADD"]] {
+        for args in [&["devices"][..], &["test-ops", "--op", "ADD"], &["--help"], &["serve", "--help"]] {
             let full = std::fs::File::options().write(true).open("/dev/full").unwrap();
             let out = Command::new(env!("CARGO_BIN_EXE_gantry")).args(args).stdout(full).output().unwrap();
             assert_error(&out, &["writing", "standard output", "No space left on device"]);
@@ -242,6 +242,9 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
     assert_error(&out, &["ca.pem", "does not belong to the authority certificate"]);
     assert!(!b.join("x.pem").exists(), "a certificate no server accepts was written");
     assert!(certs(&["--out", a.to_str().unwrap(), "--add-client", "x"]).status.success());
+    let long = "x".repeat(66_000);
+    let out = certs(&["--out", a.to_str().unwrap(), "--add-client", &long]);
+    assert_error(&out, &["longer than the 64 characters"]);
     let out = certs(&["--out", temp_path("pki-c").to_str().unwrap(), "--hosts", "localhost,a b"]);
     assert_error(&out, &["\"a b\" is neither a DNS name nor an IP address"]);
 }
