@@ -133,12 +133,15 @@ const NESTING_BLOCKS: &[&str] = &["if", "for", "macro", "call", "filter", "with"
 /// operators, brackets, `.`, `|`, `and`, `or`, `not`, `is`, `if`, `in`).
 fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<(), String> {
     use minijinja::machinery::Token;
-    // Levels each open block adds (an `if` one more per `elif`).
-    let mut blocks: Vec<usize> = Vec::new();
+    // Each open block: its keyword and the levels it adds (an `if` one more
+    // per `elif`). An `end…` closes only a block of its own keyword.
+    let mut blocks: Vec<(&str, usize)> = Vec::new();
     let mut open_levels = 0usize;
     let mut in_tag = 0usize;
     // The first word of a `{% %}` tag names its statement.
     let mut statement_next = false;
+    // A `{% set x %}` without `=` opens a block (up to `{% endset %}`).
+    let mut set_block = false;
     for token in minijinja::machinery::tokenize(template, false, syntax) {
         // A token the lexer refuses is left to the parser, whose message names it.
         let Ok((token, span)) = token else { return Ok(()) };
@@ -146,15 +149,19 @@ fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig
             && let Token::Ident(word) = token
         {
             if NESTING_BLOCKS.contains(&word) {
-                blocks.push(1);
+                blocks.push((word, 1));
                 open_levels += 1;
+            } else if word == "set" {
+                set_block = true;
             } else if word == "elif" {
-                if let Some(levels) = blocks.last_mut() {
+                if let Some((_, levels)) = blocks.last_mut().filter(|(kind, _)| *kind == "if") {
                     *levels += 1;
                     open_levels += 1;
                 }
-            } else if word.starts_with("end") {
-                open_levels -= blocks.pop().unwrap_or(0);
+            } else if let Some(kind) = word.strip_prefix("end")
+                && blocks.last().is_some_and(|(open, _)| *open == kind)
+            {
+                open_levels -= blocks.pop().map_or(0, |(_, levels)| levels);
             }
         }
         let nests = match token {
@@ -163,7 +170,19 @@ fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig
                 in_tag = 0;
                 false
             }
-            Token::VariableStart | Token::VariableEnd | Token::BlockEnd => {
+            Token::Assign => {
+                set_block = false;
+                false
+            }
+            Token::BlockEnd => {
+                if std::mem::take(&mut set_block) {
+                    blocks.push(("set", 1));
+                    open_levels += 1;
+                }
+                in_tag = 0;
+                false
+            }
+            Token::VariableStart | Token::VariableEnd => {
                 in_tag = 0;
                 false
             }
@@ -826,6 +845,10 @@ mod tests {
             let error = ChatTemplate::new("test", &deep, "", "").unwrap_err().to_string();
             assert!(error.contains("more than 1000 deep"), "{error}");
         }
+        // A block `set` inside an `if` does not end the `if`'s count.
+        let hidden = format!("{{% if a %}}{{% set x %}}y{{% endset %}}{}{{% endif %}}", "{% elif a %}".repeat(5000));
+        let error = ChatTemplate::new("test", &hidden, "", "").unwrap_err().to_string();
+        assert!(error.contains("more than 1000 deep"), "{error}");
         // Blocks closed again do not count on: a thousand `if`s one after another.
         let flat = "{% if false %}{% elif true %}x{% endif %}".repeat(1000);
         assert_eq!(render(&flat).unwrap(), "x".repeat(1000));
