@@ -50,28 +50,13 @@ enum Command {
     RpcCerts(cli::rpc_certs::RpcCertsArgs),
 }
 
-impl Command {
-    /// Whether the command serves clients over sockets.
-    fn is_server(&self) -> bool {
-        match self {
-            Command::Serve(_) => true,
-            #[cfg(feature = "remote")]
-            Command::RpcServer(_) => true,
-            _ => false,
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) => return cli::broken_pipe::parse_error_exit(&e),
     };
     cli::logging::init();
-    // The servers keep SIGPIPE ignored: a client hanging up is an error on its connection.
-    if !args.command.as_ref().is_some_and(Command::is_server) {
-        cli::broken_pipe::end_quietly_on_broken_pipe();
-    }
+    cli::broken_pipe::end_quietly_on_broken_pipe();
     match args.command {
         Some(Command::Devices(a)) => cli::devices::run(&a),
         Some(Command::Run(a)) => cli::run::run(&a),

@@ -35,6 +35,12 @@ pub struct SamplingFields {
     #[serde(default)]
     ignore_eos: bool,
     response_format: Option<Value>,
+    /// Fields that would change the reply and are not implemented: refused
+    /// rather than ignored (OpenAI's `logit_bias`, llama-server's `grammar`
+    /// and top-level `json_schema`).
+    logit_bias: Option<Value>,
+    grammar: Option<Value>,
+    json_schema: Option<Value>,
     /// Stream the reply as server-sent events.
     #[serde(default)]
     pub stream: bool,
@@ -139,6 +145,25 @@ impl SamplingFields {
 
     /// The checked settings; `max_tokens_cap` is the server's `--max-tokens`.
     pub fn params(&self, max_tokens_cap: usize, logprobs: Option<usize>) -> Result<GenerationParams, ApiError> {
+        let given = |v: &Option<Value>| match v {
+            None | Some(Value::Null) => false,
+            Some(Value::Object(m)) => !m.is_empty(),
+            Some(Value::String(t)) => !t.is_empty(),
+            Some(_) => true,
+        };
+        if given(&self.logit_bias) {
+            return Err(ApiError::bad_request("`logit_bias` is not supported by this server"));
+        }
+        if given(&self.grammar) {
+            return Err(ApiError::bad_request(
+                "`grammar` (GBNF) is not supported: use `response_format` with a JSON schema",
+            ));
+        }
+        if given(&self.json_schema) {
+            return Err(ApiError::bad_request(
+                "a top-level `json_schema` is not supported: use `response_format: {\"type\": \"json_schema\", ...}`",
+            ));
+        }
         if let Some(n) = self.n
             && n != 1
         {
@@ -343,6 +368,22 @@ mod tests {
 
     fn chat(body: &str) -> ChatRequest {
         parse(body.as_bytes()).expect("valid")
+    }
+
+    #[test]
+    fn fields_that_would_change_the_reply_are_refused_not_ignored() {
+        for (field, says) in [
+            (r#""logit_bias":{"1000":100}"#, "logit_bias"),
+            (r#""grammar":"root ::= \"a\"""#, "grammar"),
+            (r#""json_schema":{"type":"integer"}"#, "json_schema"),
+        ] {
+            let r = chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],{field}}}"#));
+            let e = r.sampling.params(100, None).expect_err(field);
+            assert!(e.message.contains(says), "{e}");
+        }
+        // Empty ones change nothing.
+        let r = chat(r#"{"messages":[{"role":"user","content":"hi"}],"logit_bias":{},"grammar":""}"#);
+        r.sampling.params(100, None).expect("empty");
     }
 
     #[test]

@@ -155,6 +155,9 @@ impl ChatTemplate {
         // minijinja's `debug` writes out its argument (or the whole context)
         // without fuel; no chat template needs it.
         env.remove_global("debug");
+        // `pprint` indents by depth and did cubic work on deep data before
+        // any fuel was charged; no chat template uses it.
+        env.remove_filter("pprint");
         env.set_unknown_method_callback(python_method);
         // minijinja's lazy `+` and `chain` copy sequences without fuel once
         // they nest: both are replaced by eager ones that pay per item.

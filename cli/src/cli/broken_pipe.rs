@@ -4,13 +4,15 @@
 //! pipe").
 //!
 //! Rust ignores `SIGPIPE`, so a write to a closed pipe is an error, which
-//! `println!` raises as a panic. The printing commands install a panic hook
-//! that ends the process with status 141 (128 + SIGPIPE, what a shell shows
-//! for a tool ended by the signal) for that panic alone, ends one that
-//! failed otherwise (a full disk, `> /dev/full`) with status 1 and the
-//! error, and hands every other panic to the default hook. The servers (`serve`, `rpc-server`)
-//! print little and keep the default: a client that hangs up is an error on
-//! its connection there.
+//! `println!` raises as a panic. Every command installs a panic hook that
+//! ends the process with status 141 (128 + SIGPIPE, what a shell shows for
+//! a tool ended by the signal) for that panic alone, ends one that failed
+//! otherwise (a full disk, `> /dev/full`) with status 1 and the error, ends
+//! one on standard error with status 1 (nothing left to say why), and
+//! hands every other panic to the default hook. (The servers print nothing
+//! to standard output; their clients' sockets do not go through it.) A
+//! closed standard output (`>&-`) cannot be told from `> /dev/null`: Rust
+//! reopens a closed standard descriptor on `/dev/null` before `main`.
 
 use std::io::Write;
 
@@ -27,6 +29,10 @@ pub fn end_quietly_on_broken_pipe() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
+        if message.starts_with("failed printing to stderr") {
+            // Nowhere left to say why: status 1, quietly.
+            std::process::exit(1);
+        }
         if message.starts_with("failed printing to stdout") {
             if message.contains("Broken pipe") {
                 std::process::exit(BROKEN_PIPE_STATUS);

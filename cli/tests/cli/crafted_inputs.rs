@@ -218,6 +218,15 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
             assert_error(&out, &["writing", "standard output", "No space left on device"]);
         }
     }
+    // Standard error on a full disk: status 1 (nothing left to say why), not a panic's 101.
+    if let Ok(full) = std::fs::File::options().write(true).open("/dev/full") {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["run", "-p", "a", "--backends", "cpu", "--model", "/nonexistent.gguf"])
+            .stderr(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_gantry")).args(["test-ops", "--op", "ADD,NOPE"]).output().unwrap();
     assert_error(&out, &["--op NOPE", "MUL_MAT"]);
     let out = Command::new(env!("CARGO_BIN_EXE_gantry"))

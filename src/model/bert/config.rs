@@ -38,6 +38,13 @@ pub struct BertConfig {
     /// config asking for them is refused, not run as absolute).
     #[serde(default = "default_position_embedding_type")]
     pub position_embedding_type: String,
+    /// Whether attention is causal (`true` is refused: Gantry's encoder
+    /// attends both ways).
+    #[serde(default)]
+    pub is_decoder: bool,
+    /// Whether layers attend to an encoder's output (`true` is refused).
+    #[serde(default)]
+    pub add_cross_attention: bool,
 }
 
 fn default_position_embedding_type() -> String {
@@ -72,6 +79,10 @@ impl BertConfig {
         let cfg: BertConfig = serde_json::from_str(text).map_err(|e| bad(format!("not a BERT config: {e}")))?;
         if cfg.model_type != "bert" {
             return Err(bad(format!("model_type {:?} is not supported (supported: bert)", cfg.model_type)));
+        }
+        if cfg.is_decoder || cfg.add_cross_attention {
+            let key = if cfg.is_decoder { "is_decoder" } else { "add_cross_attention" };
+            return Err(bad(format!("{key} is true: Gantry's encoder attends both ways, without cross-attention")));
         }
         if cfg.position_embedding_type != "absolute" {
             return Err(bad(format!(
@@ -141,6 +152,8 @@ mod tests {
             (good.replace("\"vocab_size\": 10,", ""), "vocab_size"),
             (good.replace('}', ", \"hidden_act\": \"relu\"}"), "hidden_act"),
             (good.replace('}', ", \"position_embedding_type\": \"relative_key_query\"}"), "position_embedding_type"),
+            (good.replace('}', ", \"is_decoder\": true}"), "is_decoder"),
+            (good.replace('}', ", \"add_cross_attention\": true}"), "add_cross_attention"),
             ("{ not json".into(), "not a BERT config"),
             // Sizes that would size a `Vec` or a loop before any tensor is read.
             (

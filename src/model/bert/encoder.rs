@@ -56,6 +56,7 @@ impl BertModel {
         let dir = dir.as_ref();
         let path = |f: &str| -> PathBuf { dir.join(f) };
         let config = BertConfig::from_file(&path("config.json"))?;
+        super::modules::check_modules(dir)?;
         let tokenizer = load_tokenizer(&path("tokenizer.json"), &config)?;
         let weights = path("model.safetensors");
         let file = if mmap { SafetensorsFile::open(weights)? } else { SafetensorsFile::read(weights)? };

@@ -10,6 +10,7 @@
 mod config;
 mod encoder;
 mod graph;
+mod modules;
 mod weights;
 
 pub use config::BertConfig;

@@ -1,0 +1,145 @@
+//! A sentence-transformers folder's own description of its pipeline
+//! (`modules.json`, and the pooling module's `config.json`), checked
+//! against what Gantry computes: the encoder, mean pooling over the
+//! sentence's tokens, L2 normalisation. A folder asking for more (a `Dense`
+//! projection, CLS or max pooling, as BAAI's bge models do) would otherwise
+//! be embedded the plain way with exit status 0: a silently wrong answer.
+//! A folder without these files (a plain BERT) is embedded as before.
+
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// The module types Gantry's pipeline computes.
+const SUPPORTED_MODULES: &[&str] = &[
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.models.Normalize",
+];
+
+/// The pooling modes of sentence-transformers' `Pooling` config: only the
+/// mean may be on.
+const OTHER_POOLING_MODES: &[&str] = &[
+    "pooling_mode_cls_token",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+];
+
+/// The most bytes a module description may have.
+const MAX_DESCRIPTION_BYTES: u64 = 1 << 20;
+
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let bytes = gantry_engine::read_small_file(path, MAX_DESCRIPTION_BYTES)
+        .map_err(|source| Error::Io { context: format!("reading {}", path.display()), source })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Error::InvalidModel { file: path.display().to_string(), reason: format!("not JSON: {e}") })
+}
+
+/// `Err` naming the file and the module or key when the folder `dir`
+/// describes a pipeline other than Gantry's; `Ok` when it describes none.
+pub(crate) fn check_modules(dir: &Path) -> Result<()> {
+    let modules = dir.join("modules.json");
+    let mut pooling_dirs = Vec::new();
+    if modules.exists() {
+        let file = modules.display().to_string();
+        let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
+        let json = read_json(&modules)?;
+        let list = json.as_array().ok_or_else(|| bad("not a list of modules".into()))?;
+        for module in list {
+            let kind = module.get("type").and_then(serde_json::Value::as_str).unwrap_or_default();
+            if !SUPPORTED_MODULES.contains(&kind) {
+                return Err(bad(format!(
+                    "module {kind:?} is not supported: Gantry embeds with the encoder, mean pooling and L2 \
+                     normalisation only"
+                )));
+            }
+            if kind.ends_with(".Pooling") {
+                let sub = module.get("path").and_then(serde_json::Value::as_str).unwrap_or_default();
+                // A module's folder is a plain name inside the model's folder.
+                if sub.is_empty() || sub.contains(['/', '\\']) || sub == ".." || sub == "." {
+                    return Err(bad(format!("the pooling module's path {sub:?} is not a folder name")));
+                }
+                pooling_dirs.push(sub.to_owned());
+            }
+        }
+    } else if dir.join("1_Pooling").is_dir() {
+        pooling_dirs.push("1_Pooling".into());
+    }
+    for sub in pooling_dirs {
+        let path = dir.join(sub).join("config.json");
+        if !path.exists() {
+            continue;
+        }
+        let file = path.display().to_string();
+        let json = read_json(&path)?;
+        let on = |key: &str| json.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
+        if !on("pooling_mode_mean_tokens") {
+            return Err(Error::InvalidModel {
+                file,
+                reason: "pooling_mode_mean_tokens is not true: Gantry pools by the mean only".into(),
+            });
+        }
+        if let Some(other) = OTHER_POOLING_MODES.iter().find(|k| on(k)) {
+            return Err(Error::InvalidModel {
+                file,
+                reason: format!("{other} is true: Gantry pools by the mean only"),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("gantry-bert-modules-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, text) in files {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    const MODULES: &str = r#"[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]"#;
+    const MEAN: &str = r#"{"word_embedding_dimension": 384, "pooling_mode_cls_token": false,
+        "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false}"#;
+
+    #[test]
+    fn gantrys_pipeline_is_accepted_and_any_other_refused_by_file() {
+        // all-MiniLM-L6-v2's own description, and a plain folder.
+        check_modules(&folder("minilm", &[("modules.json", MODULES), ("1_Pooling/config.json", MEAN)])).unwrap();
+        check_modules(&folder("plain", &[])).unwrap();
+        let cls = MEAN.replace("\"pooling_mode_cls_token\": false", "\"pooling_mode_cls_token\": true");
+        let cls = cls.replace("\"pooling_mode_mean_tokens\": true", "\"pooling_mode_mean_tokens\": false");
+        let dense = MODULES.replace(
+            "2_Normalize\", \"type\": \"sentence_transformers.models.Normalize",
+            "2_Dense\", \"type\": \"sentence_transformers.models.Dense",
+        );
+        for (name, files, says) in [
+            (
+                "cls",
+                vec![("modules.json", MODULES), ("1_Pooling/config.json", cls.as_str())],
+                "pooling_mode_mean_tokens",
+            ),
+            ("cls-alone", vec![("1_Pooling/config.json", cls.as_str())], "pooling_mode_mean_tokens"),
+            ("dense", vec![("modules.json", dense.as_str())], "Dense"),
+            (
+                "escape",
+                vec![("modules.json", r#"[{"type": "sentence_transformers.models.Pooling", "path": "../x"}]"#)],
+                "not a folder name",
+            ),
+        ] {
+            let e = check_modules(&folder(name, &files)).unwrap_err().to_string();
+            assert!(e.contains(says), "{name}: {e}");
+        }
+    }
+}
