@@ -94,7 +94,7 @@ const GLOBAL_FUNCTIONS: &[&str] = &["dict", "namespace", "raise_exception", "ran
 /// alone. `Err` with minijinja's message when the template does not parse
 /// (compiling it would say the same).
 pub fn rewrite_template(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<String, String> {
-    check_operator_counts(template, syntax.clone())?;
+    check_nesting(template, syntax.clone())?;
     let parsed = minijinja::machinery::parse(template, "chat", syntax).map_err(|e| e.to_string())?;
     let mut rewriter = Rewriter { template, edits: Vec::new(), error: None };
     visit_stmt(&parsed, &mut rewriter);
@@ -131,7 +131,7 @@ const NESTING_BLOCKS: &[&str] = &["if", "for", "macro", "call", "filter", "with"
 /// `Err` naming the line where the template first nests deeper than
 /// [`MAX_TEMPLATE_NESTING`] (operators: tokens that nest an expression, as
 /// operators, brackets, `.`, `|`, `and`, `or`, `not`, `is`, `if`, `in`).
-fn check_operator_counts(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<(), String> {
+fn check_nesting(template: &str, syntax: minijinja::syntax::SyntaxConfig) -> Result<(), String> {
     use minijinja::machinery::Token;
     // Each open block: its keyword and the levels it adds (an `if` one more
     // per `elif`). An `end…` closes only a block of its own keyword.
