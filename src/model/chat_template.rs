@@ -633,8 +633,8 @@ mod tests {
 
     #[test]
     fn template_files_are_regular_files() {
-        let dir = std::env::temp_dir().join(format!("gantry-chat-template-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::Builder::new().prefix("gantry-chat-template-").tempdir().unwrap();
+        let dir = scratch.path().to_owned();
         let err = ChatTemplate::from_file(&dir, "", "").unwrap_err().to_string();
         assert!(err.contains(&dir.display().to_string()) && err.contains("folder"), "{err}");
         let file = dir.join("t.jinja");

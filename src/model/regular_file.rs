@@ -46,9 +46,8 @@ mod tests {
 
     #[test]
     fn folders_and_fifos_are_refused_before_they_are_opened() {
-        let dir = std::env::temp_dir().join(format!("gantry-regular-file-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::Builder::new().prefix("gantry-regular-file-").tempdir().unwrap();
+        let dir = scratch.path().to_owned();
         let err = check_regular(&dir).unwrap_err().to_string();
         assert!(err.contains("a folder") && err.contains(&dir.display().to_string()), "{err}");
         let plain = dir.join("plain.gguf");
@@ -69,6 +68,5 @@ mod tests {
                 eprintln!("skipped the FIFO case: mkfifo is not available");
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

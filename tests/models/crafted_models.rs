@@ -59,7 +59,8 @@ fn an_empty_gguf_tensor_may_not_hide_a_huge_dimension() {
 /// past the limit are an error there too, not an abort, and its sums saturate.
 #[test]
 fn the_fit_refuses_a_huge_layer_count() {
-    let path = temp_dir("gguf").join("fit.gguf");
+    let dir = temp_dir("gguf");
+    let path = dir.join("fit.gguf");
     tiny_llama(&path, "llama", |_, _| {});
     let gguf = Gguf::open(&path).unwrap();
     let hp = DecoderHparams { n_layer: u32::MAX as usize, ..DecoderHparams::from_gguf(&gguf).unwrap() };
@@ -152,7 +153,8 @@ fn a_tiny_gemma3_whose_layers_all_slide_loads_and_runs() {
     // Two layers of the default pattern (6): both slide. Pattern 2: one of
     // each. Pattern 1: every layer global, no sliding mask.
     for (n_layer, pattern) in [(1, None), (2, None), (2, Some(2)), (2, Some(1))] {
-        let path = temp_dir("gguf").join(format!("gemma3-{n_layer}-{pattern:?}.gguf"));
+        let dir = temp_dir("gguf");
+        let path = dir.join(format!("gemma3-{n_layer}-{pattern:?}.gguf"));
         tiny_gemma3(&path, n_layer, pattern);
         let mut ctx = Context::new();
         let device = cpu();
@@ -168,7 +170,8 @@ fn a_tiny_gemma3_whose_layers_all_slide_loads_and_runs() {
 /// changes nothing (a mapped file would give SIGBUS on the next read).
 #[test]
 fn a_model_read_into_memory_runs_on_after_its_file_is_truncated() {
-    let path = temp_dir("gguf").join("no-mmap.gguf");
+    let dir = temp_dir("gguf");
+    let path = dir.join("no-mmap.gguf");
     tiny_llama(&path, "llama", |_, _| {});
     let device = cpu();
     let mut ctx = Context::new();
@@ -205,7 +208,8 @@ fn a_model_read_into_memory_runs_on_after_its_file_is_truncated() {
 #[test]
 fn weights_that_are_not_numbers_give_an_error_not_an_answer() {
     for (tensor, value) in [("blk.0.ffn_down.weight", f32::NAN), ("output_norm.weight", f32::INFINITY)] {
-        let path = temp_dir("gguf").join("not-numbers.gguf");
+        let dir = temp_dir("gguf");
+        let path = dir.join("not-numbers.gguf");
         tiny_llama_filled(&path, "llama", |_, _| {}, |name| (name == tensor).then_some(value));
         let device = cpu();
         let mut ctx = Context::new();

@@ -72,10 +72,9 @@ fn fnv1a64(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-fn temp_file(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gantry-families-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A fresh file path, the file removed when the guard drops.
+fn temp_file(name: &str) -> tempfile::TempPath {
+    tempfile::Builder::new().prefix(&format!("gantry-families-{name}-")).tempfile().unwrap().into_temp_path()
 }
 
 /// Gantry's logits at every position of the prompt, the model loaded for
@@ -127,7 +126,6 @@ fn gantry_logits_placed(
     for chunk in SEEDED_PROMPT.chunks(batch) {
         logits.extend_from_slice(s.eval(&mut ctx, chunk, LogitsFor::All).unwrap());
     }
-    std::fs::remove_file(&path).ok();
     logits
 }
 

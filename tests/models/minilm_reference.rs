@@ -114,8 +114,8 @@ fn minilm_from_f32_safetensors_matches_the_reference() {
 #[test]
 fn minilm_from_f16_safetensors_matches_the_reference() {
     let Some(dir) = model_dir() else { return };
-    let f16_dir = std::env::temp_dir().join(format!("gantry-minilm-f16-{}", std::process::id()));
-    std::fs::create_dir_all(&f16_dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("gantry-minilm-f16-").tempdir().unwrap();
+    let f16_dir = scratch.path().to_owned();
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let converted: Vec<(String, Vec<usize>, Vec<u8>)> = st
@@ -142,7 +142,6 @@ fn minilm_from_f16_safetensors_matches_the_reference() {
         std::fs::copy(dir.join(f), f16_dir.join(f)).unwrap();
     }
     let worst = check(&f16_dir, &[cpu()], Attention::Flash, "CPU, F16 weights");
-    std::fs::remove_dir_all(&f16_dir).unwrap();
     assert!(worst >= MIN_COSINE);
 }
 

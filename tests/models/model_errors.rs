@@ -5,7 +5,7 @@
 //! parse. Tiny GGUF and safetensors files are written for each case; a
 //! valid one of each loads and runs, so each error is the mutation's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gantry::backends::cpu::CpuDevice;
 use gantry::model::bert::{BertModel, Encoder, EncoderParams};
@@ -14,10 +14,25 @@ use gantry::model::gguf::{Array, GgufWriter, Value};
 use gantry::{Backend, Context, DType, Device};
 use safetensors::Dtype;
 
-pub(crate) fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gantry-model-errors-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch folder of one test, removed when it drops (pass or fail); it
+/// stands for its path.
+pub(crate) struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+pub(crate) fn temp_dir(name: &str) -> Scratch {
+    Scratch(tempfile::Builder::new().prefix(&format!("gantry-model-errors-{name}-")).tempdir().unwrap())
 }
 
 pub(crate) fn cpu() -> CpuDevice {
@@ -108,7 +123,8 @@ pub(crate) fn load_gguf_err(
     arch: &str,
     change: impl Fn(&mut Vec<(String, Vec<usize>, DType)>, &mut GgufWriter),
 ) -> (String, String) {
-    let path = temp_dir("gguf").join(format!("{name}.gguf"));
+    let dir = temp_dir("gguf");
+    let path = dir.join(format!("{name}.gguf"));
     tiny_llama(&path, arch, change);
     let mut ctx = Context::new();
     let err = match DecoderModel::load(&path, &mut ctx, &cpu(), None) {
@@ -121,7 +137,8 @@ pub(crate) fn load_gguf_err(
 
 #[test]
 fn a_valid_tiny_gguf_loads_and_runs() {
-    let path = temp_dir("gguf").join("valid.gguf");
+    let dir = temp_dir("gguf");
+    let path = dir.join("valid.gguf");
     tiny_llama(&path, "llama", |_, _| {});
     let mut ctx = Context::new();
     let device = cpu();
@@ -230,7 +247,8 @@ fn a_file_is_never_computed_without_a_part_it_has() {
         ("llama.attention.sliding_window", Value::U32(0)),
     ] {
         let window = if key == "llama.attention.sliding_window" { value.as_integer().unwrap_or(0) as u32 } else { 0 };
-        let path = temp_dir("gguf").join("keys_that_load.gguf");
+        let dir = temp_dir("gguf");
+        let path = dir.join("keys_that_load.gguf");
         tiny_llama(&path, "llama", move |_, w| {
             w.add(key, value.clone());
             w.add_f32("llama.rope.scaling.factor", 4.0);
@@ -272,7 +290,8 @@ fn as_qwen3moe(t: &mut Vec<(String, Vec<usize>, DType)>, w: &mut GgufWriter, use
 /// experts in a dense family, the old one-matrix-per-expert layout.
 #[test]
 fn mixture_of_experts_files_are_checked_by_key_and_tensor() {
-    let path = temp_dir("gguf").join("tiny_qwen3moe.gguf");
+    let dir = temp_dir("gguf");
+    let path = dir.join("tiny_qwen3moe.gguf");
     tiny_llama(&path, "qwen3moe", |t, w| as_qwen3moe(t, w, 2, 48));
     let mut ctx = Context::new();
     let model = DecoderModel::load(&path, &mut ctx, &cpu(), None).unwrap();
@@ -359,7 +378,8 @@ fn as_gpt_oss_window(t: &mut Vec<(String, Vec<usize>, DType)>, w: &mut GgufWrite
 /// gpt-oss model reads, no sinks, no window, no output matrix.
 #[test]
 fn gpt_oss_files_are_checked_by_key_and_tensor() {
-    let path = temp_dir("gguf").join("tiny_gpt_oss.gguf");
+    let dir = temp_dir("gguf");
+    let path = dir.join("tiny_gpt_oss.gguf");
     tiny_llama(&path, "gpt-oss", as_gpt_oss);
     let mut ctx = Context::new();
     let model = DecoderModel::load(&path, &mut ctx, &cpu(), None).unwrap();
@@ -494,7 +514,7 @@ pub(crate) fn load_bert_err(
     config: &str,
     tokenizer: &str,
     tensors: &[(String, Dtype, Vec<usize>)],
-) -> (String, PathBuf) {
+) -> (String, Scratch) {
     let dir = temp_dir(name);
     write_bert(&dir, config, tokenizer, tensors);
     let mut ctx = Context::new();
@@ -523,6 +543,20 @@ fn a_valid_tiny_bert_loads_and_embeds() {
         let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "unit length: {norm}");
     }
+    // An abort callback that says stop ends the batch with Aborted (polled
+    // on the CPU before the first node: nothing is computed); removed, the
+    // encoder gives the same vectors again.
+    let polls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = polls.clone();
+    encoder.set_abort_callback(Some(std::sync::Arc::new(move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        true
+    })));
+    let err = encoder.embed(&mut ctx, &batch).unwrap_err();
+    assert!(matches!(err, gantry::Error::Engine(gantry::engine::Error::Aborted)), "{err}");
+    assert!(polls.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    encoder.set_abort_callback(None);
+    assert_eq!(encoder.embed(&mut ctx, &batch).unwrap(), e);
 }
 
 #[test]
@@ -561,7 +595,8 @@ fn bert_folders_that_cannot_load_name_the_file_and_key() {
 fn tighter_loader_limits_refuse_a_file_by_name() {
     use gantry::Limits;
     use gantry::model::LoadOptions;
-    let path = temp_dir("gguf").join("limits.gguf");
+    let dir = temp_dir("gguf");
+    let path = dir.join("limits.gguf");
     tiny_llama(&path, "llama", |_, _| {});
     let load = |limits: Limits| {
         let mut ctx = Context::new();

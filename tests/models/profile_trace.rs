@@ -148,10 +148,10 @@ fn the_trace_has_a_process_per_backend_and_parses() {
     assert_eq!(node_counts(&slices).keys().map(String::as_str).collect::<Vec<_>>(), ["n3"], "the CPU's one node");
     assert!(slices.iter().any(|s| s.kind == SliceKind::Copy && s.bytes > 0));
 
-    let path = std::env::temp_dir().join(format!("gantry-profile-trace-{}.json", std::process::id()));
+    let path =
+        tempfile::Builder::new().prefix("gantry-profile-trace-").suffix(".json").tempfile().unwrap().into_temp_path();
     gantry::write_chrome_trace(&path, &slices, &profiler).unwrap();
     let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    std::fs::remove_file(&path).ok();
     let events = trace["traceEvents"].as_array().unwrap();
     let processes: BTreeMap<u64, &str> = events
         .iter()

@@ -466,8 +466,8 @@ mod tests {
 
     #[test]
     fn a_folder_in_the_variable_is_searched_for_every_version() {
-        let dir = std::env::temp_dir().join(format!("gantry-libraries-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::Builder::new().prefix("gantry-libraries-").tempdir().unwrap();
+        let dir = scratch.path().to_owned();
         for name in ["libnvrtc.so.12", "libnvrtc.so.13"] {
             std::fs::write(dir.join(name), b"").unwrap();
         }
@@ -475,6 +475,5 @@ mod tests {
         push_files_in(&mut found, CudaLibrary::Nvrtc, &dir, Origin::EnvVar);
         let majors: Vec<_> = found.iter().map(|c| c.major).collect();
         assert_eq!(majors, [Some(13), Some(12)]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -258,11 +258,9 @@ mod tests {
     }
 
     /// A scratch folder of this test's own under the system's temp folder.
-    fn scratch(tag: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("gantry-certs-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// Removed when the guard drops, pass or fail.
+    fn scratch(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new().prefix(&format!("gantry-certs-{tag}-")).tempdir().unwrap()
     }
 
     #[cfg(unix)]
@@ -275,7 +273,8 @@ mod tests {
     #[test]
     fn keys_are_owner_only_even_over_a_readable_file() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = scratch("modes");
+        let folder = scratch("modes");
+        let dir = folder.path().to_owned();
         let pki = make_pki(&["localhost".into()], "tester").unwrap();
         // Keys left readable by everyone by an earlier tool or a copy.
         for key in [files::AUTHORITY_KEY, files::SERVER_KEY, files::CLIENT_KEY] {
@@ -302,12 +301,12 @@ mod tests {
         let e = write_client(&again, &dir, "é").unwrap_err().to_string();
         assert!(e.contains("_.pem exists"), "{e}");
         assert_eq!(std::fs::read_to_string(dir.join("_.key")).unwrap(), pair.key);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_client_name_that_would_overwrite_the_authority_or_server_is_refused() {
-        let dir = scratch("names");
+        let folder = scratch("names");
+        let dir = folder.path().to_owned();
         let pki = make_pki(&["localhost".into()], "tester").unwrap();
         write_pki(&pki, &dir).unwrap();
         let pair = client_from_authority(&pki.authority.cert, &pki.authority.key, "x").unwrap();
@@ -325,6 +324,5 @@ mod tests {
                 .collect();
             assert_eq!(before, after, "{name:?} left the authority's and server's keys as they were");
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -18,11 +18,12 @@ fn model() -> Option<std::path::PathBuf> {
 #[test]
 fn bench_prints_depth_rows_the_floor_a_profile_and_a_trace() {
     let Some(path) = model() else { return };
-    let trace = std::env::temp_dir().join(format!("gantry-bench-trace-{}.json", std::process::id()));
+    let trace_file = tempfile::Builder::new().prefix("gantry-bench-trace-").suffix(".json").tempfile().unwrap();
+    let trace = trace_file.path();
     let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args(["bench", "--backends", "cpu", "-t", "2", "-p", "8", "-n", "4", "-r", "1", "-d", "0,16"])
         .args(["--profile", "--profile-tokens", "3", "--trace"])
-        .arg(&trace)
+        .arg(trace)
         .arg("--model")
         .arg(&path)
         .env("GANTRY_NO_FUSION", "0")
@@ -48,8 +49,7 @@ fn bench_prints_depth_rows_the_floor_a_profile_and_a_trace() {
     assert!(stdout.lines().any(|l| l.starts_with("| ROPE | 30 |")), "{stdout}");
     assert!(stdout.contains("profile: 2 decode tokens"), "{stdout}");
 
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
-    std::fs::remove_file(&trace).ok();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(trace).unwrap()).unwrap();
     let events = json["traceEvents"].as_array().unwrap();
     assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "CPU"), "a CPU process");
     let nodes = events.iter().filter(|e| e["ph"] == "X" && e["cat"] == "node").count();

@@ -12,10 +12,9 @@ use std::process::{Command, Output, Stdio};
 use gantry::DType;
 use gantry::model::gguf::{Array, GgufWriter};
 
-fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gantry-cli-crafted-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A scratch folder for one test, removed when it drops (pass or fail).
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("gantry-cli-crafted-").tempdir().unwrap()
 }
 
 /// A one-layer llama of width 32 and vocabulary 8 with `block_count` as given.
@@ -77,7 +76,8 @@ fn assert_error(out: &Output, want: &[&str]) {
 
 #[test]
 fn lengths_past_the_limits_on_the_command_line_are_errors() {
-    let model = temp_path("tiny.gguf");
+    let dir = scratch();
+    let model = dir.path().join("tiny.gguf");
     tiny_llama(&model, 1);
     let max = usize::MAX.to_string();
     assert_error(&gantry(&["bench", "-p", &max, "-n", "1", "-r", "1"], &model), &["-p/--n-prompt", &max]);
@@ -89,7 +89,8 @@ fn lengths_past_the_limits_on_the_command_line_are_errors() {
 
 #[test]
 fn a_huge_layer_count_with_a_budget_is_an_error_naming_the_key() {
-    let model = temp_path("blocks.gguf");
+    let dir = scratch();
+    let model = dir.path().join("blocks.gguf");
     tiny_llama(&model, u32::MAX);
     let out = gantry(&["run", "-p", "a", "-n", "1", "--budget", "cpu=1G"], &model);
     assert_error(&out, &["llama.block_count", &model.display().to_string()]);
@@ -97,9 +98,10 @@ fn a_huge_layer_count_with_a_budget_is_an_error_naming_the_key() {
 
 #[test]
 fn a_chat_template_that_loops_ends_in_an_error_naming_it() {
-    let model = temp_path("chat.gguf");
+    let dir = scratch();
+    let model = dir.path().join("chat.gguf");
     tiny_llama(&model, 1);
-    let template = temp_path("loop.jinja");
+    let template = dir.path().join("loop.jinja");
     std::fs::write(&template, "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}")
         .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
@@ -119,7 +121,8 @@ fn a_chat_template_that_loops_ends_in_an_error_naming_it() {
 
 #[test]
 fn no_mmap_gives_the_mapped_files_logits() {
-    let model = temp_path("logits.gguf");
+    let dir = scratch();
+    let model = dir.path().join("logits.gguf");
     tiny_llama(&model, 1);
     let logits = |extra: &[&str], out: &Path| {
         let mut args = vec!["logits", "-p", "abc", "-o", out.to_str().unwrap()];
@@ -128,8 +131,8 @@ fn no_mmap_gives_the_mapped_files_logits() {
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
         std::fs::read(out).unwrap()
     };
-    let mapped = logits(&[], &temp_path("mapped.bin"));
-    let read = logits(&["--no-mmap"], &temp_path("read.bin"));
+    let mapped = logits(&[], &dir.path().join("mapped.bin"));
+    let read = logits(&["--no-mmap"], &dir.path().join("read.bin"));
     assert!(!mapped.is_empty());
     assert_eq!(mapped, read);
 }
@@ -139,7 +142,8 @@ fn no_mmap_gives_the_mapped_files_logits() {
 /// line without end on standard input, and output whose reader went away.
 #[test]
 fn flags_files_and_pipes_of_the_second_pass_are_errors() {
-    let model = temp_path("tiny-second-pass.gguf");
+    let dir = scratch();
+    let model = dir.path().join("tiny-second-pass.gguf");
     tiny_llama(&model, 1);
     for (flag, value) in
         [("--temp", "NaN"), ("--temp", "-1"), ("--top-p", "inf"), ("--min-p", "2"), ("--repeat-penalty", "-3")]
@@ -166,7 +170,7 @@ fn flags_files_and_pipes_of_the_second_pass_are_errors() {
     // A chat line of 17 MiB without a newline.
     let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args(["chat", "--backends", "cpu", "-t", "1", "--chat-template"])
-        .arg(write_template("plain.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}"))
+        .arg(write_template(dir.path(), "plain.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}"))
         .arg("--model")
         .arg(&model)
         .stdin(Stdio::piped())
@@ -200,7 +204,8 @@ fn flags_files_and_pipes_of_the_second_pass_are_errors() {
 /// and hosts no client could dial are errors naming what is wrong.
 #[test]
 fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
-    let model = temp_path("tiny-third-pass.gguf");
+    let dir = scratch();
+    let model = dir.path().join("tiny-third-pass.gguf");
     tiny_llama(&model, 1);
     // A reply that cannot be written (a full disk) is an error, not status 0.
     if let Ok(full) = std::fs::File::options().write(true).open("/dev/full") {
@@ -234,14 +239,14 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
         .output()
         .unwrap();
     assert_error(&out, &["no case of the suite matches"]);
-    let bad = write_template("bad.jinja", "{% for %}");
+    let bad = write_template(dir.path(), "bad.jinja", "{% for %}");
     let out = gantry(&["run", "-p", "a", "-n", "1", "--chat-template", bad.to_str().unwrap()], &model);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("invalid model file"), "{stderr}");
 
     let certs =
         |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_gantry")).arg("rpc-certs").args(args).output().unwrap();
-    let (a, b) = (temp_path("pki-a"), temp_path("pki-b"));
+    let (a, b) = (dir.path().join("pki-a"), dir.path().join("pki-b"));
     assert!(certs(&["--out", a.to_str().unwrap()]).status.success());
     // b holds a's certificate beside another key.
     std::fs::create_dir_all(&b).unwrap();
@@ -254,12 +259,12 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
     let long = "x".repeat(66_000);
     let out = certs(&["--out", a.to_str().unwrap(), "--add-client", &long]);
     assert_error(&out, &["longer than the 64 characters"]);
-    let out = certs(&["--out", temp_path("pki-c").to_str().unwrap(), "--hosts", "localhost,a b"]);
+    let out = certs(&["--out", dir.path().join("pki-c").to_str().unwrap(), "--hosts", "localhost,a b"]);
     assert_error(&out, &["\"a b\" is neither a DNS name nor an IP address"]);
 }
 
-fn write_template(name: &str, text: &str) -> PathBuf {
-    let path = temp_path(name);
+fn write_template(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
 }

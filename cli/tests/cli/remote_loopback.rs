@@ -10,7 +10,7 @@
 #![cfg(feature = "remote")]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,11 +81,12 @@ impl Drop for Server {
     }
 }
 
-/// Certificates made now, written to a fresh directory for the servers.
-fn certificates(name: &str) -> (Pki, PathBuf) {
+/// Certificates made now, written to a fresh directory for the servers
+/// (removed when the guard drops).
+fn certificates(name: &str) -> (Pki, tempfile::TempDir) {
     let pki = loopback::test_pki().unwrap();
-    let dir = std::env::temp_dir().join(format!("gantry-remote-{name}-{}", std::process::id()));
-    write_pki(&pki, &dir).unwrap();
+    let dir = tempfile::Builder::new().prefix(&format!("gantry-remote-{name}-")).tempdir().unwrap();
+    write_pki(&pki, dir.path()).unwrap();
     (pki, dir)
 }
 
@@ -151,7 +152,7 @@ fn outputs(
 #[test]
 fn a_graph_split_over_two_servers_and_the_cpu_equals_the_cpu_with_and_without_pipeline_copies() {
     let (pki, dir) = certificates("split");
-    let (a, b) = (Server::start(&dir, 0, None), Server::start(&dir, 0, None));
+    let (a, b) = (Server::start(dir.path(), 0, None), Server::start(dir.path(), 0, None));
     let platform = connect(&pki, &[&a, &b], Duration::from_secs(20));
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1).unwrap());
     let (r0, r1) = (backend(&platform, 0), backend(&platform, 1));
@@ -178,7 +179,7 @@ fn smollm2_split_across_two_servers_meets_the_reference() {
     let r = reference().unwrap();
     let (pki, dir) = certificates("smollm2");
     // The servers hold the same file: its tensors are bound there, not sent.
-    let (a, b) = (Server::start(&dir, 0, Some(&path)), Server::start(&dir, 0, Some(&path)));
+    let (a, b) = (Server::start(dir.path(), 0, Some(&path)), Server::start(dir.path(), 0, Some(&path)));
     let platform = connect(&pki, &[&a, &b], Duration::from_secs(60));
     let cpu: Arc<dyn Backend> = Arc::new(CpuBackend::with_threads(1).unwrap());
     let backends = [backend(&platform, 0), backend(&platform, 1), cpu];
@@ -224,7 +225,7 @@ fn smollm2_split_across_two_servers_meets_the_reference() {
 #[test]
 fn clients_without_a_certificate_of_the_authority_are_refused() {
     let (pki, dir) = certificates("auth");
-    let server = Server::start(&dir, 0, None);
+    let server = Server::start(dir.path(), 0, None);
     let servers = vec![server.address.clone()];
     let good = loopback::client_identity(&pki).unwrap();
     let other = loopback::test_pki().unwrap();
@@ -277,7 +278,7 @@ fn halving_chain(ctx: &mut Context, n: usize, k: usize, buft: &Arc<dyn BufferTyp
 #[test]
 fn a_server_killed_mid_compute_gives_an_err_within_the_timeout_and_a_restarted_one_computes_again() {
     let (pki, dir) = certificates("kill");
-    let mut server = Server::start(&dir, 0, None);
+    let mut server = Server::start(dir.path(), 0, None);
     let port = server.port();
     let timeout = Duration::from_secs(3);
     let platform = connect(&pki, &[&server], timeout);
@@ -319,7 +320,7 @@ fn a_server_killed_mid_compute_gives_an_err_within_the_timeout_and_a_restarted_o
     assert!(ctx.read_f32(y).is_err());
     assert_eq!(ctx.read_f32(local).unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
 
-    let _restarted = Server::start(&dir, port, None);
+    let _restarted = Server::start(dir.path(), port, None);
     // The same device dials the new server; the graph's memory is made again there.
     for b in nodes.buffers() {
         ctx.free_buffer(*b).unwrap();

@@ -95,15 +95,14 @@ pub(crate) fn check_modules(dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn folder(name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("gantry-bert-modules-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    /// A folder holding `files`, removed when the guard drops.
+    fn folder(name: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::Builder::new().prefix(&format!("gantry-bert-modules-{name}-")).tempdir().unwrap();
         for (path, text) in files {
-            let path = dir.join(path);
+            let path = dir.path().join(path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        std::fs::create_dir_all(&dir).unwrap();
         dir
     }
 
@@ -116,8 +115,8 @@ mod tests {
     #[test]
     fn gantrys_pipeline_is_accepted_and_any_other_refused_by_file() {
         // all-MiniLM-L6-v2's own description, and a plain folder.
-        check_modules(&folder("minilm", &[("modules.json", MODULES), ("1_Pooling/config.json", MEAN)])).unwrap();
-        check_modules(&folder("plain", &[])).unwrap();
+        check_modules(folder("minilm", &[("modules.json", MODULES), ("1_Pooling/config.json", MEAN)]).path()).unwrap();
+        check_modules(folder("plain", &[]).path()).unwrap();
         let cls = MEAN.replace("\"pooling_mode_cls_token\": false", "\"pooling_mode_cls_token\": true");
         let cls = cls.replace("\"pooling_mode_mean_tokens\": true", "\"pooling_mode_mean_tokens\": false");
         let dense = MODULES.replace(
@@ -138,7 +137,7 @@ mod tests {
                 "not a folder name",
             ),
         ] {
-            let e = check_modules(&folder(name, &files)).unwrap_err().to_string();
+            let e = check_modules(folder(name, &files).path()).unwrap_err().to_string();
             assert!(e.contains(says), "{name}: {e}");
         }
     }

@@ -380,8 +380,8 @@ fn random_corruption_never_panics() {
 
 #[test]
 fn opens_files_through_a_memory_map() {
-    let dir = std::env::temp_dir().join(format!("gantry-gguf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("gantry-gguf-").tempdir().unwrap();
+    let dir = scratch.path().to_owned();
     let path = dir.join("hand.gguf");
     std::fs::write(&path, hand_made_file()).unwrap();
     let g = Gguf::open(&path).unwrap();
@@ -393,7 +393,6 @@ fn opens_files_through_a_memory_map() {
     assert!(e.contains("hand.gguf") && e.contains("version 1"), "{e}");
     let e = Gguf::open(dir.join("missing.gguf")).unwrap_err().to_string();
     assert!(e.contains("missing.gguf"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Inputs the fuzzer found to break an invariant (fuzz/regressions/gguf_reader):
