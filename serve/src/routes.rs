@@ -484,15 +484,18 @@ async fn embeddings_inner(state: &Arc<AppState>, headers: &HeaderMap, body: Body
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
     Metrics::add(&state.metrics.queue_length, 1);
-    let deadline = Instant::now() + state.options.request_timeout;
-    if let Err(e) = embedder.jobs.try_send(EmbeddingJob { texts, reply, deadline }) {
+    let timeout = state.options.request_timeout;
+    let deadline = Instant::now() + timeout;
+    // Dropped when this route ends, whichever way: the thread then stops.
+    let waiting = Arc::new(());
+    let waiter = Arc::downgrade(&waiting);
+    if let Err(e) = embedder.jobs.try_send(EmbeddingJob { texts, reply, deadline, timeout, waiter }) {
         Metrics::sub_queue(&state.metrics);
         return Err(match e {
             TrySendError::Full(_) => ApiError::queue_full(state.options.queue),
             TrySendError::Disconnected(_) => ApiError::unavailable("the embedding thread has stopped"),
         });
     }
-    let timeout = state.options.request_timeout;
     let embedded = tokio::time::timeout(timeout, answer)
         .await
         .map_err(|_| ApiError::timed_out(timeout.as_secs_f64()))?

@@ -4,6 +4,7 @@
 //! decoders ([`decoder`], configured by [`llama`] and [`gemma3`]) and the
 //! BERT encoder ([`bert`]); the sampler and chat templates.
 
+mod abort_callback;
 pub mod bert;
 pub mod blocks;
 pub mod chat_template;

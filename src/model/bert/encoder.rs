@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
 use gantry_engine::sched::{Scheduler, SchedulerParams};
-use gantry_engine::{Backend, Context, Device, Limits, Mark};
+use gantry_engine::{AbortCallback, Backend, Context, Device, Limits, Mark};
 use half::f16;
 use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
@@ -177,6 +177,25 @@ impl Encoder {
     /// The scheduler (placement, splits, buffer sizes).
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched
+    }
+
+    /// Installs (or removes, with `None`) a callback that stops a batch no
+    /// one needs any more: when it returns `true`, [`Encoder::embed`] ends
+    /// with `Error::Engine(engine::Error::Aborted)` and the encoder stays
+    /// usable. It is polled before each split and, on the CPU, before each
+    /// node, as [`Session::set_abort_callback`](crate::model::decoder::Session::set_abort_callback)'s is.
+    ///
+    /// A server ends a request at its deadline:
+    ///
+    /// ```no_run
+    /// # use std::{sync::Arc, time::{Duration, Instant}};
+    /// # fn demo(encoder: &mut gantry::model::bert::Encoder) {
+    /// let deadline = Instant::now() + Duration::from_secs(10);
+    /// encoder.set_abort_callback(Some(Arc::new(move || Instant::now() >= deadline)));
+    /// # }
+    /// ```
+    pub fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
+        crate::model::abort_callback::install(&mut self.sched, callback);
     }
 
     /// The L2-normalised embedding of each sentence, `[n][hidden]` in one

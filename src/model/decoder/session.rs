@@ -5,10 +5,7 @@ use std::sync::Arc;
 
 use gantry_arenas::GraphArena;
 use gantry_engine::sched::{MemoryReport, Scheduler, SchedulerParams};
-use gantry_engine::{
-    AbortCallback, Backend, BufferType, Context, DType, Graph, Limits, Mark, SetAbortCallback, TensorId,
-    device_extension,
-};
+use gantry_engine::{AbortCallback, Backend, BufferType, Context, DType, Graph, Limits, Mark, TensorId};
 use half::f16;
 
 use super::kv_cells::BatchPlacement;
@@ -323,7 +320,7 @@ impl Session {
     /// `Error::Engine(engine::Error::Aborted)` and its tokens are not in the cache (the
     /// session stays usable). The scheduler polls it before each split, and
     /// each backend of the session whose device offers the
-    /// [`SetAbortCallback`] extension (the CPU's) before each node (this
+    /// [`SetAbortCallback`](gantry_engine::SetAbortCallback) extension (the CPU's) before each node (this
     /// replaces those backends' own callbacks while set); work already
     /// handed to a GPU runs to its end.
     ///
@@ -332,13 +329,7 @@ impl Session {
     /// and a warning is logged: the scheduler's poll still stops the batch
     /// before its next split.
     pub fn set_abort_callback(&mut self, callback: Option<AbortCallback>) {
-        for b in self.sched.backends() {
-            let Some(set) = device_extension::<SetAbortCallback>(b.device()) else { continue };
-            if let Err(e) = (set.0)(b.as_ref(), callback.clone()) {
-                tracing::warn!(backend = b.name(), error = %e, "the abort callback polls this backend only between splits");
-            }
-        }
-        self.sched.set_abort_callback(callback);
+        crate::model::abort_callback::install(&mut self.sched, callback);
     }
 
     /// Starts [`Session::decode`]'s work and returns once it is submitted,
