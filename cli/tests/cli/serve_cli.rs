@@ -439,6 +439,29 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
         let (status, body) = b.join().unwrap();
         assert!(status == 400 && body.contains("ran out of fuel"), "{status} {body}");
     }
+    // Schemas of 4,000 optional properties take llguidance seconds to
+    // compile: /health is answered while four of them compile. (A reply
+    // then either closes the object at once or fails at its first
+    // property, past llguidance's 2,000 items per step.)
+    let wide: Vec<String> = (0..4000).map(|i| format!(r#""p{i}":{{"type":"integer"}}"#)).collect();
+    let wide = format!(
+        r#","response_format":{{"type":"json_schema","json_schema":{{"schema":{{"type":"object","properties":{{{}}}}}}}}}"#,
+        wide.join(",")
+    );
+    let compiles: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, body) = (server.base.clone(), chat(&wide, "hi"));
+            std::thread::spawn(move || Server::post_to(&base, "/v1/chat/completions", &body))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(server.get("/health").0, 200);
+    assert!(started.elapsed() < Duration::from_secs(2), "/health waited {:?}", started.elapsed());
+    for c in compiles {
+        let (status, body) = c.join().unwrap();
+        assert!(status == 200 || (status == 400 && body.contains("items")), "{status} {body}");
+    }
     let cases = [
         (
             r##","response_format":{"type":"json_schema","json_schema":{"schema":{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}}}"##,
