@@ -80,9 +80,9 @@ pub fn run(mut setup: EmbedderSetup, jobs: Receiver<EmbeddingJob>, metrics: Arc<
         if job.reply.is_closed() {
             continue;
         }
-        let abandoned = job.abandoned();
-        setup.encoder.set_abort_callback(Some(Arc::new(job.abandoned())));
-        let result = embed(&mut setup, &job, &abandoned);
+        let abandoned = Arc::new(job.abandoned());
+        setup.encoder.set_abort_callback(Some(abandoned.clone()));
+        let result = embed(&mut setup, &job, &*abandoned);
         setup.encoder.set_abort_callback(None);
         // Failures are counted by the route that answers them.
         if let Ok(e) = &result {
