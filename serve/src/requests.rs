@@ -22,6 +22,8 @@ pub struct SamplingFields {
     pub model: Option<String>,
     max_tokens: Option<i64>,
     max_completion_tokens: Option<i64>,
+    /// llama-server's name for `max_tokens` (−1: up to the server's cap).
+    n_predict: Option<i64>,
     temperature: Option<f64>,
     top_p: Option<f64>,
     top_k: Option<i64>,
@@ -35,16 +37,63 @@ pub struct SamplingFields {
     #[serde(default)]
     ignore_eos: bool,
     response_format: Option<Value>,
-    /// Fields that would change the reply and are not implemented: refused
-    /// rather than ignored (OpenAI's `logit_bias`, llama-server's `grammar`
-    /// and top-level `json_schema`).
-    logit_bias: Option<Value>,
-    grammar: Option<Value>,
-    json_schema: Option<Value>,
     /// Stream the reply as server-sent events.
     #[serde(default)]
     pub stream: bool,
     stream_options: Option<StreamOptions>,
+    /// Every other field: refused when it is one of [`UNSUPPORTED`] with a
+    /// value that would change the reply, ignored otherwise (`user`,
+    /// `metadata`, `store`, … change nothing here).
+    #[serde(flatten)]
+    others: serde_json::Map<String, Value>,
+}
+
+/// Fields of OpenAI's and llama-server's APIs that would change the reply
+/// and that this server does not implement: each with the values that
+/// leave the reply as it is (accepted, as is `null`), and what to use
+/// instead. Refused rather than silently ignored.
+const UNSUPPORTED: &[(&str, &[Neutral], &str)] = &[
+    ("logit_bias", &[Neutral::Empty], ""),
+    ("grammar", &[Neutral::Empty], ": use `response_format` with a JSON schema"),
+    ("json_schema", &[Neutral::Empty], ": use `response_format: {\"type\": \"json_schema\", ...}`"),
+    ("functions", &[Neutral::Empty], ": use `tools`"),
+    ("function_call", &[Neutral::Empty, Neutral::Text("none")], ": use `tool_choice`"),
+    ("best_of", &[Neutral::Number(1.0)], ""),
+    ("min_tokens", &[Neutral::Number(0.0)], ""),
+    ("mirostat", &[Neutral::Number(0.0)], ""),
+    ("typical_p", &[Neutral::Number(1.0)], ""),
+    ("tfs_z", &[Neutral::Number(1.0)], ""),
+    ("top_n_sigma", &[Neutral::Number(-1.0)], ""),
+    ("dynatemp_range", &[Neutral::Number(0.0)], ""),
+    ("dry_multiplier", &[Neutral::Number(0.0)], ""),
+    ("xtc_probability", &[Neutral::Number(0.0)], ""),
+    ("n_probs", &[Neutral::Number(0.0)], ": use `logprobs`"),
+    ("audio", &[Neutral::Empty], ""),
+];
+
+/// A value of an unsupported field that changes nothing.
+#[derive(Debug, Clone, Copy)]
+enum Neutral {
+    /// `""`, `{}`, `[]` (and `null`, always neutral).
+    Empty,
+    /// This number.
+    Number(f64),
+    /// This string.
+    Text(&'static str),
+}
+
+impl Neutral {
+    fn holds(self, v: &Value) -> bool {
+        match (self, v) {
+            (_, Value::Null) => true,
+            (Neutral::Empty, Value::String(s)) => s.is_empty(),
+            (Neutral::Empty, Value::Object(m)) => m.is_empty(),
+            (Neutral::Empty, Value::Array(a)) => a.is_empty(),
+            (Neutral::Number(n), Value::Number(x)) => x.as_f64() == Some(n),
+            (Neutral::Text(t), Value::String(s)) => s == t,
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,37 +194,39 @@ impl SamplingFields {
 
     /// The checked settings; `max_tokens_cap` is the server's `--max-tokens`.
     pub fn params(&self, max_tokens_cap: usize, logprobs: Option<usize>) -> Result<GenerationParams, ApiError> {
-        let given = |v: &Option<Value>| match v {
-            None | Some(Value::Null) => false,
-            Some(Value::Object(m)) => !m.is_empty(),
-            Some(Value::String(t)) => !t.is_empty(),
-            Some(_) => true,
-        };
-        if given(&self.logit_bias) {
-            return Err(ApiError::bad_request("`logit_bias` is not supported by this server"));
-        }
-        if given(&self.grammar) {
-            return Err(ApiError::bad_request(
-                "`grammar` (GBNF) is not supported: use `response_format` with a JSON schema",
-            ));
-        }
-        if given(&self.json_schema) {
-            return Err(ApiError::bad_request(
-                "a top-level `json_schema` is not supported: use `response_format: {\"type\": \"json_schema\", ...}`",
-            ));
+        for &(name, neutral, instead) in UNSUPPORTED {
+            if let Some(v) = self.others.get(name)
+                && !neutral.iter().any(|n| n.holds(v))
+            {
+                // Numbers and short strings are shown; lists and objects only named.
+                let shown = match v {
+                    Value::Number(_) | Value::Bool(_) => format!(" = {v}"),
+                    Value::String(t) if t.len() <= 40 => format!(" = {v}"),
+                    _ => String::new(),
+                };
+                return Err(ApiError::bad_request(format!("`{name}`{shown} is not supported by this server{instead}")));
+            }
         }
         if let Some(n) = self.n
             && n != 1
         {
             return Err(ApiError::bad_request(format!("`n` = {n}: this server returns one choice per request")));
         }
-        let max_tokens = match self.max_completion_tokens.or(self.max_tokens) {
+        let max_tokens = match self.max_completion_tokens.or(self.max_tokens).or(self.n_predict) {
             None => max_tokens_cap,
+            // llama-server's "as many as may be".
+            Some(-1) if self.max_completion_tokens.or(self.max_tokens).is_none() => max_tokens_cap,
             Some(m) if m >= 1 && m as u64 <= max_tokens_cap as u64 => m as usize,
             Some(m) => {
                 return Err(ApiError::bad_request(format!(
                     "`{}` = {m} is outside [1, {max_tokens_cap}] (this server's --max-tokens)",
-                    if self.max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" }
+                    if self.max_completion_tokens.is_some() {
+                        "max_completion_tokens"
+                    } else if self.max_tokens.is_some() {
+                        "max_tokens"
+                    } else {
+                        "n_predict"
+                    }
                 )));
             }
         };
@@ -376,14 +427,37 @@ mod tests {
             (r#""logit_bias":{"1000":100}"#, "logit_bias"),
             (r#""grammar":"root ::= \"a\"""#, "grammar"),
             (r#""json_schema":{"type":"integer"}"#, "json_schema"),
+            (r#""functions":[{"name":"f","parameters":{}}],"function_call":{"name":"f"}"#, "use `tools`"),
+            (r#""function_call":"auto""#, "use `tool_choice`"),
+            (r#""best_of":2"#, "best_of"),
+            (r#""min_tokens":5"#, "min_tokens"),
+            (r#""mirostat":2"#, "mirostat"),
+            (r#""typical_p":0.5"#, "typical_p"),
+            (r#""dry_multiplier":0.8"#, "dry_multiplier"),
+            (r#""xtc_probability":0.5"#, "xtc_probability"),
+            (r#""n_probs":3"#, "use `logprobs`"),
         ] {
             let r = chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],{field}}}"#));
             let e = r.sampling.params(100, None).expect_err(field);
-            assert!(e.message.contains(says), "{e}");
+            assert!(e.message.contains(says) && e.message.contains("not supported"), "{e}");
         }
-        // Empty ones change nothing.
-        let r = chat(r#"{"messages":[{"role":"user","content":"hi"}],"logit_bias":{},"grammar":""}"#);
-        r.sampling.params(100, None).expect("empty");
+        // Values that change nothing, and fields that change nothing here.
+        let r = chat(
+            r#"{"messages":[{"role":"user","content":"hi"}],"logit_bias":{},"grammar":"","functions":[],
+            "function_call":"none","best_of":1,"mirostat":0,"typical_p":1.0,"dry_multiplier":null,
+            "user":"u","metadata":{"a":"b"},"store":false,"parallel_tool_calls":true}"#,
+        );
+        r.sampling.params(100, None).expect("neutral");
+    }
+
+    #[test]
+    fn n_predict_is_max_tokens() {
+        let body = |extra: &str| chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}]{extra}}}"#));
+        assert_eq!(body(r#","n_predict":7"#).sampling.params(100, None).unwrap().max_tokens, 7);
+        assert_eq!(body(r#","n_predict":-1"#).sampling.params(100, None).unwrap().max_tokens, 100);
+        assert_eq!(body(r#","n_predict":-1,"max_tokens":5"#).sampling.params(100, None).unwrap().max_tokens, 5);
+        let e = body(r#","n_predict":101"#).sampling.params(100, None).unwrap_err();
+        assert!(e.message.contains("`n_predict` = 101"), "{e}");
     }
 
     #[test]
