@@ -147,33 +147,48 @@ pub mod files {
     pub const CLIENT_KEY: &str = "client.key";
 }
 
-/// Writes `text` to `path`; a `private` file (a key) is readable by the
-/// owner only (0600), whatever mode a file already there had: the mode is
-/// set on the open, emptied file before a byte of the key is written.
+/// Writes `text` to a new file at `path`; a `private` file (a key) is
+/// readable by the owner only (0600) from its creation, before a byte of
+/// the key is in it. Nothing that exists is replaced or followed: the
+/// create is exclusive (`O_EXCL`), so a file, or a link even to nowhere,
+/// already at `path` is an error.
 fn write(path: &Path, text: &str, private: bool) -> Result<()> {
+    use std::io::Write;
     let io = |e: std::io::Error| Error::Unsupported(format!("writing {}: {e}", path.display()));
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::io::Write;
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let mode = if private { 0o600 } else { 0o644 };
-        let mut f =
-            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path).map_err(io)?;
-        // `mode` applies only to a file this call creates.
-        f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(io)?;
-        f.write_all(text.as_bytes()).map_err(io)
+        use std::os::unix::fs::OpenOptionsExt;
+        open.mode(if private { 0o600 } else { 0o644 });
     }
     #[cfg(not(unix))]
-    {
-        let _ = private;
-        std::fs::write(path, text).map_err(io)
-    }
+    let _ = private;
+    open.open(path).map_err(io)?.write_all(text.as_bytes()).map_err(io)
+}
+
+/// The first of `names` that exists in `dir` (a file, a folder or a link,
+/// even one to nowhere).
+fn first_existing(dir: &Path, names: &[&str]) -> Option<std::path::PathBuf> {
+    names.iter().map(|n| dir.join(n)).find(|p| p.symlink_metadata().is_ok())
 }
 
 /// Writes `pki` into `dir` (created if needed) under the names of [`files`];
-/// keys are readable by the owner only.
+/// keys are readable by the owner only. If any of the six files exists
+/// already (an authority whose key was moved away still signed the
+/// certificates beside it), nothing is written: a new authority would make
+/// every certificate the old one signed useless.
 pub fn write_pki(pki: &Pki, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Unsupported(format!("creating {}: {e}", dir.display())))?;
+    let all =
+        [files::AUTHORITY, files::AUTHORITY_KEY, files::SERVER, files::SERVER_KEY, files::CLIENT, files::CLIENT_KEY];
+    if let Some(path) = first_existing(dir, &all) {
+        return Err(Error::Unsupported(format!(
+            "{} exists: a new authority would replace it and invalidate every certificate the old one signed \
+             (use --add-client NAME to sign one more, or write to another folder)",
+            path.display()
+        )));
+    }
     write(&dir.join(files::AUTHORITY), &pki.authority.cert, false)?;
     write(&dir.join(files::AUTHORITY_KEY), &pki.authority.key, true)?;
     write(&dir.join(files::SERVER), &pki.server.cert, false)?;
@@ -205,18 +220,16 @@ pub fn write_client(pair: &PemPair, dir: &Path, name: &str) -> Result<(std::path
              client's files: choose another name"
         )));
     }
-    let (cert_path, key_path) = (dir.join(cert), dir.join(key));
     // Another client's files (the same name, or one whose file stem is the
     // same: `ü` and `é` are both `_`) hold its only key: never replaced.
-    for path in [&cert_path, &key_path] {
-        if path.symlink_metadata().is_ok() {
-            return Err(Error::Unsupported(format!(
-                "{} exists (a client named {name:?}, or one whose file name is the same, was signed before): \
-                 choose another name, or remove its files first",
-                path.display()
-            )));
-        }
+    if let Some(path) = first_existing(dir, &[&cert, &key]) {
+        return Err(Error::Unsupported(format!(
+            "{} exists (a client named {name:?}, or one whose file name is the same, was signed before): \
+             choose another name, or remove its files first",
+            path.display()
+        )));
     }
+    let (cert_path, key_path) = (dir.join(cert), dir.join(key));
     write(&cert_path, &pair.cert, false)?;
     write(&key_path, &pair.key, true)?;
     Ok((cert_path, key_path))
@@ -271,16 +284,36 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn keys_are_owner_only_even_over_a_readable_file() {
-        use std::os::unix::fs::PermissionsExt;
+    fn keys_are_owner_only_and_nothing_that_exists_is_replaced_or_followed() {
         let folder = scratch("modes");
         let dir = folder.path().to_owned();
         let pki = make_pki(&["localhost".into()], "tester").unwrap();
-        // Keys left readable by everyone by an earlier tool or a copy.
-        for key in [files::AUTHORITY_KEY, files::SERVER_KEY, files::CLIENT_KEY] {
-            std::fs::write(dir.join(key), "old").unwrap();
-            std::fs::set_permissions(dir.join(key), std::fs::Permissions::from_mode(0o644)).unwrap();
+        // Any one of the six files there (the authority's key moved away,
+        // a key left by another tool, a link to elsewhere or to nowhere):
+        // refused, nothing written, the link's target untouched.
+        let elsewhere = folder.path().join("elsewhere");
+        std::fs::write(&elsewhere, "someone's file").unwrap();
+        for (name, existing) in [
+            (files::SERVER, Some("old")),
+            (files::CLIENT_KEY, Some("old")),
+            (files::AUTHORITY_KEY, None),
+            (files::CLIENT_KEY, None),
+        ] {
+            let sub = dir.join(format!("refused-{name}-{}", existing.is_some()));
+            std::fs::create_dir(&sub).unwrap();
+            match existing {
+                Some(text) => std::fs::write(sub.join(name), text).unwrap(),
+                None if name == files::AUTHORITY_KEY => {
+                    std::os::unix::fs::symlink(sub.join("nowhere"), sub.join(name)).unwrap()
+                }
+                None => std::os::unix::fs::symlink(&elsewhere, sub.join(name)).unwrap(),
+            }
+            let e = write_pki(&pki, &sub).unwrap_err().to_string();
+            assert!(e.contains(&format!("{name} exists")) && e.contains("invalidate"), "{e}");
+            assert_eq!(std::fs::read_dir(&sub).unwrap().count(), 1, "{name}: nothing else written");
+            assert!(!sub.join("nowhere").exists());
         }
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "someone's file");
         write_pki(&pki, &dir).unwrap();
         for key in [files::AUTHORITY_KEY, files::SERVER_KEY, files::CLIENT_KEY] {
             assert_eq!(mode(&dir.join(key)), 0o600, "{key}");

@@ -61,15 +61,8 @@ fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
         return Err(Error::Model("--hosts names no host: the server certificate needs one name clients dial".into()));
     }
     // A second run would replace the authority, and every client
-    // certificate it signed would stop working.
-    let authority = args.out.join(files::AUTHORITY_KEY);
-    if authority.exists() {
-        return Err(Error::Model(format!(
-            "{} exists: making a new authority would invalidate every certificate it signed (use --add-client \
-             NAME to sign one more, or another --out folder)",
-            authority.display()
-        )));
-    }
+    // certificate it signed would stop working: `write_pki` refuses to
+    // write over any of the files.
     let pki = certs::make_pki(&hosts, &args.client)?;
     certs::write_pki(&pki, &args.out)?;
     println!(

@@ -256,6 +256,13 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
     assert_error(&out, &["ca.pem", "does not belong to the authority certificate"]);
     assert!(!b.join("x.pem").exists(), "a certificate no server accepts was written");
     assert!(certs(&["--out", a.to_str().unwrap(), "--add-client", "x"]).status.success());
+    // The authority's key moved away for safekeeping: a second run over the
+    // folder is still refused, and its certificates stay as they were.
+    let authority = std::fs::read_to_string(a.join("ca.pem")).unwrap();
+    std::fs::rename(a.join("ca.key"), dir.path().join("ca.key.offline")).unwrap();
+    assert_error(&certs(&["--out", a.to_str().unwrap()]), &["ca.pem exists", "invalidate"]);
+    assert_eq!(std::fs::read_to_string(a.join("ca.pem")).unwrap(), authority);
+    std::fs::rename(dir.path().join("ca.key.offline"), a.join("ca.key")).unwrap();
     let long = "x".repeat(66_000);
     let out = certs(&["--out", a.to_str().unwrap(), "--add-client", &long]);
     assert_error(&out, &["longer than the 64 characters"]);
