@@ -559,6 +559,28 @@ fn a_valid_tiny_bert_loads_and_embeds() {
     assert_eq!(encoder.embed(&mut ctx, &batch).unwrap(), e);
 }
 
+/// A sentence-transformers folder's `sentence_bert_config.json` is followed
+/// as sentence-transformers follows it: texts cut to `max_seq_length`
+/// tokens (special ones included) and lowercased with `do_lower_case`; a
+/// length leaving no room beside `[CLS]` and `[SEP]` is refused by name.
+#[test]
+fn sentence_bert_config_cuts_and_lowercases_texts() {
+    let dir = temp_dir("bert-sentence-config");
+    write_bert(&dir, &bert_config(BERT_H), WORDPIECE, &bert_tensors());
+    let mut ctx = Context::new();
+    let device = cpu();
+    let plain = BertModel::load(&dir, &mut ctx, &device).unwrap();
+    assert_eq!(plain.tokenize(&["A b a"]).unwrap().ids, [vec![2, 1, 5, 4, 3]], "no lowercasing: A is unknown");
+    drop(plain);
+    std::fs::write(dir.join("sentence_bert_config.json"), r#"{"max_seq_length": 4, "do_lower_case": true}"#).unwrap();
+    let model = BertModel::load(&dir, &mut ctx, &device).unwrap();
+    assert_eq!(model.tokenize(&["A b a"]).unwrap().ids, [vec![2, 4, 5, 3]], "lowercased, cut to 4");
+    drop(model);
+    std::fs::write(dir.join("sentence_bert_config.json"), r#"{"max_seq_length": 2}"#).unwrap();
+    let e = BertModel::load(&dir, &mut ctx, &device).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("max_seq_length = 2 leaves no room"), "{e}");
+}
+
 #[test]
 fn bert_folders_that_cannot_load_name_the_file_and_key() {
     let good = bert_tensors();

@@ -30,6 +30,9 @@ pub struct BertModel {
     pub loaded: LoadedWeights,
     /// The weights file (kept open: weights may point into its mapping).
     pub file: SafetensorsFile,
+    /// `sentence_bert_config.json`'s `do_lower_case`: texts are lowercased
+    /// before they are tokenized, as sentence-transformers does.
+    pub lower_case: bool,
 }
 
 /// One tokenized sentence: token ids and token types.
@@ -57,14 +60,15 @@ impl BertModel {
         let path = |f: &str| -> PathBuf { dir.join(f) };
         let config = BertConfig::from_file(&path("config.json"))?;
         super::modules::check_modules(dir)?;
-        let tokenizer = load_tokenizer(&path("tokenizer.json"), &config)?;
+        let sentence = super::modules::sentence_config(dir)?;
+        let tokenizer = load_tokenizer(&path("tokenizer.json"), &config, sentence.max_seq_length)?;
         let weights = path("model.safetensors");
         let file = if mmap { SafetensorsFile::open(weights)? } else { SafetensorsFile::read(weights)? };
         let loaded = load_tensors(&file, ctx, device, LoadOptions::default())?;
         let names: HashMap<String, _> = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
         let unloadable = file.unloadable();
         match BertWeights::from_names(ctx, file.source(), &names, &unloadable, &config, &device.buffer_type()) {
-            Ok(weights) => Ok(Self { config, weights, tokenizer, loaded, file }),
+            Ok(weights) => Ok(Self { config, weights, tokenizer, loaded, file, lower_case: sentence.do_lower_case }),
             Err(e) => {
                 loaded.unload(ctx);
                 Err(e)
@@ -75,9 +79,16 @@ impl BertModel {
     /// The token ids and types of each text, with the special tokens.
     pub fn tokenize(&self, texts: &[&str]) -> Result<EncodedBatch> {
         let mut batch = EncodedBatch::default();
-        for text in texts {
+        for &text in texts {
+            let lowered;
+            let text = if self.lower_case {
+                lowered = text.to_lowercase();
+                lowered.as_str()
+            } else {
+                text
+            };
             let enc =
-                self.tokenizer.encode(*text, true).map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
+                self.tokenizer.encode(text, true).map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
             batch.ids.push(enc.get_ids().to_vec());
             batch.type_ids.push(enc.get_type_ids().to_vec());
         }
@@ -86,8 +97,10 @@ impl BertModel {
 }
 
 /// Reads `tokenizer.json` with the `tokenizers` crate: padding off,
-/// truncation to the positions the model has.
-fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
+/// truncation to the positions the model has, or to a sentence-transformers
+/// folder's `max_seq_length` when that is fewer (the file's own truncation,
+/// 128 for all-MiniLM-L6-v2, is what sentence-transformers replaces too).
+fn load_tokenizer(path: &Path, config: &BertConfig, max_seq_length: Option<usize>) -> Result<Tokenizer> {
     let file = path.display().to_string();
     let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
     crate::model::regular_file::check_regular(path)?;
@@ -97,14 +110,16 @@ fn load_tokenizer(path: &Path, config: &BertConfig) -> Result<Tokenizer> {
     // unchecked: a length not above them overflows (a panic, or a huge
     // length in a release build).
     let added = tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false));
-    if config.max_position_embeddings <= added {
+    let (max_length, key) = match max_seq_length {
+        Some(n) if n < config.max_position_embeddings => (n, "sentence_bert_config.json's max_seq_length"),
+        _ => (config.max_position_embeddings, "config.json's max_position_embeddings"),
+    };
+    if max_length <= added {
         return Err(bad(format!(
-            "config.json's max_position_embeddings = {} leaves no room beside the {added} special tokens the \
-             post-processor adds",
-            config.max_position_embeddings
+            "{key} = {max_length} leaves no room beside the {added} special tokens the post-processor adds"
         )));
     }
-    let truncation = TruncationParams { max_length: config.max_position_embeddings, ..TruncationParams::default() };
+    let truncation = TruncationParams { max_length, ..TruncationParams::default() };
     tokenizer.with_truncation(Some(truncation)).map_err(|e| bad(format!("truncation: {e}")))?;
     let vocab = tokenizer.get_vocab_size(true);
     if vocab > config.vocab_size {

@@ -1,7 +1,8 @@
 //! A sentence-transformers folder's own description of its pipeline
 //! (`modules.json`, and the pooling module's `config.json`), checked
 //! against what Gantry computes: the encoder, mean pooling over the
-//! sentence's tokens, L2 normalisation. A folder asking for more (a `Dense`
+//! sentence's tokens, L2 normalisation; and what it asks of the tokenizer
+//! (`sentence_bert_config.json`: the length texts are cut to, lowercasing). A folder asking for more (a `Dense`
 //! projection, CLS or max pooling, as BAAI's bge models do) would otherwise
 //! be embedded the plain way with exit status 0: a silently wrong answer.
 //! A folder without these files (a plain BERT) is embedded as before.
@@ -91,6 +92,41 @@ pub(crate) fn check_modules(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What a sentence-transformers folder's `sentence_bert_config.json` asks
+/// of the tokenizer; the default (no file) asks nothing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SentenceConfig {
+    /// `max_seq_length`: texts are cut to this many tokens, the special
+    /// ones included (all-MiniLM-L6-v2: 256, of its 512 positions).
+    pub max_seq_length: Option<usize>,
+    /// `do_lower_case`: texts are lowercased before they are tokenized.
+    pub do_lower_case: bool,
+}
+
+/// Reads `dir/sentence_bert_config.json` if there is one; a key of the
+/// wrong type is an error naming the file and the key.
+pub(crate) fn sentence_config(dir: &Path) -> Result<SentenceConfig> {
+    let path = dir.join("sentence_bert_config.json");
+    if !path.exists() {
+        return Ok(SentenceConfig::default());
+    }
+    let json = read_json(&path)?;
+    let bad = |reason: String| Error::InvalidModel { file: path.display().to_string(), reason };
+    let max_seq_length = match json.get("max_seq_length") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(bad(format!("max_seq_length = {v} is not a positive whole number"))),
+        },
+    };
+    let do_lower_case = match json.get("do_lower_case") {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(v) => return Err(bad(format!("do_lower_case = {v} is not true or false"))),
+    };
+    Ok(SentenceConfig { max_seq_length, do_lower_case })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +175,24 @@ mod tests {
         ] {
             let e = check_modules(folder(name, &files).path()).unwrap_err().to_string();
             assert!(e.contains(says), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn sentence_bert_config_gives_the_length_and_lowercasing() {
+        assert_eq!(sentence_config(folder("none", &[]).path()).unwrap(), SentenceConfig::default());
+        let minilm = r#"{"max_seq_length": 256, "do_lower_case": false}"#;
+        let got = sentence_config(folder("minilm-st", &[("sentence_bert_config.json", minilm)]).path()).unwrap();
+        assert_eq!(got, SentenceConfig { max_seq_length: Some(256), do_lower_case: false });
+        for (name, text, says) in [
+            ("zero", r#"{"max_seq_length": 0}"#, "max_seq_length = 0"),
+            ("text", r#"{"max_seq_length": "256"}"#, "max_seq_length = \"256\""),
+            ("lower", r#"{"do_lower_case": 1}"#, "do_lower_case = 1"),
+            ("json", "{", "not JSON"),
+        ] {
+            let e = sentence_config(folder(name, &[("sentence_bert_config.json", text)]).path()).unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains(says) && e.contains("sentence_bert_config.json"), "{name}: {e}");
         }
     }
 }
