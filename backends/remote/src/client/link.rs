@@ -439,10 +439,25 @@ impl Link {
     }
 }
 
+/// How long a link that is dropped waits for its close to reach the server.
+const CLOSE_FLUSH: Duration = Duration::from_millis(500);
+
 impl Drop for Link {
     fn drop(&mut self) {
         if let State::Up { conn, .. } = &*self.lock() {
             conn.close(0u32.into(), b"client done");
+        } else {
+            return;
+        }
+        // `close` only queues the close frame: a process that exits right
+        // after (a `gantry run` that is done) would leave the server to
+        // notice the silence at its idle timeout, holding a --max-clients
+        // slot meanwhile. Wait, briefly, until the endpoint has sent it and
+        // its connection is drained — unless this drop runs inside an async
+        // task, which must not block.
+        if tokio::runtime::Handle::try_current().is_err() {
+            let endpoint = self.endpoint.clone();
+            let _ = self.block_on(async move { tokio::time::timeout(CLOSE_FLUSH, endpoint.wait_idle()).await });
         }
     }
 }

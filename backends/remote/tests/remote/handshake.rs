@@ -103,10 +103,34 @@ fn stalling_peer(server: SocketAddr, release: Arc<Release>) -> JoinHandle<bool> 
 
 /// Waits up to 10 s for the server's usage to satisfy `ready`.
 fn wait_for(server: &RunningServer, what: &str, ready: impl Fn(&ServerUsage) -> bool) {
+    wait_within(server, Duration::from_secs(10), what, ready);
+}
+
+/// Waits up to `bound` for the server's usage to satisfy `ready`.
+fn wait_within(server: &RunningServer, bound: Duration, what: &str, ready: impl Fn(&ServerUsage) -> bool) {
     let started = Instant::now();
     while !ready(&server.usage()) {
-        assert!(started.elapsed() < Duration::from_secs(10), "{what}: {:?}", server.usage());
+        assert!(started.elapsed() < bound, "{what}: {:?} after {:?}", server.usage(), started.elapsed());
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client that is done (its platform dropped, as when `gantry run`
+/// exits) gives its `--max-clients` slot back at once: its close reaches
+/// the server before the drop returns, not at the server's idle timeout
+/// (10 s), so one-at-a-time clients are never refused.
+#[test]
+fn a_client_that_is_done_gives_its_slot_back_at_once() {
+    let pki = loopback::test_pki().unwrap();
+    let options = ServerOptions { max_clients: 1, ..Default::default() };
+    let server = loopback::cpu_server_with(&pki, WeightCache::new(), options).unwrap();
+    let address = [server.local_addr().to_string()];
+    for round in 0..4 {
+        let platform =
+            loopback::connect(&pki, &address, Duration::from_secs(5)).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(platform.remote_devices().len(), 1);
+        drop(platform);
+        wait_within(&server, Duration::from_secs(2), "the slot given back", |u| u.clients == 0);
     }
 }
 
