@@ -58,8 +58,12 @@ fn counted(state: &AppState, reply: Reply) -> Response {
 /// `Authorization: Bearer KEY` when the server has a key.
 fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(key) = &state.options.api_key else { return Ok(()) };
-    let given =
-        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    // The scheme's name is case-insensitive (RFC 9110 §11.1): `bearer KEY` too.
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .and_then(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer").then_some(key));
     // Compared in time independent of where they differ.
     match given {
         Some(g) if g.len() == key.len() && g.bytes().zip(key.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0 => {
@@ -72,6 +76,11 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
 /// The body, at most `--max-body` bytes, arriving within the header timeout.
 async fn read_body(state: &AppState, body: Body) -> Result<Vec<u8>, ApiError> {
     let limit = state.options.max_body;
+    // A declared length past the limit is refused at once, not after the
+    // bytes (or the header timeout) have come.
+    if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
+        return Err(ApiError::body_too_large(limit));
+    }
     let wait = state.options.header_timeout;
     match tokio::time::timeout(wait, axum::body::to_bytes(body, limit)).await {
         Err(_) => Err(ApiError::body_timeout(wait.as_secs_f64())),

@@ -70,6 +70,13 @@ fn leaf(
     alt_names: &[String],
     usage: ExtendedKeyUsagePurpose,
 ) -> Result<PemPair> {
+    // An empty name, or one with control characters (a newline), names no
+    // one a log or an operator can tell apart.
+    if common_name.trim().is_empty() || common_name.chars().any(char::is_control) {
+        return Err(Error::Unsupported(format!(
+            "the name {common_name:?} is empty or holds control characters: a certificate's name must be readable"
+        )));
+    }
     // A longer name makes a certificate no verifier reads.
     if common_name.chars().count() > MAX_COMMON_NAME {
         return Err(Error::Unsupported(format!(
@@ -357,5 +364,10 @@ mod tests {
                 .collect();
             assert_eq!(before, after, "{name:?} left the authority's and server's keys as they were");
         }
+        for unreadable in ["", "  ", "a\nb", "tab\there"] {
+            let e = client_from_authority(&pki.authority.cert, &pki.authority.key, unreadable).unwrap_err();
+            assert!(e.to_string().contains("empty or holds control characters"), "{unreadable:?}: {e}");
+        }
+        assert!(make_pki(&["localhost".into()], "").is_err());
     }
 }

@@ -44,8 +44,8 @@ pub struct RpcServerArgs {
     /// Most clients connected at once (1 to 65,536).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_clients: u32,
-    /// A client silent for this long is gone (milliseconds).
-    #[arg(long, default_value_t = 10_000)]
+    /// A client silent for this long is gone (milliseconds, 100 to 2^62 − 1: QUIC's bound).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..(1 << 62)))]
     pub idle_timeout_ms: u64,
     /// A graph computing longer is stopped (between its nodes, or inside a long one) and answered with an error, so one
     /// client cannot hold a device: seconds (`60`, `1.5`) or with a unit (`500ms`, `90s`, `10m`).
@@ -124,6 +124,9 @@ fn served_devices(list: &str, threads: Option<usize>) -> gantry::Result<Vec<Serv
     } else {
         local_registry()?
     };
+    if list.split(',').all(|n| n.trim().is_empty()) {
+        return Err(Error::Model("--devices names no device: a server of nothing serves no one".into()));
+    }
     let mut out: Vec<ServedDevice> = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let ids: Vec<_> = match registry.find_device(name) {

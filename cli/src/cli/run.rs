@@ -181,6 +181,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let wire_before = wire_bytes(&registry);
     let t1 = Instant::now();
     let mut generated = 0;
+    let mut context_full = false;
     while generated < args.n_predict && (args.ignore_eos || !model.tokenizer.is_eog(next)) {
         if !args.quiet {
             let piece = decoder.push(next)?;
@@ -188,7 +189,11 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
             to_stdout(out.flush())?;
         }
         generated += 1;
-        if generated == args.n_predict || session.n_past() >= session.n_ctx() {
+        if generated == args.n_predict {
+            break;
+        }
+        if session.n_past() >= session.n_ctx() {
+            context_full = true;
             break;
         }
         let logits = session.eval(&mut ctx, &[next], LogitsFor::Last)?;
@@ -198,6 +203,15 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
     let wire_after = wire_bytes(&registry);
     if !args.quiet {
         to_stdout(writeln!(out, "{}", decoder.finish()))?;
+    }
+    if context_full {
+        // Fewer tokens than -n asked for, and not because the model ended:
+        // say so, rather than leave a short reply unexplained.
+        eprintln!(
+            "stopped after {generated} of {} tokens: the context of {} tokens is full (raise -c)",
+            args.n_predict,
+            session.n_ctx()
+        );
     }
     let decode_steps = generated.saturating_sub(1).max(1);
     eprintln!(

@@ -52,8 +52,8 @@ pub struct ServeArgs {
     /// request (a system prompt, an earlier turn): `on` or `off`.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     pub cache_reuse: String,
-    /// Largest request body in bytes.
-    #[arg(long, default_value_t = 4 << 20)]
+    /// Largest request body in bytes (at least 1).
+    #[arg(long, default_value_t = 4 << 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_body: usize,
     /// Largest `max_tokens` a request may ask for (and the default).
     #[arg(long, default_value_t = 4096)]

@@ -63,6 +63,9 @@ fn run_inner(args: &TestOpsArgs) -> gantry::Result<conformance::Summary> {
     let registry = registry(args.remote.as_deref())?;
     let params = args.threads.map(|n| format!("threads={n}"));
     let backend = registry.init_by_name(&args.backend, params.as_deref())?;
+    if args.op.as_deref().is_some_and(|op| op.split(',').all(|o| o.trim().is_empty())) {
+        return Err(gantry::Error::Model("--op names no op (leave it out to run every case)".into()));
+    }
     let mut filter = args.op.as_deref().map_or_else(Filter::all, Filter::ops);
     let unknown = filter.unknown_ops();
     if !unknown.is_empty() {

@@ -241,8 +241,10 @@ def check_busy():
         t.join()
     unauthorized = status_of(lambda: client.completions.create(model=MODEL, prompt="x", max_tokens=1))
     health = raw("GET", "/health")
+    # The scheme's name is case-insensitive.
+    lower_scheme = raw("GET", "/v1/models", headers={"Authorization": "bearer " + key})["status"]
     return {"results": results, "unauthorized": unauthorized, "health_without_key": health["status"],
-            "stalled": stalled_clients(key)}
+            "lower_scheme": lower_scheme, "stalled": stalled_clients(key)}
 
 
 def stalled_clients(key):
@@ -268,6 +270,12 @@ def stalled_clients(key):
     s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
               "Content-Length: 100\r\n\r\n{\"prompt\":".encode())
     out["half_body"] = closed_within(s, 5)
+    s.close()
+    # A declared length past --max-body is refused at once (413), not after the header timeout (408).
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+              "Content-Length: 100000000\r\n\r\n{\"prompt\":".encode())
+    out["declared_too_large"] = closed_within(s, 5)
     s.close()
     s = socket.create_connection((u.hostname, u.port))
     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -59,7 +59,7 @@ impl BertModel {
         let dir = dir.as_ref();
         let path = |f: &str| -> PathBuf { dir.join(f) };
         let config = BertConfig::from_file(&path("config.json"))?;
-        super::modules::check_modules(dir)?;
+        super::modules::check_modules(dir, config.hidden_size)?;
         let sentence = super::modules::sentence_config(dir)?;
         let tokenizer = load_tokenizer(&path("tokenizer.json"), &config, sentence.max_seq_length)?;
         let weights = path("model.safetensors");

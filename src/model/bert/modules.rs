@@ -39,8 +39,10 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 }
 
 /// `Err` naming the file and the module or key when the folder `dir`
-/// describes a pipeline other than Gantry's; `Ok` when it describes none.
-pub(crate) fn check_modules(dir: &Path) -> Result<()> {
+/// describes a pipeline other than Gantry's (or pooling of vectors of
+/// another width than the encoder's `hidden_size`); `Ok` when it describes
+/// none.
+pub(crate) fn check_modules(dir: &Path, hidden_size: usize) -> Result<()> {
     let modules = dir.join("modules.json");
     let mut pooling_dirs = Vec::new();
     if modules.exists() {
@@ -80,6 +82,14 @@ pub(crate) fn check_modules(dir: &Path) -> Result<()> {
             return Err(Error::InvalidModel {
                 file,
                 reason: "pooling_mode_mean_tokens is not true: Gantry pools by the mean only".into(),
+            });
+        }
+        if let Some(width) = json.get("word_embedding_dimension").filter(|w| !w.is_null())
+            && width.as_u64() != Some(hidden_size as u64)
+        {
+            return Err(Error::InvalidModel {
+                file,
+                reason: format!("word_embedding_dimension = {width}, but config.json's hidden_size is {hidden_size}"),
             });
         }
         if let Some(other) = OTHER_POOLING_MODES.iter().find(|k| on(k)) {
@@ -148,13 +158,20 @@ mod tests {
     const MEAN: &str = r#"{"word_embedding_dimension": 384, "pooling_mode_cls_token": false,
         "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false}"#;
 
+    /// all-MiniLM-L6-v2's width.
+    fn check_modules_384(dir: &Path) -> Result<()> {
+        check_modules(dir, 384)
+    }
+
     #[test]
     fn gantrys_pipeline_is_accepted_and_any_other_refused_by_file() {
         // all-MiniLM-L6-v2's own description, and a plain folder.
-        check_modules(folder("minilm", &[("modules.json", MODULES), ("1_Pooling/config.json", MEAN)]).path()).unwrap();
-        check_modules(folder("plain", &[]).path()).unwrap();
+        check_modules_384(folder("minilm", &[("modules.json", MODULES), ("1_Pooling/config.json", MEAN)]).path())
+            .unwrap();
+        check_modules_384(folder("plain", &[]).path()).unwrap();
         let cls = MEAN.replace("\"pooling_mode_cls_token\": false", "\"pooling_mode_cls_token\": true");
         let cls = cls.replace("\"pooling_mode_mean_tokens\": true", "\"pooling_mode_mean_tokens\": false");
+        let wide = MEAN.replace("384", "768");
         let dense = MODULES.replace(
             "2_Normalize\", \"type\": \"sentence_transformers.models.Normalize",
             "2_Dense\", \"type\": \"sentence_transformers.models.Dense",
@@ -167,13 +184,14 @@ mod tests {
             ),
             ("cls-alone", vec![("1_Pooling/config.json", cls.as_str())], "pooling_mode_mean_tokens"),
             ("dense", vec![("modules.json", dense.as_str())], "Dense"),
+            ("wide", vec![("1_Pooling/config.json", wide.as_str())], "word_embedding_dimension = 768, but"),
             (
                 "escape",
                 vec![("modules.json", r#"[{"type": "sentence_transformers.models.Pooling", "path": "../x"}]"#)],
                 "not a folder name",
             ),
         ] {
-            let e = check_modules(folder(name, &files).path()).unwrap_err().to_string();
+            let e = check_modules_384(folder(name, &files).path()).unwrap_err().to_string();
             assert!(e.contains(says), "{name}: {e}");
         }
     }
