@@ -181,6 +181,16 @@ fn gguf_models_that_cannot_load_name_the_file_and_key() {
     });
     assert!(err.contains(&file) && err.contains("tokenizer.ggml.tokens") && err.contains("token_embd.weight"), "{err}");
 
+    // Three heads do not divide the width, and no key_length says the head size.
+    let (err, file) = load_gguf_err("heads_do_not_divide", "llama", |_, w| {
+        w.remove("llama.attention.head_count").add_u32("llama.attention.head_count", 3);
+    });
+    assert!(
+        err.contains(&file) && err.contains("llama.embedding_length") && err.contains("is not a multiple of"),
+        "{err}"
+    );
+    assert!(!err.contains("DecoderHparams"), "no debug dump: {err}");
+
     // Gemma 3 needs its sliding window in the metadata.
     let (err, file) = load_gguf_err("gemma3_without_window", "gemma3", |_, _| {});
     assert!(err.contains(&file) && err.contains("gemma3.attention.sliding_window"), "{err}");

@@ -222,7 +222,7 @@ impl DecoderHparams {
 
     /// Checks that the numbers fit together.
     pub fn validate(&self) -> Result<(), Error> {
-        let bad = |what: &str| Err(Error::Model(format!("invalid {} hyperparameters: {what} ({self:?})", self.arch)));
+        let bad = |what: &str| Err(Error::Model(format!("invalid {} hyperparameters: {what}", self.arch)));
         if [self.n_vocab, self.n_embd, self.n_layer, self.n_head, self.n_head_kv, self.head_dim, self.n_ff].contains(&0)
         {
             return bad("a size is zero");
@@ -266,7 +266,7 @@ impl DecoderHparams {
             return bad("the experts' SwiGLU alpha and limit must be finite, the limit positive");
         }
         if !self.head_dim.is_multiple_of(2) {
-            return bad("head_dim is odd");
+            return bad(&format!("the head size {} is odd (rope turns pairs of values)", self.head_dim));
         }
         let positive = |x: f32| x.is_finite() && x > 0.0;
         let rope = [self.rope_base, self.rope_freq_scale, self.rope_base_swa, self.rope_freq_scale_swa];

@@ -92,6 +92,19 @@ pub(crate) fn common_shape(gguf: &Gguf) -> Result<DecoderHparams> {
     let n_head_kv = gguf.get_arch_count("attention.head_count_kv", l.max_width)?.unwrap_or(n_head);
     let head_dim = match gguf.get_arch_count("attention.key_length", l.max_width)? {
         Some(d) => d,
+        // Without the key, a head is the width over the heads: a width they
+        // do not divide is the file's error, named by its keys.
+        None if n_head > 0 && !n_embd.is_multiple_of(n_head) => {
+            return Err(Error::InvalidModel {
+                file: gguf.source().to_owned(),
+                reason: format!(
+                    "{} = {n_embd} is not a multiple of {} = {n_head} (and no {} gives the head size)",
+                    gguf.arch_key("embedding_length")?,
+                    gguf.arch_key("attention.head_count")?,
+                    gguf.arch_key("attention.key_length")?,
+                ),
+            });
+        }
         None if n_head > 0 => n_embd / n_head,
         None => 0,
     };
