@@ -46,6 +46,17 @@ pub fn parse_servers(list: &str) -> Vec<String> {
     list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
+/// Whether `s` is `host:port`: a host (a bracketed IPv6 address, or a name
+/// or IPv4 address without `:`) and a port from 1 to 65535.
+fn is_host_port(s: &str) -> bool {
+    let Some((host, port)) = s.rsplit_once(':') else { return false };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => !host.is_empty() && !host.contains(':') && !host.chars().any(|c| c.is_whitespace() || c.is_control()),
+    };
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
@@ -96,12 +107,23 @@ impl RemoteConfig {
 
     /// The configuration for `servers` with the rest from the environment.
     pub fn for_servers(servers: Vec<String>) -> Result<Self> {
+        // A server no one could dial would only be skipped at connect, with
+        // the run going on without it: refused here, by name.
+        if let Some(bad) = servers.iter().find(|s| !is_host_port(s)) {
+            return Err(Error::Unsupported(format!(
+                "remote server {bad:?} is not HOST:PORT (a name or an address, then a port 1 to 65535; IPv6 as [::1]:5000)"
+            )));
+        }
         let identity = Arc::new(TlsIdentity::from_files(&Self::tls_files_from_env()?)?);
         let mut config = Self::new(servers, identity);
         config.call_timeout = env_ms("GANTRY_REMOTE_TIMEOUT_MS", 30_000)?;
         config.compute_timeout = env_ms("GANTRY_REMOTE_COMPUTE_TIMEOUT_MS", 600_000)?;
         config.times.idle_timeout = env_ms("GANTRY_REMOTE_IDLE_MS", 10_000)?;
-        config.weight_cache = env("GANTRY_REMOTE_WEIGHT_CACHE").is_none_or(|v| v != "0");
+        config.weight_cache = match env("GANTRY_REMOTE_WEIGHT_CACHE").as_deref() {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(v) => return Err(Error::Unsupported(format!("GANTRY_REMOTE_WEIGHT_CACHE={v:?}: expected 0 or 1"))),
+        };
         Ok(config)
     }
 
@@ -116,7 +138,18 @@ impl RemoteConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_servers;
+    use super::{is_host_port, parse_servers};
+
+    #[test]
+    fn addresses_are_host_and_port() {
+        for good in ["127.0.0.1:5000", "gpu-box.lan:7000", "[::1]:5000", "localhost:65535"] {
+            assert!(is_host_port(good), "{good}");
+        }
+        for bad in ["a:b:c", "localhost", "localhost:0", "localhost:70000", ":5000", "::1:5000", "[nope]:5000", "a b:1"]
+        {
+            assert!(!is_host_port(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn server_lists() {
