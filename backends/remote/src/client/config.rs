@@ -9,7 +9,7 @@
 //! | `GANTRY_REMOTE_TIMEOUT_MS` | the call timeout: each step of a call (default 30000) |
 //! | `GANTRY_REMOTE_COMPUTE_TIMEOUT_MS` | how long a compute may take (default 600000) |
 //! | `GANTRY_REMOTE_IDLE_MS` | the connection's idle timeout (default 10000) |
-//! | `GANTRY_REMOTE_WEIGHT_CACHE` | `0` never asks servers for weights they hold |
+//! | `GANTRY_REMOTE_WEIGHT_CACHE` | `0` never asks servers for weights they hold (`1`, the default, does; nothing else is accepted) |
 
 use std::path::PathBuf;
 use std::sync::Arc;
