@@ -645,27 +645,63 @@ fn walk_within_fuel(state: &State, value: &Value) -> Result<u64, JinjaError> {
 /// `range(50000)|list|tojson(indent=100000)` is 5 GB of spaces.
 fn walk_indented_within_fuel(state: &State, value: &Value, indent: u64) -> Result<u64, JinjaError> {
     let Some((_, remaining)) = state.fuel_levels() else { return Ok(0) };
-    let mut budget = remaining.saturating_mul(64);
-    let mut walked = 0u64;
-    let mut pending = vec![(value.clone(), 0u64)];
-    while let Some((v, depth)) = pending.pop() {
-        let text = v.as_str().map_or(0, str::len) as u64;
-        let layout = if indent == 0 { 0 } else { indent.saturating_mul(depth).saturating_add(1) };
-        let cost = layout.saturating_add(8 + text);
-        budget = budget.checked_sub(cost).ok_or_else(|| JinjaError::from(ErrorKind::OutOfFuel))?;
-        walked = walked.saturating_add(cost);
-        match v.kind() {
-            ValueKind::Map => {
-                for key in v.try_iter()? {
-                    pending.push((v.get_item(&key)?, depth + 1));
-                    pending.push((key, depth + 1));
-                }
+    let mut walk = Walk { budget: remaining.saturating_mul(64), walked: 0, indent, open: Vec::new() };
+    walk.visit(value, 0)?;
+    // Depth first, one iterator per open list or map: what is held grows
+    // with the depth, never with a list's length (`messages * 100000000`
+    // is a lazy sequence of 100 million items; collecting them to walk
+    // took gigabytes before the first was paid for).
+    while let Some(top) = walk.open.last_mut() {
+        let depth = top.depth + 1;
+        let Some(item) = top.items.next() else {
+            walk.open.pop();
+            continue;
+        };
+        match top.map.clone() {
+            Some(map) => {
+                walk.visit(&item, depth)?;
+                walk.visit(&map.get_item(&item)?, depth)?;
             }
-            ValueKind::Seq | ValueKind::Iterable => pending.extend(v.try_iter()?.map(|item| (item, depth + 1))),
-            _ => {}
+            None => walk.visit(&item, depth)?,
         }
     }
-    Ok(walked)
+    Ok(walk.walked)
+}
+
+/// The state of [`walk_indented_within_fuel`].
+struct Walk {
+    budget: u64,
+    walked: u64,
+    indent: u64,
+    open: Vec<OpenValue>,
+}
+
+/// A list or map being walked: its items (a map's keys) still to come.
+struct OpenValue {
+    items: minijinja::value::ValueIter,
+    /// The map whose keys `items` are, to read their values.
+    map: Option<Value>,
+    depth: u64,
+}
+
+impl Walk {
+    /// Pays for `v` (eight bytes, a string's bytes, its indentation) and
+    /// opens it when it holds more.
+    fn visit(&mut self, v: &Value, depth: u64) -> Result<(), JinjaError> {
+        let text = v.as_str().map_or(0, str::len) as u64;
+        let layout = if self.indent == 0 { 0 } else { self.indent.saturating_mul(depth).saturating_add(1) };
+        let cost = layout.saturating_add(8 + text);
+        self.budget = self.budget.checked_sub(cost).ok_or_else(|| JinjaError::from(ErrorKind::OutOfFuel))?;
+        self.walked = self.walked.saturating_add(cost);
+        let map = match v.kind() {
+            ValueKind::Map => Some(v.clone()),
+            ValueKind::Seq | ValueKind::Iterable => None,
+            _ => return Ok(()),
+        };
+        self.open.try_reserve(1).map_err(|_| JinjaError::from(ErrorKind::OutOfFuel))?;
+        self.open.push(OpenValue { items: v.try_iter()?, map, depth });
+        Ok(())
+    }
 }
 
 /// `value` itself, once [`walk_within_fuel`] has walked it and the walk is
@@ -869,9 +905,19 @@ mod tests {
             "{% set ns = namespace(x=[]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x|tojson|length }}",
             "{% set ns = namespace(d={}) %}{% for i in range(30) %}{% set ns.d = {'a': ns.d, 'b': ns.d} %}{% endfor %}{{ ns.d|string|length }}",
             "{% set ns = namespace(x=[]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ (ns.x ~ '')|length }}",
+            // A lazy repetition of 100 million items: the walk that pays for
+            // writing it out reserved room for all of them first (3.2 GB).
+            "{{ [1] * 100000000 }}",
+            "{{ {'a': [1] * 100000000} }}",
         ] {
+            let started = std::time::Instant::now();
             let error = render(template).unwrap_err().to_string();
-            assert!(error.contains("ran out of fuel"), "{template}: {error}");
+            // The repetition is within this render's fuel to walk, not to write out.
+            let stopped = ["ran out of fuel", "the prompt grew past"];
+            assert!(stopped.iter().any(|s| error.contains(s)), "{template}: {error}");
+            // Bounded: about 12 s here, in memory that does not grow with the
+            // repetition (the walk collected its items first: 3.2 GB).
+            assert!(started.elapsed().as_secs() < 120, "{template}: {:?}", started.elapsed());
         }
     }
 
