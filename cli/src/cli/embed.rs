@@ -40,6 +40,9 @@ pub fn run(args: &EmbedArgs) -> ExitCode {
 }
 
 fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
+    if let Some(out) = &args.out {
+        super::f32_file::refuse_inputs_as_output(out, &[&args.model])?;
+    }
     args.devices.refuse_budget("embed")?;
     let (_registry, backends) = args.devices.open()?;
     let mut ctx = Context::new();
@@ -66,9 +69,7 @@ fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
         rows.len() as f64 / elapsed
     );
     if let Some(out) = &args.out {
-        let bytes: Vec<u8> = embeddings.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(out, bytes)
-            .map_err(|source| Error::Io { context: format!("writing {}", out.display()), source })?;
+        super::f32_file::write_f32_file(out, &embeddings, &[&args.model])?;
         eprintln!("wrote {} x {dim} f32 to {}", rows.len(), out.display());
     }
     Ok(())

@@ -57,15 +57,23 @@ pub fn prompt_logits(
     }
     let params = SessionParams { n_ctx: tokens.len().next_multiple_of(256), ..SessionParams::from_env() };
     let mut session = Session::new(&mut ctx, model.hp, model.weights.clone(), &backends, params)?;
-    let logits = session.eval(&mut ctx, &tokens, LogitsFor::All)?.to_vec();
+    let all = session.eval(&mut ctx, &tokens, LogitsFor::All)?;
+    let mut logits = Vec::new();
+    logits.try_reserve_exact(all.len()).map_err(|_| {
+        Error::Model(format!(
+            "no memory for a copy of the logits of {} positions ({} bytes)",
+            tokens.len(),
+            all.len().saturating_mul(4)
+        ))
+    })?;
+    logits.extend_from_slice(all);
     Ok((tokens, logits))
 }
 
 fn run_inner(args: &LogitsArgs) -> Result<(), Error> {
+    super::f32_file::refuse_inputs_as_output(&args.out, &[&args.model])?;
     let (tokens, logits) = prompt_logits(&args.model, &args.prompt, args.add_bos, &args.devices)?;
-    let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(&args.out, bytes)
-        .map_err(|source| Error::Io { context: format!("writing {}", args.out.display()), source })?;
+    super::f32_file::write_f32_file(&args.out, &logits, &[&args.model])?;
     println!("{}", tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" "));
     eprintln!("wrote {} positions x {} logits to {}", tokens.len(), logits.len() / tokens.len(), args.out.display());
     Ok(())

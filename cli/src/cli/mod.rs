@@ -8,6 +8,7 @@ pub mod common;
 pub mod demo;
 pub mod devices;
 pub mod embed;
+pub mod f32_file;
 pub mod logging;
 pub mod logits;
 pub mod memory_floor;

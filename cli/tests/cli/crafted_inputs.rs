@@ -207,6 +207,16 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
     let dir = scratch();
     let model = dir.path().join("tiny-third-pass.gguf");
     tiny_llama(&model, 1);
+    // logits' output over the model it reads (or a link to it) is refused
+    // before the work, the model left whole.
+    let before = std::fs::read(&model).unwrap();
+    let link = dir.path().join("link.gguf");
+    std::os::unix::fs::symlink(&model, &link).unwrap();
+    for out in [&model, &link] {
+        let out = gantry(&["logits", "-p", "a", "-o", out.to_str().unwrap()], &model);
+        assert_error(&out, &["is the file the model reads"]);
+    }
+    assert_eq!(std::fs::read(&model).unwrap(), before);
     // A reply that cannot be written (a full disk) is an error, not status 0.
     if let Ok(full) = std::fs::File::options().write(true).open("/dev/full") {
         let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
