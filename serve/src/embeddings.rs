@@ -33,7 +33,7 @@ pub struct EmbedderSetup {
 /// Vectors of a request's inputs, in order, and their token count.
 #[derive(Debug)]
 pub struct Embedded {
-    /// One unit vector per input.
+    /// One vector per input (of unit length unless the folder asks for the plain mean).
     pub vectors: Vec<Vec<f32>>,
     /// Tokens of all inputs (with the model's special tokens).
     pub tokens: usize,

@@ -69,6 +69,10 @@ const UNSUPPORTED: &[(&str, &[Neutral], &str)] = &[
     ("xtc_probability", &[Neutral::Number(0.0)], ""),
     ("n_probs", &[Neutral::Number(0.0)], ": use `logprobs`"),
     ("audio", &[Neutral::Empty], ""),
+    ("samplers", &[Neutral::Empty], ""),
+    ("t_max_predict_ms", &[Neutral::Number(0.0)], ""),
+    ("n_cmpl", &[Neutral::Number(1.0)], ": this server returns one choice per request"),
+    ("post_sampling_probs", &[Neutral::False], ": use `logprobs`"),
 ];
 
 /// A value of an unsupported field that changes nothing.
@@ -80,6 +84,8 @@ enum Neutral {
     Number(f64),
     /// This string.
     Text(&'static str),
+    /// `false`.
+    False,
 }
 
 impl Neutral {
@@ -91,6 +97,7 @@ impl Neutral {
             (Neutral::Empty, Value::Array(a)) => a.is_empty(),
             (Neutral::Number(n), Value::Number(x)) => x.as_f64() == Some(n),
             (Neutral::Text(t), Value::String(s)) => s == t,
+            (Neutral::False, Value::Bool(b)) => !b,
             _ => false,
         }
     }
@@ -211,6 +218,15 @@ impl SamplingFields {
             && n != 1
         {
             return Err(ApiError::bad_request(format!("`n` = {n}: this server returns one choice per request")));
+        }
+        // llama-server lets `n_predict` win over `max_tokens`, OpenAI's
+        // clients send `max_tokens`: two that differ are refused, not chosen.
+        if let (Some(n), Some(m)) = (self.n_predict, self.max_completion_tokens.or(self.max_tokens))
+            && n != m
+        {
+            return Err(ApiError::bad_request(format!(
+                "`n_predict` = {n} and `max_tokens` = {m} disagree: give one of them"
+            )));
         }
         let max_tokens = match self.max_completion_tokens.or(self.max_tokens).or(self.n_predict) {
             None => max_tokens_cap,
@@ -436,6 +452,10 @@ mod tests {
             (r#""dry_multiplier":0.8"#, "dry_multiplier"),
             (r#""xtc_probability":0.5"#, "xtc_probability"),
             (r#""n_probs":3"#, "use `logprobs`"),
+            (r#""samplers":["temperature"]"#, "samplers"),
+            (r#""t_max_predict_ms":100"#, "t_max_predict_ms"),
+            (r#""n_cmpl":2"#, "one choice per request"),
+            (r#""post_sampling_probs":true"#, "post_sampling_probs"),
         ] {
             let r = chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],{field}}}"#));
             let e = r.sampling.params(100, None).expect_err(field);
@@ -455,7 +475,9 @@ mod tests {
         let body = |extra: &str| chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}]{extra}}}"#));
         assert_eq!(body(r#","n_predict":7"#).sampling.params(100, None).unwrap().max_tokens, 7);
         assert_eq!(body(r#","n_predict":-1"#).sampling.params(100, None).unwrap().max_tokens, 100);
-        assert_eq!(body(r#","n_predict":-1,"max_tokens":5"#).sampling.params(100, None).unwrap().max_tokens, 5);
+        assert_eq!(body(r#","n_predict":5,"max_tokens":5"#).sampling.params(100, None).unwrap().max_tokens, 5);
+        let e = body(r#","n_predict":-1,"max_tokens":5"#).sampling.params(100, None).unwrap_err();
+        assert!(e.message.contains("disagree"), "{e}");
         let e = body(r#","n_predict":101"#).sampling.params(100, None).unwrap_err();
         assert!(e.message.contains("`n_predict` = 101"), "{e}");
     }

@@ -591,6 +591,41 @@ fn sentence_bert_config_cuts_and_lowercases_texts() {
     assert!(e.contains("max_seq_length = 2 leaves no room"), "{e}");
 }
 
+/// A sentence-transformers folder whose `modules.json` lists no `Normalize`
+/// (paraphrase-MiniLM-L6-v2's) is embedded as the plain means: the same
+/// directions as a plain folder's unit vectors, not of unit length.
+#[test]
+fn a_folder_without_a_normalize_module_gives_the_plain_means() {
+    let dir = temp_dir("bert-no-normalize");
+    write_bert(&dir, &bert_config(BERT_H), WORDPIECE, &bert_tensors());
+    let mut ctx = Context::new();
+    let device = cpu();
+    let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
+    let embed = |ctx: &mut Context| {
+        let model = BertModel::load(&dir, ctx, &device).unwrap();
+        let batch = model.tokenize(&["a b", "b"]).unwrap();
+        let mut encoder = Encoder::new(ctx, &model, std::slice::from_ref(&backend), EncoderParams::default()).unwrap();
+        (model.normalize, encoder.embed(ctx, &batch).unwrap())
+    };
+    let (normalized, units) = embed(&mut ctx);
+    assert!(normalized);
+    std::fs::write(
+        dir.join("modules.json"),
+        r#"[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]"#,
+    )
+    .unwrap();
+    let (normalized, means) = embed(&mut ctx);
+    assert!(!normalized);
+    for (unit, mean) in units.chunks(BERT_H).zip(means.chunks(BERT_H)) {
+        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() > 1e-3, "not of unit length: {norm}");
+        for (u, m) in unit.iter().zip(mean) {
+            assert!((u - m / norm).abs() < 1e-5, "same direction: {u} vs {}", m / norm);
+        }
+    }
+}
+
 #[test]
 fn bert_folders_that_cannot_load_name_the_file_and_key() {
     let good = bert_tensors();

@@ -55,11 +55,12 @@ fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
     let elapsed = t0.elapsed().as_secs_f64();
     let dim = model.config.hidden_size;
     let rows: Vec<&[f32]> = embeddings.chunks(dim).collect();
-    // The embeddings are unit vectors: cosines are dot products.
+    // Unit vectors unless the folder's modules.json has no Normalize.
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    let cosine = |a: &[f32], b: &[f32]| dot(a, b) / (dot(a, a) * dot(b, b)).sqrt().max(f32::MIN_POSITIVE);
     println!("cosine similarity ({} texts, {dim} dimensions):", rows.len());
     for (i, a) in rows.iter().enumerate() {
-        let line: Vec<String> =
-            rows.iter().map(|b| format!("{:7.4}", a.iter().zip(*b).map(|(x, y)| x * y).sum::<f32>())).collect();
+        let line: Vec<String> = rows.iter().map(|b| format!("{:7.4}", cosine(a, b))).collect();
         println!("  [{i}] {}  {:?}", line.join(" "), texts[i]);
     }
     eprintln!(

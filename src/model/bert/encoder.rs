@@ -33,6 +33,10 @@ pub struct BertModel {
     /// `sentence_bert_config.json`'s `do_lower_case`: texts are lowercased
     /// before they are tokenized, as sentence-transformers does.
     pub lower_case: bool,
+    /// Whether the pooled vectors are L2-normalised: a sentence-transformers
+    /// folder whose `modules.json` lists no `Normalize` module gives the
+    /// plain means (a plain folder is normalised, as all-MiniLM-L6-v2).
+    pub normalize: bool,
 }
 
 /// One tokenized sentence: token ids and token types.
@@ -59,7 +63,7 @@ impl BertModel {
         let dir = dir.as_ref();
         let path = |f: &str| -> PathBuf { dir.join(f) };
         let config = BertConfig::from_file(&path("config.json"))?;
-        super::modules::check_modules(dir, config.hidden_size)?;
+        let normalize = super::modules::check_modules(dir, config.hidden_size)?;
         let sentence = super::modules::sentence_config(dir)?;
         let tokenizer = load_tokenizer(&path("tokenizer.json"), &config, sentence.max_seq_length)?;
         let weights = path("model.safetensors");
@@ -68,7 +72,9 @@ impl BertModel {
         let names: HashMap<String, _> = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
         let unloadable = file.unloadable();
         match BertWeights::from_names(ctx, file.source(), &names, &unloadable, &config, &device.buffer_type()) {
-            Ok(weights) => Ok(Self { config, weights, tokenizer, loaded, file, lower_case: sentence.do_lower_case }),
+            Ok(weights) => {
+                Ok(Self { config, weights, tokenizer, loaded, file, lower_case: sentence.do_lower_case, normalize })
+            }
             Err(e) => {
                 loaded.unload(ctx);
                 Err(e)
@@ -160,6 +166,7 @@ pub struct Encoder {
     graph: Option<BertGraph>,
     mark: Mark,
     attention: Attention,
+    normalize: bool,
     // Scratch kept between batches.
     inputs: [Vec<i32>; 3],
     mask: Vec<f16>,
@@ -183,6 +190,7 @@ impl Encoder {
             graph: None,
             mark: ctx.mark(),
             attention: params.attention,
+            normalize: model.normalize,
             inputs: Default::default(),
             mask: Vec::new(),
             pooling: Vec::new(),
@@ -213,7 +221,8 @@ impl Encoder {
         crate::model::abort_callback::install(&mut self.sched, callback);
     }
 
-    /// The L2-normalised embedding of each sentence, `[n][hidden]` in one
+    /// The embedding of each sentence (L2-normalised unless the folder says
+    /// otherwise: [`BertModel::normalize`]), `[n][hidden]` in one
     /// vector: the sentences padded to the longest and run as one graph.
     pub fn embed(&mut self, ctx: &mut Context, batch: &EncodedBatch) -> Result<Vec<f32>> {
         let n_seq = batch.ids.len();
@@ -252,7 +261,15 @@ impl Encoder {
                 self.sched.reset(ctx);
                 ctx.rewind(self.mark);
                 self.graph = None;
-                let g = build_bert_graph(ctx, &self.config, &self.weights, n_tokens, n_seq, self.attention)?;
+                let g = build_bert_graph(
+                    ctx,
+                    &self.config,
+                    &self.weights,
+                    n_tokens,
+                    n_seq,
+                    self.attention,
+                    self.normalize,
+                )?;
                 self.graph = Some(g);
                 g
             }

@@ -20,7 +20,8 @@ pub struct BertGraph {
     /// Pooling weights, F32 `[n_tokens, 1, n_seq]`: `1 / length` for a
     /// sentence's tokens, 0 for padding.
     pub pooling: TensorId,
-    /// The sentence embeddings, F32 `[hidden, n_seq]`, L2-normalised.
+    /// The sentence embeddings, F32 `[hidden, n_seq]` (L2-normalised unless
+    /// the folder's `modules.json` lists no `Normalize`).
     pub embeddings: TensorId,
     /// Tokens per sentence (after padding).
     pub n_tokens: usize,
@@ -41,7 +42,7 @@ fn input(ctx: &mut Context, dtype: DType, shape: &[usize], name: &str) -> Result
 /// projections with biases, bidirectional attention over each sentence's
 /// own tokens (padding masked), output projection, residual, LayerNorm,
 /// GELU feed-forward, residual, LayerNorm; then the mean of each sentence's
-/// hidden states and L2 normalisation.
+/// hidden states and, when `l2_normalize`, L2 normalisation.
 pub fn build_bert_graph(
     ctx: &mut Context,
     cfg: &BertConfig,
@@ -49,6 +50,7 @@ pub fn build_bert_graph(
     n_tokens: usize,
     n_seq: usize,
     attention: Attention,
+    l2_normalize: bool,
 ) -> Result<BertGraph> {
     if n_tokens == 0 || n_seq == 0 || n_tokens > cfg.max_position_embeddings {
         return Err(Error::Model(format!(
@@ -106,9 +108,13 @@ pub fn build_bert_graph(
     let xt = ctx.cont(xt)?;
     let pooled = ctx.mul_mat(xt, pooling)?;
     let pooled = ctx.reshape(pooled, [h, n_seq])?;
-    // x / |x| = rms_norm(x) / sqrt(hidden).
-    let normed = ctx.rms_norm(pooled, 1e-12 / h as f32)?;
-    let embeddings = ctx.scale(normed, 1.0 / (h as f32).sqrt(), 0.0)?;
+    let embeddings = if l2_normalize {
+        // x / |x| = rms_norm(x) / sqrt(hidden).
+        let normed = ctx.rms_norm(pooled, 1e-12 / h as f32)?;
+        ctx.scale(normed, 1.0 / (h as f32).sqrt(), 0.0)?
+    } else {
+        pooled
+    };
     ctx.set_name(embeddings, "embeddings")?;
     ctx.set_output(embeddings)?;
     Ok(BertGraph { tokens, positions, token_types, mask, pooling, embeddings, n_tokens, n_seq })

@@ -40,16 +40,23 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 
 /// `Err` naming the file and the module or key when the folder `dir`
 /// describes a pipeline other than Gantry's (or pooling of vectors of
-/// another width than the encoder's `hidden_size`); `Ok` when it describes
-/// none.
-pub(crate) fn check_modules(dir: &Path, hidden_size: usize) -> Result<()> {
+/// another width than the encoder's `hidden_size`); else whether the
+/// pooled vectors are L2-normalised: when `modules.json` lists a
+/// `Normalize` module, or when there is no `modules.json` (a plain folder,
+/// embedded as all-MiniLM-L6-v2 is). paraphrase-MiniLM-L6-v2 and many
+/// others list none: their vectors are the plain means.
+pub(crate) fn check_modules(dir: &Path, hidden_size: usize) -> Result<bool> {
     let modules = dir.join("modules.json");
     let mut pooling_dirs = Vec::new();
+    let mut normalize = true;
     if modules.exists() {
         let file = modules.display().to_string();
         let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
         let json = read_json(&modules)?;
         let list = json.as_array().ok_or_else(|| bad("not a list of modules".into()))?;
+        normalize = list.iter().any(|m| {
+            m.get("type").and_then(serde_json::Value::as_str) == Some("sentence_transformers.models.Normalize")
+        });
         for module in list {
             let kind = module.get("type").and_then(serde_json::Value::as_str).unwrap_or_default();
             if !SUPPORTED_MODULES.contains(&kind) {
@@ -77,6 +84,12 @@ pub(crate) fn check_modules(dir: &Path, hidden_size: usize) -> Result<()> {
         }
         let file = path.display().to_string();
         let json = read_json(&path)?;
+        // A mode given as anything but true or false (`1`, `"true"`) would be
+        // read as off by Gantry and as on by Python: refused.
+        let modes = OTHER_POOLING_MODES.iter().chain(["pooling_mode_mean_tokens"].iter());
+        if let Some((key, v)) = modes.filter_map(|k| json.get(*k).map(|v| (k, v))).find(|(_, v)| !v.is_boolean()) {
+            return Err(Error::InvalidModel { file, reason: format!("{key} = {v} is not true or false") });
+        }
         let on = |key: &str| json.get(key).and_then(serde_json::Value::as_bool).unwrap_or(false);
         if !on("pooling_mode_mean_tokens") {
             return Err(Error::InvalidModel {
@@ -99,7 +112,7 @@ pub(crate) fn check_modules(dir: &Path, hidden_size: usize) -> Result<()> {
             });
         }
     }
-    Ok(())
+    Ok(normalize)
 }
 
 /// What a sentence-transformers folder's `sentence_bert_config.json` asks
@@ -159,7 +172,7 @@ mod tests {
         "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false}"#;
 
     /// all-MiniLM-L6-v2's width.
-    fn check_modules_384(dir: &Path) -> Result<()> {
+    fn check_modules_384(dir: &Path) -> Result<bool> {
         check_modules(dir, 384)
     }
 
@@ -172,6 +185,7 @@ mod tests {
         let cls = MEAN.replace("\"pooling_mode_cls_token\": false", "\"pooling_mode_cls_token\": true");
         let cls = cls.replace("\"pooling_mode_mean_tokens\": true", "\"pooling_mode_mean_tokens\": false");
         let wide = MEAN.replace("384", "768");
+        let cls_one = MEAN.replace("\"pooling_mode_cls_token\": false", "\"pooling_mode_cls_token\": 1");
         let dense = MODULES.replace(
             "2_Normalize\", \"type\": \"sentence_transformers.models.Normalize",
             "2_Dense\", \"type\": \"sentence_transformers.models.Dense",
@@ -185,6 +199,11 @@ mod tests {
             ("cls-alone", vec![("1_Pooling/config.json", cls.as_str())], "pooling_mode_mean_tokens"),
             ("dense", vec![("modules.json", dense.as_str())], "Dense"),
             ("wide", vec![("1_Pooling/config.json", wide.as_str())], "word_embedding_dimension = 768, but"),
+            (
+                "cls-as-1",
+                vec![("1_Pooling/config.json", cls_one.as_str())],
+                "pooling_mode_cls_token = 1 is not true or false",
+            ),
             (
                 "escape",
                 vec![("modules.json", r#"[{"type": "sentence_transformers.models.Pooling", "path": "../x"}]"#)],

@@ -272,10 +272,18 @@ pub(crate) fn load(gguf: &Gguf) -> Result<Vocab> {
         ("middle_token_id", |s| &mut s.fim_mid),
     ];
     for (key, slot) in keys {
-        if let Some(id) = gguf.get_opt::<u32>(&format!("tokenizer.ggml.{key}"))?
-            && id < n_ids
-        {
+        let Some(id) = gguf.get_opt::<u32>(&format!("tokenizer.ggml.{key}"))? else { continue };
+        if id < n_ids {
             *slot(&mut special) = Some(id);
+        } else {
+            // llama.cpp keeps its default for a bad id, and says so: a BOS
+            // that is not the file's changes every prompt.
+            let default = *slot(&mut special);
+            tracing::warn!(
+                file = gguf.source(),
+                "tokenizer.ggml.{key} = {id} is outside the {n} tokens: using {}",
+                default.map_or_else(|| "none".to_owned(), |d| format!("the default id {d}"))
+            );
         }
     }
     if let Some(v) = gguf.get_opt::<bool>("tokenizer.ggml.add_bos_token")? {
