@@ -76,11 +76,9 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
 /// The body, at most `--max-body` bytes, arriving within the header timeout.
 async fn read_body(state: &AppState, body: Body) -> Result<Vec<u8>, ApiError> {
     let limit = state.options.max_body;
-    // A declared length past the limit is refused at once, not after the
-    // bytes (or the header timeout) have come.
-    if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
-        return Err(ApiError::body_too_large(limit));
-    }
+    // A declared length past the limit is still read up to the limit before
+    // the 413: answered at once, the connection closed under a client still
+    // sending, which then sees a broken pipe instead of the answer.
     let wait = state.options.header_timeout;
     match tokio::time::timeout(wait, axum::body::to_bytes(body, limit)).await {
         Err(_) => Err(ApiError::body_timeout(wait.as_secs_f64())),

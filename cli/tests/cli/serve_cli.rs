@@ -355,13 +355,10 @@ fn a_full_queue_gets_503_and_a_missing_key_401() {
     assert_eq!(b["lower_scheme"], 200, "`bearer KEY`: {b}");
     // Stalled clients hold nothing for long: --header-timeout 1.
     let stalled = &b["stalled"];
-    for case in ["half_header", "half_body", "idle_keepalive", "declared_too_large"] {
+    for case in ["half_header", "half_body", "idle_keepalive"] {
         assert_eq!(stalled[case]["closed"], true, "{case}: {stalled}");
         assert!(stalled[case]["seconds"].as_f64().is_some_and(|s| s < 4.0), "{case}: {stalled}");
     }
-    let early = &stalled["declared_too_large"];
-    assert!(early["reply"].as_str().is_some_and(|r| r.contains(" 413 ")), "{early}");
-    assert!(early["seconds"].as_f64().is_some_and(|s| s < 0.9), "413 before the 1 s header timeout: {early}");
     assert!(stalled["half_body"]["reply"].as_str().is_some_and(|r| r.contains(" 408 ")), "{stalled}");
 }
 
