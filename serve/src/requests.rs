@@ -73,6 +73,11 @@ const UNSUPPORTED: &[(&str, &[Neutral], &str)] = &[
     ("t_max_predict_ms", &[Neutral::Number(0.0)], ""),
     ("n_cmpl", &[Neutral::Number(1.0)], ": this server returns one choice per request"),
     ("post_sampling_probs", &[Neutral::False], ": use `logprobs`"),
+    // The chat route renders the template as OpenAI's chat does: ending
+    // with the assistant's turn opened, no variables of the caller's.
+    ("add_generation_prompt", &[Neutral::True], ""),
+    ("continue_final_message", &[Neutral::False], ""),
+    ("chat_template_kwargs", &[Neutral::Empty], ""),
 ];
 
 /// A value of an unsupported field that changes nothing.
@@ -86,6 +91,8 @@ enum Neutral {
     Text(&'static str),
     /// `false`.
     False,
+    /// `true`.
+    True,
 }
 
 impl Neutral {
@@ -98,6 +105,7 @@ impl Neutral {
             (Neutral::Number(n), Value::Number(x)) => x.as_f64() == Some(n),
             (Neutral::Text(t), Value::String(s)) => s == t,
             (Neutral::False, Value::Bool(b)) => !b,
+            (Neutral::True, Value::Bool(b)) => *b,
             _ => false,
         }
     }
@@ -456,6 +464,8 @@ mod tests {
             (r#""t_max_predict_ms":100"#, "t_max_predict_ms"),
             (r#""n_cmpl":2"#, "one choice per request"),
             (r#""post_sampling_probs":true"#, "post_sampling_probs"),
+            (r#""add_generation_prompt":false"#, "add_generation_prompt"),
+            (r#""chat_template_kwargs":{"style":"x"}"#, "chat_template_kwargs"),
         ] {
             let r = chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],{field}}}"#));
             let e = r.sampling.params(100, None).expect_err(field);

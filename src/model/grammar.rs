@@ -124,15 +124,21 @@ const COMPILE_STACK_BYTES: usize = 256 << 20;
 /// one request can cost.
 pub const MAX_SCHEMA_PROPERTIES: usize = 5_000;
 
-/// How many JSON values `v` holds and how many properties its objects
-/// declare (the entries of every `"properties"` object), the walk stopped
-/// once either passes its limit.
-fn schema_size(v: &serde_json::Value, max_values: usize, max_properties: usize) -> (usize, usize) {
-    let (mut values, mut properties) = (0, 0);
+/// The most `patternProperties` a schema may declare, all its objects
+/// together: each is a regular expression over the keys, and llguidance's
+/// compile grows about as their count to the power 2.3 (250 in 2–5 s,
+/// 500 in 26 s, 1,000 past a minute here).
+pub const MAX_SCHEMA_PATTERN_PROPERTIES: usize = 100;
+
+/// How many JSON values `v` holds, how many properties its objects declare
+/// (the entries of every `"properties"` object) and how many pattern
+/// properties, the walk stopped once one passes its limit.
+fn schema_size(v: &serde_json::Value, max_values: usize, max_properties: usize) -> (usize, usize, usize) {
+    let (mut values, mut properties, mut pattern_properties) = (0, 0, 0usize);
     let mut pending = vec![v];
     while let Some(v) = pending.pop() {
         values += 1;
-        if values > max_values || properties > max_properties {
+        if values > max_values || properties > max_properties || pattern_properties > MAX_SCHEMA_PATTERN_PROPERTIES {
             break;
         }
         match v {
@@ -141,12 +147,15 @@ fn schema_size(v: &serde_json::Value, max_values: usize, max_properties: usize) 
                 if let Some(serde_json::Value::Object(declared)) = map.get("properties") {
                     properties += declared.len();
                 }
+                if let Some(serde_json::Value::Object(patterns)) = map.get("patternProperties") {
+                    pattern_properties += patterns.len();
+                }
                 pending.extend(map.values());
             }
             _ => {}
         }
     }
-    (values, properties)
+    (values, properties, pattern_properties)
 }
 
 /// The whitespace a JSON reply may put between tokens (see [`Constraint::json_schema`]).
@@ -172,13 +181,19 @@ impl Constraint {
     /// so that a model cannot fill a reply with blanks; a schema's own
     /// `x-guidance` options replace this.
     pub fn json_schema(vocab: &GrammarVocab, schema: &serde_json::Value) -> Result<Self> {
-        let (values, properties) = schema_size(schema, MAX_SCHEMA_VALUES, MAX_SCHEMA_PROPERTIES);
+        let (values, properties, patterns) = schema_size(schema, MAX_SCHEMA_VALUES, MAX_SCHEMA_PROPERTIES);
         if values > MAX_SCHEMA_VALUES {
             return Err(Error::Model(format!("the JSON schema holds more than {MAX_SCHEMA_VALUES} values")));
         }
         if properties > MAX_SCHEMA_PROPERTIES {
             return Err(Error::Model(format!(
                 "the JSON schema declares more than {MAX_SCHEMA_PROPERTIES} object properties (all its objects together)"
+            )));
+        }
+        if patterns > MAX_SCHEMA_PATTERN_PROPERTIES {
+            return Err(Error::Model(format!(
+                "the JSON schema declares more than {MAX_SCHEMA_PATTERN_PROPERTIES} patternProperties (all its objects \
+                 together): each is a regular expression llguidance's compile pays for many times over"
             )));
         }
         let mut schema = schema.clone();
@@ -318,6 +333,16 @@ mod tests {
             assert!(e.contains("more than 5000 object properties"), "{e}");
         }
         Constraint::json_schema(&vocab, &object(100, 0)).unwrap();
+        // Pattern properties have a bound of their own (101 took seconds
+        // more; 1,000 past a minute).
+        let patterns = |n: usize| {
+            let p: serde_json::Map<_, _> =
+                (0..n).map(|i| (format!("^p{i}[a-z]*$"), serde_json::json!({"type": "integer"}))).collect();
+            serde_json::json!({"type": "object", "patternProperties": p, "additionalProperties": false})
+        };
+        let e = Constraint::json_schema(&vocab, &patterns(MAX_SCHEMA_PATTERN_PROPERTIES + 1)).unwrap_err();
+        assert!(e.to_string().contains("more than 100 patternProperties"), "{e}");
+        Constraint::json_schema(&vocab, &patterns(10)).unwrap();
     }
 
     #[test]

@@ -633,6 +633,18 @@ fn bert_folders_that_cannot_load_name_the_file_and_key() {
     let (err, dir) = load_bert_err("bert-bad-tokenizer", &bert_config(BERT_H), "{\"model\": 42", &good);
     assert!(err.contains(&dir.join("tokenizer.json").display().to_string()), "{err}");
 
+    // A post-processor naming a special token it does not define: the
+    // tokenizers crate panicked on every text (and took serve's engines
+    // with it); refused at load, by file.
+    let template = WORDPIECE.replace(
+        r#"{"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]}"#,
+        r#"{"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[NOPE]", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}"#,
+    );
+    assert_ne!(template, WORDPIECE);
+    let (err, dir) = load_bert_err("bert-template-panics", &bert_config(BERT_H), &template, &good);
+    assert!(err.contains(&dir.join("tokenizer.json").display().to_string()) && err.contains("cannot encode"), "{err}");
+
     let (err, dir) =
         load_bert_err("bert-bad-config", &bert_config(BERT_H).replace("\"bert\"", "\"t5\""), WORDPIECE, &good);
     assert!(err.contains(&dir.join("config.json").display().to_string()) && err.contains("model_type"), "{err}");

@@ -22,14 +22,20 @@ fn io(out: &Path, source: std::io::Error) -> Error {
     Error::Io { context: format!("writing {}", out.display()), source }
 }
 
-/// `Err` when `out` exists and is (or links to) one of `inputs`, or a file
-/// directly inside an input that is a folder: checked before the work, so
+/// `Err` when `out` exists and is (or links to, by a symbolic or a hard
+/// link) one of `inputs`, or a file of an input that is a folder: checked before the work, so
 /// that a long compute does not end in that error.
 pub fn refuse_inputs_as_output(out: &Path, inputs: &[&Path]) -> Result<(), Error> {
     if let Ok(target) = out.canonicalize() {
         for input in inputs {
-            let is_input =
-                input.canonicalize().is_ok_and(|i| i == target || (i.is_dir() && target.parent() == Some(&i)));
+            let is_input = input.canonicalize().is_ok_and(|i| {
+                i == target
+                    || (i.is_dir() && target.parent() == Some(&i))
+                    || same_file(&i, &target)
+                    || (i.is_dir()
+                        && std::fs::read_dir(&i)
+                            .is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| same_file(&e.path(), &target)))))
+            });
             if is_input {
                 return Err(Error::Model(format!(
                     "--out {} is {} the model reads: writing it would destroy the model",
@@ -40,4 +46,19 @@ pub fn refuse_inputs_as_output(out: &Path, inputs: &[&Path]) -> Result<(), Error
         }
     }
     Ok(())
+}
+
+/// Whether `a` and `b` are one file under two names (a hard link).
+#[cfg(unix)]
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.is_file() && a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &Path, _: &Path) -> bool {
+    false
 }

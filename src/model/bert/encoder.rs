@@ -93,12 +93,29 @@ impl BertModel {
             } else {
                 text
             };
-            let enc =
-                self.tokenizer.encode(text, true).map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
+            let enc = encode(&self.tokenizer, text).map_err(|e| Error::Model(format!("tokenizing {text:?}: {e}")))?;
             batch.ids.push(enc.get_ids().to_vec());
             batch.type_ids.push(enc.get_type_ids().to_vec());
         }
         Ok(batch)
+    }
+}
+
+/// `tokenizer.encode(text)` with the special tokens; a panic inside the
+/// `tokenizers` crate (a post-processor template naming a special token it
+/// does not define panics there on every text) is an error, not the end of
+/// the thread.
+fn encode(tokenizer: &Tokenizer, text: &str) -> std::result::Result<tokenizers::Encoding, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tokenizer.encode(text, true))) {
+        Ok(encoded) => encoded.map_err(|e| e.to_string()),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("no message");
+            Err(format!("the tokenizer failed ({message})"))
+        }
     }
 }
 
@@ -110,7 +127,11 @@ fn load_tokenizer(path: &Path, config: &BertConfig, max_seq_length: Option<usize
     let file = path.display().to_string();
     let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
     crate::model::regular_file::check_regular(path)?;
-    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| bad(format!("not a tokenizer file: {e}")))?;
+    // The `tokenizers` crate panics on some malformed parts (a normalizer's
+    // precompiled charsmap that does not parse): an error like any other.
+    let read = std::panic::catch_unwind(|| Tokenizer::from_file(path))
+        .map_err(|_| bad("not a tokenizer file: the tokenizers crate could not read it".into()))?;
+    let mut tokenizer = read.map_err(|e| bad(format!("not a tokenizer file: {e}")))?;
     tokenizer.with_padding(None);
     // `tokenizers` subtracts the special tokens from the truncation length
     // unchecked: a length not above them overflows (a panic, or a huge
@@ -127,6 +148,9 @@ fn load_tokenizer(path: &Path, config: &BertConfig, max_seq_length: Option<usize
     }
     let truncation = TruncationParams { max_length, ..TruncationParams::default() };
     tokenizer.with_truncation(Some(truncation)).map_err(|e| bad(format!("truncation: {e}")))?;
+    // A tokenizer that cannot encode (its post-processor or normalizer
+    // broken) is refused here, by file, rather than failing every request.
+    encode(&tokenizer, "a").map_err(|e| bad(format!("it cannot encode a text: {e}")))?;
     let vocab = tokenizer.get_vocab_size(true);
     if vocab > config.vocab_size {
         return Err(bad(format!(
