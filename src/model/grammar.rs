@@ -132,13 +132,18 @@ pub const MAX_SCHEMA_PATTERN_PROPERTIES: usize = 100;
 
 /// How many JSON values `v` holds, how many properties its objects declare
 /// (the entries of every `"properties"` object) and how many pattern
-/// properties, the walk stopped once one passes its limit.
-fn schema_size(v: &serde_json::Value, max_values: usize, max_properties: usize) -> (usize, usize, usize) {
+/// properties, the walk stopped once one passes its bound
+/// ([`MAX_SCHEMA_VALUES`], [`MAX_SCHEMA_PROPERTIES`],
+/// [`MAX_SCHEMA_PATTERN_PROPERTIES`]).
+fn schema_size(v: &serde_json::Value) -> (usize, usize, usize) {
     let (mut values, mut properties, mut pattern_properties) = (0, 0, 0usize);
     let mut pending = vec![v];
     while let Some(v) = pending.pop() {
         values += 1;
-        if values > max_values || properties > max_properties || pattern_properties > MAX_SCHEMA_PATTERN_PROPERTIES {
+        if values > MAX_SCHEMA_VALUES
+            || properties > MAX_SCHEMA_PROPERTIES
+            || pattern_properties > MAX_SCHEMA_PATTERN_PROPERTIES
+        {
             break;
         }
         match v {
@@ -181,7 +186,7 @@ impl Constraint {
     /// so that a model cannot fill a reply with blanks; a schema's own
     /// `x-guidance` options replace this.
     pub fn json_schema(vocab: &GrammarVocab, schema: &serde_json::Value) -> Result<Self> {
-        let (values, properties, patterns) = schema_size(schema, MAX_SCHEMA_VALUES, MAX_SCHEMA_PROPERTIES);
+        let (values, properties, patterns) = schema_size(schema);
         if values > MAX_SCHEMA_VALUES {
             return Err(Error::Model(format!("the JSON schema holds more than {MAX_SCHEMA_VALUES} values")));
         }
@@ -308,7 +313,7 @@ mod tests {
             // A nested link declares a property: those are bounded too.
             let links = if nested { MAX_SCHEMA_PROPERTIES } else { MAX_SCHEMA_VALUES / per_link - 4 };
             let longest = ref_chain(links, nested);
-            assert!(schema_size(&longest, MAX_SCHEMA_VALUES, MAX_SCHEMA_PROPERTIES).0 <= MAX_SCHEMA_VALUES);
+            assert!(schema_size(&longest).0 <= MAX_SCHEMA_VALUES);
             Constraint::json_schema(&vocab, &longest).unwrap();
         }
         let too_long = ref_chain(MAX_SCHEMA_VALUES, false);
