@@ -82,9 +82,24 @@ async fn read_body(state: &AppState, body: Body) -> Result<Vec<u8>, ApiError> {
     let wait = state.options.header_timeout;
     match tokio::time::timeout(wait, axum::body::to_bytes(body, limit)).await {
         Err(_) => Err(ApiError::body_timeout(wait.as_secs_f64())),
-        Ok(Err(_)) => Err(ApiError::body_too_large(limit)),
+        Ok(Err(e)) if past_limit(&e) => Err(ApiError::body_too_large(limit)),
+        // A malformed chunked encoding, a connection cut mid-body: the
+        // client's request is at fault, not its size.
+        Ok(Err(e)) => Err(ApiError::bad_request(format!("the request body could not be read: {e}"))),
         Ok(Ok(bytes)) => Ok(bytes.to_vec()),
     }
+}
+
+/// Whether reading a body failed because it passed `--max-body`.
+fn past_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {

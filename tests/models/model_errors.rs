@@ -194,6 +194,14 @@ fn gguf_models_that_cannot_load_name_the_file_and_key() {
     // Gemma 3 needs its sliding window in the metadata.
     let (err, file) = load_gguf_err("gemma3_without_window", "gemma3", |_, _| {});
     assert!(err.contains(&file) && err.contains("gemma3.attention.sliding_window"), "{err}");
+    // A window of 0 would hide every key, the token's own included.
+    for arch in ["gemma3", "gemma2"] {
+        let key = format!("{arch}.attention.sliding_window");
+        let (err, file) = load_gguf_err(&format!("{arch}_window_0"), arch, |_, w| {
+            w.add_u32(&key, 0);
+        });
+        assert!(err.contains(&file) && err.contains(&format!("{key} = 0: it must be at least 1")), "{err}");
+    }
 
     // Rope factors and epsilons that would give NaN logits, not an error.
     for (key, value) in [
@@ -615,6 +623,8 @@ fn a_folder_without_a_normalize_module_gives_the_plain_means() {
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]"#,
     )
     .unwrap();
+    std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+    std::fs::write(dir.join("1_Pooling/config.json"), r#"{"pooling_mode_mean_tokens": true}"#).unwrap();
     let (normalized, means) = embed(&mut ctx);
     assert!(!normalized);
     for (unit, mean) in units.chunks(BERT_H).zip(means.chunks(BERT_H)) {

@@ -51,8 +51,8 @@ pub struct BenchArgs {
     /// Tokens to decode (`tg<N>` rows; 0 for none).
     #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128")]
     pub n_gen: Vec<usize>,
-    /// Repetitions of each test.
-    #[arg(short = 'r', long, default_value_t = 5)]
+    /// Repetitions of each test (at least 1).
+    #[arg(short = 'r', long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub repetitions: usize,
     /// Where it computes.
     #[command(flatten)]
@@ -151,7 +151,7 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     let (_registry, backends) = args.devices.open()?;
     let threads = args.devices.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");
-    let reps = args.repetitions.max(1);
+    let reps = args.repetitions;
     let print = |header: &Header, row: &Row, first: bool| print_row(args.output, header, row, first);
     if let Some(&b) = args.embed_batch.iter().find(|&&b| b > Limits::DEFAULT.max_context) {
         // Each batch is a `Vec` of that many sentences.

@@ -242,6 +242,16 @@ fn in_range<const LO: i32, const HI: i32>(text: &str) -> Result<f32, String> {
     }
 }
 
+/// Parses `--repeat-penalty`: in `(0, 100]`. Zero is refused, as serve
+/// refuses it: dividing by it is no penalty, and the sampler would quietly
+/// treat it as off.
+fn repeat_penalty(text: &str) -> Result<f32, String> {
+    match in_range::<0, 100>(text)? {
+        0.0 => Err("expected a number above 0, at most 100 (1 = off)".into()),
+        value => Ok(value),
+    }
+}
+
 /// The sampling options llama.cpp users expect (`--temp`, `--top-k`,
 /// `--top-p`, `--min-p`, `--repeat-penalty`, `--repeat-last-n`, `--seed`).
 #[derive(clap::Args, Debug, Clone)]
@@ -259,7 +269,7 @@ pub struct SamplingArgs {
     #[arg(long, default_value_t = 0.05, value_parser = in_range::<0, 1>)]
     pub min_p: f32,
     /// Penalise tokens seen among the last `--repeat-last-n` (1 = off; above 0, at most 100).
-    #[arg(long, default_value_t = 1.0, value_parser = in_range::<0, 100>)]
+    #[arg(long, default_value_t = 1.0, value_parser = repeat_penalty)]
     pub repeat_penalty: f32,
     /// How many of the last tokens the repetition penalty looks at.
     #[arg(long, default_value_t = 64)]

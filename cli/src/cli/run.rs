@@ -213,13 +213,19 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
             session.n_ctx()
         );
     }
-    let decode_steps = generated.saturating_sub(1).max(1);
+    // The first generated token comes from the prompt's step; each later one
+    // from a decode step of its own.
+    let decode_steps = generated.saturating_sub(1);
     eprintln!(
         "prompt: {} tokens in {:.1} ms ({:.1} tok/s)",
         tokens.len(),
         prompt_time.as_secs_f64() * 1e3,
         tokens.len() as f64 / prompt_time.as_secs_f64()
     );
+    if decode_steps == 0 {
+        eprintln!("decode: no decode steps ({generated} token(s) generated, from the prompt's step)");
+        return Ok(());
+    }
     eprintln!(
         "decode: {} tokens in {:.1} ms ({:.1} tok/s)",
         decode_steps,
@@ -227,7 +233,7 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
         decode_steps as f64 / decode_time.as_secs_f64()
     );
     if let (Some((s0, r0)), Some((s1, r1))) = (wire_before, wire_after) {
-        let steps = generated.saturating_sub(1).max(1) as u64;
+        let steps = decode_steps as u64;
         eprintln!(
             "wire: {} per decode token ({} sent, {} received)",
             bytes(((s1 - s0 + r1 - r0) / steps) as usize),

@@ -85,6 +85,12 @@ fn lengths_past_the_limits_on_the_command_line_are_errors() {
     assert_error(&gantry(&["bench", "-p", "1", "--parallel", &max], &model), &["--parallel"]);
     assert_error(&gantry(&["run", "-p", "a", "-n", &max], &model), &["-n/--n-predict"]);
     assert_error(&gantry(&["run", "-p", "a", "-c", &max], &model), &["-c/--ctx-size"]);
+    let out = gantry(&["bench", "-p", "1", "-n", "1", "-r", "0"], &model);
+    assert_eq!(out.status.code(), Some(2), "bench -r 0: {}", String::from_utf8_lossy(&out.stderr));
+    // -n 0: the prompt's step alone, and no decode rate made up for it.
+    let out = gantry(&["run", "-p", "a", "-n", "0"], &model);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("decode: no decode steps"), "{stderr}");
 }
 
 #[test]
@@ -145,9 +151,14 @@ fn flags_files_and_pipes_of_the_second_pass_are_errors() {
     let dir = scratch();
     let model = dir.path().join("tiny-second-pass.gguf");
     tiny_llama(&model, 1);
-    for (flag, value) in
-        [("--temp", "NaN"), ("--temp", "-1"), ("--top-p", "inf"), ("--min-p", "2"), ("--repeat-penalty", "-3")]
-    {
+    for (flag, value) in [
+        ("--temp", "NaN"),
+        ("--temp", "-1"),
+        ("--top-p", "inf"),
+        ("--min-p", "2"),
+        ("--repeat-penalty", "-3"),
+        ("--repeat-penalty", "0"),
+    ] {
         let out = gantry(&["run", "-p", "a", "-n", "1", &format!("{flag}={value}")], &model);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(String::from_utf8_lossy(&out.stderr).contains(flag), "{flag} {value}");
@@ -159,6 +170,8 @@ fn flags_files_and_pipes_of_the_second_pass_are_errors() {
         ("--header-timeout", "18446744073709551615"),
         ("--max-connections", "2305843009213693952"),
         ("--shutdown-grace", "18446744073709551615"),
+        ("--parallel", "100000"),
+        ("--parallel", "0"),
     ] {
         let out = gantry(&["serve", flag, value], &model);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {}", String::from_utf8_lossy(&out.stderr));

@@ -480,6 +480,20 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
         let (status, body) = server.post("/v1/chat/completions", &chat(extra, "hi"));
         assert!(status == 400 && body.contains(says), "{extra}: {status} {body}");
     }
+    // A malformed chunked body is the client's error (400), not a body
+    // past --max-body (413).
+    let addr = server.base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 400") && text.contains("could not be read"), "{text}");
     // Schemas whose compile recursed once per `$ref` (1,000 overflowed the
     // thread's stack and took the server down): a long chain compiles, one
     // past the value bound is refused.

@@ -28,6 +28,11 @@ const OTHER_POOLING_MODES: &[&str] = &[
     "pooling_mode_lasttoken",
 ];
 
+/// A module's `type` (empty when it has none).
+fn kind_of(module: &serde_json::Value) -> &str {
+    module.get("type").and_then(serde_json::Value::as_str).unwrap_or_default()
+}
+
 /// The most bytes a module description may have.
 const MAX_DESCRIPTION_BYTES: u64 = 1 << 20;
 
@@ -54,26 +59,44 @@ pub(crate) fn check_modules(dir: &Path, hidden_size: usize) -> Result<bool> {
         let bad = |reason: String| Error::InvalidModel { file: file.clone(), reason };
         let json = read_json(&modules)?;
         let list = json.as_array().ok_or_else(|| bad("not a list of modules".into()))?;
-        normalize = list.iter().any(|m| {
-            m.get("type").and_then(serde_json::Value::as_str) == Some("sentence_transformers.models.Normalize")
-        });
+        if let Some(kind) = list.iter().map(kind_of).find(|k| !SUPPORTED_MODULES.contains(k)) {
+            return Err(bad(format!(
+                "module {kind:?} is not supported: Gantry embeds with the encoder, mean pooling and L2 \
+                 normalisation only"
+            )));
+        }
+        let mut kinds = Vec::with_capacity(list.len().min(SUPPORTED_MODULES.len() + 1));
         for module in list {
-            let kind = module.get("type").and_then(serde_json::Value::as_str).unwrap_or_default();
-            if !SUPPORTED_MODULES.contains(&kind) {
+            let kind = kind_of(module);
+            let sub = module.get("path").and_then(serde_json::Value::as_str).unwrap_or_default();
+            if kind.ends_with(".Transformer") && !sub.is_empty() {
                 return Err(bad(format!(
-                    "module {kind:?} is not supported: Gantry embeds with the encoder, mean pooling and L2 \
-                     normalisation only"
+                    "the encoder's path is {sub:?}: Gantry reads the encoder from the folder itself (path \"\")"
                 )));
             }
             if kind.ends_with(".Pooling") {
-                let sub = module.get("path").and_then(serde_json::Value::as_str).unwrap_or_default();
                 // A module's folder is a plain name inside the model's folder.
                 if sub.is_empty() || sub.contains(['/', '\\']) || sub == ".." || sub == "." {
                     return Err(bad(format!("the pooling module's path {sub:?} is not a folder name")));
                 }
+                if !dir.join(sub).join("config.json").is_file() {
+                    return Err(bad(format!("the pooling module's {sub}/config.json is missing")));
+                }
                 pooling_dirs.push(sub.to_owned());
             }
+            kinds.push(kind.rsplit('.').next().unwrap_or_default());
         }
+        // sentence-transformers runs the modules in the list's order: only the
+        // encoder, then its pooling, then (optionally) the normalisation is
+        // the pipeline Gantry computes.
+        let normalized = kinds == ["Transformer", "Pooling", "Normalize"];
+        if !normalized && kinds != ["Transformer", "Pooling"] {
+            return Err(bad(format!(
+                "the modules are [{}]: Gantry computes Transformer, Pooling and optionally Normalize, in that order",
+                kinds.join(", ")
+            )));
+        }
+        normalize = normalized;
     } else if dir.join("1_Pooling").is_dir() {
         pooling_dirs.push("1_Pooling".into());
     }
@@ -190,6 +213,23 @@ mod tests {
             "2_Normalize\", \"type\": \"sentence_transformers.models.Normalize",
             "2_Dense\", \"type\": \"sentence_transformers.models.Dense",
         );
+        let pooling = ("1_Pooling/config.json", MEAN);
+        let no_pooling = MODULES.replace(
+            r#"{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},"#,
+            "",
+        );
+        let normalize_entry =
+            r#"{"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}"#;
+        let pooling_entry =
+            r#"{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}"#;
+        let encoder_entry =
+            r#"{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}"#;
+        let reordered_json = format!("[{encoder_entry}, {normalize_entry}, {pooling_entry}]");
+        let reordered = vec![("modules.json", reordered_json.as_str()), pooling];
+        let twice_json = format!("[{encoder_entry}, {pooling_entry}, {pooling_entry}, {normalize_entry}]");
+        let twice = vec![("modules.json", twice_json.as_str()), pooling];
+        let sub_encoder_json = MODULES.replacen(r#""path": """#, r#""path": "0_BERT""#, 1);
+        let sub_encoder = vec![("modules.json", sub_encoder_json.as_str()), pooling];
         for (name, files, says) in [
             (
                 "cls",
@@ -204,6 +244,16 @@ mod tests {
                 vec![("1_Pooling/config.json", cls_one.as_str())],
                 "pooling_mode_cls_token = 1 is not true or false",
             ),
+            (
+                "no-pooling-folder",
+                vec![("modules.json", MODULES)],
+                "the pooling module's 1_Pooling/config.json is missing",
+            ),
+            ("empty", vec![("modules.json", "[]")], "the modules are []"),
+            ("no-pooling", vec![("modules.json", no_pooling.as_str())], "the modules are [Transformer, Normalize]"),
+            ("reordered", reordered.clone(), "the modules are [Transformer, Normalize, Pooling]"),
+            ("twice", twice.clone(), "the modules are [Transformer, Pooling, Pooling, Normalize]"),
+            ("sub-encoder", sub_encoder.clone(), "the encoder's path is \"0_BERT\""),
             (
                 "escape",
                 vec![("modules.json", r#"[{"type": "sentence_transformers.models.Pooling", "path": "../x"}]"#)],

@@ -47,11 +47,37 @@ impl LogitsRead {
         // The read holds the whole tensor; the batch asked for its first rows.
         // Fallible: the graph's shape check bounds the size, but a large
         // batch's logits may still not fit next to the model.
-        out.clear();
-        out.try_reserve(n_floats)
-            .map_err(|_| crate::Error::Model(format!("no memory to read {n_floats} logits back")))?;
-        out.resize(n_floats, 0.0);
+        size_for(out, n_floats)?;
         self.read.take_f32(ctx, out)?;
         Ok(())
+    }
+}
+
+/// Sizes `out` for `n_floats` logits, fallibly: the graph's shape check
+/// bounds the size, but a long prompt's logits of every position (2,000
+/// tokens of a 200k vocabulary: 1.6 GB) may still not fit next to the model.
+pub(crate) fn size_for(out: &mut Vec<f32>, n_floats: usize) -> Result<()> {
+    out.clear();
+    out.try_reserve_exact(n_floats).map_err(|_| {
+        crate::Error::Model(format!(
+            "no memory to read {n_floats} logits back ({} bytes)",
+            n_floats.saturating_mul(size_of::<f32>())
+        ))
+    })?;
+    out.resize(n_floats, 0.0);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_for;
+
+    #[test]
+    fn logits_past_the_memory_are_an_error_not_an_abort() {
+        let mut out = vec![1.0f32; 4];
+        let e = size_for(&mut out, usize::MAX / 8).unwrap_err().to_string();
+        assert!(e.contains("no memory to read") && e.contains("logits back"), "{e}");
+        size_for(&mut out, 3).unwrap();
+        assert_eq!(out, [0.0; 3]);
     }
 }

@@ -479,7 +479,7 @@ impl Session {
         if pending.started_async {
             self.logits_read.finish(ctx, pending.n_floats, &mut self.logits)?;
         } else {
-            self.logits.resize(pending.n_floats, 0.0);
+            super::logits_read::size_for(&mut self.logits, pending.n_floats)?;
             ctx.read_tensor_bytes(pending.logits, 0, bytemuck::cast_slice_mut(&mut self.logits))?;
         }
         crate::model::finite_output::ensure_finite(&self.logits, self.hp.n_vocab, "logits", "token id")

@@ -46,7 +46,7 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         kq_scale: Some(1.0 / (query_scalar as f32).sqrt()),
         attn_softcap: gguf.get_arch_positive("attn_logit_softcapping")?.unwrap_or(DEFAULT_ATTN_SOFTCAP),
         final_softcap: gguf.get_arch_positive("final_logit_softcapping")?.unwrap_or(DEFAULT_FINAL_SOFTCAP),
-        sliding_window: gguf.get_arch_count_req("attention.sliding_window", gguf.limits().max_context)?,
+        sliding_window: gguf.get_arch_positive_count_req("attention.sliding_window", gguf.limits().max_context)?,
         swa_pattern: 2,
         ..shape
     })

@@ -330,6 +330,16 @@ impl Gguf {
         }
     }
 
+    /// [`get_arch_count_req`](Self::get_arch_count_req) of a size that must
+    /// be at least one (a sliding window: a window of 0 would hide every
+    /// key, the token's own included).
+    pub fn get_arch_positive_count_req(&self, suffix: &str, max: usize) -> Result<usize> {
+        match self.get_arch_count_req(suffix, max)? {
+            0 => Err(self.error(format!("{} = 0: it must be at least 1", self.arch_key(suffix)?))),
+            n => Ok(n),
+        }
+    }
+
     // ---- tensors ---------------------------------------------------------------
 
     /// Whether the file has a tensor named `name`.

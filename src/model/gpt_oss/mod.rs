@@ -97,7 +97,7 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         rope_ext_factor,
         rope_attn_factor,
         n_ctx_orig_yarn: gguf.get_arch_count("rope.scaling.original_context_length", l.max_context)?.unwrap_or(0),
-        sliding_window: gguf.get_arch_count_req("attention.sliding_window", l.max_context)?,
+        sliding_window: gguf.get_arch_positive_count_req("attention.sliding_window", l.max_context)?,
         swa_pattern: gguf
             .get_arch_count("attention.sliding_window_pattern", l.max_layers)?
             .unwrap_or(DEFAULT_SWA_PATTERN),
