@@ -3,7 +3,9 @@
 //! chooses — each config field as is, missing, zero, huge, negative, a
 //! float, a string or null; tensors it may drop, retype or reshape, and
 //! safetensors headers whose byte ranges it may bend; a WordPiece
-//! tokenizer whose vocabulary, special-token ids and limits it picks —
+//! tokenizer whose vocabulary, special-token ids and limits it picks;
+//! sentence-transformers' `modules.json`, pooling config and
+//! `sentence_bert_config.json`, well formed or not —
 //! loaded on the CPU by [`BertModel::load`] and, if it loads, embedding
 //! one or two short texts.
 //!
@@ -160,7 +162,83 @@ fn build(u: &mut Unstructured<'_>, scratch: &Scratch) -> ArbResult<Vec<String>> 
         }
         texts.push(text);
     }
+    // Drawn last, so that the seeds (and every kept input) stay plain folders.
+    sentence_transformers(u, scratch, hidden, positions)?;
     Ok(texts)
+}
+
+/// sentence-transformers' own files, as the next byte's bits ask:
+/// `modules.json` (the pipeline's modules or others, in any order, twice,
+/// with paths that escape or name a sub-folder), the pooling module's
+/// `config.json` (modes of any JSON type, widths) and
+/// `sentence_bert_config.json` (lengths, lowercasing, wrong types).
+fn sentence_transformers(
+    u: &mut Unstructured<'_>,
+    scratch: &Scratch,
+    hidden: usize,
+    positions: usize,
+) -> ArbResult<()> {
+    let which = u.int_in_range(0u8..=7)?;
+    let any = |u: &mut Unstructured<'_>, choices: &[Json]| -> ArbResult<Option<Json>> {
+        let i = u.choose_index(choices.len() + 1)?;
+        Ok(choices.get(i).cloned())
+    };
+    if which & 1 != 0 {
+        const MODULES: [(&str, &[&str]); 4] = [
+            ("Transformer", &["", "0_BERT"]),
+            ("Pooling", &["1_Pooling", "", "..", "2_Other", "a/b"]),
+            ("Normalize", &["2_Normalize"]),
+            ("Dense", &["2_Dense"]),
+        ];
+        let mut list = Vec::new();
+        // Most often the pipeline's own order; else any modules.
+        let order: Vec<usize> = if u.arbitrary()? {
+            vec![0, 1, 2]
+        } else {
+            (0..u.int_in_range(0..=4)?).map(|_| u.choose_index(MODULES.len())).collect::<ArbResult<_>>()?
+        };
+        for (idx, &m) in order.iter().enumerate() {
+            let (kind, paths) = MODULES[m];
+            let path = if u.int_in_range(0u8..=7)? == 7 { *u.choose(paths)? } else { paths[0] };
+            list.push(json!({"idx": idx, "name": idx.to_string(), "path": path,
+                             "type": format!("sentence_transformers.models.{kind}")}));
+        }
+        let text = match u.int_in_range(0u8..=15)? {
+            15 => "{}".to_owned(),
+            14 => "[1, null]".to_owned(),
+            _ => Json::Array(list).to_string(),
+        };
+        scratch.write("modules.json", text.as_bytes());
+    }
+    if which & 2 != 0 {
+        let mode = [json!(true), json!(false), json!(1), json!("true"), Json::Null];
+        let mut config = serde_json::Map::new();
+        if let Some(v) = any(u, &[json!(hidden), json!(hidden + 1), Json::Null, json!("x")])? {
+            config.insert("word_embedding_dimension".into(), v);
+        }
+        for key in ["pooling_mode_mean_tokens", "pooling_mode_cls_token", "pooling_mode_max_tokens"] {
+            let default = json!(key == "pooling_mode_mean_tokens");
+            let v = if u.int_in_range(0u8..=7)? == 7 { any(u, &mode)? } else { Some(default) };
+            if let Some(v) = v {
+                config.insert(key.into(), v);
+            }
+        }
+        scratch.write("1_Pooling/config.json", Json::Object(config).to_string().as_bytes());
+    }
+    if which & 4 != 0 {
+        let mut config = serde_json::Map::new();
+        let lengths = [json!(positions), json!(0), json!(1), json!(2), json!(3), json!(positions + 1)];
+        let wild = [json!(1u64 << 40), json!(-1), json!("256"), json!(2.5), Json::Null];
+        let length = if u.arbitrary()? { any(u, &lengths)? } else { any(u, &wild)? };
+        if let Some(v) = length {
+            config.insert("max_seq_length".into(), v);
+        }
+        if let Some(v) = any(u, &[json!(true), json!(false), json!(1), Json::Null])? {
+            config.insert("do_lower_case".into(), v);
+        }
+        scratch.write("sentence_bert_config.json", Json::Object(config).to_string().as_bytes());
+    }
+    Ok(())
 }
 
 fn planned(name: &str, shape: &[usize]) -> PlannedTensor {

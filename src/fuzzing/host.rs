@@ -50,6 +50,12 @@ impl Scratch {
     /// Writes `bytes` to the file `name` in the folder; its path.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
         let path = self.dir.join(name);
+        // A module's file (`1_Pooling/config.json`) lies in a folder of its own.
+        if let Some(parent) = path.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            panic!("scratch folder {}: {e}", parent.display());
+        }
         if let Err(e) = std::fs::write(&path, bytes) {
             panic!("writing {}: {e}", path.display());
         }
