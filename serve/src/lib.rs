@@ -142,7 +142,7 @@ where
         let workers = workers.clone();
         std::thread::Builder::new()
             .name("gantry-load".into())
-            .spawn(move || match load() {
+            .spawn(move || match load_catching_panics(load) {
                 Ok(loaded) => {
                     let threads = install(&state, loaded);
                     workers.lock().unwrap_or_else(|e| e.into_inner()).extend(threads);
@@ -229,6 +229,19 @@ fn install(state: &Arc<AppState>, loaded: Loaded) -> Vec<std::thread::JoinHandle
     threads
 }
 
+/// `load()`, a panic in it an error: the server then stops with the error
+/// instead of answering "loading" for ever.
+fn load_catching_panics<L: FnOnce() -> gantry::Result<Loaded>>(load: L) -> gantry::Result<Loaded> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(load)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(gantry::Error::Model(format!("loading failed: a panic ({message})")))
+    })
+}
+
 /// Settings a server cannot run with.
 fn check(o: &ServeOptions) -> Result<(), ServeError> {
     let bad = |m: String| Err(ServeError::Options(m));
@@ -274,5 +287,22 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = interrupt => tracing::info!("SIGINT: finishing the running requests"),
         () = terminate => tracing::info!("SIGTERM: finishing the running requests"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load that panics stops the server with an error naming the panic;
+    /// it had left the server answering "loading" for ever.
+    #[test]
+    fn a_panic_while_loading_stops_the_server_with_an_error() {
+        let options = ServeOptions { addr: "127.0.0.1:0".parse().unwrap(), ..ServeOptions::default() };
+        let started = std::time::Instant::now();
+        let result = serve_until(options, || panic!("a template probe failed"), |_| {}, std::future::pending());
+        let e = result.unwrap_err().to_string();
+        assert!(e.contains("a panic (a template probe failed)"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     }
 }

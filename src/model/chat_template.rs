@@ -165,6 +165,9 @@ impl ChatTemplate {
         env.add_function(template_operators::CONCAT_FUNCTION, template_operators::concat);
         // minijinja compares, hashes and writes values out without fuel.
         env.add_function(template_operators::WALK_FUNCTION, template_operators::walk);
+        // Nor does it bound how deep values nest, and writing one out or
+        // dropping it recurses a level at a time.
+        env.add_function(template_operators::NEST_FUNCTION, template_operators::nest);
         env.add_filter("chain", template_operators::chain);
         env.add_filter("tojson", template_operators::tojson);
         env.add_filter("string", template_operators::string);
@@ -264,7 +267,18 @@ impl ChatTemplate {
         env.set_fuel(Some(fuel));
         let template = env.get_template("chat").map_err(|e| self.error(e))?;
         let mut out = BoundedWriter { bytes: Vec::new(), max: self.max_output, over: false };
-        match template.render_captured_to(ctx, &mut out) {
+        // minijinja panics on a few templates (`loop.cycle()` with no
+        // arguments divides by zero): an error naming the template, like any other.
+        let rendered =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| template.render_captured_to(ctx, &mut out)))
+                .map_err(|panic| {
+                    Error::Model(format!(
+                        "rendering the chat template of {}: minijinja failed on it ({})",
+                        self.source,
+                        crate::model::caught_panic::message(&*panic)
+                    ))
+                })?;
+        match rendered {
             Ok(_) => {}
             Err(_) if out.over => {
                 return Err(Error::Model(format!(
@@ -587,6 +601,18 @@ mod tests {
         // A Python method asked for 10^12 bytes pays for them first.
         let err = render_err("{% set s = 'a' * 1000000 %}{{ s.replace('a', 'b' * 1000000) }}");
         assert!(err.contains("ran out of fuel"), "{err}");
+    }
+
+    #[test]
+    fn a_template_minijinja_panics_on_is_an_error() {
+        // minijinja 3.1 divides by the number of `loop.cycle`'s arguments.
+        for template in [
+            "{% for m in messages %}{{ loop.cycle() }}{% endfor %}",
+            "{% set e = [] %}{% for m in messages %}{{ loop.cycle(*e) }}{% endfor %}",
+        ] {
+            let err = render_err(template);
+            assert!(err.contains("minijinja failed on it"), "{template}: {err}");
+        }
     }
 
     #[test]

@@ -23,6 +23,18 @@
 //! `tojson`, `string` and `~` (rewritten like `+` when a side is not a
 //! constant, to [`CONCAT_FUNCTION`]) walk their values themselves
 //! ([`walk_within_fuel`]).
+//!
+//! Values can also nest deeply without being large: a loop that sets
+//! `ns.x = {'a': ns.x}` (or a new namespace's attribute to the last one)
+//! builds a chain a million deep within a long chat's fuel, and minijinja
+//! writes it out, and Rust drops it, by recursing once a level: a stack
+//! overflow, which aborts the process. So no value may nest deeper than
+//! [`MAX_VALUE_DEPTH`]: every walk stops there with an error, and what can
+//! make a value deeper — the items of list, tuple and map literals, the
+//! value given to a namespace's attribute (`{% set ns.x = … %}`), the
+//! subjects of `batch` and `slice` — is passed through [`NEST_FUNCTION`]
+//! ([`nest`]) first, which checks its depth for a fuel unit per eight
+//! values.
 
 use std::collections::BTreeMap;
 
@@ -40,6 +52,16 @@ pub const CONCAT_FUNCTION: &str = "__gantry_concat";
 /// hashes or writes it out.
 pub const WALK_FUNCTION: &str = "__gantry_walk";
 
+/// The name of the function that checks a value's depth before it is
+/// nested in another.
+pub const NEST_FUNCTION: &str = "__gantry_nest";
+
+/// The deepest a template's value may nest (a list in a map in a list …).
+/// Chat templates nest a message's fields a few levels; a tool's JSON schema
+/// a few dozen. Writing out or dropping a value recurses once a level, so
+/// 256 levels stay far inside the smallest render thread's stack.
+pub const MAX_VALUE_DEPTH: u64 = 256;
+
 /// Fuel for one item of a list built here: minijinja's price of a list slot
 /// (32 of its 64 units to a fuel), rounded up.
 const FUEL_PER_ITEM: u64 = 1;
@@ -48,8 +70,8 @@ const FUEL_PER_ITEM: u64 = 1;
 /// items as they are, a conversion of a number) or that walk it themselves
 /// ([`tojson`], [`string`], [`chain`]): their subject is not walked first.
 const SHALLOW_FILTERS: &[&str] = &[
-    "abs", "attr", "batch", "bool", "chain", "count", "d", "default", "first", "float", "int", "items", "last",
-    "length", "list", "reverse", "round", "slice", "string", "tojson",
+    "abs", "attr", "bool", "chain", "count", "d", "default", "first", "float", "int", "items", "last", "length",
+    "list", "reverse", "round", "string", "tojson",
 ];
 
 /// Tests that look at their subject's kind or identity only.
@@ -397,6 +419,14 @@ fn walk_edit(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
     }
 }
 
+/// Adds a depth check of `expr`, about to be nested in another value,
+/// unless it is a constant.
+fn nest_edit(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
+    if expr.as_const().is_none() {
+        r.push(expr, None, NEST_FUNCTION);
+    }
+}
+
 fn visit_stmts(stmts: &[Stmt<'_>], r: &mut Rewriter<'_>) {
     for s in stmts {
         visit_stmt(s, r);
@@ -435,6 +465,10 @@ fn visit_stmt(stmt: &Stmt<'_>, r: &mut Rewriter<'_>) {
         }
         Stmt::Set(s) => {
             visit_expr(&s.target, r);
+            // A namespace's attribute nests the value one level deeper.
+            if matches!(s.target, Expr::GetAttr(_)) {
+                nest_edit(&s.expr, r);
+            }
             visit_expr(&s.expr, r);
         }
         Stmt::SetBlock(s) => {
@@ -579,14 +613,23 @@ fn visit_expr(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
             visit_expr(&g.subscript_expr, r);
         }
         Expr::Call(c) => visit_call(c, r),
-        Expr::List(l) => l.items.iter().for_each(|e| visit_expr(e, r)),
-        Expr::Tuple(t) => t.items.iter().for_each(|e| visit_expr(e, r)),
+        Expr::List(l) => l.items.iter().for_each(|e| {
+            nest_edit(e, r);
+            visit_expr(e, r);
+        }),
+        Expr::Tuple(t) => t.items.iter().for_each(|e| {
+            nest_edit(e, r);
+            visit_expr(e, r);
+        }),
         Expr::Map(m) => {
             for key in &m.keys {
                 walk_edit(key, r);
                 visit_expr(key, r);
             }
-            m.values.iter().for_each(|e| visit_expr(e, r));
+            m.values.iter().for_each(|e| {
+                nest_edit(e, r);
+                visit_expr(e, r);
+            });
         }
     }
 }
@@ -644,8 +687,15 @@ fn walk_within_fuel(state: &State, value: &Value) -> Result<u64, JinjaError> {
 /// level that `tojson(indent=…)` writes before it (and its line's end):
 /// `range(50000)|list|tojson(indent=100000)` is 5 GB of spaces.
 fn walk_indented_within_fuel(state: &State, value: &Value, indent: u64) -> Result<u64, JinjaError> {
+    walk_values(state, value, indent, true, MAX_VALUE_DEPTH)
+}
+
+/// The walk of [`walk_indented_within_fuel`]; `text`: a string costs its
+/// bytes too (a depth check counts values only); a value more than
+/// `max_depth` levels below `value` is an error.
+fn walk_values(state: &State, value: &Value, indent: u64, text: bool, max_depth: u64) -> Result<u64, JinjaError> {
     let Some((_, remaining)) = state.fuel_levels() else { return Ok(0) };
-    let mut walk = Walk { budget: remaining.saturating_mul(64), walked: 0, indent, open: Vec::new() };
+    let mut walk = Walk { budget: remaining.saturating_mul(64), walked: 0, indent, text, max_depth, open: Vec::new() };
     walk.visit(value, 0)?;
     // Depth first, one iterator per open list or map: what is held grows
     // with the depth, never with a list's length (`messages * 100000000`
@@ -673,6 +723,10 @@ struct Walk {
     budget: u64,
     walked: u64,
     indent: u64,
+    /// Whether a string's bytes are paid for, beside its eight.
+    text: bool,
+    /// The deepest level a value may lie at below the walk's root.
+    max_depth: u64,
     open: Vec<OpenValue>,
 }
 
@@ -688,7 +742,13 @@ impl Walk {
     /// Pays for `v` (eight bytes, a string's bytes, its indentation) and
     /// opens it when it holds more.
     fn visit(&mut self, v: &Value, depth: u64) -> Result<(), JinjaError> {
-        let text = v.as_str().map_or(0, str::len) as u64;
+        if depth > self.max_depth {
+            return Err(JinjaError::new(
+                ErrorKind::InvalidOperation,
+                format!("a value nests deeper than {MAX_VALUE_DEPTH} levels"),
+            ));
+        }
+        let text = if self.text { v.as_str().map_or(0, str::len) as u64 } else { 0 };
         let layout = if self.indent == 0 { 0 } else { self.indent.saturating_mul(depth).saturating_add(1) };
         let cost = layout.saturating_add(8 + text);
         self.budget = self.budget.checked_sub(cost).ok_or_else(|| JinjaError::from(ErrorKind::OutOfFuel))?;
@@ -709,6 +769,16 @@ impl Walk {
 /// to text of it can cost, bounded before minijinja does it unpaid.
 pub fn walk(state: &State, value: Value) -> Result<Value, JinjaError> {
     let walked = walk_within_fuel(state, &value)?;
+    state.consume_fuel(walked.div_ceil(64))?;
+    Ok(value)
+}
+
+/// `value` itself, once checked to nest at most [`MAX_VALUE_DEPTH`] − 1
+/// levels (it is about to be nested in another value), the check paid for
+/// at a fuel unit per eight values it reached.
+pub fn nest(state: &State, value: Value) -> Result<Value, JinjaError> {
+    // One level is kept for the value it goes into.
+    let walked = walk_values(state, &value, 0, false, MAX_VALUE_DEPTH - 1)?;
     state.consume_fuel(walked.div_ceil(64))?;
     Ok(value)
 }
@@ -794,7 +864,7 @@ mod tests {
         assert_eq!(set("a + b"), "__gantry_add(a , b)");
         // Nested and parenthesized operands keep their text.
         assert_eq!(set("(a + b) + (c)"), "__gantry_add((__gantry_add(a , b)) , (c))");
-        assert_eq!(set("ns.l + [x]"), "__gantry_add(ns.l , [x])");
+        assert_eq!(set("ns.l + [x]"), "__gantry_add(ns.l , [__gantry_nest(x)])");
         // `~` with anything but constants on both sides writes its operands out through Gantry's.
         assert_eq!(set("'a' ~ m.role ~ 'b'"), "__gantry_concat(__gantry_concat('a' , m.role) , 'b')");
         assert_eq!(set("'a' ~ 'b'"), "'a' ~ 'b'");
@@ -835,7 +905,12 @@ mod tests {
         // Subscripts and the keys of map literals.
         assert_eq!(
             rewrite("{% set a = {k: v}[i] %}{% set b = m['role'] %}"),
-            "{% set a = {__gantry_walk(k): v}[__gantry_walk(i)] %}{% set b = m['role'] %}"
+            "{% set a = {__gantry_walk(k): __gantry_nest(v)}[__gantry_walk(i)] %}{% set b = m['role'] %}"
+        );
+        // What could nest a value deeper: literal items, a namespace's attribute.
+        assert_eq!(
+            rewrite("{% set a = [x, 1, (y, 2)] %}{% set ns.x = v %}{% set z = w %}"),
+            "{% set a = [__gantry_nest(x), 1, __gantry_nest((__gantry_nest(y), 2))] %}{% set ns.x = __gantry_nest(v) %}{% set z = w %}"
         );
         // A walk and an addition of one span: the walk outside.
         assert_eq!(rewrite("{{ a + b }}"), "{{ __gantry_walk(__gantry_add(a , b)) }}");
@@ -921,6 +996,45 @@ mod tests {
         }
     }
 
+    /// Renders `template` with the fuel of the longest chat (a message of 8 MiB
+    /// brings it to [`Limits::max_template_fuel`](gantry_engine::Limits)) on a
+    /// thread of 2 MiB, as small as the render threads of `gantry serve`.
+    fn render_on_small_stack(template: &str) -> crate::Result<String> {
+        let template = template.to_owned();
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let long = "x".repeat(8 << 20);
+                ChatTemplate::new("test", &template, "", "")?.render(&[ChatMessage::new("user", &long)], false)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn values_nest_at_most_max_value_depth() {
+        // Chains a hundred thousand deep within the longest chat's fuel:
+        // writing one out, or dropping it, recursed once a level and
+        // overflowed the stack (an abort) at a few thousand.
+        for build in [
+            "{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'a': ns.x} %}{% endfor %}{{ ns.x }}",
+            "{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'a': ns.x} %}{% endfor %}done",
+            "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}done",
+            "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = (ns.x,) %}{% endfor %}done",
+            "{% set ns = namespace(x=none) %}{% for i in range(100000) %}{% set new = namespace() %}{% set new.x = ns.x %}{% set ns.x = new %}{% endfor %}done",
+            "{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = ns.x|batch(1) %}{% endfor %}done",
+            "{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = ns.x|slice(1) %}{% endfor %}done",
+            "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = dict(a=ns.x) %}{% endfor %}done",
+        ] {
+            let error = render_on_small_stack(build).unwrap_err().to_string();
+            assert!(error.contains("nests deeper than 256 levels"), "{build}: {error}");
+        }
+        // Up to the bound, values nest and are written out as before.
+        let deep = "{% set ns = namespace(x=1) %}{% for i in range(255) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|string|length }}";
+        assert_eq!(render_on_small_stack(deep).unwrap(), (2 * 255 + 1).to_string());
+    }
+
     #[test]
     fn reading_a_shared_nest_deeply_runs_out_of_fuel() {
         // Two nests of 2^30 values each, equal but not the same object:
@@ -952,8 +1066,11 @@ mod tests {
             let template = format!("{nests}{read}");
             let started = std::time::Instant::now();
             let error = render(&template).unwrap_err().to_string();
-            let refused = if read.contains("debug") { "unknown function" } else { "ran out of fuel" };
-            assert!(error.contains(refused), "{read}: {error}");
+            // Since literal items pay for their depth check, building the
+            // nests runs out first; `debug` is not there either way.
+            let refused =
+                error.contains("ran out of fuel") || read.contains("debug") && error.contains("unknown function");
+            assert!(refused, "{read}: {error}");
             // Far below the minutes it took; generous for a debug build.
             assert!(started.elapsed().as_secs() < 20, "{read}: {:?}", started.elapsed());
         }

@@ -108,14 +108,7 @@ impl BertModel {
 fn encode(tokenizer: &Tokenizer, text: &str) -> std::result::Result<tokenizers::Encoding, String> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tokenizer.encode(text, true))) {
         Ok(encoded) => encoded.map_err(|e| e.to_string()),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("no message");
-            Err(format!("the tokenizer failed ({message})"))
-        }
+        Err(panic) => Err(format!("the tokenizer failed ({})", crate::model::caught_panic::message(&*panic))),
     }
 }
 
