@@ -29,7 +29,7 @@ pub(crate) struct BackendEntry {
     pub(crate) set_threads: Option<SetThreadCount>,
 }
 
-pub(crate) static BACKENDS: LazyLock<Table<BackendEntry>> = LazyLock::new(|| Table::new("backend"));
+pub(crate) static BACKENDS: LazyLock<Table<BackendEntry>> = LazyLock::new(|| Table::new("backend", 0x424b));
 
 /// The backend behind `handle`.
 pub(crate) fn backend_of(handle: GantryBackend) -> Result<Arc<dyn Backend>, Failure> {

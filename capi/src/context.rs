@@ -33,7 +33,7 @@ pub struct GantryTensor {
     pub id: u64,
 }
 
-pub(crate) static CONTEXTS: LazyLock<Table<Context>> = LazyLock::new(|| Table::new("context"));
+pub(crate) static CONTEXTS: LazyLock<Table<Context>> = LazyLock::new(|| Table::new("context", 0x4358));
 
 /// Element types (ggml's, block formats bit-exact).
 #[repr(C)]

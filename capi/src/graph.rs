@@ -42,7 +42,7 @@ impl GraphEntry {
     }
 }
 
-pub(crate) static GRAPHS: LazyLock<Table<GraphEntry>> = LazyLock::new(|| Table::new("graph"));
+pub(crate) static GRAPHS: LazyLock<Table<GraphEntry>> = LazyLock::new(|| Table::new("graph", 0x4752));
 
 /// Builds the graph computing the `n` tensors `outputs` in `ctx` (ggml's
 /// `build_forward_expand`): later changes to the context's tensors are not

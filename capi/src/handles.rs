@@ -5,6 +5,14 @@
 //! made-up handle is found stale and answered with
 //! `GANTRY_ERROR_INVALID_HANDLE`, never followed. Handle 0 is the null
 //! handle: no key is 0 (an occupied slot's generation is odd).
+//!
+//! Every table's first key is the same (slot 0, generation 1), so each
+//! kind marks its handles with a tag of its own in the generation's top 16
+//! bits: a handle given where another kind is expected (a scheduler's to
+//! `gantry_context_free`) decodes to a generation no live slot has and is
+//! refused, rather than naming that table's object of the same number. (A
+//! slot would have to be reused 2^15 times before its generation reached
+//! the tagged bits.)
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -18,13 +26,16 @@ use crate::status::GantryStatus;
 /// meanwhile, and locked (`Mutex`) so calls on one object run one at a time.
 pub(crate) struct Table<T> {
     kind: &'static str,
+    /// The kind's tag, in bits 48..64 of its handles.
+    tag: u64,
     slots: Mutex<SlotMap<DefaultKey, Arc<Mutex<T>>>>,
 }
 
 impl<T> Table<T> {
-    /// An empty table of objects called `kind` in messages.
-    pub(crate) fn new(kind: &'static str) -> Self {
-        Self { kind, slots: Mutex::new(SlotMap::new()) }
+    /// An empty table of objects called `kind` in messages, their handles
+    /// marked with `tag` (one of its own per kind).
+    pub(crate) fn new(kind: &'static str, tag: u16) -> Self {
+        Self { kind, tag: u64::from(tag) << 48, slots: Mutex::new(SlotMap::new()) }
     }
 
     fn slots(&self) -> MutexGuard<'_, SlotMap<DefaultKey, Arc<Mutex<T>>>> {
@@ -35,14 +46,14 @@ impl<T> Table<T> {
 
     /// Adds `value`; returns its handle.
     pub(crate) fn insert(&self, value: T) -> u64 {
-        self.slots().insert(Arc::new(Mutex::new(value))).data().as_ffi()
+        self.slots().insert(Arc::new(Mutex::new(value))).data().as_ffi() ^ self.tag
     }
 
     fn key(&self, handle: u64) -> Result<DefaultKey, Failure> {
         if handle == 0 {
             return Err(Failure::new(GantryStatus::GantryErrorInvalidHandle, format!("null {} handle", self.kind)));
         }
-        Ok(DefaultKey::from(KeyData::from_ffi(handle)))
+        Ok(DefaultKey::from(KeyData::from_ffi(handle ^ self.tag)))
     }
 
     fn stale(&self, handle: u64) -> Failure {

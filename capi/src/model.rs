@@ -48,7 +48,7 @@ struct ModelEntry {
     _backends: Vec<Arc<dyn Backend>>,
 }
 
-static MODELS: LazyLock<Table<ModelEntry>> = LazyLock::new(|| Table::new("model"));
+static MODELS: LazyLock<Table<ModelEntry>> = LazyLock::new(|| Table::new("model", 0x4d4f));
 
 /// Called with each generated token and its text (`piece`, `len` bytes of
 /// UTF-8, not NUL-terminated; empty while a character's bytes are

@@ -109,9 +109,11 @@ pub(crate) unsafe fn write_out<T>(p: *mut T, value: T, what: &str) -> CallResult
 }
 
 /// Writes `s` NUL-terminated into `buf` (`cap` bytes) and its length (without
-/// the NUL) to `len_out` when that is not null. A `buf` too small (or null)
-/// gets nothing and the call fails with `GANTRY_ERROR_BUFFER_TOO_SMALL`,
-/// having written the length, so the caller can ask again.
+/// the NUL) to `len_out` when that is not null. A `buf` too small (or null
+/// with `cap` 0, a size query) gets nothing and the call fails with
+/// `GANTRY_ERROR_BUFFER_TOO_SMALL`, having written the length, so the caller
+/// can ask again; a null `buf` with a `cap` above 0 is
+/// `GANTRY_ERROR_INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// `buf` is null or valid for `cap` bytes of writes; `len_out` is null or
@@ -120,6 +122,10 @@ pub(crate) unsafe fn write_string(buf: *mut c_char, cap: usize, len_out: *mut us
     if !len_out.is_null() {
         // SAFETY: the caller's contract (non-null: valid for one write).
         unsafe { write_out(len_out, s.len(), "len")? };
+    }
+    if buf.is_null() && cap > 0 {
+        // A size query is a null buffer of no bytes; one that claims bytes is a mistake.
+        return Err(Failure::invalid(format!("buf is a null pointer (length {cap})")));
     }
     if buf.is_null() || cap < s.len() + 1 {
         return Err(Failure::new(

@@ -22,7 +22,7 @@ pub struct GantryRegistry {
     pub id: u64,
 }
 
-pub(crate) static REGISTRIES: LazyLock<Table<Registry>> = LazyLock::new(|| Table::new("registry"));
+pub(crate) static REGISTRIES: LazyLock<Table<Registry>> = LazyLock::new(|| Table::new("registry", 0x5247));
 
 /// What kind of device a device is.
 #[repr(C)]

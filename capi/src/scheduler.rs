@@ -72,7 +72,7 @@ impl SchedulerEntry {
     }
 }
 
-pub(crate) static SCHEDULERS: LazyLock<Table<SchedulerEntry>> = LazyLock::new(|| Table::new("scheduler"));
+pub(crate) static SCHEDULERS: LazyLock<Table<SchedulerEntry>> = LazyLock::new(|| Table::new("scheduler", 0x5343));
 
 /// A scheduler over the `n` backends (priority order, the last a CPU);
 /// `params` may be null for the defaults.
@@ -231,6 +231,9 @@ pub unsafe extern "C" fn gantry_scheduler_reserve(
             if !n_out.is_null() {
                 // SAFETY: the caller's contract.
                 unsafe { write_out(n_out, sizes.len(), "n_out")? };
+            }
+            if bytes.is_null() && cap > 0 {
+                return Err(Failure::invalid(format!("bytes is a null pointer (length {cap})")));
             }
             if cap < sizes.len() && !bytes.is_null() {
                 return Err(Failure::new(

@@ -129,3 +129,37 @@ fn a_job_systems_concurrency_is_bounded_like_a_thread_count() {
     ok(unsafe { gantry_cpu_backend_new_with_jobs(&jobs, &mut cpu) });
     free_backend(cpu);
 }
+
+/// A null buffer is a size query only with a capacity of 0; one that
+/// claims room is `GANTRY_ERROR_INVALID_ARGUMENT` (it was answered "too
+/// small", which a caller following that protocol retries for ever).
+#[test]
+fn a_null_buffer_with_room_claimed_is_an_invalid_argument() {
+    let cpu = cpu_backend();
+    let mut len = 0usize;
+    // SAFETY: a null name with cap 10 (refused before any write), one length to write.
+    let e =
+        fails(unsafe { gantry_capi::backend::gantry_backend_name(cpu, std::ptr::null_mut(), 10, &mut len) }, INVALID);
+    assert!(e.contains("null pointer (length 10)"), "{e}");
+    // SAFETY: the size query: null with cap 0, one length to write.
+    fails(
+        unsafe { gantry_capi::backend::gantry_backend_name(cpu, std::ptr::null_mut(), 0, &mut len) },
+        GantryStatus::GantryErrorBufferTooSmall,
+    );
+    assert_eq!(len, "CPU".len());
+    let p = Product::new(cpu, 4, 3, 2, 1.0);
+    let mut s = GantryScheduler::default();
+    // SAFETY: one backend to read, default params, one handle to write.
+    ok(unsafe { gantry_scheduler_new(&cpu, 1, std::ptr::null(), &mut s) });
+    let mut n = 0usize;
+    // SAFETY: null sizes claiming room for 4 (refused before any write), one count to write.
+    let e = fails(
+        unsafe { gantry_capi::scheduler::gantry_scheduler_reserve(s, p.ctx, p.graph, std::ptr::null_mut(), 4, &mut n) },
+        INVALID,
+    );
+    assert!(e.contains("bytes is a null pointer"), "{e}");
+    ok(gantry_capi::scheduler::gantry_scheduler_free(s));
+    ok(gantry_graph_free(p.graph));
+    ok(gantry_context_free(p.ctx));
+    free_backend(cpu);
+}

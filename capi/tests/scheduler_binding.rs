@@ -118,3 +118,28 @@ fn a_scheduler_is_bound_by_its_first_use_not_by_a_release_before_it() {
         free_backend(cpu);
     });
 }
+
+/// Every kind's first handle used to be the same number: a scheduler's
+/// handle given to `gantry_context_free` freed a live context. A handle of
+/// another kind is now `GANTRY_ERROR_INVALID_HANDLE`, and nothing is freed.
+#[test]
+fn a_handle_of_another_kind_is_refused_and_frees_nothing() {
+    within(120, "the handle kind test", || {
+        let cpu = cpu_backend();
+        let p = Product::new(cpu, 8, 6, 3, 1.0);
+        let s = new_scheduler(&cpu);
+        let as_context = gantry_capi::context::GantryContext { id: s.id };
+        let as_graph = gantry_capi::graph::GantryGraph { id: p.ctx.id };
+        let as_scheduler = GantryScheduler { id: p.graph.id };
+        let e = fails(gantry_context_free(as_context), GantryStatus::GantryErrorInvalidHandle);
+        assert!(e.contains("context handle"), "{e}");
+        fails(gantry_graph_free(as_graph), GantryStatus::GantryErrorInvalidHandle);
+        fails(gantry_scheduler_free(as_scheduler), GantryStatus::GantryErrorInvalidHandle);
+        // The context, graph and scheduler all still work.
+        compute_and_check(s, &p, 1.0);
+        ok(gantry_scheduler_free(s));
+        ok(gantry_graph_free(p.graph));
+        ok(gantry_context_free(p.ctx));
+        free_backend(cpu);
+    });
+}

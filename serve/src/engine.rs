@@ -286,6 +286,14 @@ impl Engine {
         if self.batch.is_empty() {
             return;
         }
+        // A step of prompt chunks that all go on past it asks for no logits,
+        // which a batch must: its last token's row is asked for and left unread
+        // (no `Row` names it), one row of the output product.
+        if self.rows.is_empty()
+            && let Some(last) = self.batch.logits.last_mut()
+        {
+            *last = true;
+        }
         let result = self.session.decode(&mut self.ctx, &self.batch);
         Metrics::add(&self.metrics.steps, 1);
         let logits = match result {

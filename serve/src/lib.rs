@@ -260,8 +260,18 @@ fn check(o: &ServeOptions) -> Result<(), ServeError> {
     if o.max_tokens == 0 {
         return bad("--max-tokens 0: a reply needs at least one token".into());
     }
-    if o.api_key.as_deref().is_some_and(str::is_empty) {
-        return bad("--api-key is empty".into());
+    if let Some(key) = o.api_key.as_deref() {
+        if key.is_empty() {
+            return bad("--api-key is empty".into());
+        }
+        // What a client can send in an `Authorization` header: HTTP drops
+        // a value's surrounding whitespace, and other bytes are not text.
+        if key.trim() != key || !key.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+            return bad(
+                "--api-key must be visible ASCII (spaces only inside): no client could send this key in a header"
+                    .into(),
+            );
+        }
     }
     Ok(())
 }
@@ -293,6 +303,16 @@ pub async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_api_key_no_client_can_send_is_refused_at_start() {
+        for key in ["abc ", " abc", "abc\t", "ключ", "abc\u{1}"] {
+            let options = ServeOptions { api_key: Some(key.into()), ..ServeOptions::default() };
+            let e = check(&options).unwrap_err().to_string();
+            assert!(e.contains("--api-key must be visible ASCII"), "{key:?}: {e}");
+        }
+        check(&ServeOptions { api_key: Some("sk-a b_c".into()), ..ServeOptions::default() }).unwrap();
+    }
 
     /// A load that panics stops the server with an error naming the panic;
     /// it had left the server answering "loading" for ever.

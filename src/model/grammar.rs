@@ -56,6 +56,10 @@ impl TokenizerEnv for VocabEnv {
     }
 }
 
+/// The longest token (in bytes, a special token's marker included) that
+/// llguidance's token trie holds.
+const MAX_TOKEN_BYTES: usize = 1024;
+
 impl GrammarVocab {
     /// The vocabulary of `tokenizer`. Control tokens are written as
     /// `llguidance`'s special tokens (never produced by a grammar's text);
@@ -80,9 +84,24 @@ impl GrammarVocab {
                 piece.to_vec()
             });
         }
+        // llguidance's token trie holds tokens of at most 1,024 bytes (a
+        // longer one fails an assertion inside it: a panic).
+        if let Some((id, w)) = words.iter().enumerate().find(|(_, w)| w.len() > MAX_TOKEN_BYTES) {
+            return Err(Error::Model(format!(
+                "constrained decoding cannot use this vocabulary: token {id} is {} bytes, llguidance holds tokens of \
+                 at most {MAX_TOKEN_BYTES}",
+                w.len()
+            )));
+        }
         let n = u32::try_from(n_vocab).map_err(|_| Error::Model("the vocabulary is too large".into()))?;
         let info = TokRxInfo { tok_bos: tokenizer.bos(), ..TokRxInfo::new(n, eos) };
-        let trie = TokTrie::from(&info, &words);
+        // Any other vocabulary llguidance cannot index is an error too.
+        let trie = std::panic::catch_unwind(|| TokTrie::from(&info, &words)).map_err(|panic| {
+            Error::Model(format!(
+                "constrained decoding cannot use this vocabulary: llguidance failed on it ({})",
+                crate::model::caught_panic::message(&*panic)
+            ))
+        })?;
         let env: TokEnv = Arc::new(VocabEnv { tokenizer, trie });
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| grammar_error("the vocabulary", e))?;
         factory.quiet();
@@ -289,6 +308,11 @@ mod tests {
 
     /// A SentencePiece vocabulary of the control tokens and the 256 bytes.
     fn vocab() -> GrammarVocab {
+        vocab_with(&[]).unwrap()
+    }
+
+    /// [`vocab`] and the normal tokens `extra`.
+    fn vocab_with(extra: &[String]) -> Result<GrammarVocab> {
         use crate::model::gguf::{Array, Gguf, GgufWriter};
         let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
         let mut types = vec![2, 3, 3];
@@ -296,13 +320,24 @@ mod tests {
             tokens.push(format!("<0x{b:02X}>"));
             types.push(6);
         }
+        for t in extra {
+            tokens.push(t.clone());
+            types.push(1);
+        }
         let mut w = GgufWriter::new();
         w.add_str("tokenizer.ggml.model", "llama");
         w.add_array("tokenizer.ggml.scores", Array::F32(vec![0.0; tokens.len()]));
         w.add_array("tokenizer.ggml.token_type", Array::I32(types));
         w.add_array("tokenizer.ggml.tokens", Array::String(tokens));
         let tokenizer = Tokenizer::from_gguf(&Gguf::parse(&w.to_bytes()).unwrap()).unwrap();
-        GrammarVocab::new(Arc::new(tokenizer)).unwrap()
+        GrammarVocab::new(Arc::new(tokenizer))
+    }
+
+    #[test]
+    fn a_token_longer_than_llguidance_holds_is_an_error() {
+        vocab_with(&["y".repeat(MAX_TOKEN_BYTES)]).unwrap();
+        let e = vocab_with(&["y".repeat(MAX_TOKEN_BYTES + 1)]).err().unwrap().to_string();
+        assert!(e.contains("token 259 is 1025 bytes"), "{e}");
     }
 
     #[test]

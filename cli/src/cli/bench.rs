@@ -135,6 +135,9 @@ struct Header {
     threads: usize,
 }
 
+/// The most sequences a `--parallel` row decodes together (as `gantry serve`).
+const MAX_PARALLEL: usize = 1024;
+
 /// Runs the benchmark and prints the table.
 pub fn run(args: &BenchArgs) -> ExitCode {
     match run_inner(args) {
@@ -148,6 +151,19 @@ pub fn run(args: &BenchArgs) -> ExitCode {
 
 fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     args.devices.refuse_budget("bench")?;
+    if let Some(trace) = &args.trace {
+        super::f32_file::refuse_inputs_as_output("--trace", trace, &[&args.model])?;
+    }
+    if let Some(&s) = args.parallel.iter().find(|&&s| s == 0 || s > MAX_PARALLEL) {
+        return Err(Error::Model(format!("--parallel {s}: between 1 and {MAX_PARALLEL} sequences")));
+    }
+    if args.model.is_file()
+        && args.parallel.is_empty()
+        && args.n_prompt.iter().all(|&p| p == 0)
+        && args.n_gen.iter().all(|&n| n == 0)
+    {
+        return Err(Error::Model("-p 0 -n 0: nothing to measure (give -p or -n a length above 0)".into()));
+    }
     let (_registry, backends) = args.devices.open()?;
     let threads = args.devices.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");

@@ -41,7 +41,7 @@ pub fn run(args: &EmbedArgs) -> ExitCode {
 
 fn run_inner(args: &EmbedArgs) -> Result<(), Error> {
     if let Some(out) = &args.out {
-        super::f32_file::refuse_inputs_as_output(out, &[&args.model])?;
+        super::f32_file::refuse_inputs_as_output("--out", out, &[&args.model])?;
     }
     args.devices.refuse_budget("embed")?;
     let (_registry, backends) = args.devices.open()?;

@@ -1,5 +1,6 @@
 //! Writing `--out` files of little-endian f32 (`logits`, `embed`) without a
-//! second copy of the values, and never over the model being read.
+//! second copy of the values, and never over the model being read (nor
+//! `bench --trace`'s trace).
 
 use std::io::Write;
 use std::path::Path;
@@ -10,7 +11,7 @@ use gantry::Error;
 /// links to) one of `inputs` — the model file, or a file of the model's
 /// folder — which the write would truncate while it is mapped.
 pub fn write_f32_file(out: &Path, values: &[f32], inputs: &[&Path]) -> Result<(), Error> {
-    refuse_inputs_as_output(out, inputs)?;
+    refuse_inputs_as_output("--out", out, inputs)?;
     let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(|e| io(out, e))?);
     for v in values {
         file.write_all(&v.to_le_bytes()).map_err(|e| io(out, e))?;
@@ -22,10 +23,11 @@ fn io(out: &Path, source: std::io::Error) -> Error {
     Error::Io { context: format!("writing {}", out.display()), source }
 }
 
-/// `Err` when `out` exists and is (or links to, by a symbolic or a hard
-/// link) one of `inputs`, or a file of an input that is a folder: checked before the work, so
-/// that a long compute does not end in that error.
-pub fn refuse_inputs_as_output(out: &Path, inputs: &[&Path]) -> Result<(), Error> {
+/// `Err` when `out` (given as `flag`) exists and is (or links to, by a
+/// symbolic or a hard link) one of `inputs`, or a file of an input that is
+/// a folder: checked before the work, so that a long compute does not end
+/// in that error.
+pub fn refuse_inputs_as_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<(), Error> {
     if let Ok(target) = out.canonicalize() {
         for input in inputs {
             let is_input = input.canonicalize().is_ok_and(|i| {
@@ -38,7 +40,7 @@ pub fn refuse_inputs_as_output(out: &Path, inputs: &[&Path]) -> Result<(), Error
             });
             if is_input {
                 return Err(Error::Model(format!(
-                    "--out {} is {} the model reads: writing it would destroy the model",
+                    "{flag} {} is {} the model reads: writing it would destroy the model",
                     out.display(),
                     if input.is_dir() { "a file of the folder" } else { "the file" }
                 )));

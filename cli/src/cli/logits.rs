@@ -71,7 +71,7 @@ pub fn prompt_logits(
 }
 
 fn run_inner(args: &LogitsArgs) -> Result<(), Error> {
-    super::f32_file::refuse_inputs_as_output(&args.out, &[&args.model])?;
+    super::f32_file::refuse_inputs_as_output("--out", &args.out, &[&args.model])?;
     let (tokens, logits) = prompt_logits(&args.model, &args.prompt, args.add_bos, &args.devices)?;
     super::f32_file::write_f32_file(&args.out, &logits, &[&args.model])?;
     println!("{}", tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" "));

@@ -85,6 +85,9 @@ fn lengths_past_the_limits_on_the_command_line_are_errors() {
     assert_error(&gantry(&["bench", "-p", "1", "--parallel", &max], &model), &["--parallel"]);
     assert_error(&gantry(&["run", "-p", "a", "-n", &max], &model), &["-n/--n-predict"]);
     assert_error(&gantry(&["run", "-p", "a", "-c", &max], &model), &["-c/--ctx-size"]);
+    assert_error(&gantry(&["bench", "-p", "1", "--parallel", "100000"], &model), &["--parallel 100000"]);
+    assert_error(&gantry(&["bench", "-p", "1", "--parallel", "0"], &model), &["--parallel 0"]);
+    assert_error(&gantry(&["bench", "-p", "0", "-n", "0"], &model), &["nothing to measure"]);
     let out = gantry(&["bench", "-p", "1", "-n", "1", "-r", "0"], &model);
     assert_eq!(out.status.code(), Some(2), "bench -r 0: {}", String::from_utf8_lossy(&out.stderr));
     // -n 0: the prompt's step alone, and no decode rate made up for it.
@@ -220,6 +223,10 @@ fn output_ops_templates_and_certificates_of_the_third_pass_are_errors() {
     let dir = scratch();
     let model = dir.path().join("tiny-third-pass.gguf");
     tiny_llama(&model, 1);
+    // bench's trace over the model it reads is refused too, before anything runs.
+    let out =
+        gantry(&["bench", "-p", "1", "-n", "1", "-r", "1", "--profile", "--trace", model.to_str().unwrap()], &model);
+    assert_error(&out, &["--trace", "the model reads"]);
     // logits' output over the model it reads (or a link to it) is refused
     // before the work, the model left whole.
     let before = std::fs::read(&model).unwrap();

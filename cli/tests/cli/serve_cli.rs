@@ -480,6 +480,10 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
         let (status, body) = server.post("/v1/chat/completions", &chat(extra, "hi"));
         assert!(status == 400 && body.contains(says), "{extra}: {status} {body}");
     }
+    // A prompt longer than --batch-size runs over several steps on an idle
+    // server (its first chunk asked for no logits, which failed with a 500).
+    let (status, body) = server.post("/v1/chat/completions", &chat("", &"word ".repeat(700)));
+    assert_eq!(status, 200, "{body}");
     // A malformed chunked body is the client's error (400), not a body
     // past --max-body (413).
     let addr = server.base.trim_start_matches("http://");
