@@ -102,15 +102,17 @@ pub fn serve<F>(options: ServeOptions, load: F) -> Result<(), ServeError>
 where
     F: FnOnce() -> gantry::Result<Loaded> + Send + 'static,
 {
-    serve_until(options, load, |_| {}, shutdown_signal())
+    serve_until(options, load, |_| {}, || {}, shutdown_signal())
 }
 
 /// [`serve`] until `stop` completes instead of a signal; `on_listen` is
-/// told the bound address (the port, when `options.addr` asked for 0).
+/// told the bound address (the port, when `options.addr` asked for 0), and
+/// `on_ready` is called once the loaded model answers (`/health` says 200).
 pub fn serve_until<F>(
     options: ServeOptions,
     load: F,
     on_listen: impl FnOnce(std::net::SocketAddr),
+    on_ready: impl FnOnce() + Send + 'static,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError>
 where
@@ -148,6 +150,7 @@ where
                     workers.lock().unwrap_or_else(|e| e.into_inner()).extend(threads);
                     state.ready.store(true, Ordering::SeqCst);
                     tracing::info!("ready");
+                    on_ready();
                 }
                 Err(e) => {
                     *load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -320,7 +323,7 @@ mod tests {
     fn a_panic_while_loading_stops_the_server_with_an_error() {
         let options = ServeOptions { addr: "127.0.0.1:0".parse().unwrap(), ..ServeOptions::default() };
         let started = std::time::Instant::now();
-        let result = serve_until(options, || panic!("a template probe failed"), |_| {}, std::future::pending());
+        let result = serve_until(options, || panic!("a template probe failed"), |_| {}, || {}, std::future::pending());
         let e = result.unwrap_err().to_string();
         assert!(e.contains("a panic (a template probe failed)"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());

@@ -207,7 +207,15 @@ fn a_model_read_into_memory_runs_on_after_its_file_is_truncated() {
 /// keeps nothing of the failed batch.
 #[test]
 fn weights_that_are_not_numbers_give_an_error_not_an_answer() {
-    for (tensor, value) in [("blk.0.ffn_down.weight", f32::NAN), ("output_norm.weight", f32::INFINITY)] {
+    // NaN in Q, K or the norm before them makes attention scores NaN: the CPU's
+    // attention skipped such keys like masked ones, a finite, wrong answer.
+    for (tensor, value) in [
+        ("blk.0.ffn_down.weight", f32::NAN),
+        ("output_norm.weight", f32::INFINITY),
+        ("blk.0.attn_q.weight", f32::NAN),
+        ("blk.0.attn_k.weight", f32::NAN),
+        ("blk.0.attn_norm.weight", f32::NAN),
+    ] {
         let dir = temp_dir("gguf");
         let path = dir.join("not-numbers.gguf");
         tiny_llama_filled(&path, "llama", |_, _| {}, |name| (name == tensor).then_some(value));
@@ -222,12 +230,31 @@ fn weights_that_are_not_numbers_give_an_error_not_an_answer() {
         assert_eq!(s.n_past(), 0, "{tensor}: the failed batch left tokens in the cache");
     }
 
-    let dir = temp_dir("bert-not-numbers");
-    let nan = |name: &str| (name == "encoder.layer.0.output.dense.weight").then_some(f32::NAN);
-    write_bert_filled(&dir, &bert_config(BERT_H), WORDPIECE, &bert_tensors(), nan);
+    // Rope frequency factors that are not finite numbers above zero are refused at load.
+    for (case, value) in [("nan", f32::NAN), ("zero", 0.0), ("inf", f32::INFINITY)] {
+        let dir = temp_dir("gguf");
+        let path = dir.join(format!("rope-factors-{case}.gguf"));
+        let factors = ("rope_freqs.weight".to_owned(), vec![N_EMBD / 4], DType::F32);
+        let fill = |name: &str| (name == "rope_freqs.weight").then_some(value);
+        tiny_llama_filled(&path, "llama", |t, _| t.push(factors.clone()), fill);
+        let mut ctx = Context::new();
+        let err = DecoderModel::load(&path, &mut ctx, &cpu(), None).err().unwrap().to_string();
+        assert!(err.contains(&format!("rope_freqs.weight[0] = {value}")), "{case}: {err}");
+    }
+
+    for tensor in ["encoder.layer.0.output.dense.weight", "encoder.layer.0.attention.self.query.weight"] {
+        let dir = temp_dir("bert-not-numbers");
+        check_bert_not_numbers(&dir, |name| (name == tensor).then_some(f32::NAN));
+    }
+}
+
+/// Embeds two texts with a BERT folder whose weights `fill` sets, expecting
+/// the error that the embeddings are not numbers.
+fn check_bert_not_numbers(dir: &Path, fill: impl Fn(&str) -> Option<f32>) {
+    write_bert_filled(dir, &bert_config(BERT_H), WORDPIECE, &bert_tensors(), fill);
     let device = cpu();
     let mut ctx = Context::new();
-    let model = gantry::model::bert::BertModel::load(&dir, &mut ctx, &device).unwrap();
+    let model = gantry::model::bert::BertModel::load(dir, &mut ctx, &device).unwrap();
     let backend: std::sync::Arc<dyn Backend> = device.init_backend(None).unwrap();
     let params = gantry::model::bert::EncoderParams::default();
     let mut encoder = gantry::model::bert::Encoder::new(&mut ctx, &model, &[backend], params).unwrap();

@@ -131,7 +131,10 @@ fn run_inner(args: &ServeArgs) -> Result<(), String> {
         backends,
     };
     let on_listen = |addr: SocketAddr| eprintln!("gantry serve: listening on http://{addr} (loading the model)");
-    gantry_serve::serve_until(options, move || plan.load(), on_listen, gantry_serve::shutdown_signal())
+    // Printed once /health answers 200, not when the load returns (the
+    // routes learn of the model a moment later).
+    let on_ready = || eprintln!("gantry serve: ready");
+    gantry_serve::serve_until(options, move || plan.load(), on_listen, on_ready, gantry_serve::shutdown_signal())
         .map_err(|e| e.to_string())
 }
 
@@ -159,7 +162,6 @@ impl LoadPlan {
             Some(dir) => Some(self.load_embedder(dir)?),
             None => None,
         };
-        eprintln!("gantry serve: ready");
         Ok(Loaded { decoder, embedder })
     }
 

@@ -163,7 +163,9 @@ impl DecoderModel {
         ctx: &mut Context,
     ) -> Result<Self> {
         let names = loaded.iter().map(|(n, t)| (n.to_owned(), t)).collect();
-        match DecoderWeights::from_names(ctx, gguf.source(), &names, &hp) {
+        let weights = DecoderWeights::from_names(ctx, gguf.source(), &names, &hp)
+            .and_then(|w| check_rope_factors(ctx, gguf.source(), &w).map(|()| w));
+        match weights {
             Ok(weights) => Ok(Self { hp, weights, tokenizer, loaded, gguf }),
             Err(e) => {
                 loaded.unload(ctx);
@@ -178,6 +180,21 @@ impl DecoderModel {
 /// buffers) stay in host memory, as llama.cpp keeps its input layer on the CPU.
 fn default_options(progress: Option<&mut dyn FnMut(LoadProgress)>) -> LoadOptions<'_> {
     LoadOptions { progress, oversize: Some(gantry_backends::cpu::buffer_type()), ..LoadOptions::default() }
+}
+
+/// An error naming the file and the value unless every rope frequency factor
+/// (`rope_freqs.weight`, Llama 3's) is finite and above zero, as the rope
+/// keys must be: a NaN or zero factor turned every head's scores to NaN.
+fn check_rope_factors(ctx: &Context, file: &str, w: &DecoderWeights) -> Result<()> {
+    let Some(t) = w.rope_freqs else { return Ok(()) };
+    let factors = ctx.read_f32(t)?;
+    match factors.iter().enumerate().find(|(_, f)| !(f.is_finite() && **f > 0.0)) {
+        Some((i, f)) => Err(Error::InvalidModel {
+            file: file.to_owned(),
+            reason: format!("rope_freqs.weight[{i}] = {f}: rope frequency factors must be finite and above zero"),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// An error naming the file unless the tokenizer has a token per embedding row.

@@ -189,6 +189,17 @@ fn add_sink(a: &Attention, h: usize, running_max: &mut f32, sum: &mut f64, acc: 
     *sum += f64::from((sink - *running_max).exp());
 }
 
+/// Whether a block's scores hold one that no softmax weight comes from: NaN
+/// (a NaN in Q or K, a NaN rope factor) or +inf (an overflow). Such a row's
+/// result is NaN, as ggml's is, so that the model's non-finite output check
+/// reports it; skipping the key as if it were masked gave a finite, wrong
+/// answer. One pass of compares without a branch (a masked key's −inf is a
+/// weight of 0, not a fault).
+#[inline]
+fn not_a_weight(scores: &[f32]) -> bool {
+    scores.iter().fold(false, |bad, &x| bad | x.is_nan() | (x == f32::INFINITY))
+}
+
 /// Mask values `c0..c0 + out.len()` of mask row `[i1, i2, i3]` as f32.
 ///
 /// # Safety
@@ -275,6 +286,17 @@ mod tests {
     /// Runs both paths on `n_q` queries over `n_kv` keys, query `i` seeing
     /// key `j` where `sees(i, j)`, and checks they give the same bits.
     fn check_same_bits(n_q: usize, n_kv: usize, sees: impl Fn(usize, usize) -> bool) {
+        check_same_bits_nan(n_q, n_kv, sees, None);
+    }
+
+    /// [`check_same_bits`], with query `nan_at.0`'s head `nan_at.1` a row of
+    /// NaN: that output row must be NaN on both paths, every other finite.
+    fn check_same_bits_nan(
+        n_q: usize,
+        n_kv: usize,
+        sees: impl Fn(usize, usize) -> bool,
+        nan_at: Option<(usize, usize)>,
+    ) {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let scratch = PerThreadScratch::new(2);
         let par = Par::new(&pool, 2, &scratch);
@@ -287,7 +309,11 @@ mod tests {
         let outs: Vec<TensorId> =
             (0..2).map(|_| ctx.flash_attn_ext(q, k, v, Some(m), 0.125, 0.0, 0.0).unwrap()).collect();
         ctx.alloc_tensors(&[q, k, v, m, outs[0], outs[1]], &crate::buffer_type(), BufferUsage::Any).unwrap();
-        ctx.set_f32(q, &SplitMix64::new(1).values(d * n_q * heads, -2.0, 2.0)).unwrap();
+        let mut qv = SplitMix64::new(1).values(d * n_q * heads, -2.0, 2.0);
+        if let Some((i, h)) = nan_at {
+            qv[(h * n_q + i) * d] = f32::NAN;
+        }
+        ctx.set_f32(q, &qv).unwrap();
         for (t, seed) in [(k, 2), (v, 3)] {
             let values: Vec<half::f16> = SplitMix64::new(seed)
                 .values(d * n_kv * kv_heads, -2.0, 2.0)
@@ -307,14 +333,24 @@ mod tests {
             |ctx: &Context, out: TensorId| Attention::bind(ctx, out, &ctx.desc(out).unwrap().clone(), p).unwrap();
         rows::compute(&bind(&ctx, outs[1]), n_kv * 256, &par);
         let rows = ctx.read_f32(outs[1]).unwrap();
-        assert!(rows.iter().all(|v| v.is_finite()) && rows.iter().any(|&v| v != 0.0));
+        for (r, row) in rows.chunks(d).enumerate() {
+            // Output row r is query r / heads, head r % heads.
+            if nan_at == Some((r / heads, r % heads)) {
+                assert!(row.iter().all(|v| v.is_nan()), "the NaN row {r} is not NaN");
+            } else {
+                assert!(row.iter().all(|v| v.is_finite()), "row {r}");
+            }
+        }
+        assert!(rows.iter().any(|&v| v != 0.0));
+        let rows: Vec<u32> = rows.iter().map(|v| v.to_bits()).collect();
         // The tiles on every path this CPU has (AVX-512 adds values its own way).
         for isa in crate::isa::Isa::available() {
             ctx.set_f32(outs[0], &vec![f32::NAN; rows.len()]).unwrap();
             let a = bind(&ctx, outs[0]);
             let map = BlockMap::of(&a);
             tiled::compute_on(&a, map.as_ref(), |rows| rows * n_kv * 256, &par, isa);
-            assert_eq!(ctx.read_f32(outs[0]).unwrap(), rows, "{isa:?}");
+            let tiles: Vec<u32> = ctx.read_f32(outs[0]).unwrap().iter().map(|v| v.to_bits()).collect();
+            assert_eq!(tiles, rows, "{isa:?}");
         }
     }
 
@@ -334,5 +370,14 @@ mod tests {
         // place; an odd number of keys seen in some blocks (the AVX-512
         // scores take keys in pairs), none in one.
         check_same_bits(1, 5 * KV_BLOCK + 7, |_, j| j / KV_BLOCK != 2 && j % 7 != 3);
+    }
+
+    /// A NaN in a query (a NaN weight or rope factor upstream) makes its
+    /// scores NaN: its output row is NaN on both paths, as ggml's, and the
+    /// other rows are untouched; it used to be skipped like a masked key.
+    #[test]
+    fn nan_scores_give_a_nan_row_not_a_finite_one() {
+        check_same_bits_nan(70, 90, |i, j| j <= 20 + i, Some((33, 4)));
+        check_same_bits_nan(1, 5 * KV_BLOCK + 7, |_, j| j % 7 != 3, Some((0, 2)));
     }
 }

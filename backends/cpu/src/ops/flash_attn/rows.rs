@@ -108,6 +108,11 @@ pub(super) fn compute(a: &Attention, row_work: usize, par: &Par<'_>) {
                             a.finish_score(k_dot(&a.k, [c0 + j, kh[0], kh[1]], qrow, row_tmp)) + mv
                         };
                     }
+                    if super::not_a_weight(&scores[..block]) {
+                        // The row's result is NaN, as the softmax's would be.
+                        sum = f64::NAN;
+                        continue;
+                    }
                     let block_max = simd::max(&scores[..block]);
                     if block_max == f32::NEG_INFINITY {
                         continue;

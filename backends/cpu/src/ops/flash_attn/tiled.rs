@@ -560,8 +560,13 @@ unsafe fn tile(
                 }
                 None => s.iter_mut().for_each(|x| *x = a.finish_score(*x) + 0.0),
             }
+            let bad = super::not_a_weight(s);
+            if bad {
+                // The row's result is NaN, as the softmax's would be.
+                sum[r] = f64::NAN;
+            }
             let block_max = simd::max(s);
-            if block_max == f32::NEG_INFINITY {
+            if bad || block_max == f32::NEG_INFINITY {
                 // Weights of 0: the shared pass below adds nothing for the row.
                 s.fill(0.0);
                 continue;
