@@ -166,7 +166,9 @@ typedef void (*GantryTaskFn)(void *task_data, size_t index);
 // Runs `task(task_data, i)` for every `i` in `0..n_tasks`, on any threads
 // (the caller's included), in any order, and returns once every call has
 // returned. Tasks never wait for one another, so running them one after
-// the other on the calling thread is correct too. It runs in the middle of
+// the other on the calling thread is correct too. (Of a batch of at most
+// 4096 tasks, an index called twice runs once, and one never called runs
+// on the computing thread after `run` returns.) It runs in the middle of
 // a compute (its scheduler, graph and context held): a call into the API
 // from inside it, on the thread running it, returns
 // `GANTRY_ERROR_REENTRANT` (so a job system that runs other jobs while it

@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gantry::backends::cpu::{CpuBackend, CpuDevice, CpuPlatform, JobSystem, max_threads};
 use gantry::{Backend, SetAbortCallback, SetThreadCount, platform_extension};
@@ -22,7 +23,9 @@ pub type GantryTaskFn = unsafe extern "C" fn(task_data: *mut c_void, index: usiz
 /// Runs `task(task_data, i)` for every `i` in `0..n_tasks`, on any threads
 /// (the caller's included), in any order, and returns once every call has
 /// returned. Tasks never wait for one another, so running them one after
-/// the other on the calling thread is correct too. It runs in the middle of
+/// the other on the calling thread is correct too. (Of a batch of at most
+/// 4096 tasks, an index called twice runs once, and one never called runs
+/// on the computing thread after `run` returns.) It runs in the middle of
 /// a compute (its scheduler, graph and context held): a call into the API
 /// from inside it, on the thread running it, returns
 /// `GANTRY_ERROR_REENTRANT` (so a job system that runs other jobs while it
@@ -57,13 +60,45 @@ unsafe impl Send for CJobs {}
 // SAFETY: as above.
 unsafe impl Sync for CJobs {}
 
-/// Calls the Rust task behind `task_data` (a `&&(dyn Fn(usize) + Sync)`).
-/// A panic stops here: it never unwinds into the host's C code.
+/// Tasks of one batch whose runs are tracked, one bit each: a host's job
+/// system that skips a task, or runs one twice, cannot leave an output
+/// unwritten or written twice. Batches of more tasks are run as given.
+const TRACKED_TASKS: usize = 4096;
+
+/// One batch as the host's `run` sees it (`task_data`): the Rust task and
+/// which of its indices have run.
+struct Batch<'a> {
+    task: &'a (dyn Fn(usize) + Sync),
+    ran: [AtomicU64; TRACKED_TASKS / 64],
+    tracked: bool,
+}
+
+impl Batch<'_> {
+    /// Marks `index` run; false if it already had (or is out of range).
+    fn claim(&self, index: usize) -> bool {
+        if !self.tracked {
+            return true;
+        }
+        let Some(word) = self.ran.get(index / 64) else { return false };
+        let bit = 1u64 << (index % 64);
+        word.fetch_or(bit, Ordering::AcqRel) & bit == 0
+    }
+
+    /// Runs the task at `index`; a panic stops here: it never unwinds into
+    /// the host's C code (the backend's tasks catch their own; this is the
+    /// last line).
+    fn run(&self, index: usize) {
+        let _ = catch_unwind(AssertUnwindSafe(|| (self.task)(index)));
+    }
+}
+
+/// Calls the Rust task behind `task_data` (a `Batch`), once per index.
 unsafe extern "C" fn call_task(task_data: *mut c_void, index: usize) {
-    // SAFETY: `CJobs::run` passes a pointer to a live `&dyn Fn` that outlives the batch.
-    let task = unsafe { &*(task_data as *const &(dyn Fn(usize) + Sync)) };
-    // The backend's tasks catch their own panics; this is the last line.
-    let _ = catch_unwind(AssertUnwindSafe(|| task(index)));
+    // SAFETY: `CJobs::run` passes a pointer to a live `Batch` that outlives the batch.
+    let batch = unsafe { &*(task_data as *const Batch<'_>) };
+    if batch.claim(index) {
+        batch.run(index);
+    }
 }
 
 impl JobSystem for CJobs {
@@ -72,16 +107,27 @@ impl JobSystem for CJobs {
     }
 
     fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        let task_data = &task as *const &(dyn Fn(usize) + Sync) as *mut c_void;
+        let tracked = n_tasks <= TRACKED_TASKS;
+        let batch = Batch { task, ran: std::array::from_fn(|_| AtomicU64::new(0)), tracked };
+        let task_data = &batch as *const Batch<'_> as *mut c_void;
         // A kernel runs this in the middle of a compute (its scheduler,
         // graph and context locked): calls back into the API from `run` on
         // this thread are refused, not deadlocked.
         in_callback("the job system's run", || {
             // SAFETY: the caller of `gantry_cpu_backend_new_with_jobs` gave a
             // function of this signature that returns only once every task has
-            // returned, so `task` (borrowed for this call) outlives every use.
+            // returned, so `batch` (on this stack frame) outlives every use.
             unsafe { (self.run)(self.user_data, n_tasks, call_task, task_data) }
-        })
+        });
+        // Tasks the host never ran run here, after it: their outputs would
+        // be left as they were, a wrong answer with no error.
+        if tracked {
+            for index in 0..n_tasks {
+                if batch.claim(index) {
+                    batch.run(index);
+                }
+            }
+        }
     }
 }
 

@@ -163,3 +163,55 @@ fn a_null_buffer_with_room_claimed_is_an_invalid_argument() {
     ok(gantry_context_free(p.ctx));
     free_backend(cpu);
 }
+
+/// Runs only the even tasks, and each of them twice; counts the batches of
+/// more than one task in `user_data` (an `AtomicUsize`).
+unsafe extern "C" fn run_evens_twice(
+    user_data: *mut c_void,
+    n_tasks: usize,
+    task: GantryTaskFn,
+    task_data: *mut c_void,
+) {
+    if n_tasks > 1 {
+        // SAFETY: the test passes a live AtomicUsize.
+        unsafe { &*(user_data as *const std::sync::atomic::AtomicUsize) }
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    for i in (0..n_tasks).step_by(2) {
+        // SAFETY: Gantry's task, with its data (twice: Gantry must run it once).
+        unsafe {
+            task(task_data, i);
+            task(task_data, i);
+        }
+    }
+}
+
+/// A host job system that skips tasks or runs one twice still gets every
+/// output written once: the skipped ones run after its `run` returns, the
+/// second runs are ignored (they had left outputs unwritten, with
+/// `GANTRY_OK`).
+#[test]
+fn a_job_system_that_skips_or_repeats_tasks_still_gets_the_right_answer() {
+    let split = std::sync::atomic::AtomicUsize::new(0);
+    let jobs = GantryJobSystem {
+        concurrency: 4,
+        run: Some(run_evens_twice),
+        user_data: &split as *const std::sync::atomic::AtomicUsize as *mut c_void,
+    };
+    let mut cpu = GantryBackend::default();
+    // SAFETY: one job system to read, one value to write.
+    ok(unsafe { gantry_cpu_backend_new_with_jobs(&jobs, &mut cpu) });
+    let p = Product::new(cpu, 256, 256, 16, 0.5);
+    let mut s = GantryScheduler::default();
+    // SAFETY: one backend to read, default params, one handle to write.
+    ok(unsafe { gantry_scheduler_new(&cpu, 1, std::ptr::null(), &mut s) });
+    ok(gantry_capi::scheduler::gantry_scheduler_alloc(s, p.ctx, p.graph));
+    p.set(p.x, &p.input());
+    ok(gantry_capi::scheduler::gantry_scheduler_compute(s, p.ctx, p.graph));
+    assert!(split.load(std::sync::atomic::Ordering::Relaxed) > 0, "the product was never split into tasks");
+    assert_eq!(p.get(p.y, p.m * p.n), p.expected(0.5));
+    ok(gantry_capi::scheduler::gantry_scheduler_free(s));
+    ok(gantry_graph_free(p.graph));
+    ok(gantry_context_free(p.ctx));
+    free_backend(cpu);
+}
