@@ -6,12 +6,13 @@
 //! request frees its slot at once; its cells stay as that slot's cache for
 //! a later request sharing a prefix (`--cache-reuse`), or are freed.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use gantry::Context;
+use gantry::engine::BackendErrorKind;
 use gantry::model::decoder::{Batch, SeqId, Session};
 use gantry::model::tokenizer::{Tokenizer, take_complete_utf8};
 
@@ -87,6 +88,8 @@ pub struct Engine {
     /// The slot whose prompt goes first in the next step (round robin).
     prompt_turn: usize,
     n_vocab: usize,
+    /// Set to the error once a batch lost a device (the server's `decoder_lost`).
+    lost: Arc<OnceLock<String>>,
 }
 
 impl Engine {
@@ -98,6 +101,7 @@ impl Engine {
         tokenizer: Arc<Tokenizer>,
         settings: EngineSettings,
         metrics: Arc<Metrics>,
+        lost: Arc<OnceLock<String>>,
     ) -> Self {
         let slots =
             (0..settings.parallel).map(|i| Slot { seq: i as SeqId, cached: Vec::new(), running: None }).collect();
@@ -117,6 +121,7 @@ impl Engine {
             finished: Vec::new(),
             prompt_turn: 0,
             n_vocab,
+            lost,
         }
     }
 
@@ -300,6 +305,10 @@ impl Engine {
             Ok(logits) => logits,
             Err(e) => {
                 tracing::error!(error = %e, "a batch failed");
+                if matches!(e.backend_kind(), Some(BackendErrorKind::DeviceLost | BackendErrorKind::Transport)) {
+                    // The layers and cache on that device are gone: every later batch would fail too.
+                    let _ = self.lost.set(e.to_string());
+                }
                 let message = format!("the model failed on this batch: {e}");
                 for i in 0..self.slots.len() {
                     if self.fed[i] > 0 {

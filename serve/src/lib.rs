@@ -206,7 +206,14 @@ fn install(state: &Arc<AppState>, loaded: Loaded) -> Vec<std::thread::JoinHandle
             }
         };
         let (jobs, incoming) = std::sync::mpsc::sync_channel(options.queue);
-        let engine = engine::Engine::new(d.ctx, d.session, tokenizer.clone(), settings, state.metrics.clone());
+        let engine = engine::Engine::new(
+            d.ctx,
+            d.session,
+            tokenizer.clone(),
+            settings,
+            state.metrics.clone(),
+            state.decoder_lost.clone(),
+        );
         let draining = state.draining.clone();
         match std::thread::Builder::new().name("gantry-engine".into()).spawn(move || engine.run(incoming, draining)) {
             Ok(t) => threads.push(t),

@@ -103,7 +103,7 @@ fn past_limit(e: &axum::Error) -> bool {
 }
 
 async fn health(State(state): State<Arc<AppState>>) -> Response {
-    match state.check_open() {
+    match state.check_open().and_then(|()| state.check_decoder_whole()) {
         Ok(()) => Json(json!({"status": "ok"})).into_response(),
         Err(e) => e.into_response(),
     }

@@ -54,6 +54,10 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Set on SIGINT/SIGTERM: new requests are refused, running ones finish.
     pub draining: Arc<AtomicBool>,
+    /// Set (to the error) when a batch failed because a device of the text
+    /// model was lost (a remote server gone, a GPU reset): what lived there,
+    /// its layers and cache, is gone, so no later request could succeed.
+    pub decoder_lost: Arc<OnceLock<String>>,
     /// Makes reply ids unique.
     pub serial: AtomicU64,
     /// Requests' preparations (template renders, tokenizations, grammar
@@ -73,6 +77,7 @@ impl AppState {
             embedder: OnceLock::new(),
             ready: AtomicBool::new(false),
             draining: Arc::new(AtomicBool::new(false)),
+            decoder_lost: Arc::new(OnceLock::new()),
             serial: AtomicU64::new(0),
             preparing: Arc::new(tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
@@ -96,6 +101,18 @@ impl AppState {
         Ok(())
     }
 
+    /// 503 once the text model lost a device (see [`AppState::decoder_lost`]):
+    /// a load balancer polling `/health` moves traffic elsewhere, and a
+    /// supervisor restarts the server, rather than every request getting 500.
+    pub fn check_decoder_whole(&self) -> Result<(), ApiError> {
+        match self.decoder_lost.get() {
+            Some(e) => Err(ApiError::unavailable(format!(
+                "the text generation model lost a device and must be loaded again (restart the server): {e}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// The names of the models served.
     pub fn model_names(&self) -> Vec<&str> {
         let mut names = Vec::new();
@@ -111,6 +128,7 @@ impl AppState {
     /// The decoder, when `requested` names it (or names nothing).
     pub fn decoder_for(&self, requested: Option<&str>) -> Result<&ServedDecoder, ApiError> {
         self.check_open()?;
+        self.check_decoder_whole()?;
         match self.decoder.get() {
             Some(d) if requested.is_none_or(|r| r == d.name) => Ok(d),
             Some(_) => Err(ApiError::model_not_found(requested.unwrap_or(""), &self.model_names())),
@@ -126,5 +144,25 @@ impl AppState {
             Some(_) => Err(ApiError::model_not_found(requested.unwrap_or(""), &self.model_names())),
             None => Err(ApiError::no_model("embedding model", "--embedding-model DIR")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once the text model lost a device, `/health` and generation answer 503
+    /// naming the loss (every request had got 500 while `/health` said ok).
+    #[test]
+    fn a_lost_device_makes_the_decoder_unavailable() {
+        let state = AppState::new(ServeOptions::default());
+        state.ready.store(true, Ordering::SeqCst);
+        state.check_decoder_whole().unwrap();
+        state.decoder_lost.set("backend remote 127.0.0.1:1: connection lost".into()).unwrap();
+        let e = state.check_decoder_whole().unwrap_err();
+        assert_eq!(e.status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.message.contains("lost a device") && e.message.contains("connection lost"), "{}", e.message);
+        let Err(e) = state.decoder_for(None) else { panic!("the decoder was given out") };
+        assert_eq!(e.status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
     }
 }
