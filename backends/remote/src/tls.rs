@@ -67,10 +67,33 @@ fn read_pem(path: &Path) -> Result<Vec<u8>> {
         .map_err(|e| tls_error(&format!("reading {}", path.display()), e))
 }
 
+/// Warns (as ssh would refuse) when the private key at `path` is readable
+/// or writable by other users than its owner: `rpc-certs` writes keys 0600,
+/// a copy may not keep that. A warning, not an error: the key works, and
+/// some deployments hand keys over through group-readable mounts.
+fn warn_if_readable_by_others(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                key = %path.display(),
+                mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                "the private key is readable by other users (chmod 600 it)"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
 impl TlsIdentity {
     /// Reads PEM files: certificates (several per file allowed) and a PKCS#8,
     /// PKCS#1 or SEC1 private key.
     pub fn from_files(files: &TlsFiles) -> Result<Self> {
+        warn_if_readable_by_others(&files.key);
         let label = |p: &Path| p.display().to_string();
         Self::from_pem(
             &read_pem(&files.authority)?,
