@@ -443,7 +443,7 @@ fn visit_stmt(stmt: &Stmt<'_>, r: &mut Rewriter<'_>) {
         }
         Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
         Stmt::ForLoop(l) => {
-            visit_expr(&l.target, r);
+            visit_target(&l.target, r);
             visit_expr(&l.iter, r);
             if let Some(e) = &l.filter_expr {
                 visit_expr(e, r);
@@ -458,13 +458,13 @@ fn visit_stmt(stmt: &Stmt<'_>, r: &mut Rewriter<'_>) {
         }
         Stmt::WithBlock(w) => {
             for (target, value) in &w.assignments {
-                visit_expr(target, r);
+                visit_target(target, r);
                 visit_expr(value, r);
             }
             visit_stmts(&w.body, r);
         }
         Stmt::Set(s) => {
-            visit_expr(&s.target, r);
+            visit_target(&s.target, r);
             // A namespace's attribute nests the value one level deeper.
             if matches!(s.target, Expr::GetAttr(_)) {
                 nest_edit(&s.expr, r);
@@ -472,7 +472,7 @@ fn visit_stmt(stmt: &Stmt<'_>, r: &mut Rewriter<'_>) {
             visit_expr(&s.expr, r);
         }
         Stmt::SetBlock(s) => {
-            visit_expr(&s.target, r);
+            visit_target(&s.target, r);
             if let Some(e) = &s.filter {
                 visit_expr(e, r);
             }
@@ -508,6 +508,17 @@ fn visit_stmt(stmt: &Stmt<'_>, r: &mut Rewriter<'_>) {
             visit_macro(&c.macro_decl, r);
         }
         Stmt::Do(d) => visit_call(&d.call, r),
+    }
+}
+
+/// The edits of an assignment's target (`a`, `a, b`, `ns.x`): the names a
+/// tuple or list of them binds are no values, so none of them is checked
+/// (`for __gantry_nest(a), b in …` does not parse).
+fn visit_target(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
+    match expr {
+        Expr::Tuple(t) => t.items.iter().for_each(|e| visit_target(e, r)),
+        Expr::List(l) => l.items.iter().for_each(|e| visit_target(e, r)),
+        e => visit_expr(e, r),
     }
 }
 
@@ -911,6 +922,11 @@ mod tests {
         assert_eq!(
             rewrite("{% set a = [x, 1, (y, 2)] %}{% set ns.x = v %}{% set z = w %}"),
             "{% set a = [__gantry_nest(x), 1, __gantry_nest((__gantry_nest(y), 2))] %}{% set ns.x = __gantry_nest(v) %}{% set z = w %}"
+        );
+        // Not the names an assignment binds.
+        assert_eq!(
+            rewrite("{% for k, v in m|items %}{% endfor %}{% for (a, b), c in x %}{% endfor %}{% set a, b = x %}"),
+            "{% for k, v in m|items %}{% endfor %}{% for (a, b), c in x %}{% endfor %}{% set a, b = x %}"
         );
         // A walk and an addition of one span: the walk outside.
         assert_eq!(rewrite("{{ a + b }}"), "{{ __gantry_walk(__gantry_add(a , b)) }}");
