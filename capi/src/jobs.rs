@@ -69,13 +69,18 @@ const TRACKED_TASKS: usize = 4096;
 /// which of its indices have run.
 struct Batch<'a> {
     task: &'a (dyn Fn(usize) + Sync),
+    n_tasks: usize,
     ran: [AtomicU64; TRACKED_TASKS / 64],
     tracked: bool,
 }
 
 impl Batch<'_> {
-    /// Marks `index` run; false if it already had (or is out of range).
+    /// Marks `index` run; false if it already had, or is not one of the
+    /// batch's (a host's made-up index runs nothing).
     fn claim(&self, index: usize) -> bool {
+        if index >= self.n_tasks {
+            return false;
+        }
         if !self.tracked {
             return true;
         }
@@ -108,7 +113,7 @@ impl JobSystem for CJobs {
 
     fn run(&self, n_tasks: usize, task: &(dyn Fn(usize) + Sync)) {
         let tracked = n_tasks <= TRACKED_TASKS;
-        let batch = Batch { task, ran: std::array::from_fn(|_| AtomicU64::new(0)), tracked };
+        let batch = Batch { task, n_tasks, ran: std::array::from_fn(|_| AtomicU64::new(0)), tracked };
         let task_data = &batch as *const Batch<'_> as *mut c_void;
         // A kernel runs this in the middle of a compute (its scheduler,
         // graph and context locked): calls back into the API from `run` on
