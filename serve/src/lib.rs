@@ -243,11 +243,7 @@ fn install(state: &Arc<AppState>, loaded: Loaded) -> Vec<std::thread::JoinHandle
 /// instead of answering "loading" for ever.
 fn load_catching_panics<L: FnOnce() -> gantry::Result<Loaded>>(load: L) -> gantry::Result<Loaded> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(load)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
+        let message = gantry::model::caught_panic::message(&*panic);
         Err(gantry::Error::Model(format!("loading failed: a panic ({message})")))
     })
 }

@@ -4,7 +4,7 @@
 use std::any::Any;
 
 /// The panic's message, when it carried text.
-pub(crate) fn message(payload: &(dyn Any + Send)) -> &str {
+pub fn message(payload: &(dyn Any + Send)) -> &str {
     payload
         .downcast_ref::<String>()
         .map(String::as_str)

@@ -7,7 +7,7 @@
 mod abort_callback;
 pub mod bert;
 pub mod blocks;
-mod caught_panic;
+pub mod caught_panic;
 pub mod chat_template;
 pub mod decoder;
 mod dequantized;

@@ -522,6 +522,14 @@ fn visit_target(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
     }
 }
 
+/// The edits of a literal's items: each is depth-checked, then visited.
+fn visit_items(items: &[Expr<'_>], r: &mut Rewriter<'_>) {
+    for e in items {
+        nest_edit(e, r);
+        visit_expr(e, r);
+    }
+}
+
 fn visit_macro(m: &ast::Macro<'_>, r: &mut Rewriter<'_>) {
     for e in m.args.iter().chain(&m.defaults) {
         visit_expr(e, r);
@@ -624,23 +632,15 @@ fn visit_expr(expr: &Expr<'_>, r: &mut Rewriter<'_>) {
             visit_expr(&g.subscript_expr, r);
         }
         Expr::Call(c) => visit_call(c, r),
-        Expr::List(l) => l.items.iter().for_each(|e| {
-            nest_edit(e, r);
-            visit_expr(e, r);
-        }),
-        Expr::Tuple(t) => t.items.iter().for_each(|e| {
-            nest_edit(e, r);
-            visit_expr(e, r);
-        }),
+        // A literal's items are nested one level deeper.
+        Expr::List(l) => visit_items(&l.items, r),
+        Expr::Tuple(t) => visit_items(&t.items, r),
         Expr::Map(m) => {
             for key in &m.keys {
                 walk_edit(key, r);
                 visit_expr(key, r);
             }
-            m.values.iter().for_each(|e| {
-                nest_edit(e, r);
-                visit_expr(e, r);
-            });
+            visit_items(&m.values, r);
         }
     }
 }
