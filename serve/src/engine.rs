@@ -305,8 +305,7 @@ impl Engine {
             Ok(logits) => logits,
             Err(e) => {
                 tracing::error!(error = %e, "a batch failed");
-                if matches!(e.backend_kind(), Some(BackendErrorKind::DeviceLost | BackendErrorKind::Transport)) {
-                    // The layers and cache on that device are gone: every later batch would fail too.
+                if loses_a_device(&e) {
                     let _ = self.lost.set(e.to_string());
                 }
                 let message = format!("the model failed on this batch: {e}");
@@ -393,6 +392,14 @@ impl Engine {
     }
 }
 
+/// Whether a failed batch lost a device (a GPU reset, a remote peer gone):
+/// the layers and cache on it are gone, so every later batch would fail
+/// too and the decoder is reported unavailable. Any other failure (a bad
+/// value, memory) ends that batch's requests only.
+fn loses_a_device(e: &gantry::Error) -> bool {
+    matches!(e.backend_kind(), Some(BackendErrorKind::DeviceLost | BackendErrorKind::Transport))
+}
+
 /// A reply's grammar failing partway: the request's schema asked for more
 /// than llguidance follows (a pattern repeated past its limits), so the
 /// request is refused, not the server's fault.
@@ -449,4 +456,24 @@ fn choose_next(
     }
     r.next = Some(token);
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use gantry::engine::{BackendErrorKind, Error as EngineError};
+
+    use super::loses_a_device;
+
+    #[test]
+    fn only_a_lost_device_or_connection_makes_the_decoder_unavailable() {
+        let backend = |kind| gantry::Error::Engine(EngineError::backend("remote0", kind, "peer 127.0.0.1:1"));
+        assert!(loses_a_device(&backend(BackendErrorKind::DeviceLost)));
+        assert!(loses_a_device(&backend(BackendErrorKind::Transport)));
+        // Kept through the context a split adds when the scheduler reports it.
+        let in_split = backend(BackendErrorKind::Transport);
+        let gantry::Error::Engine(inner) = in_split else { unreachable!() };
+        assert!(loses_a_device(&gantry::Error::Engine(inner.within_backend("remote0", "split 3"))));
+        assert!(!loses_a_device(&backend(BackendErrorKind::OutOfDeviceMemory)));
+        assert!(!loses_a_device(&gantry::Error::Model("a bad prompt".into())));
+    }
 }

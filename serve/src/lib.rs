@@ -251,8 +251,9 @@ fn load_catching_panics<L: FnOnce() -> gantry::Result<Loaded>>(load: L) -> gantr
 /// Settings a server cannot run with.
 fn check(o: &ServeOptions) -> Result<(), ServeError> {
     let bad = |m: String| Err(ServeError::Options(m));
-    if o.parallel == 0 || o.parallel > 1024 {
-        return bad(format!("--parallel {}: between 1 and 1024 sequences", o.parallel));
+    let most = gantry::model::decoder::MAX_PARALLEL_SEQUENCES;
+    if o.parallel == 0 || o.parallel > most {
+        return bad(format!("--parallel {}: between 1 and {most} sequences", o.parallel));
     }
     if o.batch_size < o.parallel {
         return bad(format!(

@@ -72,21 +72,30 @@ fn read_pem(path: &Path) -> Result<Vec<u8>> {
 /// a copy may not keep that. A warning, not an error: the key works, and
 /// some deployments hand keys over through group-readable mounts.
 fn warn_if_readable_by_others(path: &Path) {
+    if let Some(mode) = open_to_others(path) {
+        tracing::warn!(
+            key = %path.display(),
+            mode = format!("{mode:o}"),
+            "the private key is readable by other users (chmod 600 it)"
+        );
+    }
+}
+
+/// The permission bits of `path` when its group or other users may read,
+/// write or run it; `None` when only its owner may (or it cannot be read:
+/// opening it then fails with its own error).
+fn open_to_others(path: &Path) -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(path)
-            && meta.permissions().mode() & 0o077 != 0
-        {
-            tracing::warn!(
-                key = %path.display(),
-                mode = format!("{:o}", meta.permissions().mode() & 0o777),
-                "the private key is readable by other users (chmod 600 it)"
-            );
-        }
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then_some(mode)
     }
     #[cfg(not(unix))]
-    let _ = path;
+    {
+        let _ = path;
+        None
+    }
 }
 
 impl TlsIdentity {
@@ -222,4 +231,26 @@ pub fn client_config(identity: &TlsIdentity, times: TransportTimes) -> Result<qu
     let mut config = quinn::ClientConfig::new(Arc::new(quic));
     config.transport_config(transport(times)?);
     Ok(config)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::open_to_others;
+
+    #[test]
+    fn a_key_open_to_others_is_told_from_an_owner_only_key() {
+        let dir = tempfile::Builder::new().prefix("gantry-tls-mode-").tempdir().unwrap();
+        let key = dir.path().join("server.key");
+        std::fs::write(&key, b"not read here").unwrap();
+        for (mode, expected) in
+            [(0o600, None), (0o400, None), (0o644, Some(0o644)), (0o640, Some(0o640)), (0o602, Some(0o602))]
+        {
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(open_to_others(&key), expected, "mode {mode:o}");
+        }
+        // A key that is not there is not warned about: opening it fails with its own error.
+        assert_eq!(open_to_others(&dir.path().join("missing.key")), None);
+    }
 }

@@ -136,7 +136,7 @@ struct Header {
 }
 
 /// The most sequences a `--parallel` row decodes together (as `gantry serve`).
-const MAX_PARALLEL: usize = 1024;
+const MAX_PARALLEL: usize = gantry::model::decoder::MAX_PARALLEL_SEQUENCES;
 
 /// Runs the benchmark and prints the table.
 pub fn run(args: &BenchArgs) -> ExitCode {

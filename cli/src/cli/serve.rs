@@ -40,7 +40,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// Sequences decoding together (1 to 1024); each holds --ctx-size / --parallel tokens.
-    #[arg(long, short = 'P', default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    #[arg(long, short = 'P', default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=gantry::model::decoder::MAX_PARALLEL_SEQUENCES as u64))]
     pub parallel: usize,
     /// Most tokens per step: every running sequence's next token plus prompt chunks.
     #[arg(long, short = 'b', default_value_t = 512)]

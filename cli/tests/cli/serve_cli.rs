@@ -64,21 +64,27 @@ impl Server {
             .spawn()
             .expect("gantry serve starts");
         let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let base = loop {
-            let line = lines.next().expect("gantry serve printed its address").expect("stderr");
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.split(' ').next().expect("address").to_owned();
+        // stderr is read on a thread (and echoed) so the server never blocks
+        // on it; the address and the "ready" line come back through a channel.
+        let (said, hear) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let line = line.unwrap_or_default();
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let _ = said.send(rest.split(' ').next().unwrap_or_default().to_owned());
+                } else if line.contains("gantry serve: ready") {
+                    let _ = said.send(String::new());
+                }
+                eprintln!("[serve] {line}");
             }
-        };
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || lines.for_each(|l| eprintln!("[serve] {}", l.unwrap_or_default())));
+        });
+        let wait = Duration::from_secs(120);
+        let base = hear.recv_timeout(wait).expect("gantry serve printed its address");
         let server = Server { child, base };
-        let start = Instant::now();
-        while server.get("/health").0 != 200 {
-            assert!(start.elapsed() < Duration::from_secs(120), "the server never became healthy");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let ready = hear.recv_timeout(wait).expect("gantry serve said it is ready");
+        assert!(ready.is_empty(), "a second address: {ready}");
+        // "ready" is said once /health answers 200, not before.
+        assert_eq!(server.get("/health").0, 200, "/health right after \"ready\"");
         server
     }
 

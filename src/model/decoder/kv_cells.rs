@@ -12,6 +12,11 @@ use crate::{Error, Result};
 /// A sequence's id: tokens of one sequence attend to each other only.
 pub type SeqId = u32;
 
+/// The most sequences that share one cache and decode together
+/// (`gantry serve --parallel`, `gantry bench --parallel`): past this a
+/// step's per-sequence bookkeeping and masks outgrow what a batch is worth.
+pub const MAX_PARALLEL_SEQUENCES: usize = 1024;
+
 /// Cells are handed out so that each run of this many (aligned) holds one
 /// sequence's tokens while there is room: the CPU's flash attention takes
 /// keys in blocks of 64 and skips a block a query sees nothing of, so a

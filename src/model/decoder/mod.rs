@@ -27,7 +27,7 @@ pub use fit::{DeviceRoom, LayerCounts, ModelFootprint, compute_estimate, fit_lay
 pub use graph::{BatchShape, DecoderGraph, LogitsFor, build_decoder_graph};
 pub use hparams::{DecoderHparams, MAX_EXPERTS};
 pub use kv_cache::{KV_DTYPES, KvCache};
-pub use kv_cells::{BatchPlacement, KvCells, PAGE as KV_PAGE, SeqId};
+pub use kv_cells::{BatchPlacement, KvCells, MAX_PARALLEL_SEQUENCES, PAGE as KV_PAGE, SeqId};
 pub use layer_split::layer_devices;
 pub use model::{DECODER_ARCHITECTURES, DecoderModel};
 pub use session::{KV_BUCKET, Session, SessionParams};
