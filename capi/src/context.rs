@@ -97,21 +97,40 @@ pub(crate) fn with_context<R>(
     f(&mut context)
 }
 
-/// The engine's id for a C tensor (not yet checked against a context: the
-/// engine answers a stale one with `GANTRY_ERROR_INVALID_HANDLE`).
-pub(crate) fn tensor_id(t: GantryTensor) -> Result<TensorId, Failure> {
+/// The bits a tensor handle of context `ctx` carries XOR-ed into its key's
+/// top 16 (the engine's keys leave them zero until a slot is reused 65,536
+/// times, and the XOR undoes either way): derived from the context's
+/// handle, so a tensor of another live context, or of a freed one, decodes
+/// to a key of no tensor here (all but one time in 65,536) instead of
+/// naming whichever tensor of the same number this context has.
+fn context_tag(ctx: GantryContext) -> u64 {
+    // A multiplicative hash spreads the handle's index and generation over
+    // the top bits; never zero, so no context's handles are the raw keys.
+    (ctx.id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48 | 1) << 48
+}
+
+/// The engine's id for a C tensor of `ctx` (not yet checked against the
+/// context: the engine answers a stale or foreign one with
+/// `GANTRY_ERROR_INVALID_HANDLE`).
+pub(crate) fn tensor_id(ctx: GantryContext, t: GantryTensor) -> Result<TensorId, Failure> {
     if t.id == 0 {
         return Err(Failure::new(GantryStatus::GantryErrorInvalidHandle, "null tensor"));
     }
     // A made-up number is a key of no live tensor: the engine reports it stale.
-    Ok(TensorId::from(KeyData::from_ffi(t.id)))
+    Ok(TensorId::from(KeyData::from_ffi(t.id ^ context_tag(ctx))))
 }
 
-/// The engine's id for a C tensor that is live in `c` (a stale or made-up
-/// one is `GANTRY_ERROR_INVALID_HANDLE`, before any op looks at it).
-pub(crate) fn live(c: &Context, t: GantryTensor) -> Result<TensorId, Failure> {
-    let id = tensor_id(t)?;
-    c.desc(id)?;
+/// The engine's id for a C tensor that is live in `c`, the context behind
+/// `ctx` (a stale, made-up or foreign one is `GANTRY_ERROR_INVALID_HANDLE`,
+/// before any op looks at it).
+pub(crate) fn live(c: &Context, ctx: GantryContext, t: GantryTensor) -> Result<TensorId, Failure> {
+    let id = tensor_id(ctx, t)?;
+    c.desc(id).map_err(|_| {
+        Failure::new(
+            GantryStatus::GantryErrorInvalidHandle,
+            format!("tensor {:#x} is not a live tensor of this context (freed, made up, or another context's)", t.id),
+        )
+    })?;
     Ok(id)
 }
 
@@ -123,9 +142,9 @@ pub(crate) fn check_tensor_count(what: &str, n: usize) -> CallResult {
     Limits::DEFAULT.check_count(what, n as u64, max).map(drop).map_err(Failure::invalid)
 }
 
-/// The C handle of a tensor.
-pub(crate) fn tensor_out(t: TensorId) -> GantryTensor {
-    GantryTensor { id: t.data().as_ffi() }
+/// The C handle of a tensor of `ctx`.
+pub(crate) fn tensor_out(ctx: GantryContext, t: TensorId) -> GantryTensor {
+    GantryTensor { id: t.data().as_ffi() ^ context_tag(ctx) }
 }
 
 /// A new, empty context.
@@ -184,7 +203,7 @@ pub unsafe extern "C" fn gantry_tensor_new(
         }
         let t = with_context(ctx, |c| Ok(c.tensor(dtype.dtype(), &shape)?))?;
         // SAFETY: the caller's contract.
-        unsafe { write_out(out, tensor_out(t), "out") }
+        unsafe { write_out(out, tensor_out(ctx, t), "out") }
     })
 }
 
@@ -197,7 +216,7 @@ pub unsafe extern "C" fn gantry_tensor_new(
 /// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_tensor_set_input(ctx: GantryContext, t: GantryTensor) -> GantryStatus {
-    entry("gantry_tensor_set_input", || with_context(ctx, |c| Ok(c.set_input(tensor_id(t)?)?)))
+    entry("gantry_tensor_set_input", || with_context(ctx, |c| Ok(c.set_input(tensor_id(ctx, t)?)?)))
 }
 
 /// Marks `t` as a graph output (its memory is not reused before it is read).
@@ -208,7 +227,7 @@ pub extern "C" fn gantry_tensor_set_input(ctx: GantryContext, t: GantryTensor) -
 /// (`GANTRY_ERROR_REENTRANT`, nothing done).
 #[unsafe(no_mangle)]
 pub extern "C" fn gantry_tensor_set_output(ctx: GantryContext, t: GantryTensor) -> GantryStatus {
-    entry("gantry_tensor_set_output", || with_context(ctx, |c| Ok(c.set_output(tensor_id(t)?)?)))
+    entry("gantry_tensor_set_output", || with_context(ctx, |c| Ok(c.set_output(tensor_id(ctx, t)?)?)))
 }
 
 /// Names `t` (for messages and debugging; up to 63 bytes kept).
@@ -229,7 +248,7 @@ pub unsafe extern "C" fn gantry_tensor_set_name(
     entry("gantry_tensor_set_name", || {
         // SAFETY: the caller's contract.
         let name = unsafe { read_str(name, "name")? };
-        with_context(ctx, |c| c.set_name(tensor_id(t)?, name).map(drop).map_err(Failure::from))
+        with_context(ctx, |c| c.set_name(tensor_id(ctx, t)?, name).map(drop).map_err(Failure::from))
     })
 }
 
@@ -253,7 +272,7 @@ pub unsafe extern "C" fn gantry_tensor_shape(
 ) -> GantryStatus {
     entry("gantry_tensor_shape", || {
         let (shape, dt) = with_context(ctx, |c| {
-            let desc = c.desc(tensor_id(t)?)?;
+            let desc = c.desc(tensor_id(ctx, t)?)?;
             Ok((desc.ne, desc.dtype))
         })?;
         // SAFETY: the caller's contract.
@@ -294,7 +313,7 @@ pub unsafe extern "C" fn gantry_context_alloc_weights(
         check_tensor_count("n", n)?;
         // SAFETY: the caller's contract.
         let tensors = unsafe { slice(tensors, n, "tensors")? };
-        let ids: Vec<TensorId> = tensors.iter().map(|&t| tensor_id(t)).collect::<Result<_, _>>()?;
+        let ids: Vec<TensorId> = tensors.iter().map(|&t| tensor_id(ctx, t)).collect::<Result<_, _>>()?;
         let backend = backend_of(backend)?;
         let buft = backend.device().buffer_type();
         with_context(ctx, |c| c.alloc_tensors(&ids, &buft, BufferUsage::Weights).map(drop).map_err(Failure::from))

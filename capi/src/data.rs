@@ -26,7 +26,7 @@ pub unsafe extern "C" fn gantry_tensor_set_f32(
     entry("gantry_tensor_set_f32", || {
         // SAFETY: the caller's contract.
         let data = unsafe { slice(data, n, "data")? };
-        with_context(ctx, |c| Ok(c.set_f32(live(c, t)?, data)?))
+        with_context(ctx, |c| Ok(c.set_f32(live(c, ctx, t)?, data)?))
     })
 }
 
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn gantry_tensor_set_i32(
     entry("gantry_tensor_set_i32", || {
         // SAFETY: the caller's contract.
         let data = unsafe { slice(data, n, "data")? };
-        with_context(ctx, |c| Ok(c.set_i32(live(c, t)?, data)?))
+        with_context(ctx, |c| Ok(c.set_i32(live(c, ctx, t)?, data)?))
     })
 }
 
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn gantry_tensor_set_bytes(
     entry("gantry_tensor_set_bytes", || {
         // SAFETY: the caller's contract.
         let data = unsafe { slice(data, n, "data")? };
-        with_context(ctx, |c| Ok(c.set_bytes(live(c, t)?, data)?))
+        with_context(ctx, |c| Ok(c.set_bytes(live(c, ctx, t)?, data)?))
     })
 }
 
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn gantry_tensor_get_f32(
         // SAFETY: the caller's contract.
         let out = unsafe { slice_mut(out, n, "out")? };
         with_context(ctx, |c| {
-            let t = live(c, t)?;
+            let t = live(c, ctx, t)?;
             // Checked before anything is read (or a copy of the tensor made).
             let elements = c.desc(t)?.nelements();
             if elements != n {

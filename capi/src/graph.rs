@@ -72,7 +72,7 @@ pub unsafe extern "C" fn gantry_graph_build(
         if out.is_null() {
             return Err(Failure::invalid("out is a null pointer"));
         }
-        let ids: Vec<TensorId> = outputs.iter().map(|&t| tensor_id(t)).collect::<Result<_, _>>()?;
+        let ids: Vec<TensorId> = outputs.iter().map(|&t| tensor_id(ctx, t)).collect::<Result<_, _>>()?;
         let entry = with_context(ctx, |c| {
             let arena = GraphArena::new();
             let g = c.build_graph(&arena, &ids)?;

@@ -33,7 +33,7 @@ unsafe fn op(
         }
         let t = with_context(ctx, build)?;
         // SAFETY: the caller's contract.
-        unsafe { write_out(out, tensor_out(t), "out") }
+        unsafe { write_out(out, tensor_out(ctx, t), "out") }
     })
 }
 
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn gantry_add(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_add", ctx, out, |c| Ok(c.add(live(c, a)?, live(c, b)?)?)) }
+    unsafe { op("gantry_add", ctx, out, |c| Ok(c.add(live(c, ctx, a)?, live(c, ctx, b)?)?)) }
 }
 
 /// `a - b`, broadcasting `b`.
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn gantry_sub(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_sub", ctx, out, |c| Ok(c.sub(live(c, a)?, live(c, b)?)?)) }
+    unsafe { op("gantry_sub", ctx, out, |c| Ok(c.sub(live(c, ctx, a)?, live(c, ctx, b)?)?)) }
 }
 
 /// `a * b` elementwise, broadcasting `b`.
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn gantry_mul(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_mul", ctx, out, |c| Ok(c.mul(live(c, a)?, live(c, b)?)?)) }
+    unsafe { op("gantry_mul", ctx, out, |c| Ok(c.mul(live(c, ctx, a)?, live(c, ctx, b)?)?)) }
 }
 
 /// `a / b` elementwise, broadcasting `b`.
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn gantry_div(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_div", ctx, out, |c| Ok(c.div(live(c, a)?, live(c, b)?)?)) }
+    unsafe { op("gantry_div", ctx, out, |c| Ok(c.div(live(c, ctx, a)?, live(c, ctx, b)?)?)) }
 }
 
 /// The matrix product of ggml: `a` is `[k, m]` (weights: `m` rows of `k`),
@@ -156,7 +156,7 @@ pub unsafe extern "C" fn gantry_mul_mat(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_mul_mat", ctx, out, |c| Ok(c.mul_mat(live(c, a)?, live(c, b)?)?)) }
+    unsafe { op("gantry_mul_mat", ctx, out, |c| Ok(c.mul_mat(live(c, ctx, a)?, live(c, ctx, b)?)?)) }
 }
 
 /// Rows of `a` picked by the I32 indices `b`.
@@ -176,7 +176,7 @@ pub unsafe extern "C" fn gantry_get_rows(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_get_rows", ctx, out, |c| Ok(c.get_rows(live(c, a)?, live(c, b)?)?)) }
+    unsafe { op("gantry_get_rows", ctx, out, |c| Ok(c.get_rows(live(c, ctx, a)?, live(c, ctx, b)?)?)) }
 }
 
 /// `x * sigmoid(x)`.
@@ -191,7 +191,7 @@ pub unsafe extern "C" fn gantry_get_rows(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_silu(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_silu", ctx, out, |c| Ok(c.silu(live(c, a)?)?)) }
+    unsafe { op("gantry_silu", ctx, out, |c| Ok(c.silu(live(c, ctx, a)?)?)) }
 }
 
 /// GELU (tanh approximation).
@@ -206,7 +206,7 @@ pub unsafe extern "C" fn gantry_silu(ctx: GantryContext, a: GantryTensor, out: *
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_gelu(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_gelu", ctx, out, |c| Ok(c.gelu(live(c, a)?)?)) }
+    unsafe { op("gantry_gelu", ctx, out, |c| Ok(c.gelu(live(c, ctx, a)?)?)) }
 }
 
 /// `max(x, 0)`.
@@ -221,7 +221,7 @@ pub unsafe extern "C" fn gantry_gelu(ctx: GantryContext, a: GantryTensor, out: *
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_relu(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_relu", ctx, out, |c| Ok(c.relu(live(c, a)?)?)) }
+    unsafe { op("gantry_relu", ctx, out, |c| Ok(c.relu(live(c, ctx, a)?)?)) }
 }
 
 /// Softmax along rows (`ne0`).
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn gantry_relu(ctx: GantryContext, a: GantryTensor, out: *
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_soft_max(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_soft_max", ctx, out, |c| Ok(c.soft_max(live(c, a)?)?)) }
+    unsafe { op("gantry_soft_max", ctx, out, |c| Ok(c.soft_max(live(c, ctx, a)?)?)) }
 }
 
 /// The sum of each row: `[1, ne1, ne2, ne3]`.
@@ -251,7 +251,7 @@ pub unsafe extern "C" fn gantry_soft_max(ctx: GantryContext, a: GantryTensor, ou
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_sum_rows(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_sum_rows", ctx, out, |c| Ok(c.sum_rows(live(c, a)?)?)) }
+    unsafe { op("gantry_sum_rows", ctx, out, |c| Ok(c.sum_rows(live(c, ctx, a)?)?)) }
 }
 
 /// The transpose (a view swapping the first two dimensions).
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn gantry_sum_rows(ctx: GantryContext, a: GantryTensor, ou
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_transpose(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_transpose", ctx, out, |c| Ok(c.transpose(live(c, a)?)?)) }
+    unsafe { op("gantry_transpose", ctx, out, |c| Ok(c.transpose(live(c, ctx, a)?)?)) }
 }
 
 /// A contiguous copy.
@@ -281,7 +281,7 @@ pub unsafe extern "C" fn gantry_transpose(ctx: GantryContext, a: GantryTensor, o
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gantry_cont(ctx: GantryContext, a: GantryTensor, out: *mut GantryTensor) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_cont", ctx, out, |c| Ok(c.cont(live(c, a)?)?)) }
+    unsafe { op("gantry_cont", ctx, out, |c| Ok(c.cont(live(c, ctx, a)?)?)) }
 }
 
 /// `a * scale + bias`.
@@ -302,7 +302,7 @@ pub unsafe extern "C" fn gantry_scale(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_scale", ctx, out, |c| Ok(c.scale(live(c, a)?, scale, bias)?)) }
+    unsafe { op("gantry_scale", ctx, out, |c| Ok(c.scale(live(c, ctx, a)?, scale, bias)?)) }
 }
 
 /// RMS normalization along rows: `x / sqrt(mean(x²) + eps)`.
@@ -322,7 +322,7 @@ pub unsafe extern "C" fn gantry_rms_norm(
     out: *mut GantryTensor,
 ) -> GantryStatus {
     // SAFETY: the caller's contract.
-    unsafe { op("gantry_rms_norm", ctx, out, |c| Ok(c.rms_norm(live(c, a)?, eps)?)) }
+    unsafe { op("gantry_rms_norm", ctx, out, |c| Ok(c.rms_norm(live(c, ctx, a)?, eps)?)) }
 }
 
 /// The same data with the `n_dims` sizes `ne` (the element count must match).
@@ -346,7 +346,7 @@ pub unsafe extern "C" fn gantry_reshape(
     unsafe {
         op("gantry_reshape", ctx, out, |c| {
             let shape = shape_from(ne, n_dims)?;
-            Ok(c.reshape(live(c, a)?, &shape)?)
+            Ok(c.reshape(live(c, ctx, a)?, &shape)?)
         })
     }
 }

@@ -143,3 +143,41 @@ fn a_handle_of_another_kind_is_refused_and_frees_nothing() {
         free_backend(cpu);
     });
 }
+
+/// Two contexts built the same way number their tensors the same: a tensor
+/// handle of one used to name the other's tensor of that number. A tensor
+/// handle now carries its context's tag: another context's is
+/// `GANTRY_ERROR_INVALID_HANDLE`, and neither context changes.
+#[test]
+fn a_tensor_of_another_context_is_refused_and_changes_nothing() {
+    within(120, "the tensor context test", || {
+        let cpu = cpu_backend();
+        let a = Product::new(cpu, 8, 6, 3, 1.0);
+        let b = Product::new(cpu, 8, 6, 3, -3.0);
+        let values = vec![7.0f32; a.k * a.n];
+        // SAFETY: `values` holds as many floats as passed.
+        let status = unsafe { gantry_capi::data::gantry_tensor_set_f32(b.ctx, a.x, values.as_ptr(), values.len()) };
+        let e = fails(status, GantryStatus::GantryErrorInvalidHandle);
+        assert!(e.contains("another context"), "{e}");
+        let mut sum = gantry_capi::context::GantryTensor::default();
+        // SAFETY: one tensor to write.
+        let status = unsafe { gantry_capi::ops::gantry_add(b.ctx, b.y, a.y, &mut sum) };
+        fails(status, GantryStatus::GantryErrorInvalidHandle);
+        assert_eq!(sum, gantry_capi::context::GantryTensor::default(), "no tensor was made");
+        let mut graph = gantry_capi::graph::GantryGraph::default();
+        // SAFETY: one output to read, one graph to write.
+        let status = unsafe { gantry_capi::graph::gantry_graph_build(b.ctx, &a.y, 1, &mut graph) };
+        fails(status, GantryStatus::GantryErrorInvalidHandle);
+        // Each context still computes its own product with its own weights.
+        for (p, seed) in [(&a, 1.0), (&b, -3.0)] {
+            let s = new_scheduler(&cpu);
+            compute_and_check(s, p, seed);
+            ok(gantry_scheduler_free(s));
+        }
+        for p in [a, b] {
+            ok(gantry_graph_free(p.graph));
+            ok(gantry_context_free(p.ctx));
+        }
+        free_backend(cpu);
+    });
+}
