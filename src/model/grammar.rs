@@ -182,6 +182,56 @@ fn schema_size(v: &serde_json::Value) -> (usize, usize, usize) {
     (values, properties, pattern_properties)
 }
 
+/// The keys that bound an integer schema's values.
+const INTEGER_BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+
+/// Refuses an integer schema (`"type": "integer"`, alone or in a list)
+/// whose bound is not a number inside the 64-bit range (see
+/// [`inside_i64`]), naming the bound. llguidance clamps such bounds to `i64`: `1e19 .. 1e20` became
+/// `[i64::MAX, i64::MAX]` and replies the schema forbids, and a range at
+/// `i64::MIN` recursed without end (a stack overflow at any stack size,
+/// which aborts the process). Every object of the schema is looked at,
+/// used or not: llguidance compiles them all.
+fn check_integer_bounds(schema: &serde_json::Value) -> Result<()> {
+    let mut pending = vec![schema];
+    while let Some(v) = pending.pop() {
+        match v {
+            serde_json::Value::Array(items) => pending.extend(items),
+            serde_json::Value::Object(map) => {
+                let integer = match map.get("type") {
+                    Some(serde_json::Value::String(t)) => t == "integer",
+                    Some(serde_json::Value::Array(types)) => types.iter().any(|t| t == "integer"),
+                    _ => false,
+                };
+                if integer {
+                    for key in INTEGER_BOUNDS {
+                        if let Some(bound) = map.get(key)
+                            && !inside_i64(bound)
+                        {
+                            return Err(Error::Model(format!(
+                                "the JSON schema's integer bound \"{key}\": {bound} is not a number of magnitude \
+                                 below 2^63 (9.2e18) as a 64-bit float, the range integer replies are checked in"
+                            )));
+                        }
+                    }
+                }
+                pending.extend(map.values());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `bound` is a JSON number that, read as llguidance reads it (a
+/// 64-bit float, then cast to `i64`), lies strictly between −2^63 and
+/// 2^63: `-9223372036854775807` is the float −2^63, whose negation the
+/// cast cannot hold.
+fn inside_i64(bound: &serde_json::Value) -> bool {
+    const EDGE: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    bound.as_f64().is_some_and(|x| x > -EDGE && x < EDGE)
+}
+
 /// The whitespace a JSON reply may put between tokens (see [`Constraint::json_schema`]).
 const JSON_WHITESPACE: &str = r"(\x20|\x0A{1,2}[\x20\x09]{0,20})";
 
@@ -220,6 +270,7 @@ impl Constraint {
                  together): each is a regular expression llguidance's compile pays for many times over"
             )));
         }
+        check_integer_bounds(schema)?;
         let mut schema = schema.clone();
         if let Some(object) = schema.as_object_mut()
             && !object.contains_key("x-guidance")
@@ -354,6 +405,47 @@ mod tests {
         let too_long = ref_chain(MAX_SCHEMA_VALUES, false);
         let e = Constraint::json_schema(&vocab, &too_long).unwrap_err().to_string();
         assert!(e.contains("more than 32768 values"), "{e}");
+    }
+
+    /// llguidance reads integer bounds as floats cast to `i64`: at −2^63 its
+    /// range regex recursed until the stack overflowed (an abort, at any
+    /// stack size), past ±2^63 it clamped them and let through replies the
+    /// schema forbids. Such bounds are refused naming the key, wherever
+    /// the integer schema is, used or not; bounds just inside compile.
+    #[test]
+    fn integer_bounds_outside_the_64_bit_range_are_refused_naming_the_key() {
+        use serde_json::json;
+        let vocab = vocab();
+        let at_min = json!({"type": "integer", "minimum": -1e20, "maximum": -1e19});
+        for (schema, key) in [
+            (at_min.clone(), "minimum"),
+            (
+                json!({"type": "integer", "minimum": -9223372036854775807i64, "maximum": -9223372036854775807i64}),
+                "minimum",
+            ),
+            (json!({"type": "integer", "exclusiveMaximum": -1e19}), "exclusiveMaximum"),
+            (json!({"type": "integer", "minimum": 1e19, "maximum": 1e20}), "minimum"),
+            (json!({"type": ["integer", "null"], "exclusiveMinimum": 1e308}), "exclusiveMinimum"),
+            (json!({"type": "integer", "maximum": 9223372036854775807u64}), "maximum"),
+            (json!({"type": "integer", "minimum": "a"}), "minimum"),
+            (json!({"anyOf": [{"type": "string"}, at_min.clone()]}), "minimum"),
+            (json!({"type": "array", "items": at_min, "maxItems": 0}), "minimum"),
+        ] {
+            let e = Constraint::json_schema(&vocab, &schema).unwrap_err().to_string();
+            assert!(e.contains(&format!("integer bound \"{key}\"")), "{schema}: {e}");
+        }
+        for schema in [
+            json!({"type": "integer", "minimum": -9.2e18, "maximum": -9.1e18}),
+            json!({"type": "integer", "minimum": -9223372036854774784i64, "maximum": -9223372036854774784i64}),
+            json!({"type": "integer", "exclusiveMinimum": -9.2e18, "exclusiveMaximum": 9.2e18}),
+        ] {
+            Constraint::json_schema(&vocab, &schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        }
+        // A number's bounds are not an integer range: llguidance judges them.
+        let number = json!({"type": "number", "minimum": -1e300});
+        if let Err(e) = Constraint::json_schema(&vocab, &number) {
+            assert!(!e.to_string().contains("integer bound"), "{e}");
+        }
     }
 
     #[test]
