@@ -238,6 +238,15 @@ async fn generate(
     };
     let constraint = match format {
         ResponseFormat::Text => None,
+        // The grammar decides where a constrained reply ends: a stop string
+        // would cut its JSON and still report a whole reply.
+        ResponseFormat::JsonSchema(_) if !params.stop.is_empty() => {
+            let what = if tools.is_some() { "`tools`" } else { "`response_format`" };
+            return Err(ApiError::bad_request(format!(
+                "`stop` cannot be combined with {what}: the reply is a JSON value that ends where its grammar \
+                 completes it, and a stop string would cut it partway"
+            )));
+        }
         ResponseFormat::JsonSchema(schema) => {
             if decoder.grammar.is_none() {
                 return Err(ApiError::bad_request(

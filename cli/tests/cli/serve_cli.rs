@@ -481,6 +481,20 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
         (r##","tool_choice":"required""##, "needs `tools`"),
         (r##","response_format":{"schema":{}}"##, "`response_format.type` is missing"),
         (r##","max_completion_tokens":0"##, "`max_completion_tokens` = 0"),
+        // A stop string would cut a constrained reply's JSON and still say "stop".
+        (
+            r##","stop":["wor"],"response_format":{"type":"json_object"}"##,
+            "`stop` cannot be combined with `response_format`",
+        ),
+        (
+            r##","stop":"Paris","tool_choice":"required","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]"##,
+            "`stop` cannot be combined with `tools`",
+        ),
+        // Integer bounds past the 64-bit range (at -2^63 llguidance's compile overflowed the stack: an abort).
+        (
+            r##","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer","minimum":-1e20,"maximum":-1e19}}}"##,
+            "-1e+20 is not a number of magnitude below 2^63",
+        ),
     ];
     for (extra, says) in cases {
         let (status, body) = server.post("/v1/chat/completions", &chat(extra, "hi"));
