@@ -67,6 +67,11 @@ pub struct RpcServerArgs {
     /// this long ends its stream with an error: seconds, or with a unit.
     #[arg(long, default_value = "30", value_parser = parse_duration)]
     pub stream_timeout: Duration,
+    /// A connection holding no buffer and running no request (before its hello, or after freeing
+    /// everything) is closed after this long, giving its --max-clients slot back: seconds, or with
+    /// a unit.
+    #[arg(long, default_value = "60", value_parser = parse_duration)]
+    pub unused_timeout: Duration,
 }
 
 /// Parses a duration: seconds (`60`, `1.5`), or a number with `ms`, `s`, `m`
@@ -220,6 +225,7 @@ fn start(args: &RpcServerArgs) -> gantry::Result<RunningServer> {
             max_stream_memory: usize::try_from(args.max_stream_memory).unwrap_or(usize::MAX),
             handshake_timeout: args.handshake_timeout,
             stream_timeout: args.stream_timeout,
+            unused_timeout: args.unused_timeout,
             ..Limits::default()
         },
         name: format!("gantry rpc-server {}", env!("CARGO_PKG_VERSION")),

@@ -294,6 +294,18 @@ impl Link {
     /// generation `expected`, if given), else a new one (only when no
     /// generation is expected: objects of a lost connection are gone).
     fn connection(&self, expected: Option<u64>) -> Result<(quinn::Connection, u64)> {
+        // A connection the server closed (one left holding nothing past its
+        // `--unused-timeout`) is dialled again before a call that needs none
+        // of its objects, rather than failing that call first.
+        if expected.is_none() {
+            let closed = match &*self.lock() {
+                State::Up { conn, generation } => conn.close_reason().map(|r| (*generation, r.to_string())),
+                State::Down { .. } => None,
+            };
+            if let Some((generation, reason)) = closed {
+                self.lose(generation, &reason);
+            }
+        }
         let mut state = self.lock();
         match (&*state, expected) {
             (State::Up { conn, generation }, None) => return Ok((conn.clone(), *generation)),

@@ -8,7 +8,10 @@
 //! peers that start handshakes and stall cannot lock real clients out.
 //! Each step of a stream (a request arriving, a chunk of a write arriving or
 //! of a read leaving) has [`Limits::stream_timeout`], and what arrives is
-//! held in a buffer that grows with it ([`Inbox`]).
+//! held in a buffer that grows with it ([`Inbox`]). A connection that holds
+//! no buffer and runs no stream for [`Limits::unused_timeout`] is closed,
+//! so that authenticated peers that only keep connections alive cannot
+//! hold every slot.
 //!
 //! Requests that carry bytes move them in chunks of
 //! [`crate::wire::Limits::chunk_bytes`], taking the session's lock
@@ -180,17 +183,77 @@ async fn serve_connection(conn: quinn::Connection, peer: SocketAddr, state: Arc<
     tracing::info!(%peer, "client connected");
     let limits = state.limits;
     let session = Arc::new(Mutex::new(Session::joined(state, shared.clone())));
+    let activity = Arc::new(Activity::new());
+    let mut accept = Box::pin(conn.accept_bi());
     loop {
-        match conn.accept_bi().await {
-            Ok((send, recv)) => {
-                let (session, shared) = (session.clone(), shared.clone());
-                tokio::spawn(async move { serve_stream(send, recv, session, shared, limits).await });
-            }
-            Err(e) => {
-                tracing::info!(%peer, reason = %e, "client gone");
-                break;
+        tokio::select! {
+            accepted = &mut accept => match accepted {
+                Ok((send, recv)) => {
+                    accept = Box::pin(conn.accept_bi());
+                    let (session, shared, activity) = (session.clone(), shared.clone(), activity.clone());
+                    activity.start();
+                    tokio::spawn(async move {
+                        serve_stream(send, recv, session, shared, limits).await;
+                        activity.end();
+                    });
+                }
+                Err(e) => {
+                    tracing::info!(%peer, reason = %e, "client gone");
+                    break;
+                }
+            },
+            () = tokio::time::sleep(limits.unused_timeout / 4) => {
+                // No stream under way: the session is not locked, unless a
+                // stream's end has not been counted yet (then it is in use).
+                let holds_nothing = activity.idle() && session.try_lock().is_ok_and(|s| s.buffer_count() == 0);
+                if !holds_nothing {
+                    activity.touch();
+                } else if activity.since_last() >= limits.unused_timeout {
+                    tracing::warn!(
+                        %peer,
+                        unused_timeout_s = limits.unused_timeout.as_secs_f64(),
+                        "closed: the connection held no buffer and sent no request (--unused-timeout)"
+                    );
+                    conn.close(2u32.into(), b"unused: no buffer and no request within --unused-timeout");
+                    break;
+                }
             }
         }
+    }
+}
+
+/// A connection's streams under way and when it last did anything, for
+/// [`Limits::unused_timeout`].
+struct Activity {
+    streams: std::sync::atomic::AtomicUsize,
+    last: std::sync::Mutex<Instant>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self { streams: 0.into(), last: std::sync::Mutex::new(Instant::now()) }
+    }
+
+    fn start(&self) {
+        self.streams.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.touch();
+    }
+
+    fn end(&self) {
+        self.touch();
+        self.streams.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn touch(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn idle(&self) -> bool {
+        self.streams.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
+
+    fn since_last(&self) -> Duration {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
     }
 }
 

@@ -58,6 +58,13 @@ pub struct Limits {
     /// Most TLS handshakes a server runs at once; a peer starting one more
     /// is refused until some finish or time out.
     pub max_handshakes: usize,
+    /// How long a server keeps a connection that holds nothing: no buffer,
+    /// no stream under way (before its hello, or after it freed everything).
+    /// Such a connection still takes one of `--max-clients` slots, so
+    /// authenticated peers that connect and only keep the connection alive
+    /// would otherwise lock real clients out; one holding buffers keeps its
+    /// slot while connected (bounded by `max_memory` and `max_buffers`).
+    pub unused_timeout: Duration,
 }
 
 impl Limits {
@@ -87,6 +94,7 @@ impl Default for Limits {
             stream_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             max_handshakes: 64,
+            unused_timeout: Duration::from_secs(60),
         }
     }
 }

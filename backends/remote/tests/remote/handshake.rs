@@ -187,3 +187,39 @@ fn a_stalled_handshake_is_dropped_at_its_deadline() {
         assert!(peer.join().unwrap(), "a stalled peer's handshake failed");
     }
 }
+
+/// An authenticated peer that connects and then only keeps the connection
+/// alive held a `--max-clients` slot for ever. A connection holding no
+/// buffer and running no request is closed at `--unused-timeout`; one that
+/// holds a buffer keeps its slot; and the idle client dials again by
+/// itself on its next call.
+#[test]
+fn a_connection_holding_nothing_gives_its_slot_back_at_the_unused_timeout() {
+    use gantry_engine::Device;
+    let pki = loopback::test_pki().unwrap();
+    let limits = Limits { unused_timeout: Duration::from_millis(800), ..Limits::default() };
+    let options = ServerOptions { limits, max_clients: 1, ..Default::default() };
+    let server = loopback::cpu_server_with(&pki, WeightCache::new(), options).unwrap();
+    let address = [server.local_addr().to_string()];
+
+    // A client holding a buffer keeps its slot past the timeout.
+    let holder = loopback::connect(&pki, &address, Duration::from_secs(5)).unwrap();
+    let buffer = holder.remote_devices()[0].buffer_type().alloc_buffer(4096).unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(server.usage().clients, 1, "a connection holding a buffer was closed");
+    let refused = loopback::connect(&pki, &address, Duration::from_secs(5)).unwrap_err().to_string();
+    assert!(refused.contains("too many clients"), "{refused}");
+
+    // Once it frees everything, it is unused: its slot comes back.
+    drop(buffer);
+    wait_within(&server, Duration::from_secs(5), "the unused connection closed", |u| u.clients == 0);
+    let idle = loopback::connect(&pki, &address, Duration::from_secs(5)).unwrap();
+    assert_eq!(server.usage().clients, 1);
+    wait_within(&server, Duration::from_secs(5), "the idle connection closed", |u| u.clients == 0);
+
+    // The first client's next call dials again instead of failing.
+    drop(idle);
+    let again = holder.remote_devices()[0].buffer_type().alloc_buffer(4096).unwrap();
+    assert_eq!(server.usage().clients, 1);
+    drop(again);
+}
