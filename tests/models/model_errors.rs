@@ -577,6 +577,36 @@ fn a_valid_tiny_bert_loads_and_embeds() {
     assert_eq!(encoder.embed(&mut ctx, &batch).unwrap(), e);
 }
 
+/// Every tensor of a BERT folder has a role, as every tensor of a GGUF
+/// does: a layer past `num_hidden_layers` (config.json and the weights
+/// disagree) or an unknown tensor was ignored, giving other embeddings with
+/// no word. The checkpoint's parts that are not the encoder load.
+#[test]
+fn a_bert_tensor_without_a_role_is_refused_by_name() {
+    let h = BERT_H;
+    let mut with_heads = bert_tensors();
+    with_heads.push(("pooler.dense.weight".into(), Dtype::F32, vec![h, h]));
+    with_heads.push(("pooler.dense.bias".into(), Dtype::F32, vec![h]));
+    let dir = temp_dir("bert-pooler");
+    write_bert(&dir, &bert_config(BERT_H), WORDPIECE, &with_heads);
+    BertModel::load(&dir, &mut Context::new(), &cpu()).unwrap();
+    for (extra, name) in [
+        (("encoder.layer.1.attention.self.query.weight", vec![h, h]), "bert-layer-past-config"),
+        (("encoder.layer.0.attention.output.extra_bias", vec![h]), "bert-unknown-bias"),
+        (("zzz.weight", vec![4]), "bert-unknown"),
+    ] {
+        let mut tensors = bert_tensors();
+        tensors.push((extra.0.to_string(), Dtype::F32, extra.1));
+        let (err, dir) = load_bert_err(name, &bert_config(BERT_H), WORDPIECE, &tensors);
+        let file = dir.join("model.safetensors").display().to_string();
+        assert!(
+            err.contains(&file)
+                && err.contains(&format!("tensor '{}' has no role in a BERT encoder of 1 layers", extra.0)),
+            "{name}: {err}"
+        );
+    }
+}
+
 /// A sentence-transformers folder's `sentence_bert_config.json` is followed
 /// as sentence-transformers follows it: texts cut to `max_seq_length`
 /// tokens (special ones included) and lowercased with `do_lower_case`; a

@@ -65,8 +65,10 @@ impl BertWeights {
     ) -> Result<Self> {
         let prefix = if names.contains_key("bert.embeddings.word_embeddings.weight") { "bert." } else { "" };
         let (h, ff) = (cfg.hidden_size, cfg.intermediate_size);
+        let used = std::cell::RefCell::new(hashbrown::HashSet::new());
         let get = |ctx: &Context, name: &str, shape: &[usize]| -> Result<TensorId> {
             let full = format!("{prefix}{name}");
+            used.borrow_mut().insert(full.clone());
             let t = *names.get(&full).ok_or_else(|| Error::InvalidModel {
                 file: file.to_owned(),
                 reason: match unloadable.get(&full) {
@@ -125,6 +127,7 @@ impl BertWeights {
             };
             layers.push(BertLayerWeights { q, k, v, attn_out, attn_norm, ffn, ffn_norm });
         }
+        check_all_used(file, names.keys().chain(unloadable.keys()), &used.borrow(), prefix, cfg)?;
         let mut w = Self {
             word_embeddings,
             position_embeddings,
@@ -171,5 +174,40 @@ impl BertWeights {
             l.ffn.down_bias = l.ffn.down_bias.map(m);
         }
         Ok(())
+    }
+}
+
+/// Fails, naming the file and the tensor, when the file holds a tensor the
+/// encoder has no use for (as the decoders' loaders do): a layer past
+/// `num_hidden_layers` means config.json and the weights disagree, and
+/// computing without it gives other embeddings with no word said. The
+/// parts of a checkpoint that are not the encoder are accounted for:
+/// `embeddings.position_ids` (positions, which the encoder makes itself),
+/// the `pooler` (BERT's classification pooler, not sentence pooling) and
+/// the pre-training heads (`cls.`, beside a `bert.` prefix).
+fn check_all_used<'a>(
+    file: &str,
+    names: impl Iterator<Item = &'a String>,
+    used: &hashbrown::HashSet<String>,
+    prefix: &str,
+    cfg: &BertConfig,
+) -> Result<()> {
+    let not_the_encoder = |name: &str| {
+        let inner = name.strip_prefix(prefix).unwrap_or(name);
+        inner == "embeddings.position_ids" || inner.starts_with("pooler.") || name.starts_with("cls.")
+    };
+    let mut unused: Vec<&String> = names.filter(|n| !used.contains(*n) && !not_the_encoder(n)).collect();
+    unused.sort();
+    match unused.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::InvalidModel {
+            file: file.to_owned(),
+            reason: format!(
+                "tensor '{first}' has no role in a BERT encoder of {} layers ({} such tensors: config.json and \
+                 the weights disagree, or this is not a BERT checkpoint)",
+                cfg.num_hidden_layers,
+                unused.len()
+            ),
+        }),
     }
 }
