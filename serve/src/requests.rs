@@ -159,7 +159,16 @@ pub enum Prompt {
 
 /// Parses a JSON body into `T`, a 400 naming what is wrong.
 pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        // serde_json reports a lone UTF-16 surrogate (`"\ud800abc"`) as an
+        // escape cut short: say what it is.
+        let hint = if e.to_string().contains("hex escape") {
+            " (a \\uD800-\\uDFFF escape is half of a surrogate pair and must be followed by its other half)"
+        } else {
+            ""
+        };
+        ApiError::bad_request(format!("the request body is not valid: {e}{hint}"))
+    })
 }
 
 fn range_f(name: &str, v: Option<f64>, lo: f64, hi: f64, default: f64) -> Result<f32, ApiError> {
@@ -257,7 +266,7 @@ impl SamplingFields {
         let top_k = match self.top_k {
             None => 40,
             Some(k) if (0..=1_000_000).contains(&k) => k as usize,
-            Some(k) => return Err(ApiError::bad_request(format!("`top_k` = {k} must be 0 (all) or positive"))),
+            Some(k) => return Err(ApiError::bad_request(format!("`top_k` = {k}: from 0 (all) to 1000000"))),
         };
         let sampler = SamplerParams {
             // OpenAI's default temperature is 1.
@@ -321,10 +330,11 @@ impl ChatRequest {
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                let role = m
-                    .get("role")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| ApiError::bad_request(format!("`messages[{i}].role` is missing")))?;
+                let role = match m.get("role") {
+                    Some(Value::String(role)) => role.as_str(),
+                    None => return Err(ApiError::bad_request(format!("`messages[{i}].role` is missing"))),
+                    Some(_) => return Err(ApiError::bad_request(format!("`messages[{i}].role` must be a string"))),
+                };
                 let mut content = content_text(m.get("content"))
                     .map_err(|why| ApiError::bad_request(format!("`messages[{i}].content`: {why}")))?;
                 // An earlier tool call is shown to the model as the JSON it wrote.
@@ -505,6 +515,18 @@ mod tests {
         assert!(r.sampling.params(100, None).expect_err("stop").message.contains("stop"));
         assert!(parse::<ChatRequest>(b"{\"messages\": 3}").is_err());
         assert!(parse::<ChatRequest>(b"not json").is_err());
+        // Each says the cause, not another one.
+        let r = chat(r#"{"messages":[{"role":"user","content":"hi"}],"top_k":16777216}"#);
+        let e = r.sampling.params(100, None).expect_err("top_k");
+        assert!(e.message.contains("`top_k` = 16777216: from 0 (all) to 1000000"), "{e}");
+        let e = chat(r#"{"messages":[{"role":5,"content":"hi"}]}"#).messages().expect_err("role");
+        assert!(e.message.contains("`messages[0].role` must be a string"), "{e}");
+        let e = chat(r#"{"messages":[{"content":"hi"}]}"#).messages().expect_err("role");
+        assert!(e.message.contains("`messages[0].role` is missing"), "{e}");
+        let Err(e) = parse::<ChatRequest>(br#"{"messages":[{"role":"user","content":"\ud800abc"}]}"#) else {
+            panic!("a lone surrogate parsed")
+        };
+        assert!(e.message.contains("half of a surrogate pair"), "{e}");
     }
 
     #[test]

@@ -109,7 +109,9 @@ impl ChatTemplate {
     /// [`Limits::max_template_output`] bytes; errors name the path.
     pub fn from_file(path: &std::path::Path, bos: &str, eos: &str) -> Result<Self> {
         let name = path.display().to_string();
-        crate::model::regular_file::check_regular(path)?;
+        if let Some(what) = crate::model::regular_file::not_regular(path)? {
+            return Err(Error::Model(format!("chat template {name}: {what}: a template is read from a regular file")));
+        }
         let max = Limits::DEFAULT.max_template_output;
         let io = |source| Error::Io { context: format!("reading {name}"), source };
         let len = std::fs::metadata(path).map_err(io)?.len();
@@ -663,6 +665,8 @@ mod tests {
         let dir = scratch.path().to_owned();
         let err = ChatTemplate::from_file(&dir, "", "").unwrap_err().to_string();
         assert!(err.contains(&dir.display().to_string()) && err.contains("folder"), "{err}");
+        // A template is not a model: the error says which file it is.
+        assert!(err.contains("chat template") && !err.contains("model file"), "{err}");
         let file = dir.join("t.jinja");
         std::fs::write(&file, "{{ messages[0]['content'] }}").unwrap();
         let t = ChatTemplate::from_file(&file, "", "").unwrap();

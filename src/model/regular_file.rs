@@ -10,13 +10,28 @@ use crate::{Error, Result};
 /// `Ok` when `path` (links followed) is a regular file; an error naming it
 /// and what it is otherwise. Checked before the file is opened.
 pub(crate) fn check_regular(path: &Path) -> Result<()> {
+    match not_regular(path)? {
+        None => Ok(()),
+        Some(what) => Err(Error::InvalidModel {
+            file: path.display().to_string(),
+            reason: format!("{what}: model files are read from regular files"),
+        }),
+    }
+}
+
+/// What `path` (links followed) is when it is not a regular file (`"a
+/// folder"`, ...), `None` when it is one: for files that are not models
+/// (a chat template), whose errors say what they are.
+pub(crate) fn not_regular(path: &Path) -> Result<Option<&'static str>> {
     let file = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|source| Error::Io { context: format!("opening {file}"), source })?;
-    if meta.is_file() {
-        return Ok(());
-    }
-    let what = if meta.is_dir() { "a folder" } else { "not a regular file (a FIFO, socket or device)" };
-    Err(Error::InvalidModel { file, reason: format!("{what}: model files are read from regular files") })
+    Ok(if meta.is_file() {
+        None
+    } else if meta.is_dir() {
+        Some("a folder")
+    } else {
+        Some("not a regular file (a FIFO, socket or device)")
+    })
 }
 
 /// The whole regular file at `path`, read into memory (`--no-mmap`), with

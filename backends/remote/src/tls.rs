@@ -71,7 +71,7 @@ fn read_pem(path: &Path) -> Result<Vec<u8>> {
 /// or writable by other users than its owner: `rpc-certs` writes keys 0600,
 /// a copy may not keep that. A warning, not an error: the key works, and
 /// some deployments hand keys over through group-readable mounts.
-fn warn_if_readable_by_others(path: &Path) {
+pub fn warn_if_readable_by_others(path: &Path) {
     if let Some(mode) = open_to_others(path) {
         tracing::warn!(
             key = %path.display(),

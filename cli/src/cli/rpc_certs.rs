@@ -47,6 +47,7 @@ fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
             let bytes = gantry::engine::read_small_file(&path, 1 << 20).map_err(read)?;
             String::from_utf8(bytes).map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
         };
+        gantry::backends::remote::tls::warn_if_readable_by_others(&args.out.join(files::AUTHORITY_KEY));
         let (authority, key) = (read(files::AUTHORITY)?, read(files::AUTHORITY_KEY)?);
         let pair = certs::client_from_authority(&authority, &key, name).map_err(|e| {
             Error::Model(format!("{} and {}: {e}", args.out.join(files::AUTHORITY).display(), files::AUTHORITY_KEY))

@@ -55,14 +55,21 @@ impl Context {
 
     /// `a * scale + bias`.
     pub fn scale(&mut self, a: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
-        self.expect_dtype("SCALE", a, FLOATS)?;
-        self.result_like(a, Op::Scale { scale, bias }, &[a], false)
+        self.scale_impl(a, scale, bias, false)
     }
 
     /// [`Context::scale`] writing into `a`.
     pub fn scale_inplace(&mut self, a: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
+        self.scale_impl(a, scale, bias, true)
+    }
+
+    fn scale_impl(&mut self, a: TensorId, scale: f32, bias: f32, inplace: bool) -> Result<TensorId> {
         self.expect_dtype("SCALE", a, FLOATS)?;
-        self.result_like(a, Op::Scale { scale, bias }, &[a], true)
+        // A factor that is not a number makes every value one that is not.
+        if !scale.is_finite() || !bias.is_finite() {
+            return Err(op_err!("SCALE", "scale {scale} and bias {bias} of {} are not both finite", self.describe(a)));
+        }
+        self.result_like(a, Op::Scale { scale, bias }, &[a], inplace)
     }
 
     /// `a` clamped to `[min, max]`.

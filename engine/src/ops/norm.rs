@@ -86,6 +86,13 @@ impl Context {
         const OP: &str = "SOFT_MAX";
         let d = self.expect_dtype(OP, a, &[DType::F32])?;
         self.expect_contiguous(OP, a, &d)?;
+        if !scale.is_finite() || !max_bias.is_finite() {
+            return Err(op_err!(
+                OP,
+                "scale {scale} and max_bias {max_bias} of {} are not both finite",
+                self.describe(a)
+            ));
+        }
         if let Some(m) = mask {
             let dm = self.expect_dtype(OP, m, &[DType::F32, DType::F16])?;
             self.expect_contiguous(OP, m, &dm)?;

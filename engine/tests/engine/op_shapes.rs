@@ -106,6 +106,12 @@ fn unary_scale_clamp_glu() {
     let s = ctx.scale(a, 2.0, 1.0).unwrap();
     assert_eq!(ctx.desc(s).unwrap().op, Op::Scale { scale: 2.0, bias: 1.0 });
     assert!(ctx.clamp(a, 1.0, -1.0).is_err());
+    // Parameters that are not numbers are refused by name (a remote server
+    // rebuilding such a node found it unequal to itself, NaN != NaN).
+    for (scale, bias) in [(f32::NAN, 0.0), (1.0, f32::INFINITY)] {
+        let e = ctx.scale(a, scale, bias).unwrap_err().to_string();
+        assert!(e.contains("SCALE") && e.contains("not both finite"), "{e}");
+    }
     let g = ctx.swiglu(a).unwrap();
     assert_eq!(ne(&ctx, g), [5, 3, 1, 1]);
     let g = ctx.glu(GluOp::Geglu, a, true).unwrap();
@@ -177,6 +183,10 @@ fn norms_softmax_mask() {
     let heads = t(&mut ctx, DType::F32, &[16, 5, 3]);
     assert!(ctx.soft_max_ext(a, Some(heads), 1.0, 0.0).is_err(), "4 heads do not repeat 3 mask heads");
     assert!(ctx.soft_max_ext(a, None, 1.0, 8.0).is_err(), "ALiBi needs a mask");
+    for (scale, max_bias) in [(f32::NAN, 0.0), (1.0, f32::NAN), (f32::NEG_INFINITY, 0.0)] {
+        let e = ctx.soft_max_ext(a, Some(mask), scale, max_bias).unwrap_err().to_string();
+        assert!(e.contains("SOFT_MAX") && e.contains("not both finite"), "{e}");
+    }
     assert_eq!(
         {
             let r = ctx.diag_mask_inf(a, 2).unwrap();

@@ -26,6 +26,22 @@ use tokio::runtime::Runtime;
 
 use crate::wire::{Limits, PROTOCOL_VERSION, Request, Response, WireDevice};
 
+/// The largest buffer alignment a server may announce for a device (a
+/// page of the largest huge pages): beyond it, rounding a tensor's offset
+/// up to it overflowed to an alignment of 0.
+const MAX_ALIGNMENT: u64 = 1 << 30;
+
+/// Refuses devices a server announced that this client cannot use as told.
+fn check_announced(devices: &[WireDevice]) -> std::result::Result<(), String> {
+    match devices.iter().find(|d| d.alignment > MAX_ALIGNMENT) {
+        Some(d) => Err(format!(
+            "the server announced device {} with a buffer alignment of {} bytes (at most {MAX_ALIGNMENT} are taken)",
+            d.name, d.alignment
+        )),
+        None => Ok(()),
+    }
+}
+
 /// What the server said in the handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcome {
@@ -271,6 +287,10 @@ impl Link {
         let (conn, response) = result.map_err(|e| self.error(BackendErrorKind::Transport, e))?;
         match response {
             Ok(Response::Welcome { version, server, cached_weights, devices }) if version == PROTOCOL_VERSION => {
+                if let Err(reason) = check_announced(&devices) {
+                    conn.close(0u32.into(), b"handshake failed");
+                    return Err(self.error(BackendErrorKind::Protocol, reason));
+                }
                 Ok((conn, Welcome { server, cached_weights, devices }))
             }
             Ok(Response::Error(message)) => {
@@ -476,7 +496,26 @@ impl Drop for Link {
 
 #[cfg(test)]
 mod tests {
-    use super::host_of;
+    use super::{MAX_ALIGNMENT, check_announced, host_of};
+    use crate::wire::WireDevice;
+
+    /// A server announcing an alignment past 2^63 made the client's rounding
+    /// wrap to 0, and the load failed naming an alignment nobody announced.
+    #[test]
+    fn an_alignment_past_the_bound_is_refused_naming_the_device() {
+        let device = |alignment| WireDevice {
+            name: "CPU".into(),
+            description: "a CPU".into(),
+            device_type: 0,
+            memory_free: 1,
+            memory_total: 2,
+            alignment,
+            max_buffer: u64::MAX,
+        };
+        check_announced(&[device(64), device(MAX_ALIGNMENT)]).unwrap();
+        let e = check_announced(&[device(64), device((1 << 63) + 1)]).unwrap_err();
+        assert!(e.contains("device CPU with a buffer alignment of 9223372036854775809 bytes"), "{e}");
+    }
 
     #[test]
     fn tls_names_are_the_host_part() {
