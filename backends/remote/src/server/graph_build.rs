@@ -241,8 +241,18 @@ impl Builder<'_, '_> {
                 i,
                 t,
                 format!(
-                    "described as {:?} {} {:?} with strides {:?}, but {:?} of its sources gives {} {:?} with strides {:?}",
-                    t.op, t.dtype, t.ne, t.nb, d.op, d.dtype, d.ne, d.nb
+                    "described as {} {} {:?} with strides {:?}, but {} of its sources gives {} {:?} with strides \
+                     {:?}{}",
+                    t.op.name(),
+                    t.dtype,
+                    t.ne,
+                    t.nb,
+                    d.op.name(),
+                    d.dtype,
+                    d.ne,
+                    d.nb,
+                    // Parameters that differ where nothing else does (a NaN is not equal to itself).
+                    if d.op == t.op { String::new() } else { format!(" (parameters {:?} against {:?})", t.op, d.op) }
                 ),
             ));
         }
