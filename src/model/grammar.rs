@@ -186,8 +186,9 @@ fn schema_size(v: &serde_json::Value) -> (usize, usize, usize) {
 const INTEGER_BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
 
 /// Refuses an integer schema (`"type": "integer"`, alone or in a list)
-/// whose bound is not a number inside the 64-bit range (see
-/// [`inside_i64`]), naming the bound. llguidance clamps such bounds to `i64`: `1e19 .. 1e20` became
+/// whose bound, `const` or `enum` number is not inside the 64-bit range
+/// (see [`inside_i64`]), naming the key. llguidance clamps such bounds to
+/// `i64` (a constant is a range of one value): `1e19 .. 1e20` became
 /// `[i64::MAX, i64::MAX]` and replies the schema forbids, and a range at
 /// `i64::MIN` recursed without end (a stack overflow at any stack size,
 /// which aborts the process). Every object of the schema is looked at,
@@ -204,13 +205,16 @@ fn check_integer_bounds(schema: &serde_json::Value) -> Result<()> {
                     _ => false,
                 };
                 if integer {
-                    for key in INTEGER_BOUNDS {
-                        if let Some(bound) = map.get(key)
-                            && !inside_i64(bound)
-                        {
+                    let bounds = INTEGER_BOUNDS.iter().filter_map(|&key| map.get(key).map(|v| (key, v)));
+                    // `const` and `enum` values become ranges of one value: their numbers are held to the same bound.
+                    let constant = map.get("const").filter(|v| v.is_number()).map(|v| ("const", v));
+                    let listed = map.get("enum").and_then(serde_json::Value::as_array).into_iter().flatten();
+                    let listed = listed.filter(|v| v.is_number()).map(|v| ("enum", v));
+                    for (key, value) in bounds.chain(constant).chain(listed) {
+                        if !inside_i64(value) {
                             return Err(Error::Model(format!(
-                                "the JSON schema's integer bound \"{key}\": {bound} is not a number of magnitude \
-                                 below 2^63 (9.2e18) as a 64-bit float, the range integer replies are checked in"
+                                "the JSON schema's integer \"{key}\": {value} is not a number of magnitude below \
+                                 2^63 (9.2e18) as a 64-bit float, the range integer replies are checked in"
                             )));
                         }
                     }
@@ -430,21 +434,29 @@ mod tests {
             (json!({"type": "integer", "minimum": "a"}), "minimum"),
             (json!({"anyOf": [{"type": "string"}, at_min.clone()]}), "minimum"),
             (json!({"type": "array", "items": at_min, "maxItems": 0}), "minimum"),
+            // A constant or an enumerated value is a range of one value.
+            (json!({"type": "integer", "const": -1e20}), "const"),
+            (json!({"type": "integer", "const": -9223372036854775807i64}), "const"),
+            (json!({"type": "integer", "const": 1e20}), "const"),
+            (json!({"type": ["integer", "string"], "enum": ["a", -1e20]}), "enum"),
+            (json!({"anyOf": [{"type": "integer", "enum": [1, 1e19]}, {"type": "string"}]}), "enum"),
         ] {
             let e = Constraint::json_schema(&vocab, &schema).unwrap_err().to_string();
-            assert!(e.contains(&format!("integer bound \"{key}\"")), "{schema}: {e}");
+            assert!(e.contains(&format!("integer \"{key}\"")), "{schema}: {e}");
         }
         for schema in [
             json!({"type": "integer", "minimum": -9.2e18, "maximum": -9.1e18}),
             json!({"type": "integer", "minimum": -9223372036854774784i64, "maximum": -9223372036854774784i64}),
             json!({"type": "integer", "exclusiveMinimum": -9.2e18, "exclusiveMaximum": 9.2e18}),
+            json!({"type": "integer", "const": -5}),
+            json!({"type": ["integer", "string"], "enum": ["a", 7, -9.2e18]}),
         ] {
             Constraint::json_schema(&vocab, &schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
         }
         // A number's bounds are not an integer range: llguidance judges them.
         let number = json!({"type": "number", "minimum": -1e300});
         if let Err(e) = Constraint::json_schema(&vocab, &number) {
-            assert!(!e.to_string().contains("integer bound"), "{e}");
+            assert!(!e.to_string().contains("magnitude below 2^63"), "{e}");
         }
     }
 

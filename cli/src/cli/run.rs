@@ -213,6 +213,16 @@ fn run_inner(args: &RunArgs) -> Result<(), Error> {
             session.n_ctx()
         );
     }
+    if let Some(c) = &constraint
+        && !c.is_complete()
+    {
+        // As serve's finish_reason "length": the reply is a prefix of a valid value, not one.
+        eprintln!(
+            "the reply is incomplete: it stopped after {generated} tokens, before the --json-schema value was complete \
+             (raise -n{})",
+            if context_full { " or -c" } else { "" }
+        );
+    }
     // The first generated token comes from the prompt's step; each later one
     // from a decode step of its own.
     let decode_steps = generated.saturating_sub(1);

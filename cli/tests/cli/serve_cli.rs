@@ -308,9 +308,22 @@ fn gantry_run_json_schema_gives_valid_json() {
             .output()
             .expect("gantry run");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("incomplete"), "{stderr}");
         let stdout = String::from_utf8(out.stdout).expect("utf-8");
         check_person(stdout.strip_prefix(prompt).expect("the prompt first").trim_end());
     }
+    // Cut by -n before the value is complete: said, as serve's "length" says it.
+    let out = Command::new(GANTRY)
+        .args(["run", "--backends", "cpu", "-t", "2", "-n", "3", "--temp", "0", "-p", "A person, as JSON:"])
+        .arg("--json-schema")
+        .arg(schema)
+        .arg("-m")
+        .arg(&model)
+        .output()
+        .expect("gantry run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the reply is incomplete: it stopped after 3 tokens"), "{stderr}");
 }
 
 #[cfg(unix)]

@@ -9,7 +9,7 @@
 //! Each step of a stream (a request arriving, a chunk of a write arriving or
 //! of a read leaving) has [`Limits::stream_timeout`], and what arrives is
 //! held in a buffer that grows with it ([`Inbox`]). A connection that holds
-//! no buffer and runs no stream for [`Limits::unused_timeout`] is closed,
+//! no buffer bytes and runs no stream for [`Limits::unused_timeout`] is closed,
 //! so that authenticated peers that only keep connections alive cannot
 //! hold every slot.
 //!
@@ -205,7 +205,8 @@ async fn serve_connection(conn: quinn::Connection, peer: SocketAddr, state: Arc<
             () = tokio::time::sleep(limits.unused_timeout / 4) => {
                 // No stream under way: the session is not locked, unless a
                 // stream's end has not been counted yet (then it is in use).
-                let holds_nothing = activity.idle() && session.try_lock().is_ok_and(|s| s.buffer_count() == 0);
+                // Buffers of 0 bytes hold nothing: they would keep a slot for free.
+                let holds_nothing = activity.idle() && session.try_lock().is_ok_and(|s| s.buffer_bytes() == 0);
                 if !holds_nothing {
                     activity.touch();
                 } else if activity.since_last() >= limits.unused_timeout {

@@ -126,6 +126,11 @@ impl Session {
         self.buffers.len()
     }
 
+    /// Bytes of the buffers the client holds (a buffer of 0 bytes holds none).
+    pub fn buffer_bytes(&self) -> usize {
+        self.buffers.values().map(|b| b.size).sum()
+    }
+
     /// Answers one request that carries no raw bytes (everything but a write's
     /// or a read's data: see [`Session::write`], [`Session::read`]). A failure,
     /// and a panic in a backend, is an error reply; the session stays usable.

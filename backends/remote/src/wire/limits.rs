@@ -58,8 +58,8 @@ pub struct Limits {
     /// Most TLS handshakes a server runs at once; a peer starting one more
     /// is refused until some finish or time out.
     pub max_handshakes: usize,
-    /// How long a server keeps a connection that holds nothing: no buffer,
-    /// no stream under way (before its hello, or after it freed everything).
+    /// How long a server keeps a connection that holds nothing: no buffer
+    /// bytes (buffers of 0 bytes do not count), no stream under way (before its hello, or after it freed everything).
     /// Such a connection still takes one of `--max-clients` slots, so
     /// authenticated peers that connect and only keep the connection alive
     /// would otherwise lock real clients out; one holding buffers keeps its

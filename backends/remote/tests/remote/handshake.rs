@@ -216,6 +216,11 @@ fn a_connection_holding_nothing_gives_its_slot_back_at_the_unused_timeout() {
     let idle = loopback::connect(&pki, &address, Duration::from_secs(5)).unwrap();
     assert_eq!(server.usage().clients, 1);
     wait_within(&server, Duration::from_secs(5), "the idle connection closed", |u| u.clients == 0);
+    // A buffer of 0 bytes holds nothing either.
+    let empty = loopback::connect(&pki, &address, Duration::from_secs(5)).unwrap();
+    let nothing = empty.remote_devices()[0].buffer_type().alloc_buffer(0).unwrap();
+    wait_within(&server, Duration::from_secs(5), "the connection of an empty buffer closed", |u| u.clients == 0);
+    drop((nothing, empty));
 
     // The first client's next call dials again instead of failing.
     drop(idle);
