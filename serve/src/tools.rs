@@ -245,16 +245,33 @@ pub enum ToolReply {
     Text(String),
 }
 
+/// A reply of [`ToolUse::schema`]'s shape, its arguments kept as written.
+#[derive(serde::Deserialize)]
+struct Reply<'a> {
+    #[serde(borrow)]
+    tool_call: Option<Call<'a>>,
+    response: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Call<'a> {
+    name: String,
+    #[serde(borrow)]
+    arguments: &'a serde_json::value::RawValue,
+}
+
 /// Reads a reply of [`ToolUse::schema`]'s shape (`None`: it is not one, e.g. cut short).
+///
+/// A call's arguments are the text the grammar accepted, not a value parsed
+/// and written again: through `f64` numbers, `0.10000000000000001` (above
+/// an exclusive minimum of 0.1) came back as `0.1`, which the schema forbids.
 pub fn read_reply(text: &str) -> Option<ToolReply> {
-    let v: Value = serde_json::from_str(text).ok()?;
-    if let Some(call) = v.get("tool_call") {
-        return Some(ToolReply::Call {
-            name: call.get("name")?.as_str()?.to_owned(),
-            arguments: call.get("arguments")?.to_string(),
-        });
+    let reply: Reply<'_> = serde_json::from_str(text).ok()?;
+    match (reply.tool_call, reply.response) {
+        (Some(call), _) => Some(ToolReply::Call { name: call.name, arguments: call.arguments.get().to_owned() }),
+        (None, Some(words)) => Some(ToolReply::Text(words)),
+        (None, None) => None,
     }
-    Some(ToolReply::Text(v.get("response")?.as_str()?.to_owned()))
 }
 
 #[cfg(test)]
@@ -313,7 +330,12 @@ mod tests {
     fn replies_read_back_and_the_system_message_is_merged() {
         assert_eq!(
             read_reply(r#"{"tool_call": {"name": "f", "arguments": {"a": 1}}}"#),
-            Some(ToolReply::Call { name: "f".into(), arguments: json!({"a": 1}).to_string() })
+            Some(ToolReply::Call { name: "f".into(), arguments: r#"{"a": 1}"#.into() })
+        );
+        // Numbers as the grammar accepted them, not rounded through f64.
+        assert_eq!(
+            read_reply("{\"tool_call\": {\"name\": \"f\", \"arguments\": {\n  \"x\": 0.10000000000000001}}}"),
+            Some(ToolReply::Call { name: "f".into(), arguments: "{\n  \"x\": 0.10000000000000001}".into() })
         );
         assert_eq!(read_reply(r#"{"response": "hi"}"#), Some(ToolReply::Text("hi".into())));
         assert_eq!(read_reply(r#"{"tool_call": {"na"#), None);
