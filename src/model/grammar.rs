@@ -51,8 +51,22 @@ impl TokenizerEnv for VocabEnv {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
-        // Grammar literals are text; bytes that are not UTF-8 are tokenized as their lossy text.
-        self.tokenizer.encode(&String::from_utf8_lossy(s), false, false).unwrap_or_default()
+        // The bytes a grammar forces continue the reply: text is tokenized
+        // without a SentencePiece vocabulary's leading space (its `▁` had
+        // become the forced bytes' first token, which the grammar refused).
+        // They may also stop or start inside a character (an emoji's first
+        // bytes, the rest of one a token began): those bytes are tokenized
+        // by the trie, each the token of exactly those bytes (byte-level and
+        // byte-fallback vocabularies have them). Read as lossy text they had
+        // become U+FFFD's tokens, which the grammar refused too.
+        let mut tokens = Vec::new();
+        for chunk in s.utf8_chunks() {
+            if !chunk.valid().is_empty() {
+                tokens.extend(self.tokenizer.encode_continuation(chunk.valid()).unwrap_or_default());
+            }
+            tokens.extend(self.trie.greedy_tokenize(chunk.invalid()));
+        }
+        tokens
     }
 }
 
@@ -409,6 +423,31 @@ mod tests {
         let too_long = ref_chain(MAX_SCHEMA_VALUES, false);
         let e = Constraint::json_schema(&vocab, &too_long).unwrap_err().to_string();
         assert!(e.contains("more than 32768 values"), "{e}");
+    }
+
+    /// A schema's text is followed byte by byte by a SentencePiece
+    /// byte-fallback vocabulary, characters of several bytes (an emoji)
+    /// included: the bytes the grammar forces were tokenized with a leading
+    /// `▁` and as lossy text (U+FFFD's bytes), which the grammar refused.
+    #[test]
+    fn characters_of_several_bytes_are_generated_as_their_bytes() {
+        // The byte tokens, and `▁` (a space, as in every SentencePiece vocabulary).
+        let vocab = vocab_with(&["▁".to_string()]).unwrap();
+        for text in ["😀", "\u{800}", "café €"] {
+            let schema = serde_json::json!({"type": "string", "const": text});
+            let mut c = Constraint::json_schema(&vocab, &schema).unwrap();
+            let mut bytes = Vec::new();
+            while !c.is_complete() {
+                assert!(bytes.len() < 64, "{text}: no end after {bytes:?}");
+                let mut logits = vec![0.0f32; 260];
+                c.mask(&mut logits).unwrap();
+                // The first token the grammar allows past the control ones.
+                let token = (3..260u32).find(|&t| logits[t as usize].is_finite()).expect("a token is allowed");
+                c.accept(token).unwrap_or_else(|e| panic!("{text}: after {bytes:x?}, token {token}: {e}"));
+                bytes.push(if token == 259 { b' ' } else { (token - 3) as u8 });
+            }
+            assert_eq!(String::from_utf8(bytes).unwrap(), format!("\"{text}\""));
+        }
     }
 
     /// llguidance reads integer bounds as floats cast to `i64`: at −2^63 its

@@ -180,6 +180,24 @@ impl Tokenizer {
     /// instead of being tokenized as text. User-defined tokens are always
     /// recognized.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<TokenId>> {
+        self.encode_with(text, add_special, parse_special, self.add_space_prefix)
+    }
+
+    /// The token ids of `text` that continues earlier text (a grammar's
+    /// forced bytes after the reply so far): as [`Tokenizer::encode`]
+    /// without specials, and without the space a SentencePiece vocabulary
+    /// puts before the start of a text, which a continuation has not.
+    pub fn encode_continuation(&self, text: &str) -> Result<Vec<TokenId>> {
+        self.encode_with(text, false, false, false)
+    }
+
+    fn encode_with(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+        space_prefix: bool,
+    ) -> Result<Vec<TokenId>> {
         let fragments = special::partition(self, text, parse_special);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
@@ -201,7 +219,7 @@ impl Tokenizer {
                     match f {
                         special::Fragment::Text(range) => {
                             escaped.clear();
-                            if self.add_space_prefix && prev_special {
+                            if space_prefix && prev_special {
                                 escaped.push('▁');
                             }
                             escaped.extend(text[range.clone()].chars().map(|c| if c == ' ' { '▁' } else { c }));
