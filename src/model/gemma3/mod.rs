@@ -46,8 +46,8 @@ pub fn hparams_from_gguf(gguf: &Gguf) -> Result<DecoderHparams> {
         post_norms: true,
         // Gemma scales queries by 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim).
         kq_scale: Some(1.0 / (shape.head_dim as f32).sqrt()),
-        attn_softcap: gguf.get_arch_opt("attn_logit_softcapping")?.unwrap_or(0.0),
-        final_softcap: gguf.get_arch_opt("final_logit_softcapping")?.unwrap_or(0.0),
+        attn_softcap: gguf.get_arch_non_negative("attn_logit_softcapping")?.unwrap_or(0.0),
+        final_softcap: gguf.get_arch_non_negative("final_logit_softcapping")?.unwrap_or(0.0),
         sliding_window: gguf.get_arch_positive_count_req("attention.sliding_window", gguf.limits().max_context)?,
         swa_pattern: gguf
             .get_arch_count("attention.sliding_window_pattern", gguf.limits().max_layers)?

@@ -312,6 +312,21 @@ impl Gguf {
         Ok(Some(value))
     }
 
+    /// `{arch}.{suffix}` as a finite number of at least zero (a soft-cap,
+    /// where 0 turns it off), `None` when absent; any other value is an
+    /// error naming the file, the key and the value.
+    pub fn get_arch_non_negative(&self, suffix: &str) -> Result<Option<f32>> {
+        let Some(value) = self.get_arch_opt::<f32>(suffix)? else { return Ok(None) };
+        if !(value.is_finite() && value >= 0.0) {
+            let key = self.arch_key(suffix)?;
+            return Err(Error::InvalidModel {
+                file: self.source.clone(),
+                reason: format!("{key} = {value}: it must be a finite number of at least zero (0: off)"),
+            });
+        }
+        Ok(Some(value))
+    }
+
     /// `{arch}.{suffix}` as a size of at most `max` (a layer count, a
     /// width, a context length; see [`Limits`]), `None` when absent: a larger
     /// value is an error naming the file and the key, before it sizes an

@@ -411,3 +411,22 @@ fn fuzz_regressions_are_errors() {
     }
     assert!(n > 0);
 }
+
+/// Soft-caps of 0 turn them off; any other value must be a finite positive
+/// number, or the key and the value are named (gemma3 had said only that
+/// "soft-caps" must be non-negative).
+#[test]
+fn non_negative_keys_name_a_bad_value() {
+    for (value, ok) in [(0.0f32, true), (30.0, true), (-1.0, false), (f32::NAN, false), (f32::INFINITY, false)] {
+        let mut w = GgufWriter::new();
+        w.add_str("general.architecture", "gemma3").add_f32("gemma3.final_logit_softcapping", value);
+        let g = Gguf::parse(&w.to_bytes()).unwrap();
+        match g.get_arch_non_negative("final_logit_softcapping") {
+            Ok(v) => assert!(ok && v == Some(value), "{value}: {v:?}"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(!ok && e.contains(&format!("gemma3.final_logit_softcapping = {value}")), "{e}");
+            }
+        }
+    }
+}
