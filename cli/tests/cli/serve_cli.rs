@@ -297,16 +297,19 @@ fn gantry_run_json_schema_gives_valid_json() {
     let person = r#"{"type":"object","additionalProperties":false,"required":["name","age"],
         "properties":{"name":{"type":"string","maxLength":24},"age":{"type":"integer","minimum":0,"maximum":150}}}"#;
     std::fs::write(schema, person).expect("schema file");
-    for (temp, seed) in [("0", "1"), ("0.9", "2"), ("0.9", "3")] {
-        let prompt = "A person, as JSON:";
-        let out = Command::new(GANTRY)
-            .args(["run", "--backends", "cpu", "-t", "2", "-n", "120", "--temp", temp, "--seed", seed, "-p", prompt])
+    let prompt = "A person, as JSON:";
+    let run = |n: &str, temp: &str, seed: &str| {
+        Command::new(GANTRY)
+            .args(["run", "--backends", "cpu", "-t", "2", "-n", n, "--temp", temp, "--seed", seed, "-p", prompt])
             .arg("--json-schema")
             .arg(schema)
             .arg("-m")
             .arg(&model)
             .output()
-            .expect("gantry run");
+            .expect("gantry run")
+    };
+    for (temp, seed) in [("0", "1"), ("0.9", "2"), ("0.9", "3")] {
+        let out = run("120", temp, seed);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("incomplete"), "{stderr}");
@@ -314,14 +317,7 @@ fn gantry_run_json_schema_gives_valid_json() {
         check_person(stdout.strip_prefix(prompt).expect("the prompt first").trim_end());
     }
     // Cut by -n before the value is complete: said, as serve's "length" says it.
-    let out = Command::new(GANTRY)
-        .args(["run", "--backends", "cpu", "-t", "2", "-n", "3", "--temp", "0", "-p", "A person, as JSON:"])
-        .arg("--json-schema")
-        .arg(schema)
-        .arg("-m")
-        .arg(&model)
-        .output()
-        .expect("gantry run");
+    let out = run("3", "0", "1");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("the reply is incomplete: it stopped after 3 tokens"), "{stderr}");
 }
