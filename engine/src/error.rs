@@ -212,6 +212,17 @@ impl Error {
         Self::Backend { backend: backend.into(), kind, reason: reason.into(), source: Some(Box::new(source)) }
     }
 
+    /// What went wrong, without the error kind's prefix (`"unsupported:"`,
+    /// `"backend remote:"`): for a message about something that is not a
+    /// backend or an op (a certificate file).
+    pub fn reason(&self) -> String {
+        match self {
+            Self::Backend { reason, .. } => reason.clone(),
+            Self::Unsupported(message) => message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The kind of a backend failure; `None` for every other error.
     pub fn backend_kind(&self) -> Option<BackendErrorKind> {
         match self {

@@ -131,13 +131,9 @@ pub fn client_from_authority(authority: &str, authority_key: &str, client: &str)
     let identity =
         crate::tls::TlsIdentity::from_pem(authority.as_bytes(), pair.cert.as_bytes(), pair.key.as_bytes(), labels)?;
     identity.verify_as_client().map_err(|e| {
-        // The TLS check's own words, without its error kind's prefix.
-        let why = match &e {
-            Error::Backend { reason, .. } => reason.clone(),
-            other => other.to_string(),
-        };
         Error::Unsupported(format!(
-            "the authority key does not belong to the authority certificate (a server would refuse what it signs): {why}"
+            "the authority key does not belong to the authority certificate (a server would refuse what it signs): {}",
+            e.reason()
         ))
     })?;
     Ok(pair)

@@ -50,13 +50,8 @@ fn run_inner(args: &RpcCertsArgs) -> gantry::Result<()> {
         gantry::backends::remote::tls::warn_if_readable_by_others(&args.out.join(files::AUTHORITY_KEY));
         let (authority, key) = (read(files::AUTHORITY)?, read(files::AUTHORITY_KEY)?);
         let pair = certs::client_from_authority(&authority, &key, name).map_err(|e| {
-            // What is wrong with the two files, without the error kinds' prefixes
-            // ("unsupported", "backend remote"): no model or backend is involved.
-            let why = match e {
-                gantry::engine::Error::Unsupported(m) => m,
-                gantry::engine::Error::Backend { reason, .. } => reason,
-                other => other.to_string(),
-            };
+            // No model or backend is involved: the reason without the error kind's prefix.
+            let why = e.reason();
             Error::Model(format!("{} and {}: {why}", args.out.join(files::AUTHORITY).display(), files::AUTHORITY_KEY))
         })?;
         let (cert, key) = certs::write_client(&pair, &args.out, name)?;

@@ -301,27 +301,25 @@ impl Gguf {
     /// scaling factor, a norm's epsilon. Zero, a negative value or NaN there
     /// would give NaN logits, not an error; it is an error naming the key.
     pub fn get_arch_positive(&self, suffix: &str) -> Result<Option<f32>> {
-        let Some(value) = self.get_arch_opt::<f32>(suffix)? else { return Ok(None) };
-        if !(value.is_finite() && value > 0.0) {
-            let key = self.arch_key(suffix)?;
-            return Err(Error::InvalidModel {
-                file: self.source.clone(),
-                reason: format!("{key} = {value}: it must be a finite number above zero"),
-            });
-        }
-        Ok(Some(value))
+        self.get_arch_f32_where(suffix, |v| v > 0.0, "a finite number above zero")
     }
 
     /// `{arch}.{suffix}` as a finite number of at least zero (a soft-cap,
     /// where 0 turns it off), `None` when absent; any other value is an
     /// error naming the file, the key and the value.
     pub fn get_arch_non_negative(&self, suffix: &str) -> Result<Option<f32>> {
+        self.get_arch_f32_where(suffix, |v| v >= 0.0, "a finite number of at least zero (0: off)")
+    }
+
+    /// `{arch}.{suffix}` as a finite `f32` for which `holds` is true, else an
+    /// error naming the file, the key and the value, and saying it `must` be.
+    fn get_arch_f32_where(&self, suffix: &str, holds: impl Fn(f32) -> bool, must: &str) -> Result<Option<f32>> {
         let Some(value) = self.get_arch_opt::<f32>(suffix)? else { return Ok(None) };
-        if !(value.is_finite() && value >= 0.0) {
+        if !(value.is_finite() && holds(value)) {
             let key = self.arch_key(suffix)?;
             return Err(Error::InvalidModel {
                 file: self.source.clone(),
-                reason: format!("{key} = {value}: it must be a finite number of at least zero (0: off)"),
+                reason: format!("{key} = {value}: it must be {must}"),
             });
         }
         Ok(Some(value))
