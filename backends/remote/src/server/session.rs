@@ -128,7 +128,7 @@ impl Session {
 
     /// Bytes of the buffers the client holds (a buffer of 0 bytes holds none).
     pub fn buffer_bytes(&self) -> usize {
-        self.buffers.values().map(|b| b.size).sum()
+        self.allocated
     }
 
     /// Answers one request that carries no raw bytes (everything but a write's
