@@ -32,6 +32,7 @@ pub mod sampler;
 mod sched_options;
 mod template_operators;
 pub mod tokenizer;
+mod unused_tensors;
 mod weights_file;
 
 pub use dequantized::DequantizedFile;

@@ -10,6 +10,7 @@ use gantry_engine::{BufferId, BufferType, BufferUsage, Context, DType, TensorId}
 use super::BertConfig;
 use crate::model::blocks::{FeedForward, FeedForwardKind, Norm, NormKind};
 use crate::model::decoder::{WeightRole, check_dtype, check_shape};
+use crate::model::unused_tensors::unused_shown;
 use crate::{Error, Result};
 
 /// One encoder block's weights (projections `[in, out]`, ggml order).
@@ -196,17 +197,15 @@ fn check_all_used<'a>(
         let inner = name.strip_prefix(prefix).unwrap_or(name);
         inner == "embeddings.position_ids" || inner.starts_with("pooler.") || name.starts_with("cls.")
     };
-    let mut unused: Vec<&String> = names.filter(|n| !used.contains(*n) && !not_the_encoder(n)).collect();
-    unused.sort();
-    match unused.first() {
+    let not_used = |name: &str| used.contains(name) || not_the_encoder(name);
+    match unused_shown(names.map(String::as_str), not_used) {
         None => Ok(()),
-        Some(first) => Err(Error::InvalidModel {
+        Some(shown) => Err(Error::InvalidModel {
             file: file.to_owned(),
             reason: format!(
-                "tensor '{first}' has no role in a BERT encoder of {} layers ({} such tensors: config.json and \
-                 the weights disagree, or this is not a BERT checkpoint)",
-                cfg.num_hidden_layers,
-                unused.len()
+                "tensor {shown} has no role in a BERT encoder of {} layers (config.json and the weights disagree, \
+                 or this is not a BERT checkpoint)",
+                cfg.num_hidden_layers
             ),
         }),
     }

@@ -6,6 +6,7 @@ use gantry_engine::{Context, DType, SplitMix64, TensorId};
 
 use super::DecoderHparams;
 use crate::model::blocks::{Experts, FeedForward, Norm};
+use crate::model::unused_tensors::unused_shown;
 use crate::{Error, Result};
 
 /// How a layer projects its input to queries, keys and values.
@@ -261,16 +262,12 @@ impl DecoderWeights {
             .collect::<Result<Vec<_>>>()?;
         let output_norm = get("output_norm.weight", &[e])?;
         let used = used.into_inner();
-        let mut unused: Vec<&str> = names.keys().map(String::as_str).filter(|n| !used.contains(*n)).collect();
-        if !unused.is_empty() {
-            unused.sort_unstable();
-            let shown = unused.iter().take(4).map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
-            let more = if unused.len() > 4 { format!(" and {} more", unused.len() - 4) } else { String::new() };
+        if let Some(shown) = unused_shown(names.keys().map(String::as_str), |n| used.contains(n)) {
             return Err(Error::InvalidModel {
                 file: file.to_owned(),
                 reason: format!(
-                    "tensor {shown}{more} has no role in a {} model as Gantry builds it; refusing to load rather \
-                     than compute without it",
+                    "tensor {shown} has no role in a {} model as Gantry builds it; refusing to load rather than \
+                     compute without it",
                     hp.arch
                 ),
             });
