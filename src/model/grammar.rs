@@ -17,6 +17,8 @@
 //! # Ok(()) }
 //! ```
 
+mod numbers;
+
 use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
@@ -196,60 +198,6 @@ fn schema_size(v: &serde_json::Value) -> (usize, usize, usize) {
     (values, properties, pattern_properties)
 }
 
-/// The keys that bound an integer schema's values.
-const INTEGER_BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
-
-/// Refuses an integer schema (`"type": "integer"`, alone or in a list)
-/// whose bound, `const` or `enum` number is not inside the 64-bit range
-/// (see [`inside_i64`]), naming the key. llguidance clamps such bounds to
-/// `i64` (a constant is a range of one value): `1e19 .. 1e20` became
-/// `[i64::MAX, i64::MAX]` and replies the schema forbids, and a range at
-/// `i64::MIN` recursed without end (a stack overflow at any stack size,
-/// which aborts the process). Every object of the schema is looked at,
-/// used or not: llguidance compiles them all.
-fn check_integer_bounds(schema: &serde_json::Value) -> Result<()> {
-    let mut pending = vec![schema];
-    while let Some(v) = pending.pop() {
-        match v {
-            serde_json::Value::Array(items) => pending.extend(items),
-            serde_json::Value::Object(map) => {
-                let integer = match map.get("type") {
-                    Some(serde_json::Value::String(t)) => t == "integer",
-                    Some(serde_json::Value::Array(types)) => types.iter().any(|t| t == "integer"),
-                    _ => false,
-                };
-                if integer {
-                    let bounds = INTEGER_BOUNDS.iter().filter_map(|&key| map.get(key).map(|v| (key, v)));
-                    // `const` and `enum` values become ranges of one value: their numbers are held to the same bound.
-                    let constant = map.get("const").filter(|v| v.is_number()).map(|v| ("const", v));
-                    let listed = map.get("enum").and_then(serde_json::Value::as_array).into_iter().flatten();
-                    let listed = listed.filter(|v| v.is_number()).map(|v| ("enum", v));
-                    for (key, value) in bounds.chain(constant).chain(listed) {
-                        if !inside_i64(value) {
-                            return Err(Error::Model(format!(
-                                "the JSON schema's integer \"{key}\": {value} is not a number of magnitude below \
-                                 2^63 (9.2e18) as a 64-bit float, the range integer replies are checked in"
-                            )));
-                        }
-                    }
-                }
-                pending.extend(map.values());
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Whether `bound` is a JSON number that, read as llguidance reads it (a
-/// 64-bit float, then cast to `i64`), lies strictly between −2^63 and
-/// 2^63: `-9223372036854775807` is the float −2^63, whose negation the
-/// cast cannot hold.
-fn inside_i64(bound: &serde_json::Value) -> bool {
-    const EDGE: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    bound.as_f64().is_some_and(|x| x > -EDGE && x < EDGE)
-}
-
 /// The whitespace a JSON reply may put between tokens (see [`Constraint::json_schema`]).
 const JSON_WHITESPACE: &str = r"(\x20|\x0A{1,2}[\x20\x09]{0,20})";
 
@@ -288,8 +236,8 @@ impl Constraint {
                  together): each is a regular expression llguidance's compile pays for many times over"
             )));
         }
-        check_integer_bounds(schema)?;
         let mut schema = schema.clone();
+        numbers::prepare(&mut schema)?;
         if let Some(object) = schema.as_object_mut()
             && !object.contains_key("x-guidance")
         {
@@ -497,6 +445,173 @@ mod tests {
         if let Err(e) = Constraint::json_schema(&vocab, &number) {
             assert!(!e.to_string().contains("magnitude below 2^63"), "{e}");
         }
+    }
+
+    /// Whether the constraint of `schema` allows the whole reply `text`,
+    /// fed byte by byte through [`vocab`]'s byte tokens.
+    fn allows(vocab: &GrammarVocab, schema: &serde_json::Value, text: &str) -> bool {
+        let mut c = Constraint::json_schema(vocab, schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        for &b in text.as_bytes() {
+            let mut logits = vec![0.0f32; 259];
+            if c.mask(&mut logits).is_err() || !logits[3 + usize::from(b)].is_finite() {
+                return false;
+            }
+            c.accept(3 + u32::from(b)).unwrap();
+        }
+        c.is_complete()
+    }
+
+    /// A reply the constraint of `schema` allows, choosing at each byte
+    /// the first of `preferred` the grammar allows.
+    fn a_reply(vocab: &GrammarVocab, schema: &serde_json::Value, preferred: &str) -> String {
+        let mut c = Constraint::json_schema(vocab, schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let mut reply = String::new();
+        while !c.is_complete() {
+            assert!(reply.len() < 64, "{schema}: no end after {reply}");
+            let mut logits = vec![0.0f32; 259];
+            c.mask(&mut logits).unwrap_or_else(|e| panic!("{schema}: after {reply}: {e}"));
+            let b = preferred.bytes().find(|&b| logits[3 + usize::from(b)].is_finite());
+            let b = b.unwrap_or_else(|| panic!("{schema}: after {reply}: none of {preferred} is allowed"));
+            c.accept(3 + u32::from(b)).unwrap();
+            reply.push(char::from(b));
+        }
+        reply
+    }
+
+    /// A number property's schema, inside an object so that a delimiter
+    /// ends the number (where llguidance's hole was).
+    fn number_property(number: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"type": "object", "properties": {"a": number}, "required": ["a"], "additionalProperties": false})
+    }
+
+    /// llguidance's number range let an integer-valued exclusive minimum
+    /// through where the range ended before the next integer (`0` for
+    /// `(0, 0.5)`, `-0` for `[-0.5, 0)`), and decimals past an exclusive
+    /// bound that read back as the bound (`0.10000000000000001` for
+    /// `(0.1, 1]`). No reply a range allows may read as a float outside
+    /// it, one-sided or two, and a value well inside is allowed.
+    #[test]
+    fn a_number_reply_is_inside_its_exclusive_bounds_as_a_float() {
+        use serde_json::json;
+        let vocab = vocab();
+        let candidates = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "0.5",
+            "0.25",
+            "0.4999",
+            "1",
+            "1.0",
+            "1.25",
+            "1.5",
+            "2",
+            "2.5",
+            "2.9",
+            "10",
+            "10.0",
+            "10.25",
+            "10.5",
+            "-0.5",
+            "-0.25",
+            "-1",
+            "-1.5",
+            "0.00000000000000001",
+            "0.1",
+            "0.10000000000000001",
+            "0.10000000000000002",
+            "0.2",
+        ];
+        for (lo, hi, inside) in [
+            (0.0, 0.5, "0.25"),
+            (0.0, 1e-40, "0.00000000000000000000000000000000000000001"),
+            (10.0, 10.5, "10.25"),
+            (1.0, 1.5, "1.25"),
+            (2.0, 2.9, "2.5"),
+            (-0.5, 0.0, "-0.25"),
+            (-1.0, -0.5, "-0.75"),
+            (0.1, 1.0, "0.5"),
+            (-1.5, 2.0, "1"),
+        ] {
+            let ranges = [
+                (json!({"type": "number", "exclusiveMinimum": lo, "exclusiveMaximum": hi}), true, true),
+                (json!({"type": "number", "exclusiveMinimum": lo, "maximum": hi}), true, false),
+                (json!({"type": "number", "minimum": lo, "exclusiveMaximum": hi}), false, true),
+                (json!({"type": "number", "minimum": lo, "exclusiveMinimum": true, "maximum": hi}), true, false),
+            ];
+            for (number, lo_excluded, hi_excluded) in ranges {
+                let schema = number_property(number);
+                let reads_inside = |v: f64| {
+                    (if lo_excluded { v > lo } else { v >= lo }) && (if hi_excluded { v < hi } else { v <= hi })
+                };
+                for text in candidates.iter().chain([&inside]) {
+                    let v: f64 = text.parse().unwrap();
+                    if allows(&vocab, &schema, &format!("{{\"a\":{text}}}")) {
+                        assert!(reads_inside(v), "{schema} allowed {text}");
+                    }
+                }
+                assert!(allows(&vocab, &schema, &format!("{{\"a\":{inside}}}")), "{schema} refused {inside}");
+            }
+        }
+        // One-sided bounds at zero.
+        let above = number_property(json!({"type": "number", "exclusiveMinimum": 0}));
+        let below = number_property(json!({"type": "number", "exclusiveMaximum": 0}));
+        for text in ["0", "-0", "0.0", "-0.0", "-1"] {
+            assert!(!allows(&vocab, &above, &format!("{{\"a\":{text}}}")), "{above} allowed {text}");
+        }
+        for text in ["0", "-0", "0.0", "-0.0", "1"] {
+            assert!(!allows(&vocab, &below, &format!("{{\"a\":{text}}}")), "{below} allowed {text}");
+        }
+        assert!(allows(&vocab, &above, "{\"a\":0.5}") && allows(&vocab, &below, "{\"a\":-0.5}"));
+        // Bounds as near zero as may be, on both sides of it, compile.
+        let tiny = numbers::SMALLEST_BOUND;
+        for number in [
+            json!({"exclusiveMinimum": tiny, "exclusiveMaximum": 2.0 * tiny}),
+            json!({"exclusiveMinimum": -2.0 * tiny, "exclusiveMaximum": -tiny}),
+            json!({"minimum": -tiny, "exclusiveMaximum": 0}),
+            json!({"exclusiveMinimum": 0, "maximum": tiny}),
+        ] {
+            let schema = number_property(number);
+            Constraint::json_schema(&vocab, &schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        }
+        // No float lies strictly between a float and the next: an error, not a reply.
+        let none = json!({"type": "number", "exclusiveMinimum": 0.1, "exclusiveMaximum": 0.10000000000000002});
+        assert!(Constraint::json_schema(&vocab, &number_property(none)).is_err());
+    }
+
+    /// A decimal `multipleOf` within bounds off its grid allowed nothing
+    /// ("NoExtensionBias" mid-reply): each schema here has a reply, a
+    /// multiple inside the bounds; one with none is an error.
+    #[test]
+    fn a_decimal_multiple_of_within_bounds_off_its_grid_has_a_reply() {
+        use serde_json::json;
+        let vocab = vocab();
+        for (step, lo, hi) in [
+            (0.1, 0.25, 0.35),
+            (0.01, 0.015, 0.025),
+            (0.1, 0.05, 0.15),
+            (0.1, 1.25, 1.35),
+            (0.1, -0.35, -0.25),
+            (0.5, 0.75, 1.25),
+            (0.05, 0.05, 0.35),
+            (0.25, 0.1, 0.9),
+            (0.1, 0.3, 0.3),
+            (2.5, 1.0, 9.0),
+            (0.1, 0.25, 10.35),
+        ] {
+            let schema = number_property(json!({"type": "number", "multipleOf": step, "minimum": lo, "maximum": hi}));
+            let reply = a_reply(&vocab, &schema, "}{\"a:-.0123456789");
+            let v: f64 = serde_json::from_str::<serde_json::Value>(&reply).unwrap()["a"].as_f64().unwrap();
+            let k = (v / step).round();
+            assert!(lo <= v && v <= hi && (v - k * step).abs() < 1e-9, "{schema}: {reply}");
+        }
+        let exclusive = number_property(
+            json!({"type": "number", "multipleOf": 0.1, "exclusiveMinimum": 0.2, "exclusiveMaximum": 0.4}),
+        );
+        assert_eq!(a_reply(&vocab, &exclusive, "}{\"a:-.0123456789"), "{\"a\":0.3}");
+        let none = number_property(json!({"type": "number", "multipleOf": 0.1, "minimum": 0.25, "maximum": 0.28}));
+        assert!(Constraint::json_schema(&vocab, &none).is_err());
     }
 
     #[test]
