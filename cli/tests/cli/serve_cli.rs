@@ -504,6 +504,11 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
             r##","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer","minimum":-1e20,"maximum":-1e19}}}"##,
             "-1e+20 is not a number of magnitude below 2^63",
         ),
+        // A number a float does not hold would reach the grammar rounded (the reply 9007199254740992).
+        (
+            r##","response_format":{"type":"json_schema","json_schema":{"schema":{"enum":[9007199254740993]}}}"##,
+            r#"\"enum\" number 9007199254740993 is not exactly a 64-bit float"#,
+        ),
     ];
     for (extra, says) in cases {
         let (status, body) = server.post("/v1/chat/completions", &chat(extra, "hi"));
