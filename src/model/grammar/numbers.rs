@@ -4,7 +4,9 @@
 //! number's range into a regular expression over its decimal digits. Three
 //! of its readings let through replies the schema forbids or refuse schemas
 //! that have replies, so the schema is checked and rewritten first, each
-//! rewrite allowing exactly the replies the schema allows:
+//! rewrite allowing the same numbers as read back by a float parser (the
+//! exceptions, replies within 1e-60 of an exclusive 0 and decimals that
+//! round onto an excluded bound, are refused, never let through):
 //!
 //! - an integer bound outside the 64-bit range is refused
 //!   ([`check_integer_bounds`]), as is a number the float cannot hold
@@ -272,7 +274,7 @@ fn snap_to_step(map: &mut Map<String, Value>) {
 }
 
 /// Which way [`nearest_multiple`] rounds.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Towards {
     Up,
     Down,
