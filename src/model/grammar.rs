@@ -582,6 +582,26 @@ mod tests {
         assert!(Constraint::json_schema(&vocab, &number_property(none)).is_err());
     }
 
+    /// Two ways past the rewrite the twelfth probe pass found: a number
+    /// schema reached only by a `$ref` to a place no keyword names (`#/x`),
+    /// and a bound of 21 digits that serde_json's fast float parse read one
+    /// float low (so the "next float" was the bound's own).
+    #[test]
+    fn a_number_schema_reached_by_ref_and_a_long_decimal_bound_hold() {
+        let vocab = vocab();
+        let by_ref = serde_json::json!({
+            "type": "object", "properties": {"a": {"$ref": "#/x"}}, "required": ["a"], "additionalProperties": false,
+            "x": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.5},
+        });
+        assert!(!allows(&vocab, &by_ref, r#"{"a":0}"#) && allows(&vocab, &by_ref, r#"{"a":0.25}"#));
+        let long: serde_json::Value = serde_json::from_str(
+            r#"{"type": "object", "properties": {"a": {"type": "number", "exclusiveMinimum": 10.4557232330000003112,
+                "maximum": 10.5}}, "required": ["a"], "additionalProperties": false}"#,
+        )
+        .unwrap();
+        assert!(!allows(&vocab, &long, r#"{"a":10.455723233}"#) && allows(&vocab, &long, r#"{"a":10.46}"#));
+    }
+
     /// A decimal `multipleOf` within bounds off its grid allowed nothing
     /// ("NoExtensionBias" mid-reply): each schema here has a reply, a
     /// multiple inside the bounds; one with none is an error.

@@ -39,7 +39,8 @@ pub fn parse_size(text: &str) -> Result<usize> {
 
 /// The budget per backend (priority order) that `list` (`wgpu0=2G,cpu=4G`)
 /// gives: each name is a device or backend name of `backends`
-/// (case-insensitive); a name that is none of them is an error listing them.
+/// (case-insensitive); a name that is none of them is an error listing them,
+/// and so is a device named twice (`cpu=1K,cpu=4G`).
 pub fn budgets_for(list: &str, backends: &[Arc<dyn Backend>]) -> Result<Vec<Option<usize>>> {
     let mut out = vec![None; backends.len()];
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -54,6 +55,12 @@ pub fn budgets_for(list: &str, backends: &[Arc<dyn Backend>]) -> Result<Vec<Opti
                 let known: Vec<&str> = backends.iter().map(|b| b.device().name()).collect();
                 Error::Model(format!("--budget {name}: not one of the backends ({})", known.join(", ")))
             })?;
+        if out[b].is_some() {
+            return Err(Error::Model(format!(
+                "--budget {name}: device {} has a budget already (one size per device)",
+                backends[b].device().name()
+            )));
+        }
         out[b] = Some(parse_size(size)?);
     }
     Ok(out)
@@ -167,6 +174,17 @@ mod tests {
         assert_eq!(parse_size("1gb").unwrap(), 1 << 30);
         for bad in ["", "G", "2X", "-1G", "0", "1.2.3M"] {
             assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_device_named_twice_is_refused_whichever_size_comes_last() {
+        let cpu: Arc<dyn Backend> = Arc::new(gantry::backends::cpu::CpuBackend::new().unwrap());
+        let backends = [cpu];
+        assert_eq!(budgets_for("cpu=4G", &backends).unwrap(), [Some(4 << 30)]);
+        for list in ["cpu=1K,cpu=4G", "cpu=4G,CPU=1K"] {
+            let e = budgets_for(list, &backends).unwrap_err().to_string();
+            assert!(e.contains("has a budget already"), "{list}: {e}");
         }
     }
 }

@@ -507,7 +507,7 @@ fn crafted_requests_get_400_and_the_server_stays_answered() {
         // A number a float does not hold would reach the grammar rounded (the reply 9007199254740992).
         (
             r##","response_format":{"type":"json_schema","json_schema":{"schema":{"enum":[9007199254740993]}}}"##,
-            r#"\"enum\" number 9007199254740993 is not exactly a 64-bit float"#,
+            r#"\"enum\" number 9007199254740993 is an integer past 2^53 that a 64-bit float"#,
         ),
     ];
     for (extra, says) in cases {

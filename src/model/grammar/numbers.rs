@@ -29,58 +29,78 @@ use crate::{Error, Result};
 pub(super) fn prepare(schema: &mut Value) -> Result<()> {
     check_integer_bounds(schema)?;
     for_each_subschema(schema, &mut |map| {
-        check_exact(map)?;
         check_bounds_spellable(map)?;
+        check_exact(map)?;
         exclusive_as_inclusive(map);
         snap_to_step(map);
         Ok(())
     })
 }
 
-/// The keywords whose value is one schema, or (`items`, `prefixItems` and
-/// the combinators) a list of them.
-const SCHEMA_KEYWORDS: [&str; 15] = [
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "unevaluatedItems",
-    "contains",
-    "additionalProperties",
-    "unevaluatedProperties",
-    "propertyNames",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-];
-
-/// The keywords whose value maps names to schemas.
+/// The keywords whose value maps names to schemas: the names are not
+/// keywords (a property may be called `const`).
 const SCHEMA_MAP_KEYWORDS: [&str; 5] = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
 
-/// Calls `visit` on the root schema and every schema under the keywords
-/// that hold schemas. Values that are data (`const`, `enum`, `default`,
-/// `examples`) are not schemas, though they may look like them, and are
-/// left alone.
+/// The keywords whose value is data a reply must equal, never a schema.
+const DATA_KEYWORDS: [&str; 2] = ["const", "enum"];
+
+/// Calls `visit` on every object of the schema document that may be
+/// compiled as a schema: all of them but the data of `const` and `enum`
+/// (which may look like schemas and must stay as written), and the maps
+/// of names to schemas. Walking more than the keywords that hold schemas
+/// matters: llguidance follows a `$ref` to any place in the document
+/// (`#/x`, `#/properties/b/default`), so a number schema can sit where no
+/// keyword says it is one; rewriting a `default` or an unknown keyword's
+/// object changes nothing else, since llguidance reads neither as data.
+/// A `$ref` into `const` or `enum` data is refused (see [`check_ref`]).
 fn for_each_subschema(schema: &mut Value, visit: &mut impl FnMut(&mut Map<String, Value>) -> Result<()>) -> Result<()> {
-    let mut pending = vec![schema];
-    while let Some(value) = pending.pop() {
-        let Value::Object(map) = value else { continue };
-        visit(map)?;
-        for (key, child) in map.iter_mut() {
-            if SCHEMA_KEYWORDS.contains(&key.as_str()) {
-                match child {
-                    Value::Array(items) => pending.extend(items.iter_mut()),
-                    _ => pending.push(child),
+    // Each pending value, and whether it is a map of names to schemas.
+    let mut pending = vec![(schema, false)];
+    while let Some((value, names)) = pending.pop() {
+        match value {
+            Value::Array(items) => pending.extend(items.iter_mut().map(|v| (v, false))),
+            Value::Object(map) => {
+                if names {
+                    pending.extend(map.values_mut().map(|v| (v, false)));
+                    continue;
                 }
-            } else if SCHEMA_MAP_KEYWORDS.contains(&key.as_str())
-                && let Value::Object(schemas) = child
-            {
-                pending.extend(schemas.values_mut());
+                if let Some(Value::String(reference)) = map.get("$ref") {
+                    check_ref(reference)?;
+                }
+                visit(map)?;
+                for (key, child) in map.iter_mut() {
+                    if !DATA_KEYWORDS.contains(&key.as_str()) {
+                        pending.push((child, SCHEMA_MAP_KEYWORDS.contains(&key.as_str())));
+                    }
+                }
             }
+            _ => {}
         }
+    }
+    Ok(())
+}
+
+/// Refuses a `$ref` whose JSON pointer leads into `const` or `enum` data,
+/// which llguidance would compile as a schema while the walk above leaves
+/// it unrewritten (rewriting it would change the data). The pointer is
+/// read as the `referencing` crate reads it: percent-decoded as a whole,
+/// split at `/`, then `~1` as `/` and `~0` as `~` in each segment; a
+/// segment after a names keyword is a name. Other references (anchors,
+/// `$id`s) cannot reach into data, and a pointer that does not decode is
+/// left for llguidance to refuse.
+fn check_ref(reference: &str) -> Result<()> {
+    let Some(pointer) = reference.strip_prefix('#') else { return Ok(()) };
+    let Ok(pointer) = percent_encoding::percent_decode_str(pointer).decode_utf8() else { return Ok(()) };
+    let Some(pointer) = pointer.strip_prefix('/') else { return Ok(()) };
+    let mut after_names_keyword = false;
+    for segment in pointer.split('/') {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        if !after_names_keyword && DATA_KEYWORDS.contains(&segment.as_str()) {
+            return Err(Error::Model(format!(
+                "the JSON schema's \"$ref\": \"{reference}\" points into `{segment}` data, which is not a schema"
+            )));
+        }
+        after_names_keyword = !after_names_keyword && SCHEMA_MAP_KEYWORDS.contains(&segment.as_str());
     }
     Ok(())
 }
@@ -158,8 +178,8 @@ fn check_exact(map: &Map<String, Value>) -> Result<()> {
                 Value::Object(fields) => pending.extend(fields.values()),
                 Value::Number(n) if !exact_as_f64(n) => {
                     return Err(Error::Model(format!(
-                        "the JSON schema's \"{key}\" number {n} is not exactly a 64-bit float, which is how the \
-                         grammar reads it (integers past 2^53 are rounded)"
+                        "the JSON schema's \"{key}\" number {n} is an integer past 2^53 that a 64-bit float, which \
+                         is how the grammar reads numbers, does not hold exactly (the reply would be another number)"
                     )));
                 }
                 _ => {}
@@ -169,13 +189,21 @@ fn check_exact(map: &Map<String, Value>) -> Result<()> {
     Ok(())
 }
 
-/// Whether `n` reads back unchanged from its nearest 64-bit float.
+/// Whether `n` is written back as it was read: an integer the nearest
+/// 64-bit float holds exactly, or a float whose integer value past 2^53
+/// its shortest decimal spells exactly (2^64, as `18446744073709552000`,
+/// does not: an integer literal past `u64` is read as a float, and its
+/// reply would be that decimal). Other floats are read as floats (parsed
+/// correctly rounded) and replies are held to them.
 fn exact_as_f64(n: &serde_json::Number) -> bool {
+    const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0; // 2^53
     let as_float = |f: f64| f as i128;
     match (n.as_i64(), n.as_u64(), n.as_f64()) {
         (Some(i), _, Some(f)) => as_float(f) == i128::from(i),
         (_, Some(u), Some(f)) => as_float(f) == i128::from(u),
-        // Read as a float already.
+        (_, _, Some(f)) if f.fract() == 0.0 && f.abs() >= EXACT_INTEGERS => {
+            f.abs() < 2f64.powi(127) && format!("{f}") == as_float(f).to_string()
+        }
         _ => true,
     }
 }
@@ -186,16 +214,29 @@ fn exact_as_f64(n: &serde_json::Number) -> bool {
 /// refused with a screenful of regular expression).
 pub(super) const SMALLEST_BOUND: f64 = 1e-60;
 
-/// Refuses a bound nearer zero than [`SMALLEST_BOUND`], naming it.
+/// The largest magnitude a bound of a number (not an integer) schema may
+/// have: llguidance spells a number's range through the power of ten above
+/// its bound as an `i64`, which 10^19 is not (`minimum: 1e18` was refused
+/// as "Failed to generate regex for float range"). Integer schemas take
+/// bounds to ±2^63 ([`check_integer_bounds`]).
+const LARGEST_NUMBER_BOUND: f64 = 1e18;
+
+/// Refuses a bound nearer zero than [`SMALLEST_BOUND`], or a number
+/// schema's bound past [`LARGEST_NUMBER_BOUND`], naming it.
 fn check_bounds_spellable(map: &Map<String, Value>) -> Result<()> {
+    let integer_only = map.get("type").and_then(Value::as_str) == Some("integer");
     for key in INTEGER_BOUNDS {
-        if let Some(x) = map.get(key).and_then(Value::as_f64)
-            && x != 0.0
-            && x.abs() < SMALLEST_BOUND
-        {
+        let Some(x) = map.get(key).and_then(Value::as_f64) else { continue };
+        if x != 0.0 && x.abs() < SMALLEST_BOUND {
             return Err(Error::Model(format!(
                 "the JSON schema's \"{key}\": {x:e} is nearer zero than {SMALLEST_BOUND:e}, the nearest a bound other \
                  than 0 may be (the grammar spells every digit of a bound)"
+            )));
+        }
+        if !integer_only && x.abs() >= LARGEST_NUMBER_BOUND {
+            return Err(Error::Model(format!(
+                "the JSON schema's \"{key}\": {x:e} is not inside ±{LARGEST_NUMBER_BOUND:e}, the range a number's \
+                 bound may have (an \"integer\" schema's bounds may reach ±2^63)"
             )));
         }
     }
@@ -382,6 +423,49 @@ mod tests {
     }
 
     #[test]
+    fn a_number_bound_past_1e18_is_refused_and_an_integer_bound_is_not() {
+        for (mut schema, key) in [
+            (json!({"type": "number", "minimum": 1e18}), "minimum"),
+            (json!({"maximum": -1e300}), "maximum"),
+            (json!({"type": ["number", "null"], "exclusiveMinimum": -2e18}), "exclusiveMinimum"),
+        ] {
+            let e = prepare(&mut schema).unwrap_err().to_string();
+            assert!(e.contains(&format!("\"{key}\"")) && e.contains("inside ±1e18"), "{e}");
+        }
+        prepare(&mut json!({"type": "integer", "minimum": 5e18})).unwrap();
+        prepare(&mut json!({"type": "number", "maximum": 9.9e17})).unwrap();
+    }
+
+    #[test]
+    fn a_ref_into_const_or_enum_data_is_refused_and_one_to_a_property_so_named_is_not() {
+        for reference in ["#/$defs/c/const", "#/$defs/c/enum/0", "#/%24defs/c/%63onst", "#/properties/const/const"] {
+            let mut schema = json!({
+                "properties": {"a": {"$ref": reference}, "const": {"const": {"type": "number"}}},
+                "$defs": {"c": {"const": {"type": "number"}, "enum": [{"type": "number"}]}},
+            });
+            let e = prepare(&mut schema).unwrap_err().to_string();
+            assert!(e.contains(&format!("\"$ref\": \"{reference}\" points into")), "{e}");
+        }
+        for reference in ["#/properties/const", "#/$defs/const", "#/x", "#anchor", "#/$defs/c/enum~1x"] {
+            let mut schema = json!({"properties": {"a": {"$ref": reference}}});
+            prepare(&mut schema).unwrap_or_else(|e| panic!("{reference}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_schema_a_ref_reaches_anywhere_is_rewritten() {
+        let mut s = json!({
+            "properties": {"a": {"$ref": "#/x/y"}, "b": {"default": {"exclusiveMinimum": 1}}},
+            "x": {"y": {"exclusiveMaximum": 0.5}},
+            "examples": [{"exclusiveMinimum": 2}],
+        });
+        prepare(&mut s).unwrap();
+        assert_eq!(s["x"]["y"], json!({"maximum": 0.5f64.next_down()}));
+        assert_eq!(s["properties"]["b"]["default"], json!({"minimum": 1f64.next_up()}));
+        assert_eq!(s["examples"][0], json!({"minimum": 2f64.next_up()}));
+    }
+
+    #[test]
     fn numbers_a_float_cannot_hold_are_refused_naming_the_keyword() {
         for (mut schema, key) in [
             (json!({"enum": [1, 9007199254740993u64]}), "enum"),
@@ -392,6 +476,14 @@ mod tests {
             let e = prepare(&mut schema).unwrap_err().to_string();
             assert!(e.contains(&format!("\"{key}\" number")) && e.contains("2^53"), "{e}");
         }
-        prepare(&mut json!({"enum": [9007199254740992u64, 9007199254740994u64, 0.1, 1e300]})).unwrap();
+        // Integers written past `u64` are read as floats; past 2^53 their shortest decimal is not their value.
+        for text in [r#"{"const": 18446744073709551617}"#, r#"{"enum": [-9223372036854775809]}"#, r#"{"const": 1e300}"#]
+        {
+            let mut schema: Value = serde_json::from_str(text).unwrap();
+            assert!(prepare(&mut schema).unwrap_err().to_string().contains("2^53"), "{text}");
+        }
+        // Floats whose decimal is their value, and floats below 2^53 (read as floats, correctly rounded).
+        let text = r#"{"enum": [9007199254740992, 9007199254740994, 0.1, 1e20, 9007199254740993.0, 3.5e15]}"#;
+        prepare(&mut serde_json::from_str(text).unwrap()).unwrap();
     }
 }
