@@ -254,30 +254,35 @@ fn check_bounds_spellable(map: &Map<String, Value>) -> Result<()> {
 /// more digits than the grammar spells): the numbers nearer zero than
 /// that are not generated.
 fn exclusive_as_inclusive(map: &mut Map<String, Value>) {
-    fn above(x: f64) -> f64 {
-        if x == 0.0 { SMALLEST_BOUND } else { x.next_up() }
-    }
-    fn below(x: f64) -> f64 {
-        if x == 0.0 { -SMALLEST_BOUND } else { x.next_down() }
-    }
-    let sides: [(&str, &str, fn(f64) -> f64, fn(f64, f64) -> f64); 2] =
-        [("exclusiveMinimum", "minimum", above, f64::max), ("exclusiveMaximum", "maximum", below, f64::min)];
-    for (exclusive_key, inclusive_key, past, tighter) in sides {
-        let inclusive = match map.get(inclusive_key) {
-            None => None,
-            Some(Value::Number(n)) => n.as_f64(),
-            Some(_) => continue,
-        };
-        let exclusive = match map.get(exclusive_key) {
-            Some(Value::Number(n)) => n.as_f64(),
-            Some(Value::Bool(true)) => inclusive,
-            _ => None,
-        };
-        let Some(bound) = exclusive.map(past).filter(|b| b.is_finite()) else { continue };
-        let bound = inclusive.map_or(bound, |i| tighter(i, bound));
-        map.insert(inclusive_key.into(), Value::from(bound));
-        map.remove(exclusive_key);
-    }
+    let above = |x: f64| if x == 0.0 { SMALLEST_BOUND } else { x.next_up() };
+    let below = |x: f64| if x == 0.0 { -SMALLEST_BOUND } else { x.next_down() };
+    one_side_inclusive(map, "exclusiveMinimum", "minimum", above, f64::max);
+    one_side_inclusive(map, "exclusiveMaximum", "maximum", below, f64::min);
+}
+
+/// [`exclusive_as_inclusive`] for one side: `past` gives the float past an
+/// exclusive bound, `tighter` the tighter of two inclusive bounds.
+fn one_side_inclusive(
+    map: &mut Map<String, Value>,
+    exclusive_key: &str,
+    inclusive_key: &str,
+    past: impl Fn(f64) -> f64,
+    tighter: impl Fn(f64, f64) -> f64,
+) {
+    let inclusive = match map.get(inclusive_key) {
+        None => None,
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(_) => return,
+    };
+    let exclusive = match map.get(exclusive_key) {
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::Bool(true)) => inclusive,
+        _ => None,
+    };
+    let Some(bound) = exclusive.map(past).filter(|b| b.is_finite()) else { return };
+    let bound = inclusive.map_or(bound, |i| tighter(i, bound));
+    map.insert(inclusive_key.into(), Value::from(bound));
+    map.remove(exclusive_key);
 }
 
 /// Moves a `multipleOf` schema's `minimum` up and `maximum` down to the
