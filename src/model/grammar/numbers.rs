@@ -27,8 +27,8 @@ use crate::{Error, Result};
 
 /// Checks and rewrites the numbers of `schema` (see the module's doc).
 pub(super) fn prepare(schema: &mut Value) -> Result<()> {
-    check_integer_bounds(schema)?;
     for_each_subschema(schema, &mut |map| {
+        check_integer_bounds(map)?;
         check_bounds_spellable(map)?;
         check_exact(map)?;
         exclusive_as_inclusive(map);
@@ -114,37 +114,27 @@ const INTEGER_BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "ex
 /// `i64` (a constant is a range of one value): `1e19 .. 1e20` became
 /// `[i64::MAX, i64::MAX]` and replies the schema forbids, and a range at
 /// `i64::MIN` recursed without end (a stack overflow at any stack size,
-/// which aborts the process). Every object of the schema is looked at,
-/// used or not: llguidance compiles them all.
-fn check_integer_bounds(schema: &Value) -> Result<()> {
-    let mut pending = vec![schema];
-    while let Some(v) = pending.pop() {
-        match v {
-            Value::Array(items) => pending.extend(items),
-            Value::Object(map) => {
-                let integer = match map.get("type") {
-                    Some(Value::String(t)) => t == "integer",
-                    Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
-                    _ => false,
-                };
-                if integer {
-                    let bounds = INTEGER_BOUNDS.iter().filter_map(|&key| map.get(key).map(|v| (key, v)));
-                    // `const` and `enum` values become ranges of one value: their numbers are held to the same bound.
-                    let constant = map.get("const").filter(|v| v.is_number()).map(|v| ("const", v));
-                    let listed = map.get("enum").and_then(Value::as_array).into_iter().flatten();
-                    let listed = listed.filter(|v| v.is_number()).map(|v| ("enum", v));
-                    for (key, value) in bounds.chain(constant).chain(listed) {
-                        if !inside_i64(value) {
-                            return Err(Error::Model(format!(
-                                "the JSON schema's integer \"{key}\": {value} is not a number of magnitude below \
-                                 2^63 (9.2e18) as a 64-bit float, the range integer replies are checked in"
-                            )));
-                        }
-                    }
-                }
-                pending.extend(map.values());
-            }
-            _ => {}
+/// which aborts the process).
+fn check_integer_bounds(map: &Map<String, Value>) -> Result<()> {
+    let integer = match map.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    if !integer {
+        return Ok(());
+    }
+    let bounds = INTEGER_BOUNDS.iter().filter_map(|&key| map.get(key).map(|v| (key, v)));
+    // `const` and `enum` values become ranges of one value: their numbers are held to the same bound.
+    let constant = map.get("const").filter(|v| v.is_number()).map(|v| ("const", v));
+    let listed = map.get("enum").and_then(Value::as_array).into_iter().flatten();
+    let listed = listed.filter(|v| v.is_number()).map(|v| ("enum", v));
+    for (key, value) in bounds.chain(constant).chain(listed) {
+        if !inside_i64(value) {
+            return Err(Error::Model(format!(
+                "the JSON schema's integer \"{key}\": {value} is not a number of magnitude below 2^63 (9.2e18) as a \
+                 64-bit float, the range integer replies are checked in"
+            )));
         }
     }
     Ok(())
