@@ -82,25 +82,31 @@ fn for_each_subschema(schema: &mut Value, visit: &mut impl FnMut(&mut Map<String
 
 /// Refuses a `$ref` whose JSON pointer leads into `const` or `enum` data,
 /// which llguidance would compile as a schema while the walk above leaves
-/// it unrewritten (rewriting it would change the data). The pointer is
-/// read as the `referencing` crate reads it: percent-decoded as a whole,
-/// split at `/`, then `~1` as `/` and `~0` as `~` in each segment; a
-/// segment after a names keyword is a name. Other references (anchors,
-/// `$id`s) cannot reach into data, and a pointer that does not decode is
-/// left for llguidance to refuse.
+/// it unrewritten (rewriting it would change the data), or stops at a map
+/// of names (`#/$defs`), which the walk does not rewrite as a schema. The
+/// pointer is the reference's fragment, whatever comes before the `#`
+/// (`json-schema:///#/…`, an `$id`'s URI, a relative `s#/…`: each
+/// resolves to a schema of the document, where the same keywords hold
+/// data), read as the `referencing` crate reads it: percent-decoded as a
+/// whole, split at `/`, then `~1` as `/` and `~0` as `~` in each segment;
+/// a segment after a names keyword is a name. A reference without a
+/// pointer (an anchor, an `$id`) names a schema, never data; a pointer
+/// that does not decode is left for llguidance to refuse.
 fn check_ref(reference: &str) -> Result<()> {
-    let Some(pointer) = reference.strip_prefix('#') else { return Ok(()) };
-    let Ok(pointer) = percent_encoding::percent_decode_str(pointer).decode_utf8() else { return Ok(()) };
+    let Some((_, fragment)) = reference.split_once('#') else { return Ok(()) };
+    let Ok(pointer) = percent_encoding::percent_decode_str(fragment).decode_utf8() else { return Ok(()) };
     let Some(pointer) = pointer.strip_prefix('/') else { return Ok(()) };
+    let refused = |why: &str| Err(Error::Model(format!("the JSON schema's \"$ref\": \"{reference}\" {why}")));
     let mut after_names_keyword = false;
     for segment in pointer.split('/') {
         let segment = segment.replace("~1", "/").replace("~0", "~");
         if !after_names_keyword && DATA_KEYWORDS.contains(&segment.as_str()) {
-            return Err(Error::Model(format!(
-                "the JSON schema's \"$ref\": \"{reference}\" points into `{segment}` data, which is not a schema"
-            )));
+            return refused(&format!("points into `{segment}` data, which is not a schema"));
         }
         after_names_keyword = !after_names_keyword && SCHEMA_MAP_KEYWORDS.contains(&segment.as_str());
+    }
+    if after_names_keyword {
+        return refused("points at a map of names to schemas, not at a schema");
     }
     Ok(())
 }
@@ -109,22 +115,23 @@ fn check_ref(reference: &str) -> Result<()> {
 const INTEGER_BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
 
 /// Refuses an integer schema (`"type": "integer"`, alone or in a list)
-/// whose bound, `const` or `enum` number is not inside the 64-bit range
-/// (see [`inside_i64`]), naming the key. llguidance clamps such bounds to
-/// `i64` (a constant is a range of one value): `1e19 .. 1e20` became
-/// `[i64::MAX, i64::MAX]` and replies the schema forbids, and a range at
-/// `i64::MIN` recursed without end (a stack overflow at any stack size,
-/// which aborts the process).
+/// whose bound is not inside the 64-bit range (see [`inside_i64`]), and a
+/// `const` or `enum` number outside it in any schema, naming the key.
+/// llguidance clamps such bounds to `i64` (a constant is a range of one
+/// value): `1e19 .. 1e20` became `[i64::MAX, i64::MAX]` and replies the
+/// schema forbids, and a range at `i64::MIN` recursed without end (a stack
+/// overflow at any stack size, which aborts the process). A constant is
+/// checked whatever its own object's type: `allOf`, a `$ref` or an `anyOf`
+/// beside it can give it the integer type from another object
+/// (`{"allOf": [{"type": "integer"}, {"const": -1e20}]}` aborted). A number
+/// schema's bounds past ±1e18 are refused anyway ([`check_bounds_spellable`]).
 fn check_integer_bounds(map: &Map<String, Value>) -> Result<()> {
     let integer = match map.get("type") {
         Some(Value::String(t)) => t == "integer",
         Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
         _ => false,
     };
-    if !integer {
-        return Ok(());
-    }
-    let bounds = INTEGER_BOUNDS.iter().filter_map(|&key| map.get(key).map(|v| (key, v)));
+    let bounds = INTEGER_BOUNDS.iter().filter(|_| integer).filter_map(|&key| map.get(key).map(|v| (key, v)));
     // `const` and `enum` values become ranges of one value: their numbers are held to the same bound.
     let constant = map.get("const").filter(|v| v.is_number()).map(|v| ("const", v));
     let listed = map.get("enum").and_then(Value::as_array).into_iter().flatten();
@@ -133,7 +140,8 @@ fn check_integer_bounds(map: &Map<String, Value>) -> Result<()> {
         if !inside_i64(value) {
             return Err(Error::Model(format!(
                 "the JSON schema's integer \"{key}\": {value} is not a number of magnitude below 2^63 (9.2e18) as a \
-                 64-bit float, the range integer replies are checked in"
+                 64-bit float, the range integer replies are checked in (a `const` or `enum` number may meet an \
+                 integer type through `allOf` or `$ref`)"
             )));
         }
     }
@@ -418,6 +426,20 @@ mod tests {
     }
 
     #[test]
+    fn a_constant_past_the_64_bit_range_is_refused_whatever_its_objects_type() {
+        for mut schema in [
+            json!({"allOf": [{"type": "integer"}, {"const": -1e20}]}),
+            json!({"anyOf": [{"type": "integer"}], "const": -1e20}),
+            json!({"$ref": "#/$defs/i", "enum": [1, 1e20], "$defs": {"i": {"type": "integer"}}}),
+        ] {
+            let e = prepare(&mut schema).unwrap_err().to_string();
+            assert!(e.contains("is not a number of magnitude below 2^63"), "{schema}: {e}");
+        }
+        // Inside constant data a number is only a number.
+        prepare(&mut json!({"allOf": [{"type": "object"}, {"const": {"a": 1e20}}]})).unwrap();
+    }
+
+    #[test]
     fn a_number_bound_past_1e18_is_refused_and_an_integer_bound_is_not() {
         for (mut schema, key) in [
             (json!({"type": "number", "minimum": 1e18}), "minimum"),
@@ -433,15 +455,27 @@ mod tests {
 
     #[test]
     fn a_ref_into_const_or_enum_data_is_refused_and_one_to_a_property_so_named_is_not() {
-        for reference in ["#/$defs/c/const", "#/$defs/c/enum/0", "#/%24defs/c/%63onst", "#/properties/const/const"] {
+        for reference in [
+            "#/$defs/c/const",
+            "#/$defs/c/enum/0",
+            "#/%24defs/c/%63onst",
+            "#/properties/const/const",
+            "json-schema:///#/$defs/c/const",
+            "http://x.example/s#/$defs/c/enum",
+            "s#/$defs/c/const",
+            "#/$defs",
+            "#/properties/a/properties",
+        ] {
             let mut schema = json!({
                 "properties": {"a": {"$ref": reference}, "const": {"const": {"type": "number"}}},
                 "$defs": {"c": {"const": {"type": "number"}, "enum": [{"type": "number"}]}},
             });
             let e = prepare(&mut schema).unwrap_err().to_string();
-            assert!(e.contains(&format!("\"$ref\": \"{reference}\" points into")), "{e}");
+            assert!(e.contains(&format!("\"$ref\": \"{reference}\" points")), "{e}");
         }
-        for reference in ["#/properties/const", "#/$defs/const", "#/x", "#anchor", "#/$defs/c/enum~1x"] {
+        for reference in
+            ["#/properties/const", "#/$defs/const", "#/x", "#anchor", "#/$defs/c/enum~1x", "http://x/s", "#"]
+        {
             let mut schema = json!({"properties": {"a": {"$ref": reference}}});
             prepare(&mut schema).unwrap_or_else(|e| panic!("{reference}: {e}"));
         }
@@ -471,14 +505,19 @@ mod tests {
             let e = prepare(&mut schema).unwrap_err().to_string();
             assert!(e.contains(&format!("\"{key}\" number")) && e.contains("2^53"), "{e}");
         }
-        // Integers written past `u64` are read as floats; past 2^53 their shortest decimal is not their value.
-        for text in [r#"{"const": 18446744073709551617}"#, r#"{"enum": [-9223372036854775809]}"#, r#"{"const": 1e300}"#]
-        {
+        // A float past 2^53 whose shortest decimal is not its value (123456789012345664).
+        for text in [r#"{"const": 1.2345678901234567e17}"#, r#"{"minimum": 123456789012345678}"#] {
             let mut schema: Value = serde_json::from_str(text).unwrap();
             assert!(prepare(&mut schema).unwrap_err().to_string().contains("2^53"), "{text}");
         }
+        // Integers written past `u64` are read as floats, past 2^63 too.
+        for text in [r#"{"const": 18446744073709551617}"#, r#"{"enum": [-9223372036854775809]}"#, r#"{"const": 1e300}"#]
+        {
+            let mut schema: Value = serde_json::from_str(text).unwrap();
+            assert!(prepare(&mut schema).unwrap_err().to_string().contains("2^63"), "{text}");
+        }
         // Floats whose decimal is their value, and floats below 2^53 (read as floats, correctly rounded).
-        let text = r#"{"enum": [9007199254740992, 9007199254740994, 0.1, 1e20, 9007199254740993.0, 3.5e15]}"#;
+        let text = r#"{"enum": [9007199254740992, 9007199254740994, 0.1, 1e17, 9007199254740993.0, 3.5e15]}"#;
         prepare(&mut serde_json::from_str(text).unwrap()).unwrap();
     }
 }
