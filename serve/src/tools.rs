@@ -115,23 +115,19 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
 /// up to the JSON parser's depth.
 fn rebase_refs(schema: &Value, at: &str) -> Value {
     let mut out = schema.clone();
-    let mut pending = vec![&mut out];
-    while let Some(v) = pending.pop() {
-        match v {
-            Value::Object(map) => {
-                for (key, value) in map.iter_mut() {
-                    match value {
-                        Value::String(r) if key == "$ref" && (r == "#" || r.starts_with("#/")) => {
-                            *r = format!("#{at}{}", &r[1..]);
-                        }
-                        other => pending.push(other),
-                    }
-                }
-            }
-            Value::Array(items) => pending.extend(items.iter_mut()),
-            _ => {}
-        }
+    // A schema with its own `$id` is its own resource: its `#` is itself.
+    if out.get("$id").is_some_and(Value::is_string) {
+        return out;
     }
+    // Only the schemas' `$ref`s: `const` and `enum` data stay as written.
+    let Ok(()) = gantry::model::grammar::for_each_schema_object(&mut out, &mut |map| {
+        if let Some(Value::String(r)) = map.get_mut("$ref")
+            && (r == "#" || r.starts_with("#/"))
+        {
+            *r = format!("#{at}{}", &r[1..]);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    });
     out
 }
 
@@ -324,6 +320,29 @@ mod tests {
             schema["properties"]["tool_call"]["anyOf"][0]["properties"]["arguments"]["$ref"],
             "#/$defs/gantry_tool_0"
         );
+    }
+
+    /// `const` and `enum` data with a `$ref` member are values the reply
+    /// must equal, not references (they were rebased, and the reply forced
+    /// to the rebased value); a property named `const` is a schema still; a
+    /// schema with its own `$id` resolves `#` against itself.
+    #[test]
+    fn constant_data_and_a_schema_with_its_own_id_keep_their_refs() {
+        let params = json!({"type": "object", "properties": {
+            "x": {"const": {"$ref": "#/y"}},
+            "y": {"enum": [{"$ref": "#/components/schemas/Pet"}]},
+            "const": {"$ref": "#/$defs/A"}},
+            "$defs": {"A": {"type": "integer"}}});
+        let with_id = json!({"$id": "https://example.com/s", "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "integer"}}});
+        let tools = json!([{"type": "function", "function": {"name": "f", "parameters": params}},
+            {"type": "function", "function": {"name": "g", "parameters": with_id}}]);
+        let schema = parse(Some(&tools), Some(&json!("required"))).unwrap().unwrap().schema();
+        let f = &schema["$defs"]["gantry_tool_0"]["properties"];
+        assert_eq!(f["x"]["const"], json!({"$ref": "#/y"}));
+        assert_eq!(f["y"]["enum"][0], json!({"$ref": "#/components/schemas/Pet"}));
+        assert_eq!(f["const"]["$ref"], "#/$defs/gantry_tool_0/$defs/A");
+        assert_eq!(schema["$defs"]["gantry_tool_1"]["properties"]["a"]["$ref"], "#/$defs/A");
     }
 
     #[test]

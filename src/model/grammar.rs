@@ -18,6 +18,9 @@
 //! ```
 
 mod numbers;
+mod schema_objects;
+
+pub use schema_objects::for_each_schema_object;
 
 use std::sync::Arc;
 

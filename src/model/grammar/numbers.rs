@@ -23,11 +23,15 @@
 
 use serde_json::{Map, Value};
 
+use super::schema_objects::{DATA_KEYWORDS, SCHEMA_MAP_KEYWORDS, for_each_schema_object};
 use crate::{Error, Result};
 
 /// Checks and rewrites the numbers of `schema` (see the module's doc).
 pub(super) fn prepare(schema: &mut Value) -> Result<()> {
-    for_each_subschema(schema, &mut |map| {
+    for_each_schema_object(schema, &mut |map| {
+        if let Some(Value::String(reference)) = map.get("$ref") {
+            check_ref(reference)?;
+        }
         check_integer_bounds(map)?;
         check_bounds_spellable(map)?;
         check_exact(map)?;
@@ -37,51 +41,8 @@ pub(super) fn prepare(schema: &mut Value) -> Result<()> {
     })
 }
 
-/// The keywords whose value maps names to schemas: the names are not
-/// keywords (a property may be called `const`).
-const SCHEMA_MAP_KEYWORDS: [&str; 5] = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
-
-/// The keywords whose value is data a reply must equal, never a schema.
-const DATA_KEYWORDS: [&str; 2] = ["const", "enum"];
-
-/// Calls `visit` on every object of the schema document that may be
-/// compiled as a schema: all of them but the data of `const` and `enum`
-/// (which may look like schemas and must stay as written), and the maps
-/// of names to schemas. Walking more than the keywords that hold schemas
-/// matters: llguidance follows a `$ref` to any place in the document
-/// (`#/x`, `#/properties/b/default`), so a number schema can sit where no
-/// keyword says it is one; rewriting a `default` or an unknown keyword's
-/// object changes nothing else, since llguidance reads neither as data.
-/// A `$ref` into `const` or `enum` data is refused (see [`check_ref`]).
-fn for_each_subschema(schema: &mut Value, visit: &mut impl FnMut(&mut Map<String, Value>) -> Result<()>) -> Result<()> {
-    // Each pending value, and whether it is a map of names to schemas.
-    let mut pending = vec![(schema, false)];
-    while let Some((value, names)) = pending.pop() {
-        match value {
-            Value::Array(items) => pending.extend(items.iter_mut().map(|v| (v, false))),
-            Value::Object(map) => {
-                if names {
-                    pending.extend(map.values_mut().map(|v| (v, false)));
-                    continue;
-                }
-                if let Some(Value::String(reference)) = map.get("$ref") {
-                    check_ref(reference)?;
-                }
-                visit(map)?;
-                for (key, child) in map.iter_mut() {
-                    if !DATA_KEYWORDS.contains(&key.as_str()) {
-                        pending.push((child, SCHEMA_MAP_KEYWORDS.contains(&key.as_str())));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
 /// Refuses a `$ref` whose JSON pointer leads into `const` or `enum` data,
-/// which llguidance would compile as a schema while the walk above leaves
+/// which llguidance would compile as a schema while the walk leaves
 /// it unrewritten (rewriting it would change the data), or stops at a map
 /// of names (`#/$defs`), which the walk does not rewrite as a schema. The
 /// pointer is the reference's fragment, whatever comes before the `#`
