@@ -33,6 +33,10 @@ pub struct SamplingFields {
     presence_penalty: Option<f64>,
     frequency_penalty: Option<f64>,
     repeat_penalty: Option<f64>,
+    /// How many of the last tokens `repeat_penalty` looks at (llama-server's
+    /// `repeat_last_n`, or `penalty_last_n`): 0 off, −1 all of them.
+    #[serde(alias = "penalty_last_n")]
+    repeat_last_n: Option<i64>,
     n: Option<i64>,
     #[serde(default)]
     ignore_eos: bool,
@@ -62,6 +66,7 @@ const UNSUPPORTED: &[(&str, &[Neutral], &str)] = &[
     ("min_tokens", &[Neutral::Number(0.0)], ""),
     ("mirostat", &[Neutral::Number(0.0)], ""),
     ("typical_p", &[Neutral::Number(1.0)], ""),
+    ("min_keep", &[Neutral::Number(0.0), Neutral::Number(1.0)], ""),
     ("tfs_z", &[Neutral::Number(1.0)], ""),
     ("top_n_sigma", &[Neutral::Number(-1.0)], ""),
     ("dynatemp_range", &[Neutral::Number(0.0)], ""),
@@ -275,6 +280,16 @@ impl SamplingFields {
             top_p: range_f("top_p", self.top_p, 0.0, 1.0, 1.0)?,
             min_p: range_f("min_p", self.min_p, 0.0, 1.0, 0.0)?,
             repeat_penalty: range_f("repeat_penalty", self.repeat_penalty, 0.0, 10.0, 1.0)?,
+            repeat_last_n: match self.repeat_last_n {
+                None => SamplerParams::default().repeat_last_n,
+                Some(-1) => usize::MAX,
+                Some(n) if (0..=1_000_000).contains(&n) => n as usize,
+                Some(n) => {
+                    return Err(ApiError::bad_request(format!(
+                        "`repeat_last_n` = {n}: from 0 (off) to 1000000 tokens, or -1 (all of them)"
+                    )));
+                }
+            },
             // The seed of an unseeded request comes from the clock: each differs.
             seed: self.seed.map_or_else(clock_seed, |s| s as u64),
             ..SamplerParams::default()
@@ -467,6 +482,7 @@ mod tests {
             (r#""min_tokens":5"#, "min_tokens"),
             (r#""mirostat":2"#, "mirostat"),
             (r#""typical_p":0.5"#, "typical_p"),
+            (r#""min_keep":1000"#, "min_keep"),
             (r#""dry_multiplier":0.8"#, "dry_multiplier"),
             (r#""xtc_probability":0.5"#, "xtc_probability"),
             (r#""n_probs":3"#, "use `logprobs`"),
@@ -488,6 +504,21 @@ mod tests {
             "user":"u","metadata":{"a":"b"},"store":false,"parallel_tool_calls":true}"#,
         );
         r.sampling.params(100, None).expect("neutral");
+    }
+
+    /// llama-server's window of the repeat penalty, under either name, was
+    /// accepted and ignored (the window stayed 64).
+    #[test]
+    fn the_repeat_penalty_window_is_taken_under_both_names() {
+        let body = |extra: &str| chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}]{extra}}}"#));
+        let window = |extra: &str| body(extra).sampling.params(100, None).map(|p| p.sampler.repeat_last_n);
+        assert_eq!(window("").unwrap(), 64);
+        assert_eq!(window(r#","repeat_last_n":0"#).unwrap(), 0);
+        assert_eq!(window(r#","penalty_last_n":8"#).unwrap(), 8);
+        assert_eq!(window(r#","repeat_last_n":-1"#).unwrap(), usize::MAX);
+        for bad in [r#","repeat_last_n":-2"#, r#","penalty_last_n":100000000"#] {
+            assert!(window(bad).unwrap_err().message.contains("`repeat_last_n`"), "{bad}");
+        }
     }
 
     #[test]

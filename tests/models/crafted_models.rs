@@ -47,6 +47,19 @@ fn gguf_sizes_past_the_limits_are_errors_naming_the_key() {
     assert!(err.contains(&file) && err.contains("gemma3.attention.sliding_window"), "{err}");
 }
 
+/// A vocabulary size key that disagrees with the tokens is named as the
+/// culprit (the message said "token_embd.weight 5 rows" of a tensor of
+/// 300 rows).
+#[test]
+fn a_vocab_size_key_that_disagrees_with_the_tokens_is_named() {
+    let (err, file) = load_gguf_err("vocab_size", "llama", |_, w| {
+        w.remove("llama.vocab_size");
+        w.add("llama.vocab_size", Value::U32(5));
+    });
+    assert!(err.contains(&file) && err.contains("llama.vocab_size = 5"), "{err}");
+    assert!(!err.contains("token_embd.weight 5 rows"), "{err}");
+}
+
 #[test]
 fn an_empty_gguf_tensor_may_not_hide_a_huge_dimension() {
     // Zero bytes of data, so the file holds it; 2^40 rows a kernel would walk.

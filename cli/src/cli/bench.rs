@@ -169,6 +169,9 @@ fn run_inner(args: &BenchArgs) -> Result<(), Error> {
     let backend = backends.iter().map(|b| b.name().to_owned()).collect::<Vec<_>>().join(",");
     let reps = args.repetitions;
     let print = |header: &Header, row: &Row, first: bool| print_row(args.output, header, row, first);
+    if args.embed_batch.contains(&0) {
+        return Err(Error::Model("-b/--embed-batch 0: a batch holds at least 1 sentence".into()));
+    }
     if let Some(&b) = args.embed_batch.iter().find(|&&b| b > Limits::DEFAULT.max_context) {
         // Each batch is a `Vec` of that many sentences.
         return Err(Error::Model(format!("-b/--embed-batch {b}: at most {} sentences", Limits::DEFAULT.max_context)));
@@ -537,7 +540,7 @@ fn bench_encoder(
     ];
     let mut encoder = Encoder::new(&mut ctx, &model, backends, EncoderParams::from_env())?;
     let mut first = true;
-    for &b in args.embed_batch.iter().filter(|&&b| b > 0) {
+    for &b in &args.embed_batch {
         let texts: Vec<&str> = (0..b).map(|i| SENTENCES[i % SENTENCES.len()]).collect();
         let batch: EncodedBatch = model.tokenize(&texts)?;
         let mut row = Row { test: format!("embed b{b}"), samples: Vec::new(), floor: None };

@@ -88,6 +88,8 @@ fn lengths_past_the_limits_on_the_command_line_are_errors() {
     assert_error(&gantry(&["bench", "-p", "1", "--parallel", "100000"], &model), &["--parallel 100000"]);
     assert_error(&gantry(&["bench", "-p", "1", "--parallel", "0"], &model), &["--parallel 0"]);
     assert_error(&gantry(&["bench", "-p", "0", "-n", "0"], &model), &["nothing to measure"]);
+    // A batch of no sentences measured nothing and said nothing (an empty table, a lone `]` as JSON).
+    assert_error(&gantry(&["bench", "-b", "0,2"], &model), &["-b/--embed-batch 0"]);
     let out = gantry(&["bench", "-p", "1", "-n", "1", "-r", "0"], &model);
     assert_eq!(out.status.code(), Some(2), "bench -r 0: {}", String::from_utf8_lossy(&out.stderr));
     // -n 0: the prompt's step alone, and no decode rate made up for it.

@@ -197,16 +197,20 @@ fn check_rope_factors(ctx: &Context, file: &str, w: &DecoderWeights) -> Result<(
     }
 }
 
-/// An error naming the file unless the tokenizer has a token per embedding row.
+/// An error naming the file unless the tokenizer has a token per embedding
+/// row, and naming where the model's vocabulary size came from: the
+/// `{arch}.vocab_size` key when the file has one, else the rows of
+/// `token_embd.weight`.
 fn check_vocab(gguf: &Gguf, hp: &DecoderHparams, tokenizer: &Tokenizer) -> Result<()> {
     if tokenizer.n_vocab() != hp.n_vocab {
+        let key = gguf.arch_key("vocab_size")?;
+        let size = match gguf.get(&key) {
+            Some(_) => format!("{key} = {}", hp.n_vocab),
+            None => format!("token_embd.weight has {} rows", hp.n_vocab),
+        };
         return Err(Error::InvalidModel {
             file: gguf.source().to_owned(),
-            reason: format!(
-                "tokenizer.ggml.tokens has {} tokens but token_embd.weight {} rows",
-                tokenizer.n_vocab(),
-                hp.n_vocab
-            ),
+            reason: format!("tokenizer.ggml.tokens has {} tokens but {size}", tokenizer.n_vocab()),
         });
     }
     Ok(())
