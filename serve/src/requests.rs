@@ -292,7 +292,6 @@ impl SamplingFields {
             },
             // The seed of an unseeded request comes from the clock: each differs.
             seed: self.seed.map_or_else(clock_seed, |s| s as u64),
-            ..SamplerParams::default()
         };
         if sampler.repeat_penalty <= 0.0 {
             return Err(ApiError::bad_request("`repeat_penalty` must be positive (1 = off)"));
