@@ -84,6 +84,10 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
             .ok_or_else(|| bad(format!("`tools[{i}].function.name` is missing")))?;
+        // A call names its tool: two of one name would leave it unclear which schema a call followed.
+        if let Some(first) = parsed.iter().position(|t: &Tool| t.name == name) {
+            return Err(bad(format!("`tools[{i}].function.name` {name:?} is the name of `tools[{first}]` too")));
+        }
         let parameters = match f.get("parameters") {
             None | Some(Value::Null) => json!({"type": "object"}),
             Some(p) if p.is_object() => p.clone(),
@@ -111,13 +115,15 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
 
 /// `schema` with every `$ref` that points into its own document (`#`,
 /// `#/…`) pointing at the same place once the document sits at `at` (a
-/// JSON pointer) inside another. Walked without recursion: a schema nests
+/// JSON pointer) inside another, and without its root `$id`. Walked without recursion: a schema nests
 /// up to the JSON parser's depth.
 fn rebase_refs(schema: &Value, at: &str) -> Value {
     let mut out = schema.clone();
-    // A schema with its own `$id` is its own resource: its `#` is itself.
-    if out.get("$id").is_some_and(Value::is_string) {
-        return out;
+    // The tool's own `$id` means nothing inside the wrapper, and a value
+    // such as `""` would resolve to the wrapper's address and replace it:
+    // dropped, its `#` pointers are rebased as any tool's.
+    if let Value::Object(map) = &mut out {
+        map.remove("$id");
     }
     // Only the schemas' `$ref`s: `const` and `enum` data stay as written.
     let Ok(()) = gantry::model::grammar::for_each_schema_object(&mut out, &mut |map| {
@@ -304,6 +310,11 @@ mod tests {
         assert_eq!(parse(None, Some(&json!("auto"))).expect("auto"), None);
         assert_eq!(parse(Some(&json!([])), Some(&json!("none"))).expect("none"), None);
         assert!(parse(None, Some(&json!("sometimes"))).is_err());
+        // Two tools of one name: a call could follow either's schema.
+        let twice =
+            json!([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]);
+        let e = parse(Some(&twice), None).unwrap_err();
+        assert!(e.body().to_string().contains("is the name of `tools[0]` too"), "{}", e.body());
     }
 
     #[test]
@@ -325,7 +336,8 @@ mod tests {
     /// `const` and `enum` data with a `$ref` member are values the reply
     /// must equal, not references (they were rebased, and the reply forced
     /// to the rebased value); a property named `const` is a schema still; a
-    /// schema with its own `$id` resolves `#` against itself.
+    /// tool's own `$id` is dropped (`""` replaced the wrapper) and its
+    /// pointers rebased.
     #[test]
     fn constant_data_and_a_schema_with_its_own_id_keep_their_refs() {
         let params = json!({"type": "object", "properties": {
@@ -342,7 +354,8 @@ mod tests {
         assert_eq!(f["x"]["const"], json!({"$ref": "#/y"}));
         assert_eq!(f["y"]["enum"][0], json!({"$ref": "#/components/schemas/Pet"}));
         assert_eq!(f["const"]["$ref"], "#/$defs/gantry_tool_0/$defs/A");
-        assert_eq!(schema["$defs"]["gantry_tool_1"]["properties"]["a"]["$ref"], "#/$defs/A");
+        let g = &schema["$defs"]["gantry_tool_1"];
+        assert_eq!((g.get("$id"), &g["properties"]["a"]["$ref"]), (None, &json!("#/$defs/gantry_tool_1/$defs/A")));
     }
 
     #[test]

@@ -240,6 +240,7 @@ impl Constraint {
             )));
         }
         let mut schema = schema.clone();
+        schema_objects::check_ids_and_anchors(&mut schema)?;
         numbers::prepare(&mut schema)?;
         if let Some(object) = schema.as_object_mut()
             && !object.contains_key("x-guidance")

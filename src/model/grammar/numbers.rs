@@ -33,6 +33,7 @@ pub(super) fn prepare(schema: &mut Value) -> Result<()> {
             check_ref(reference)?;
         }
         check_integer_bounds(map)?;
+        check_step(map)?;
         check_bounds_spellable(map)?;
         check_exact(map)?;
         exclusive_as_inclusive(map);
@@ -72,6 +73,18 @@ fn check_ref(reference: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a `multipleOf` that is not a number above 0 (JSON Schema's
+/// rule), naming it: llguidance took a negative step as its magnitude and
+/// then failed partway with "NoExtensionBias".
+fn check_step(map: &Map<String, Value>) -> Result<()> {
+    match map.get("multipleOf") {
+        Some(step) if !step.as_f64().is_some_and(|s| s > 0.0) => {
+            Err(Error::Model(format!("the JSON schema's \"multipleOf\": {step} is not a number above 0")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The keys that bound an integer schema's values.
 const INTEGER_BOUNDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
 
@@ -92,7 +105,9 @@ fn check_integer_bounds(map: &Map<String, Value>) -> Result<()> {
         Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
         _ => false,
     };
+    // Draft 4's `exclusiveMinimum: true` is a flag, not a bound.
     let bounds = INTEGER_BOUNDS.iter().filter(|_| integer).filter_map(|&key| map.get(key).map(|v| (key, v)));
+    let bounds = bounds.filter(|(_, v)| !v.is_boolean());
     // `const` and `enum` values become ranges of one value: their numbers are held to the same bound.
     let constant = map.get("const").filter(|v| v.is_number()).map(|v| ("const", v));
     let listed = map.get("enum").and_then(Value::as_array).into_iter().flatten();
@@ -398,6 +413,17 @@ mod tests {
         }
         // Inside constant data a number is only a number.
         prepare(&mut json!({"allOf": [{"type": "object"}, {"const": {"a": 1e20}}]})).unwrap();
+    }
+
+    #[test]
+    fn a_step_not_above_zero_is_refused_and_a_draft_4_flag_is_no_bound() {
+        for step in [json!(-0.1), json!(0), json!("0.1")] {
+            let e = prepare(&mut json!({"type": "number", "multipleOf": step})).unwrap_err().to_string();
+            assert!(e.contains("\"multipleOf\"") && e.contains("not a number above 0"), "{e}");
+        }
+        let mut draft4 = json!({"type": "integer", "minimum": 5, "exclusiveMinimum": true, "exclusiveMaximum": false});
+        prepare(&mut draft4).unwrap();
+        assert_eq!(draft4, json!({"type": "integer", "minimum": 5.000000000000001, "exclusiveMaximum": false}));
     }
 
     #[test]

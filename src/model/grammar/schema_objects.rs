@@ -58,3 +58,56 @@ pub fn for_each_schema_object<E>(
     }
     Ok(())
 }
+
+/// Refuses an `$id` below the document's root, and an anchor name
+/// (`$anchor`, `$dynamicAnchor`) declared twice, naming it. llguidance
+/// resolves references with the `referencing` crate, which registers every
+/// `$id` as a resource: one that resolves to the document's own address
+/// (`""`, `"#"`, the root's `$id`) replaced the whole schema, even from a
+/// `$defs` entry nothing used, and of two anchors of one name the last
+/// won. The root's own `$id` is its address and is kept.
+pub(super) fn check_ids_and_anchors(schema: &mut Value) -> crate::Result<()> {
+    let mut root = true;
+    let mut anchors = std::collections::HashSet::new();
+    for_each_schema_object(schema, &mut |map| {
+        if !std::mem::replace(&mut root, false)
+            && let Some(id) = map.get("$id")
+        {
+            return Err(crate::Error::Model(format!(
+                "the JSON schema's \"$id\": {id} is below its root: a nested `$id` is not supported (one that \
+                 resolves to the document's own address would replace the whole schema)"
+            )));
+        }
+        for key in ["$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(name)) = map.get(key)
+                && !anchors.insert(name.clone())
+            {
+                return Err(crate::Error::Model(format!(
+                    "the JSON schema's anchor {name:?} is declared twice (`#{name}` would resolve to one of them)"
+                )));
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_id_below_the_root_and_an_anchor_declared_twice_are_refused() {
+        for (mut schema, says) in [
+            (json!({"properties": {"a": {"$id": "", "type": "integer"}}}), "nested `$id`"),
+            (json!({"$id": "http://x/s", "$defs": {"u": {"$id": "http://x/s", "type": "string"}}}), "nested `$id`"),
+            (json!({"$defs": {"a": {"$anchor": "A"}, "b": {"$dynamicAnchor": "A"}}}), "anchor \"A\" is declared twice"),
+        ] {
+            let e = check_ids_and_anchors(&mut schema).unwrap_err().to_string();
+            assert!(e.contains(says), "{schema}: {e}");
+        }
+        let mut fine = json!({"$id": "http://x/s", "$defs": {"a": {"$anchor": "A"}}, "const": {"$id": ""}});
+        check_ids_and_anchors(&mut fine).unwrap();
+    }
+}
