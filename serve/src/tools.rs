@@ -115,7 +115,9 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
 
 /// `schema` with every `$ref` that points into its own document (`#`,
 /// `#/…`) pointing at the same place once the document sits at `at` (a
-/// JSON pointer) inside another, and without its root `$id`. Walked without recursion: a schema nests
+/// JSON pointer) inside another, and without its root `$id`; a `$ref` to
+/// `json-schema:///#…` (the address of a document without an `$id`) is
+/// the tool's own too. Walked without recursion: a schema nests
 /// up to the JSON parser's depth.
 fn rebase_refs(schema: &Value, at: &str) -> Value {
     let mut out = schema.clone();
@@ -127,10 +129,13 @@ fn rebase_refs(schema: &Value, at: &str) -> Value {
     }
     // Only the schemas' `$ref`s: `const` and `enum` data stay as written.
     let Ok(()) = gantry::model::grammar::for_each_schema_object(&mut out, &mut |map| {
-        if let Some(Value::String(r)) = map.get_mut("$ref")
-            && (r == "#" || r.starts_with("#/"))
-        {
-            *r = format!("#{at}{}", &r[1..]);
+        // `json-schema:///` is the address llguidance gives a document
+        // without an `$id`: the tool's own, standalone.
+        if let Some(Value::String(r)) = map.get_mut("$ref") {
+            let local = r.strip_prefix("json-schema:///").unwrap_or(r);
+            if local == "#" || local.starts_with("#/") {
+                *r = format!("#{at}{}", &local[1..]);
+            }
         }
         Ok::<(), std::convert::Infallible>(())
     });
@@ -320,13 +325,14 @@ mod tests {
     #[test]
     fn a_tools_own_refs_point_into_its_schema_once_wrapped() {
         let params = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "#"},
-            "c": {"$ref": "https://example.com/x"}}, "$defs": {"A": {"type": "integer"}}});
+            "c": {"$ref": "https://example.com/x"}, "d": {"$ref": "json-schema:///#"}}, "$defs": {"A": {"type": "integer"}}});
         let tools = json!([{"type": "function", "function": {"name": "f", "parameters": params}}]);
         let schema = parse(Some(&tools), Some(&json!("required"))).unwrap().unwrap().schema();
         let rebased = &schema["$defs"]["gantry_tool_0"];
         assert_eq!(rebased["properties"]["a"]["$ref"], "#/$defs/gantry_tool_0/$defs/A");
         assert_eq!(rebased["properties"]["b"]["$ref"], "#/$defs/gantry_tool_0");
         assert_eq!(rebased["properties"]["c"]["$ref"], "https://example.com/x");
+        assert_eq!(rebased["properties"]["d"]["$ref"], "#/$defs/gantry_tool_0");
         assert_eq!(
             schema["properties"]["tool_call"]["anyOf"][0]["properties"]["arguments"]["$ref"],
             "#/$defs/gantry_tool_0"
