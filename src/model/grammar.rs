@@ -223,6 +223,13 @@ impl Constraint {
     /// bound it (a space, or one or two newlines and up to 20 spaces or tabs),
     /// so that a model cannot fill a reply with blanks; a schema's own
     /// `x-guidance` options replace this.
+    ///
+    /// Before llguidance compiles it, a copy of the schema is checked and
+    /// rewritten where llguidance would let through replies the schema
+    /// forbids: a nested `$id` or an anchor declared twice is refused
+    /// (`schema_objects`), and its numbers are held to what a float reader
+    /// of the reply sees (`numbers`: exclusive bounds, decimal steps,
+    /// numbers a float does not hold).
     pub fn json_schema(vocab: &GrammarVocab, schema: &serde_json::Value) -> Result<Self> {
         let (values, properties, patterns) = schema_size(schema);
         if values > MAX_SCHEMA_VALUES {
