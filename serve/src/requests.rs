@@ -74,6 +74,13 @@ const UNSUPPORTED: &[(&str, &[Neutral], &str)] = &[
     ("xtc_probability", &[Neutral::Number(0.0)], ""),
     ("n_probs", &[Neutral::Number(0.0)], ": use `logprobs`"),
     ("audio", &[Neutral::Empty], ""),
+    ("modalities", &[Neutral::Empty, Neutral::OnlyText("text")], ""),
+    ("lora", &[Neutral::Empty], ""),
+    ("image_data", &[Neutral::Empty], ""),
+    ("multimodal_data", &[Neutral::Empty], ""),
+    ("n_indent", &[Neutral::Number(0.0)], ""),
+    // The chat route takes `tools` itself; a completion would ignore them.
+    ("tools", &[Neutral::Empty], ": tools are taken by /v1/chat/completions"),
     ("samplers", &[Neutral::Empty], ""),
     ("t_max_predict_ms", &[Neutral::Number(0.0)], ""),
     ("n_cmpl", &[Neutral::Number(1.0)], ": this server returns one choice per request"),
@@ -98,6 +105,8 @@ enum Neutral {
     False,
     /// `true`.
     True,
+    /// A list of this one string.
+    OnlyText(&'static str),
 }
 
 impl Neutral {
@@ -111,6 +120,7 @@ impl Neutral {
             (Neutral::Text(t), Value::String(s)) => s == t,
             (Neutral::False, Value::Bool(b)) => !b,
             (Neutral::True, Value::Bool(b)) => *b,
+            (Neutral::OnlyText(t), Value::Array(a)) => a.len() == 1 && a[0] == t,
             _ => false,
         }
     }
@@ -491,6 +501,10 @@ mod tests {
             (r#""post_sampling_probs":true"#, "post_sampling_probs"),
             (r#""add_generation_prompt":false"#, "add_generation_prompt"),
             (r#""chat_template_kwargs":{"style":"x"}"#, "chat_template_kwargs"),
+            (r#""modalities":["text","audio"]"#, "modalities"),
+            (r#""lora":[{"id":0,"scale":1}]"#, "lora"),
+            (r#""image_data":[{"data":"x","id":1}]"#, "image_data"),
+            (r#""n_indent":4"#, "n_indent"),
         ] {
             let r = chat(&format!(r#"{{"messages":[{{"role":"user","content":"hi"}}],{field}}}"#));
             let e = r.sampling.params(100, None).expect_err(field);
@@ -500,7 +514,7 @@ mod tests {
         let r = chat(
             r#"{"messages":[{"role":"user","content":"hi"}],"logit_bias":{},"grammar":"","functions":[],
             "function_call":"none","best_of":1,"mirostat":0,"typical_p":1.0,"dry_multiplier":null,
-            "user":"u","metadata":{"a":"b"},"store":false,"parallel_tool_calls":true}"#,
+            "user":"u","metadata":{"a":"b"},"store":false,"parallel_tool_calls":true,"modalities":["text"]}"#,
         );
         r.sampling.params(100, None).expect("neutral");
     }
@@ -604,5 +618,11 @@ mod tests {
         assert!(p(r#"{"prompt":["a","b"]}"#).is_err());
         assert!(p(r#"{"prompt":[-1]}"#).is_err());
         assert!(p(r#"{"prompt":{}}"#).is_err());
+        // A completion has no tool calls: `tools` would be ignored, so it is refused (the chat route takes them).
+        let with_tools = parse::<CompletionRequest>(br#"{"prompt":"hi","tools":[{"type":"function"}]}"#).unwrap();
+        let e = with_tools.sampling.params(100, None).unwrap_err();
+        assert!(e.message.contains("/v1/chat/completions"), "{e}");
+        let chat = chat(r#"{"messages":[{"role":"user","content":"hi"}],"tools":[]}"#);
+        chat.sampling.params(100, None).expect("the chat route's own field");
     }
 }

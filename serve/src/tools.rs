@@ -115,31 +115,45 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
 
 /// `schema` with every `$ref` that points into its own document (`#`,
 /// `#/…`) pointing at the same place once the document sits at `at` (a
-/// JSON pointer) inside another, and without its root `$id`; a `$ref` to
-/// `json-schema:///#…` (the address of a document without an `$id`) is
-/// the tool's own too. Walked without recursion: a schema nests
+/// JSON pointer) inside another, and without its root `$id` (see
+/// [`own_pointer`] for the spellings of "its own document"). Walked without recursion: a schema nests
 /// up to the JSON parser's depth.
 fn rebase_refs(schema: &Value, at: &str) -> Value {
     let mut out = schema.clone();
     // The tool's own `$id` means nothing inside the wrapper, and a value
     // such as `""` would resolve to the wrapper's address and replace it:
-    // dropped, its `#` pointers are rebased as any tool's.
-    if let Value::Object(map) = &mut out {
-        map.remove("$id");
-    }
-    // Only the schemas' `$ref`s: `const` and `enum` data stay as written.
+    // dropped, its `#` pointers are rebased as any tool's, and so are
+    // references through it.
+    let own_id = match &mut out {
+        Value::Object(map) => map.remove("$id").and_then(|id| id.as_str().map(str::to_owned)),
+        _ => None,
+    };
     let Ok(()) = gantry::model::grammar::for_each_schema_object(&mut out, &mut |map| {
-        // `json-schema:///` is the address llguidance gives a document
-        // without an `$id`: the tool's own, standalone.
-        if let Some(Value::String(r)) = map.get_mut("$ref") {
-            let local = r.strip_prefix("json-schema:///").unwrap_or(r);
-            if local == "#" || local.starts_with("#/") {
-                *r = format!("#{at}{}", &local[1..]);
-            }
+        if let Some(Value::String(r)) = map.get_mut("$ref")
+            && let Some(pointer) = own_pointer(r, own_id.as_deref())
+        {
+            *r = format!("#{at}{pointer}");
         }
         Ok::<(), std::convert::Infallible>(())
     });
     out
+}
+
+/// The JSON pointer (`""` for the whole) of a `$ref` that names the tool's
+/// own document: a `#` fragment after nothing, after a relative path that
+/// resolves to the document (`.`, `/`), after `json-schema:///` (the
+/// address llguidance gives a document without an `$id`, in any case), or
+/// after the tool's own `$id`; `None` for a reference elsewhere or to an
+/// anchor (`#A`, which names the same schema wherever the tool sits).
+fn own_pointer<'r>(reference: &'r str, own_id: Option<&str>) -> Option<&'r str> {
+    let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+    if !(fragment.is_empty() || fragment.starts_with('/')) {
+        return None;
+    }
+    let lower = base.to_ascii_lowercase();
+    let path = lower.strip_prefix("json-schema:").unwrap_or(&lower).trim_start_matches('/');
+    let own = matches!(path, "" | "." | "./") || own_id.is_some_and(|id| id.trim_end_matches('#') == base);
+    own.then_some(fragment)
 }
 
 impl ToolUse {
@@ -337,6 +351,21 @@ mod tests {
             schema["properties"]["tool_call"]["anyOf"][0]["properties"]["arguments"]["$ref"],
             "#/$defs/gantry_tool_0"
         );
+    }
+
+    /// Every spelling of "this document" reaches the tool, not the wrapper
+    /// (`""` and `.` resolved to the wrapper's address); anchors and other
+    /// documents are left as written.
+    #[test]
+    fn each_spelling_of_the_tools_own_document_is_rebased() {
+        for r in ["#", "", ".", "./", "/", "json-schema:///", "JSON-SCHEMA:///#", "http://e.x/f", "http://e.x/f#"] {
+            assert_eq!(own_pointer(r, Some("http://e.x/f")), Some(""), "{r}");
+        }
+        assert_eq!(own_pointer("http://e.x/f#/$defs/A", Some("http://e.x/f#")), Some("/$defs/A"));
+        assert_eq!(own_pointer("json-schema:///#/$defs/A", None), Some("/$defs/A"));
+        for r in ["#A", "http://e.x/g", "g#/x", "http://e.x/f#/x"] {
+            assert_eq!(own_pointer(r, None), None, "{r}");
+        }
     }
 
     /// `const` and `enum` data with a `$ref` member are values the reply

@@ -59,8 +59,8 @@ pub fn for_each_schema_object<E>(
     Ok(())
 }
 
-/// Refuses an `$id` below the document's root, and an anchor name
-/// (`$anchor`, `$dynamicAnchor`) declared twice, naming it. llguidance
+/// Refuses an `$id` (draft 4's `id`) below the document's root, and an
+/// anchor name (`$anchor`, `$dynamicAnchor`) declared twice, naming it. llguidance
 /// resolves references with the `referencing` crate, which registers every
 /// `$id` as a resource: one that resolves to the document's own address
 /// (`""`, `"#"`, the root's `$id`) replaced the whole schema, even from a
@@ -70,13 +70,17 @@ pub(super) fn check_ids_and_anchors(schema: &mut Value) -> crate::Result<()> {
     let mut root = true;
     let mut anchors = std::collections::HashSet::new();
     for_each_schema_object(schema, &mut |map| {
-        if !std::mem::replace(&mut root, false)
-            && let Some(id) = map.get("$id")
-        {
-            return Err(crate::Error::Model(format!(
-                "the JSON schema's \"$id\": {id} is below its root: a nested `$id` is not supported (one that \
-                 resolves to the document's own address would replace the whole schema)"
-            )));
+        let is_root = std::mem::replace(&mut root, false);
+        // Draft 4 spells it `id` (read so under a draft-4 `$schema`); only
+        // a string is an identifier (`dependentRequired` may list a property
+        // called `$id`).
+        for key in ["$id", "id"] {
+            if !is_root && let Some(Value::String(id)) = map.get(key) {
+                return Err(crate::Error::Model(format!(
+                    "the JSON schema's \"{key}\": {id:?} is below its root: a nested `{key}` is not supported (one \
+                     that resolves to the document's own address would replace the whole schema)"
+                )));
+            }
         }
         for key in ["$anchor", "$dynamicAnchor"] {
             if let Some(Value::String(name)) = map.get(key)
@@ -103,11 +107,16 @@ mod tests {
             (json!({"properties": {"a": {"$id": "", "type": "integer"}}}), "nested `$id`"),
             (json!({"$id": "http://x/s", "$defs": {"u": {"$id": "http://x/s", "type": "string"}}}), "nested `$id`"),
             (json!({"$defs": {"a": {"$anchor": "A"}, "b": {"$dynamicAnchor": "A"}}}), "anchor \"A\" is declared twice"),
+            (
+                json!({"$schema": "http://json-schema.org/draft-04/schema#", "definitions": {"u": {"id": ""}}}),
+                "nested `id`",
+            ),
         ] {
             let e = check_ids_and_anchors(&mut schema).unwrap_err().to_string();
             assert!(e.contains(says), "{schema}: {e}");
         }
-        let mut fine = json!({"$id": "http://x/s", "$defs": {"a": {"$anchor": "A"}}, "const": {"$id": ""}});
+        let mut fine = json!({"$id": "http://x/s", "$defs": {"a": {"$anchor": "A"}}, "const": {"$id": ""},
+            "dependentRequired": {"$id": ["a"]}, "properties": {"id": {"type": "string"}}});
         check_ids_and_anchors(&mut fine).unwrap();
     }
 }
