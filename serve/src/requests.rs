@@ -81,6 +81,7 @@ const UNSUPPORTED: &[(&str, &[Neutral], &str)] = &[
     ("n_indent", &[Neutral::Number(0.0)], ""),
     // The chat route takes `tools` itself; a completion would ignore them.
     ("tools", &[Neutral::Empty], ": tools are taken by /v1/chat/completions"),
+    ("tool_choice", &[Neutral::Text("none"), Neutral::Text("auto")], ": tools are taken by /v1/chat/completions"),
     ("samplers", &[Neutral::Empty], ""),
     ("t_max_predict_ms", &[Neutral::Number(0.0)], ""),
     ("n_cmpl", &[Neutral::Number(1.0)], ": this server returns one choice per request"),
@@ -619,9 +620,11 @@ mod tests {
         assert!(p(r#"{"prompt":[-1]}"#).is_err());
         assert!(p(r#"{"prompt":{}}"#).is_err());
         // A completion has no tool calls: `tools` would be ignored, so it is refused (the chat route takes them).
-        let with_tools = parse::<CompletionRequest>(br#"{"prompt":"hi","tools":[{"type":"function"}]}"#).unwrap();
-        let e = with_tools.sampling.params(100, None).unwrap_err();
-        assert!(e.message.contains("/v1/chat/completions"), "{e}");
+        for body in [r#"{"prompt":"hi","tools":[{"type":"function"}]}"#, r#"{"prompt":"hi","tool_choice":"required"}"#]
+        {
+            let e = parse::<CompletionRequest>(body.as_bytes()).unwrap().sampling.params(100, None).unwrap_err();
+            assert!(e.message.contains("/v1/chat/completions"), "{e}");
+        }
         let chat = chat(r#"{"messages":[{"role":"user","content":"hi"}],"tools":[]}"#);
         chat.sampling.params(100, None).expect("the chat route's own field");
     }

@@ -115,8 +115,9 @@ pub fn parse(tools: Option<&Value>, choice: Option<&Value>) -> Result<Option<Too
 
 /// `schema` with every `$ref` that points into its own document (`#`,
 /// `#/…`) pointing at the same place once the document sits at `at` (a
-/// JSON pointer) inside another, and without its root `$id` (see
-/// [`own_pointer`] for the spellings of "its own document"). Walked without recursion: a schema nests
+/// JSON pointer) inside another, without its root `$id` (see
+/// [`own_fragment`] for the spellings of "its own document"), and with its
+/// anchors' names prefixed by the tool's. Walked without recursion: a schema nests
 /// up to the JSON parser's depth.
 fn rebase_refs(schema: &Value, at: &str) -> Value {
     let mut out = schema.clone();
@@ -128,32 +129,61 @@ fn rebase_refs(schema: &Value, at: &str) -> Value {
         Value::Object(map) => map.remove("$id").and_then(|id| id.as_str().map(str::to_owned)),
         _ => None,
     };
+    // Anchors name schemas document-wide: each tool's get its name as a
+    // prefix, so that one tool's `#A` cannot find another tool's anchor.
+    let prefix = format!("{}_", at.rsplit('/').next().unwrap_or(at));
     let Ok(()) = gantry::model::grammar::for_each_schema_object(&mut out, &mut |map| {
+        for key in ["$anchor", "$dynamicAnchor"] {
+            if let Some(Value::String(name)) = map.get_mut(key) {
+                name.insert_str(0, &prefix);
+            }
+        }
         if let Some(Value::String(r)) = map.get_mut("$ref")
-            && let Some(pointer) = own_pointer(r, own_id.as_deref())
+            && let Some((pointer, kind)) = own_fragment(r, own_id.as_deref())
         {
-            *r = format!("#{at}{pointer}");
+            *r = match kind {
+                Fragment::Pointer => format!("#{at}{pointer}"),
+                Fragment::Anchor => format!("#{prefix}{pointer}"),
+            };
         }
         Ok::<(), std::convert::Infallible>(())
     });
     out
 }
 
-/// The JSON pointer (`""` for the whole) of a `$ref` that names the tool's
-/// own document: a `#` fragment after nothing, after a relative path that
-/// resolves to the document (`.`, `/`), after `json-schema:///` (the
-/// address llguidance gives a document without an `$id`, in any case), or
-/// after the tool's own `$id`; `None` for a reference elsewhere or to an
-/// anchor (`#A`, which names the same schema wherever the tool sits).
-fn own_pointer<'r>(reference: &'r str, own_id: Option<&str>) -> Option<&'r str> {
+/// What a `#` fragment of a reference names.
+#[derive(Debug, PartialEq)]
+enum Fragment {
+    /// A JSON pointer (`""` for the whole document).
+    Pointer,
+    /// An anchor's name.
+    Anchor,
+}
+
+/// The fragment of a `$ref` that names the tool's own document, and its
+/// kind: a `#` after nothing, after a relative path that resolves to the
+/// document (`.`, `/`, `a/..`, percent-encoded or not), after
+/// `json-schema:///` (the address llguidance gives a document without an
+/// `$id`, in any case), or after the tool's own `$id`; `None` for a
+/// reference to another document.
+fn own_fragment<'r>(reference: &'r str, own_id: Option<&str>) -> Option<(&'r str, Fragment)> {
     let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
-    if !(fragment.is_empty() || fragment.starts_with('/')) {
-        return None;
+    let kind = if fragment.is_empty() || fragment.starts_with('/') { Fragment::Pointer } else { Fragment::Anchor };
+    let decoded = percent_encoding::percent_decode_str(base).decode_utf8_lossy().to_ascii_lowercase();
+    let path = decoded.strip_prefix("json-schema:").unwrap_or(&decoded);
+    // RFC 3986's dot segments: the path resolves to the document's own when nothing is left.
+    let mut segments = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
     }
-    let lower = base.to_ascii_lowercase();
-    let path = lower.strip_prefix("json-schema:").unwrap_or(&lower).trim_start_matches('/');
-    let own = matches!(path, "" | "." | "./") || own_id.is_some_and(|id| id.trim_end_matches('#') == base);
-    own.then_some(fragment)
+    let own = segments.is_empty() || own_id.is_some_and(|id| id.trim_end_matches('#') == base);
+    own.then_some((fragment, kind))
 }
 
 impl ToolUse {
@@ -358,14 +388,45 @@ mod tests {
     /// documents are left as written.
     #[test]
     fn each_spelling_of_the_tools_own_document_is_rebased() {
-        for r in ["#", "", ".", "./", "/", "json-schema:///", "JSON-SCHEMA:///#", "http://e.x/f", "http://e.x/f#"] {
-            assert_eq!(own_pointer(r, Some("http://e.x/f")), Some(""), "{r}");
+        let own = |r: &str, id: Option<&str>| own_fragment(r, id).map(|(f, _)| f.to_owned());
+        for r in [
+            "#",
+            "",
+            ".",
+            "./",
+            "/",
+            "json-schema:///",
+            "JSON-SCHEMA:///#",
+            "..",
+            "a/..",
+            "x/../#",
+            "%2e",
+            "%2E#",
+            "json-schema:///a/..",
+            "http://e.x/f",
+            "http://e.x/f#",
+        ] {
+            assert_eq!(own(r, Some("http://e.x/f")).as_deref(), Some(""), "{r}");
         }
-        assert_eq!(own_pointer("http://e.x/f#/$defs/A", Some("http://e.x/f#")), Some("/$defs/A"));
-        assert_eq!(own_pointer("json-schema:///#/$defs/A", None), Some("/$defs/A"));
-        for r in ["#A", "http://e.x/g", "g#/x", "http://e.x/f#/x"] {
-            assert_eq!(own_pointer(r, None), None, "{r}");
+        assert_eq!(own("http://e.x/f#/$defs/A", Some("http://e.x/f#")).as_deref(), Some("/$defs/A"));
+        assert_eq!(own("json-schema:///#/$defs/A", None).as_deref(), Some("/$defs/A"));
+        assert_eq!(own_fragment("#A", None), Some(("A", Fragment::Anchor)));
+        for r in ["http://e.x/g", "g#/x", "http://e.x/f#/x", "a/b/.."] {
+            assert_eq!(own(r, None), None, "{r}");
         }
+    }
+
+    /// One tool's `#A` found another tool's `$anchor: "A"` (the tools are
+    /// one document): anchors are named per tool.
+    #[test]
+    fn a_tools_anchor_is_its_own() {
+        let f = json!({"type": "object", "properties": {"x": {"$ref": "#A"}}});
+        let g = json!({"type": "object", "properties": {"y": {"$anchor": "A", "type": "string"}}});
+        let tools = json!([{"type": "function", "function": {"name": "f", "parameters": f}},
+            {"type": "function", "function": {"name": "g", "parameters": g}}]);
+        let schema = parse(Some(&tools), Some(&json!("required"))).unwrap().unwrap().schema();
+        assert_eq!(schema["$defs"]["gantry_tool_0"]["properties"]["x"]["$ref"], "#gantry_tool_0_A");
+        assert_eq!(schema["$defs"]["gantry_tool_1"]["properties"]["y"]["$anchor"], "gantry_tool_1_A");
     }
 
     /// `const` and `enum` data with a `$ref` member are values the reply

@@ -69,12 +69,16 @@ pub fn for_each_schema_object<E>(
 pub(super) fn check_ids_and_anchors(schema: &mut Value) -> crate::Result<()> {
     let mut root = true;
     let mut anchors = std::collections::HashSet::new();
+    // Draft 4 (and 3) spell it `id`, read so only under their `$schema`;
+    // elsewhere `id` is data (`default: {"id": "u1"}`) or unknown.
+    let draft = schema.get("$schema").and_then(Value::as_str).unwrap_or_default();
+    let id_keys: &[&str] =
+        if draft.contains("draft-04") || draft.contains("draft-03") { &["$id", "id"] } else { &["$id"] };
     for_each_schema_object(schema, &mut |map| {
         let is_root = std::mem::replace(&mut root, false);
-        // Draft 4 spells it `id` (read so under a draft-4 `$schema`); only
-        // a string is an identifier (`dependentRequired` may list a property
-        // called `$id`).
-        for key in ["$id", "id"] {
+        // Only a string is an identifier (`dependentRequired` may list a
+        // property called `$id`).
+        for &key in id_keys {
             if !is_root && let Some(Value::String(id)) = map.get(key) {
                 return Err(crate::Error::Model(format!(
                     "the JSON schema's \"{key}\": {id:?} is below its root: a nested `{key}` is not supported (one \
@@ -116,7 +120,7 @@ mod tests {
             assert!(e.contains(says), "{schema}: {e}");
         }
         let mut fine = json!({"$id": "http://x/s", "$defs": {"a": {"$anchor": "A"}}, "const": {"$id": ""},
-            "dependentRequired": {"$id": ["a"]}, "properties": {"id": {"type": "string"}}});
+            "dependentRequired": {"$id": ["a"]}, "properties": {"id": {"type": "string"}}, "default": {"id": "u1"}});
         check_ids_and_anchors(&mut fine).unwrap();
     }
 }
